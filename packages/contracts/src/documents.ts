@@ -1,0 +1,160 @@
+import { z } from 'zod';
+import {
+  absolutePath,
+  anyPortEndpoint,
+  capabilityToken,
+  endpoint,
+  hash,
+  host,
+  id,
+  pid,
+  processStart,
+  text,
+} from './primitives.js';
+
+/** Default bound of one document in bytes. */
+export const DOCUMENT_BYTES = 8192;
+/** Bound of a document that carries two paths (each up to 4096 characters). */
+export const PATHS_DOCUMENT_BYTES = 32768;
+/** Most reservations one registry holds. */
+export const REGISTRY_ENTRIES = 256;
+/** Largest `roots.json` in bytes. */
+export const REGISTRY_BYTES = 4194304;
+/** Most fences one recovery record names. */
+export const RECOVERY_RECORD_FENCES = 64;
+
+const reservationShape = {
+  root: absolutePath,
+  stateHome: absolutePath,
+  configIdentity: hash,
+  endpoint,
+  epoch: id,
+  pid,
+  host,
+  processStart: processStart.optional(),
+  ownerToken: id,
+};
+
+/** `leasehold.registry-format/1`: marks a folder as one state home's registry. */
+export const registryFormatSchema = z.strictObject({
+  schema: z.literal('leasehold.registry-format/1'),
+  stateHome: absolutePath,
+});
+export type RegistryFormat = z.infer<typeof registryFormatSchema>;
+
+/** One owner's claim on a root and an endpoint, as the registry lists it. */
+export const reservationSchema = z.strictObject(reservationShape);
+export type Reservation = z.infer<typeof reservationSchema>;
+
+/** `leasehold.registry/1`: every reservation of a state home. */
+export const registrySchema = z.strictObject({
+  schema: z.literal('leasehold.registry/1'),
+  entries: z.array(reservationSchema).max(REGISTRY_ENTRIES),
+});
+export type Registry = z.infer<typeof registrySchema>;
+
+/** `leasehold.registry-lock/1`: the short lock of a registry transaction. */
+export const registryLockSchema = z.strictObject({
+  schema: z.literal('leasehold.registry-lock/1'),
+  token: id,
+  pid,
+  host,
+  processStart: processStart.optional(),
+  retained: z.boolean(),
+});
+export type RegistryLock = z.infer<typeof registryLockSchema>;
+
+/** `leasehold.service-format/1`: binds a service folder to its root, state home and config. */
+export const serviceFormatSchema = z.strictObject({
+  schema: z.literal('leasehold.service-format/1'),
+  root: absolutePath,
+  stateHome: absolutePath,
+  configIdentity: hash,
+});
+export type ServiceFormat = z.infer<typeof serviceFormatSchema>;
+
+/** `leasehold.owner-config/1`: what the service asks for. */
+export const ownerConfigSchema = z.strictObject({
+  schema: z.literal('leasehold.owner-config/1'),
+  endpoint: anyPortEndpoint,
+  policyIdentity: hash,
+});
+export type OwnerConfig = z.infer<typeof ownerConfigSchema>;
+
+/** The phases of a registration. */
+export const PHASES = ['idle', 'stopping', 'quarantined', 'stopped'] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** `leasehold.registration/1`: the owner's own record of its reservation and phase. */
+export const registrationSchema = z.strictObject({
+  schema: z.literal('leasehold.registration/1'),
+  ...reservationShape,
+  checkoutToken: id,
+  phase: z.enum(PHASES),
+});
+export type Registration = z.infer<typeof registrationSchema>;
+
+/** `leasehold.owner-lock/1`: held by the live owner of one epoch. */
+export const ownerLockSchema = z.strictObject({
+  schema: z.literal('leasehold.owner-lock/1'),
+  epoch: id,
+  token: id,
+  pid,
+  host,
+});
+export type OwnerLock = z.infer<typeof ownerLockSchema>;
+
+/** `leasehold.local-capability/1`: the one secret; lives only in its 0600 file. */
+export const localCapabilitySchema = z.strictObject({
+  schema: z.literal('leasehold.local-capability/1'),
+  epoch: id,
+  capability: capabilityToken,
+});
+export type LocalCapability = z.infer<typeof localCapabilitySchema>;
+
+/** `leasehold.checkout-lock/1`: the plain single-writer lock of a workspace. */
+export const checkoutLockSchema = z.strictObject({
+  schema: z.literal('leasehold.checkout-lock/1'),
+  token: id,
+  pid,
+  host,
+  processStart: processStart.optional(),
+});
+export type CheckoutLock = z.infer<typeof checkoutLockSchema>;
+
+/** The process a fence names. */
+export const holderSchema = z.strictObject({ pid, host, processStart: processStart.optional() });
+export type Holder = z.infer<typeof holderSchema>;
+
+/** The kinds of file that can fence a workspace (SPEC 6). */
+export const FENCE_KINDS = [
+  'registry-lock',
+  'registry-row',
+  'registry-initialisation',
+  'service-format',
+  'service-config',
+  'registration',
+  'owner-lock',
+  'capability',
+  'checkout-lock',
+] as const;
+export type FenceKind = (typeof FENCE_KINDS)[number];
+
+/** A fence as a recovery record names it: kind, file and holder, never a secret. */
+export const fenceSchema = z.strictObject({
+  kind: z.enum(FENCE_KINDS),
+  path: absolutePath,
+  holder: holderSchema.optional(),
+});
+export type Fence = z.infer<typeof fenceSchema>;
+
+/** `leasehold.recovery-record/1`: the journal's durable account of one recovery. */
+export const recoveryRecordSchema = z.strictObject({
+  schema: z.literal('leasehold.recovery-record/1'),
+  root: absolutePath,
+  digest: hash,
+  recordedAt: z.iso.datetime(),
+  operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
+  fences: z.array(fenceSchema).max(RECOVERY_RECORD_FENCES),
+});
+export type RecoveryRecord = z.infer<typeof recoveryRecordSchema>;
