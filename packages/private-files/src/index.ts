@@ -1,0 +1,13 @@
+export {
+  PrivateFiles,
+  STAGING_FOLDER,
+  sameSnapshot,
+  type FileSnapshot,
+  type MutationAction,
+  type MutationOperation,
+  type MutationStep,
+  type PrivateFilesHooks,
+  type PrivateFilesOptions,
+  type StagingSweep,
+} from './private-files.js';
+export { currentProcess, ownerStatus, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';

@@ -1,0 +1,454 @@
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+  type BigIntStats,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
+import { isErrno } from './errno.js';
+import { currentProcess, ownerStatus } from './process-liveness.js';
+import { stagingName, stagingWriter } from './staging-name.js';
+
+/** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
+export interface FileSnapshot {
+  readonly bytes: Uint8Array;
+  /** SHA-256 of `bytes`, lowercase hex. */
+  readonly identity: string;
+  /** Device, inode, size, mtime and ctime (ns): names this incarnation of the file. */
+  readonly stamp: string;
+}
+
+/** The public operation a mutating step belongs to. */
+export type MutationOperation = 'directory' | 'create' | 'replace' | 'remove' | 'sweep-staging';
+
+/** The mutating system call about to run. */
+export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'fsync-directory';
+
+/** What `beforeMutation` is told: the call about to run, and the path it touches. */
+export interface MutationStep {
+  readonly operation: MutationOperation;
+  readonly action: MutationAction;
+  readonly path: string;
+}
+
+/** Test seam: called before every mutating system call. Production code passes nothing. */
+export interface PrivateFilesHooks {
+  beforeMutation?(step: MutationStep): void;
+}
+
+export interface PrivateFilesOptions {
+  readonly hooks?: PrivateFilesHooks;
+}
+
+/** What `sweepStaging` did: the leftovers it removed and those it kept (live, ambiguous or unknown writers). */
+export interface StagingSweep {
+  readonly removed: readonly string[];
+  readonly kept: readonly string[];
+}
+
+/** The name of the staging folder below the root; never listed by `entries`. */
+export const STAGING_FOLDER = '.staging';
+
+// libuv opens every descriptor close-on-exec, so child processes never inherit one.
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const TEMP_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/** A temp in the staging folder; `pending` until it is linked or renamed into place. */
+interface StagedTemp {
+  readonly staged: string;
+  readonly descriptor: number;
+  pending: boolean;
+}
+
+function refused(path: string, problem: string): ContractError {
+  return new ContractError('refused', `${path}: ${problem}`);
+}
+
+function conflict(path: string, problem: string): ContractError {
+  return new ContractError('conflict', `${path}: ${problem}`);
+}
+
+function stampOf(stats: BigIntStats): string {
+  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+}
+
+/** True when two snapshots are the same incarnation of the same bytes. */
+export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a.identity === b.identity && a.stamp === b.stamp;
+}
+
+function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
+  if (Number(stats.uid) !== process.geteuid?.()) throw refused(path, `${kind} owned by another user`);
+  if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
+}
+
+function checkDirectory(path: string, stats: BigIntStats): void {
+  if (stats.isSymbolicLink()) throw refused(path, 'folder is a symbolic link');
+  if (!stats.isDirectory()) throw refused(path, 'not a folder');
+  ownedPrivately(path, stats, 'folder');
+}
+
+function fsyncDirectory(path: string): void {
+  const descriptor = openSync(path, DIRECTORY_FLAGS);
+  try {
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+function writeAll(descriptor: number, bytes: Uint8Array): void {
+  let offset = 0;
+  while (offset < bytes.byteLength) offset += writeSync(descriptor, bytes, offset);
+}
+
+function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
+  const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
+  let length = 0;
+  for (;;) {
+    const count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
+    if (count === 0) return new Uint8Array(buffer.subarray(0, length));
+    length += count;
+    if (length > maxBytes) throw refused(path, `larger than ${maxBytes} bytes`);
+    if (length === buffer.byteLength) throw conflict(path, 'grew while it was read');
+  }
+}
+
+/**
+ * Private files under one root: every file 0600 and every folder 0700, owned
+ * by this user, reached without following links, published whole and durably,
+ * changed and removed only by compare-and-swap against the snapshot a caller
+ * read. All calls are synchronous: each is a short, bounded sequence of
+ * system calls whose order is the crash-safety argument.
+ */
+export class PrivateFiles {
+  readonly root: string;
+  readonly staging: string;
+  readonly #hooks: PrivateFilesHooks | undefined;
+
+  /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
+  constructor(root: string, options: PrivateFilesOptions = {}) {
+    if (!absolutePath.safeParse(root).success) throw refused('root', 'not an absolute, normalised path');
+    this.root = root;
+    this.staging = join(root, STAGING_FOLDER);
+    this.#hooks = options.hooks;
+  }
+
+  /**
+   * Whether `path` is a safe folder (it and every folder from the root down).
+   * With `create`, makes the missing levels 0700, fsyncing each parent.
+   * @throws ContractError `refused` for an unsafe level or a path outside the root.
+   */
+  directory(path: string, create = false): boolean {
+    return this.#walk(path, create ? 'directory' : undefined);
+  }
+
+  /**
+   * The file's snapshot, or undefined when it (or its folder) does not exist.
+   * @throws ContractError `refused` (unsafe or oversized file), `conflict` (replaced or removed while read).
+   */
+  read(path: string, maxBytes = DOCUMENT_BYTES): FileSnapshot | undefined {
+    if (!this.#walk(this.#parentOf(path), undefined)) return undefined;
+    return this.#readFile(path, maxBytes);
+  }
+
+  /**
+   * Publishes a new file exclusively: staged temp, fsync, link, temp unlink, folder fsync.
+   * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
+   */
+  create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
+    const folder = this.#prepareWrite(path, bytes, maxBytes);
+    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
+    const temp = this.#stage('create', bytes);
+    try {
+      this.#step('create', 'link', path);
+      try {
+        linkSync(temp.staged, path);
+      } catch (error) {
+        if (isErrno(error, 'EEXIST')) throw conflict(path, 'already exists');
+        throw error;
+      }
+      this.#step('create', 'unlink', temp.staged);
+      unlinkSync(temp.staged);
+      temp.pending = false;
+      const published = fstatSync(temp.descriptor, { bigint: true });
+      this.#step('create', 'fsync-directory', folder);
+      fsyncDirectory(folder);
+      return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
+    } finally {
+      this.#discard('create', temp);
+    }
+  }
+
+  /**
+   * Replaces the file when it is still exactly `expected`: staged temp, fsync, rename over, folder fsync.
+   * The comparison runs right before the rename; callers that race other writers hold a lock around it.
+   * @throws ContractError `conflict` (the file is not `expected`), `refused` (unsafe path or file, over `maxBytes`).
+   */
+  replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
+    const folder = this.#prepareWrite(path, bytes, maxBytes);
+    this.#expect(path, expected, maxBytes);
+    const temp = this.#stage('replace', bytes);
+    try {
+      this.#expect(path, expected, maxBytes);
+      this.#step('replace', 'rename', path);
+      renameSync(temp.staged, path);
+      temp.pending = false;
+      const published = fstatSync(temp.descriptor, { bigint: true });
+      this.#step('replace', 'fsync-directory', folder);
+      fsyncDirectory(folder);
+      return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
+    } finally {
+      this.#discard('replace', temp);
+    }
+  }
+
+  /**
+   * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync.
+   * @throws ContractError `conflict` (absent or not `expected`), `refused` (unsafe path or file).
+   */
+  remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES): void {
+    const folder = this.#folderOf(path);
+    this.#expect(path, expected, maxBytes);
+    this.#step('remove', 'unlink', path);
+    unlinkSync(path);
+    this.#step('remove', 'fsync-directory', folder);
+    fsyncDirectory(folder);
+  }
+
+  /**
+   * Proves the file is exactly `expected`, or absent when `expected` is undefined.
+   * @throws ContractError `conflict` otherwise, `refused` for an unsafe path or file.
+   */
+  assert(path: string, expected: FileSnapshot | undefined, maxBytes = DOCUMENT_BYTES): void {
+    const current = this.read(path, maxBytes);
+    if (!sameSnapshot(current, expected)) {
+      throw conflict(path, expected === undefined ? 'exists' : 'changed since it was read');
+    }
+  }
+
+  /**
+   * The names in a safe folder (empty when it does not exist), sorted; the staging folder is never listed.
+   * @throws ContractError `refused` when any name is not in `allowed`, or the folder is unsafe.
+   */
+  entries(folder: string, allowed: readonly string[]): string[] {
+    if (!this.#walk(folder, undefined)) return [];
+    const names = readdirSync(folder).filter((name) => !(folder === this.root && name === STAGING_FOLDER));
+    if (names.some((name) => !allowed.includes(name))) throw refused(folder, 'holds an unexpected entry');
+    return names.sort();
+  }
+
+  /**
+   * Removes staging leftovers whose writer is `absent`; keeps those of live or
+   * ambiguous writers and names it cannot read. Call it before trusting a file
+   * that a dead writer may have left with a second link.
+   * @throws ContractError `refused` when the staging folder is unsafe.
+   */
+  sweepStaging(): StagingSweep {
+    if (!this.#walk(this.staging, undefined)) return { removed: [], kept: [] };
+    const removed: string[] = [];
+    const kept: string[] = [];
+    const host = currentProcess().host;
+    for (const name of readdirSync(this.staging).sort()) {
+      const writer = stagingWriter(name, host);
+      if (writer === undefined || ownerStatus(writer.pid, host, writer.processStart) !== 'absent') {
+        kept.push(name);
+        continue;
+      }
+      const path = join(this.staging, name);
+      this.#step('sweep-staging', 'unlink', path);
+      try {
+        unlinkSync(path);
+        removed.push(name);
+      } catch (error) {
+        if (!isErrno(error, 'ENOENT')) throw error;
+      }
+    }
+    if (removed.length > 0) {
+      this.#step('sweep-staging', 'fsync-directory', this.staging);
+      fsyncDirectory(this.staging);
+    }
+    return { removed, kept };
+  }
+
+  #step(operation: MutationOperation, action: MutationAction, path: string): void {
+    this.#hooks?.beforeMutation?.({ operation, action, path });
+  }
+
+  /** `path` itself, once proven absolute, normalised and strictly inside the root. */
+  #inside(path: string): string {
+    if (!absolutePath.safeParse(path).success) throw refused('path', 'not an absolute, normalised path');
+    if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
+      throw refused(path, 'outside the root');
+    }
+    return path;
+  }
+
+  /** The folder of a file path strictly below the root. */
+  #parentOf(path: string): string {
+    if (this.#inside(path) === this.root) throw refused(path, 'is the root, not a file');
+    return dirname(path);
+  }
+
+  /** The folder of a file path below the root, which must exist and be safe. */
+  #folderOf(path: string): string {
+    const folder = this.#parentOf(path);
+    if (!this.#walk(folder, undefined)) throw refused(path, 'its folder does not exist');
+    return folder;
+  }
+
+  #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number): string {
+    // Bounds before anything is written, so an oversized write changes nothing.
+    if (bytes.byteLength > maxBytes) throw refused(path, `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
+    return this.#folderOf(path);
+  }
+
+  /**
+   * Checks every folder from the root down to `folder`; a missing level is
+   * `false`, or is made (0700, parent fsynced) when `creating` names the operation.
+   */
+  #walk(folder: string, creating: MutationOperation | undefined): boolean {
+    this.#inside(folder);
+    const below = folder === this.root ? [] : folder.slice(this.root.length + 1).split('/');
+    let current = this.root;
+    for (let level = 0; level <= below.length; level += 1) {
+      if (level > 0) current = join(current, below[level - 1]!);
+      const stats = this.#lookup(current);
+      if (stats !== undefined) {
+        checkDirectory(current, stats);
+        continue;
+      }
+      if (creating === undefined) return false;
+      this.#makeFolder(creating, current);
+    }
+    return true;
+  }
+
+  #makeFolder(operation: MutationOperation, path: string): void {
+    this.#step(operation, 'mkdir', path);
+    try {
+      mkdirSync(path, { mode: 0o700 });
+    } catch (error) {
+      if (!isErrno(error, 'EEXIST')) throw error; // another writer made it first: checked below like any folder
+    }
+    checkDirectory(path, lstatSync(path, { bigint: true }));
+    this.#step(operation, 'fsync-directory', dirname(path));
+    fsyncDirectory(dirname(path));
+  }
+
+  /** lstat, with absence as undefined; a file where a folder should be is `refused`. */
+  #lookup(path: string): BigIntStats | undefined {
+    try {
+      return lstatSync(path, { bigint: true });
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return undefined;
+      if (isErrno(error, 'ENOTDIR')) throw refused(path, 'a level above it is not a folder');
+      throw error;
+    }
+  }
+
+  #expect(path: string, expected: FileSnapshot, maxBytes: number): void {
+    if (!sameSnapshot(this.#readFile(path, maxBytes), expected)) throw conflict(path, 'changed since it was read');
+  }
+
+  /** Reads one file whose folders were checked; see `read`. */
+  #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
+    const seen = this.#lookup(path);
+    if (seen === undefined) return undefined;
+    if (seen.isSymbolicLink()) throw refused(path, 'is a symbolic link');
+    // Checked before opening: a FIFO or device is never opened at all.
+    if (!seen.isFile()) throw refused(path, 'not a regular file');
+    let descriptor: number;
+    try {
+      descriptor = openSync(path, READ_FLAGS);
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
+      if (isErrno(error, 'ELOOP')) throw refused(path, 'is a symbolic link');
+      throw error;
+    }
+    try {
+      const opened = fstatSync(descriptor, { bigint: true });
+      // The name may have been pointed at another inode between lstat and open.
+      if (opened.ino !== seen.ino || opened.dev !== seen.dev) throw conflict(path, 'replaced while it was opened');
+      this.#checkFile(path, opened, maxBytes);
+      const bytes = readAll(descriptor, Number(opened.size), maxBytes, path);
+      const after = fstatSync(descriptor, { bigint: true });
+      // A rename over the file or an unlink drops the link count of the inode we hold to 0.
+      if (after.nlink === 0n || stampOf(after) !== stampOf(opened) || bytes.byteLength !== Number(after.size)) {
+        throw conflict(path, 'changed while it was read');
+      }
+      return { bytes, identity: sha256(bytes), stamp: stampOf(after) };
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  #checkFile(path: string, stats: BigIntStats, maxBytes: number): void {
+    if (!stats.isFile()) throw refused(path, 'not a regular file');
+    if (stats.nlink === 0n) throw conflict(path, 'removed while it was opened');
+    ownedPrivately(path, stats, 'file');
+    if (stats.nlink > 1n && !this.#publishing(stats)) throw refused(path, 'has more than one link');
+    if (stats.nlink > 1n) throw conflict(path, 'a writer is publishing it');
+    if (stats.size > BigInt(maxBytes)) throw refused(path, `larger than ${maxBytes} bytes`);
+  }
+
+  /**
+   * A second link is ours only between `link` and the temp's unlink in
+   * `create`: the other name is then a staging file of a live writer, and the
+   * reader raced it (`conflict`, retry). A dead writer's leftover stays
+   * `refused` until `sweepStaging`; any other hard link is refused for good.
+   */
+  #publishing(stats: BigIntStats): boolean {
+    if (!this.#walk(this.staging, undefined)) return false;
+    const host = currentProcess().host;
+    return readdirSync(this.staging).some((name) => {
+      const other = this.#lookup(join(this.staging, name));
+      if (other?.ino !== stats.ino || other.dev !== stats.dev) return false;
+      const writer = stagingWriter(name, host);
+      return writer !== undefined && ownerStatus(writer.pid, host, writer.processStart) === 'live';
+    });
+  }
+
+  /** Writes `bytes` to a fresh temp in the staging folder and fsyncs it; the descriptor stays open. */
+  #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
+    this.#walk(this.staging, operation);
+    const staged = join(this.staging, stagingName(currentProcess()));
+    this.#step(operation, 'write', staged);
+    const temp: StagedTemp = { staged, descriptor: openSync(staged, TEMP_FLAGS, 0o600), pending: true };
+    try {
+      writeAll(temp.descriptor, bytes);
+      this.#step(operation, 'fsync', staged);
+      fsyncSync(temp.descriptor);
+    } catch (error) {
+      this.#discard(operation, temp);
+      throw error;
+    }
+    return temp;
+  }
+
+  /** Closes a staged temp and unlinks it while it is still pending; a failure here leaves it for sweepStaging. */
+  #discard(operation: MutationOperation, temp: StagedTemp): void {
+    closeSync(temp.descriptor);
+    if (!temp.pending) return;
+    try {
+      this.#step(operation, 'unlink', temp.staged);
+      unlinkSync(temp.staged);
+    } catch {
+      // Best effort: the temp names this live writer, and sweepStaging removes it once this process is gone.
+    }
+  }
+}

@@ -1,0 +1,111 @@
+import { readFileSync, readlinkSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { isErrno } from './errno.js';
+
+/** Who a file names: a process on a host, and on Linux which incarnation of it. */
+export interface ProcessIdentity {
+  readonly pid: number;
+  readonly host: string;
+  readonly processStart?: string;
+}
+
+/** What can be told about a named process from here. */
+export type OwnerStatus = 'live' | 'absent' | 'ambiguous';
+
+interface LinuxStart {
+  readonly bootId: string;
+  readonly pidNamespace: string;
+  readonly startTime: string;
+}
+
+const PROCESS_START = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/;
+
+function readBootId(): string {
+  return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+}
+
+function readPidNamespace(): string {
+  // "pid:[4026531836]": the inode names the namespace.
+  return /\[([0-9]+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '';
+}
+
+/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or undefined for a gone or zombie process. */
+function readStartTime(pid: number | 'self'): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch (error) {
+    if (isErrno(error, 'ENOENT', 'ESRCH')) return undefined;
+    throw error;
+  }
+  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] === 'Z' || fields[0] === 'X') return undefined; // exited, not yet reaped: it holds nothing
+  return fields[19];
+}
+
+function linuxStart(): LinuxStart | undefined {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    const startTime = readStartTime('self');
+    const pidNamespace = readPidNamespace();
+    if (startTime === undefined || pidNamespace === '') return undefined;
+    return { bootId: readBootId(), pidNamespace, startTime };
+  } catch {
+    return undefined;
+  }
+}
+
+let current: ProcessIdentity | undefined;
+
+/** This process: pid, host name and, on Linux, `linux:<boot id>:<pid namespace>:<start time>`. */
+export function currentProcess(): ProcessIdentity {
+  if (current === undefined) {
+    const start = linuxStart();
+    const base = { pid: process.pid, host: hostname() };
+    current =
+      start === undefined
+        ? base
+        : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
+  }
+  return current;
+}
+
+function signalProbe(pid: number): OwnerStatus {
+  try {
+    process.kill(pid, 0);
+    return 'live';
+  } catch (error) {
+    return isErrno(error, 'ESRCH') ? 'absent' : 'ambiguous';
+  }
+}
+
+function startStatus(pid: number, processStart: string): OwnerStatus {
+  const recorded = PROCESS_START.exec(processStart);
+  const mine = PROCESS_START.exec(currentProcess().processStart ?? '');
+  if (recorded === null || mine === null) return 'ambiguous';
+  // Another boot: every process of that boot is gone with it.
+  if (recorded[1] !== mine[1]) return 'absent';
+  // Another PID namespace (a container sharing the state home): its PIDs mean nothing here.
+  if (recorded[2] !== mine[2]) return 'ambiguous';
+  let startTime: string | undefined;
+  try {
+    startTime = readStartTime(pid);
+  } catch {
+    return 'ambiguous';
+  }
+  // A live PID with another start time was reused by an unrelated process.
+  return startTime === recorded[3] ? 'live' : 'absent';
+}
+
+/**
+ * Whether the process a file names is still running. Another host is
+ * `ambiguous`; with `processStart`, another boot or a reused PID is `absent`
+ * and another PID namespace `ambiguous`; without it, `kill(pid, 0)` decides.
+ * Never throws.
+ */
+export function ownerStatus(pid: number, host: string, processStart?: string): OwnerStatus {
+  if (host !== currentProcess().host) return 'ambiguous';
+  if (processStart !== undefined) return startStatus(pid, processStart);
+  return signalProbe(pid);
+}
