@@ -16,7 +16,8 @@ function canonical(value: unknown, depth: number): string {
   }
   if (depth >= MAX_DEPTH) throw new ContractError('refused', `encode: nesting deeper than ${MAX_DEPTH}`);
   if (Array.isArray(value)) {
-    return `[${value.map((item) => (item === undefined ? refuseUndefined() : canonical(item, depth + 1))).join(',')}]`;
+    // Array.from visits holes too (map skips them, and join would then write `[1,,2]`).
+    return `[${Array.from(value, (item) => (item === undefined ? refuseUndefined() : canonical(item, depth + 1))).join(',')}]`;
   }
   const prototype = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
   if (prototype !== Object.prototype && prototype !== null) {
@@ -31,7 +32,7 @@ function canonical(value: unknown, depth: number): string {
 }
 
 function refuseUndefined(): never {
-  throw new ContractError('refused', 'encode: an array holds undefined');
+  throw new ContractError('refused', 'encode: an array holds undefined or a hole');
 }
 
 /**
@@ -94,7 +95,7 @@ function describeIssue(issue: Issue, input: unknown): string {
     case 'too_small':
       return `too small at ${where}`;
     case 'invalid_value':
-      return `not an allowed value at ${where}`;
+      return valueAt(input, issue.path).found ? `not an allowed value at ${where}` : `missing key ${where}`;
     case 'custom':
     case 'invalid_format':
       // Our own refinement messages, or zod's which name the pattern, not the input.

@@ -10,6 +10,7 @@ import {
   readdirSync,
   readSync,
   renameSync,
+  rmdirSync,
   unlinkSync,
   writeSync,
   type BigIntStats,
@@ -30,10 +31,10 @@ export interface FileSnapshot {
 }
 
 /** The public operation a mutating step belongs to. */
-export type MutationOperation = 'directory' | 'create' | 'replace' | 'remove' | 'sweep-staging';
+export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'sweep-staging';
 
 /** The mutating system call about to run. */
-export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'fsync-directory';
+export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** What `beforeMutation` is told: the call about to run, and the path it touches. */
 export interface MutationStep {
@@ -195,6 +196,42 @@ export class PrivateFiles {
   }
 
   /**
+   * Publishes a new folder holding `files` (name to bytes), whole or not at
+   * all: a staged folder whose files are written and fsynced, the staged
+   * folder fsynced, renamed into place, the parent fsynced. A crash leaves no
+   * folder or the complete one, never a half-filled one.
+   * @throws ContractError `conflict` (something is already at `path`), `refused` (bad name, unsafe path,
+   * missing parent, a file over `maxBytes`).
+   */
+  createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
+    const parent = this.#folderOf(path);
+    for (const [name, bytes] of Object.entries(files)) {
+      if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
+      if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
+    }
+    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
+    this.#walk(this.staging, 'create-folder');
+    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
+    this.#step('create-folder', 'mkdir', staged);
+    mkdirSync(staged, { mode: 0o700 });
+    let pending = true;
+    try {
+      for (const [name, bytes] of Object.entries(files)) this.#writeStagedFile(join(staged, name), bytes);
+      this.#step('create-folder', 'fsync-directory', staged);
+      fsyncDirectory(staged);
+      // rename() silently replaces an empty folder: check absence once more, right before it.
+      if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
+      this.#step('create-folder', 'rename', path);
+      renameSync(staged, path);
+      pending = false;
+      this.#step('create-folder', 'fsync-directory', parent);
+      fsyncDirectory(parent);
+    } finally {
+      if (pending) this.#removeStagedFolder('create-folder', staged, true);
+    }
+  }
+
+  /**
    * Replaces the file when it is still exactly `expected`: staged temp, fsync, rename over, folder fsync.
    * The comparison runs right before the rename; callers that race other writers hold a lock around it.
    * @throws ContractError `conflict` (the file is not `expected`), `refused` (unsafe path or file, over `maxBytes`).
@@ -270,6 +307,11 @@ export class PrivateFiles {
         continue;
       }
       const path = join(this.staging, name);
+      if (writer.kind === 'dir') {
+        if (this.#removeStagedFolder('sweep-staging', path, false)) removed.push(name);
+        else kept.push(name);
+        continue;
+      }
       this.#step('sweep-staging', 'unlink', path);
       try {
         unlinkSync(path);
@@ -283,6 +325,43 @@ export class PrivateFiles {
       fsyncDirectory(this.staging);
     }
     return { removed, kept };
+  }
+
+  #writeStagedFile(path: string, bytes: Uint8Array): void {
+    this.#step('create-folder', 'write', path);
+    const descriptor = openSync(path, TEMP_FLAGS, 0o600);
+    try {
+      writeAll(descriptor, bytes);
+      this.#step('create-folder', 'fsync', path);
+      fsyncSync(descriptor);
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  /**
+   * Removes a staged folder that holds only regular files (what createFolder
+   * stages); anything else in it is not ours, and the folder is kept.
+   * `bestEffort` swallows failures (cleanup after an error already thrown).
+   */
+  #removeStagedFolder(operation: MutationOperation, folder: string, bestEffort: boolean): boolean {
+    try {
+      const stats = this.#lookup(folder);
+      if (stats === undefined) return false;
+      checkDirectory(folder, stats);
+      const names = readdirSync(folder);
+      if (names.some((name) => !this.#lookup(join(folder, name))?.isFile())) return false;
+      for (const name of names) {
+        this.#step(operation, 'unlink', join(folder, name));
+        unlinkSync(join(folder, name));
+      }
+      this.#step(operation, 'rmdir', folder);
+      rmdirSync(folder);
+      return true;
+    } catch (error) {
+      if (bestEffort) return false;
+      throw error;
+    }
   }
 
   #step(operation: MutationOperation, action: MutationAction, path: string): void {
@@ -384,7 +463,7 @@ export class PrivateFiles {
       const opened = fstatSync(descriptor, { bigint: true });
       // The name may have been pointed at another inode between lstat and open.
       if (opened.ino !== seen.ino || opened.dev !== seen.dev) throw conflict(path, 'replaced while it was opened');
-      this.#checkFile(path, opened, maxBytes);
+      this.#checkFile(path, descriptor, opened, maxBytes);
       const bytes = readAll(descriptor, Number(opened.size), maxBytes, path);
       const after = fstatSync(descriptor, { bigint: true });
       // A rename over the file or an unlink drops the link count of the inode we hold to 0.
@@ -397,11 +476,19 @@ export class PrivateFiles {
     }
   }
 
-  #checkFile(path: string, stats: BigIntStats, maxBytes: number): void {
+  #checkFile(path: string, descriptor: number, stats: BigIntStats, maxBytes: number): void {
     if (!stats.isFile()) throw refused(path, 'not a regular file');
     if (stats.nlink === 0n) throw conflict(path, 'removed while it was opened');
     ownedPrivately(path, stats, 'file');
-    if (stats.nlink > 1n && !this.#publishing(stats)) throw refused(path, 'has more than one link');
+    if (stats.nlink > 1n && !this.#publishing(stats)) {
+      // A live writer may have unlinked its temp while the staging folder was scanned: a link
+      // count or stamp that moved since the open means this reader lost a race (`conflict`).
+      const now = fstatSync(descriptor, { bigint: true });
+      if (now.nlink !== stats.nlink || stampOf(now) !== stampOf(stats)) {
+        throw conflict(path, 'changed while it was read');
+      }
+      throw refused(path, 'has more than one link');
+    }
     if (stats.nlink > 1n) throw conflict(path, 'a writer is publishing it');
     if (stats.size > BigInt(maxBytes)) throw refused(path, `larger than ${maxBytes} bytes`);
   }

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import type * as ContractErrorModule from './contract-error.js';
+import { CONTRACT_ERROR_CODES, ContractError, type ContractErrorCode } from './contract-error.js';
+
+// The built package and the source module are two separate module instances,
+// which is what two installed copies of @leasehold/contracts look like at run time.
+// The path is computed so that type checking does not depend on a build.
+async function builtCopy(): Promise<typeof ContractErrorModule.ContractError> {
+  const url = new URL('../dist/index.js', import.meta.url).href;
+  return ((await import(url)) as typeof ContractErrorModule).ContractError;
+}
+
+describe('ContractError', () => {
+  it('carries its code, its name and its message', () => {
+    const error = new ContractError('conflict', 'registry: another owner');
+    expect(error).toBeInstanceOf(Error);
+    expect(error.code).toBe('conflict');
+    expect(error.name).toBe('ContractError');
+    expect(error.message).toBe('registry: another owner');
+    expect(String(error)).toBe('ContractError: registry: another owner');
+  });
+
+  it('passes the cause through, and has none when none is given', () => {
+    const cause = new Error('EACCES');
+    expect(new ContractError('refused', 'unsafe file', { cause }).cause).toBe(cause);
+    expect(Object.hasOwn(new ContractError('refused', 'unsafe file'), 'cause')).toBe(false);
+  });
+
+  it('lists exactly the codes of the specification', () => {
+    expect([...CONTRACT_ERROR_CODES]).toEqual([
+      'refused',
+      'conflict',
+      'capacity',
+      'quarantine',
+      'unavailable',
+      'consumed-grant',
+      'busy',
+    ]);
+  });
+
+  it('keeps the brand out of JSON and out of the enumerable keys', () => {
+    const error = new ContractError('busy', 'registry lock held');
+    expect(JSON.parse(JSON.stringify(error))).toEqual({ name: 'ContractError', code: 'busy' });
+    expect(Object.getOwnPropertySymbols(error)).toHaveLength(1);
+    expect(Object.keys(error).sort()).toEqual(['code', 'name']);
+  });
+});
+
+describe('ContractError.is', () => {
+  it('recognises an instance of every code', () => {
+    for (const code of CONTRACT_ERROR_CODES) {
+      expect(ContractError.is(new ContractError(code, 'message'))).toBe(true);
+    }
+  });
+
+  it('refuses everything that is not a ContractError', () => {
+    const lookalike = Object.assign(new Error('refused'), { name: 'ContractError', code: 'refused' });
+    for (const value of [
+      new Error('refused'),
+      new TypeError('x'),
+      lookalike,
+      { code: 'refused', name: 'ContractError', message: 'x' },
+      { [Symbol.for('leasehold.contract-error')]: 'true', code: 'refused' },
+      { [Symbol('leasehold.contract-error')]: true, code: 'refused' },
+      null,
+      undefined,
+      'refused',
+      42,
+      () => undefined,
+    ]) {
+      expect(ContractError.is(value)).toBe(false);
+    }
+  });
+
+  it('filters by code', () => {
+    const conflict = new ContractError('conflict', 'message');
+    expect(ContractError.is(conflict, 'conflict')).toBe(true);
+    expect(ContractError.is(conflict, 'refused')).toBe(false);
+    expect(ContractError.is(conflict, 'refused', 'conflict')).toBe(true);
+    expect(ContractError.is(conflict, 'busy', 'quarantine', 'unavailable')).toBe(false);
+    expect(ContractError.is(new Error('conflict'), 'conflict')).toBe(false);
+  });
+
+  it('recognises any object carrying the shared Symbol.for brand', () => {
+    const fromAnotherCopy = { [Symbol.for('leasehold.contract-error')]: true, code: 'quarantine' as ContractErrorCode };
+    expect(ContractError.is(fromAnotherCopy)).toBe(true);
+    expect(ContractError.is(fromAnotherCopy, 'quarantine')).toBe(true);
+    expect(ContractError.is(fromAnotherCopy, 'refused')).toBe(false);
+  });
+
+  it('works across two module instances, where instanceof does not', async () => {
+    const BuiltContractError = await builtCopy();
+    const built = new BuiltContractError('consumed-grant', 'grant used twice');
+    const source = new ContractError('busy', 'lock held');
+    expect(BuiltContractError).not.toBe(ContractError);
+    expect(built instanceof ContractError).toBe(false);
+    expect(source instanceof BuiltContractError).toBe(false);
+    expect(ContractError.is(built)).toBe(true);
+    expect(ContractError.is(built, 'consumed-grant')).toBe(true);
+    expect(ContractError.is(built, 'busy')).toBe(false);
+    expect(BuiltContractError.is(source)).toBe(true);
+    expect(BuiltContractError.is(source, 'busy')).toBe(true);
+    expect(BuiltContractError.is(source, 'refused')).toBe(false);
+  });
+});
