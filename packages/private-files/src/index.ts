@@ -8,6 +8,7 @@ export {
   type MutationStep,
   type PrivateFilesHooks,
   type PrivateFilesOptions,
+  type StagingEntry,
   type StagingSweep,
 } from './private-files.js';
 export { currentProcess, ownerStatus, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';

@@ -18,7 +18,7 @@ import {
 import { dirname, join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
-import { currentProcess, ownerStatus } from './process-liveness.js';
+import { currentProcess, ownerStatus, type OwnerStatus } from './process-liveness.js';
 import { stagingName, stagingWriter } from './staging-name.js';
 
 /** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
@@ -56,6 +56,13 @@ export interface PrivateFilesOptions {
 export interface StagingSweep {
   readonly removed: readonly string[];
   readonly kept: readonly string[];
+}
+
+/** A name in the staging folder and the liveness of the writer it names. */
+export interface StagingEntry {
+  readonly name: string;
+  readonly path: string;
+  readonly writer: OwnerStatus | 'unknown';
 }
 
 /** The name of the staging folder below the root; never listed by `entries`. */
@@ -109,6 +116,15 @@ function fsyncDirectory(path: string): void {
     fsyncSync(descriptor);
   } finally {
     closeSync(descriptor);
+  }
+}
+
+/** Runs a removal; a name already gone (removed by a concurrent sweeper) is not an error. */
+function unlessGone(remove: () => void): void {
+  try {
+    remove();
+  } catch (error) {
+    if (!isErrno(error, 'ENOENT')) throw error;
   }
 }
 
@@ -290,35 +306,44 @@ export class PrivateFiles {
   }
 
   /**
+   * What is in the staging folder, with each writer's liveness (`unknown`
+   * for a name that names no writer of this host). Changes nothing.
+   * @throws ContractError `refused` when the staging folder is unsafe.
+   */
+  stagingEntries(): StagingEntry[] {
+    if (!this.#walk(this.staging, undefined)) return [];
+    const host = currentProcess().host;
+    return readdirSync(this.staging)
+      .sort()
+      .map((name) => {
+        const writer = stagingWriter(name, host);
+        const status = writer === undefined ? 'unknown' : ownerStatus(writer.pid, host, writer.processStart);
+        return { name, path: join(this.staging, name), writer: status };
+      });
+  }
+
+  /**
    * Removes staging leftovers whose writer is `absent`; keeps those of live or
    * ambiguous writers and names it cannot read. Call it before trusting a file
    * that a dead writer may have left with a second link.
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   sweepStaging(): StagingSweep {
-    if (!this.#walk(this.staging, undefined)) return { removed: [], kept: [] };
     const removed: string[] = [];
     const kept: string[] = [];
-    const host = currentProcess().host;
-    for (const name of readdirSync(this.staging).sort()) {
-      const writer = stagingWriter(name, host);
-      if (writer === undefined || ownerStatus(writer.pid, host, writer.processStart) !== 'absent') {
+    for (const { name, path, writer } of this.stagingEntries()) {
+      if (writer !== 'absent') {
         kept.push(name);
         continue;
       }
-      const path = join(this.staging, name);
-      if (writer.kind === 'dir') {
+      if (name.endsWith('.dir')) {
         if (this.#removeStagedFolder('sweep-staging', path, false)) removed.push(name);
         else kept.push(name);
         continue;
       }
       this.#step('sweep-staging', 'unlink', path);
-      try {
-        unlinkSync(path);
-        removed.push(name);
-      } catch (error) {
-        if (!isErrno(error, 'ENOENT')) throw error;
-      }
+      unlessGone(() => unlinkSync(path));
+      removed.push(name);
     }
     if (removed.length > 0) {
       this.#step('sweep-staging', 'fsync-directory', this.staging);
@@ -349,14 +374,21 @@ export class PrivateFiles {
       const stats = this.#lookup(folder);
       if (stats === undefined) return false;
       checkDirectory(folder, stats);
-      const names = readdirSync(folder);
-      if (names.some((name) => !this.#lookup(join(folder, name))?.isFile())) return false;
+      let names: string[];
+      try {
+        names = readdirSync(folder);
+      } catch (error) {
+        if (isErrno(error, 'ENOENT')) return false; // another sweeper removed it first
+        throw error;
+      }
+      // A name already gone was removed by another sweeper of the same dead writer's folder.
+      if (names.some((name) => this.#lookup(join(folder, name))?.isFile() === false)) return false;
       for (const name of names) {
         this.#step(operation, 'unlink', join(folder, name));
-        unlinkSync(join(folder, name));
+        unlessGone(() => unlinkSync(join(folder, name)));
       }
       this.#step(operation, 'rmdir', folder);
-      rmdirSync(folder);
+      unlessGone(() => rmdirSync(folder));
       return true;
     } catch (error) {
       if (bestEffort) return false;

@@ -226,7 +226,8 @@ export async function killAndReap(child: SpawnedChild): Promise<ChildEnd> {
 export type WriterOperation =
   | { readonly op: 'create'; readonly path: string; readonly text: string }
   | { readonly op: 'replace'; readonly path: string; readonly text: string }
-  | { readonly op: 'directory'; readonly path: string };
+  | { readonly op: 'directory'; readonly path: string }
+  | { readonly op: 'createFolder'; readonly path: string; readonly files: Readonly<Record<string, string>> };
 
 /** Where the writer stops: the n-th hook call, or the first call with this action (and operation). */
 export type WriterStop =
