@@ -1,0 +1,61 @@
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  REGISTRY_BYTES,
+  REGISTRY_ENTRIES,
+  decodeBytes,
+  encode,
+  registryFormatSchema,
+  registrySchema,
+  type Reservation,
+} from '@leasehold/contracts';
+import type { FileSnapshot } from '@leasehold/private-files';
+import { rootsOverlap } from './roots-overlap.js';
+
+/**
+ * Checks the rules a list of reservations must keep: every entry of this
+ * state home, no two overlapping roots, no shared endpoint.
+ * @throws ContractError `refused`.
+ */
+export function validateEntries(entries: readonly Reservation[], stateHome: string, label: string): void {
+  const endpoints = new Set<string>();
+  entries.forEach((entry, index) => {
+    if (entry.stateHome !== stateHome) throw new ContractError('refused', `${label}: entries[${index}] is of another state home`);
+    if (endpoints.has(entry.endpoint)) throw new ContractError('refused', `${label}: entries[${index}] shares an endpoint`);
+    endpoints.add(entry.endpoint);
+    for (let other = 0; other < index; other += 1) {
+      if (rootsOverlap(entries[other]!.root, entry.root)) {
+        throw new ContractError('refused', `${label}: entries[${other}] and entries[${index}] have overlapping roots`);
+      }
+    }
+  });
+}
+
+/** The decoded, validated reservations in a `roots.json` snapshot. */
+export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): Reservation[] {
+  const registry = decodeBytes(registrySchema, roots.bytes, REGISTRY_BYTES, label);
+  validateEntries(registry.entries, stateHome, label);
+  return registry.entries;
+}
+
+/** Refuses a `format.json` that is not this state home's. */
+export function checkFormat(format: FileSnapshot, stateHome: string, label: string): void {
+  const decoded = decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label);
+  if (decoded.stateHome !== stateHome) throw new ContractError('refused', `${label}: names another state home`);
+}
+
+/**
+ * The bytes of `roots.json` for `entries`, proven valid and within
+ * REGISTRY_ENTRIES and REGISTRY_BYTES.
+ * @throws ContractError `capacity` over a bound, `refused` for an invalid list.
+ */
+export function encodeEntries(entries: readonly Reservation[], stateHome: string, label: string): Uint8Array {
+  if (entries.length > REGISTRY_ENTRIES) {
+    throw new ContractError('capacity', `${label}: more than ${REGISTRY_ENTRIES} reservations`);
+  }
+  validateEntries(entries, stateHome, label);
+  const bytes = encode({ schema: 'leasehold.registry/1', entries });
+  if (bytes.byteLength > REGISTRY_BYTES) throw new ContractError('capacity', `${label}: larger than ${REGISTRY_BYTES} bytes`);
+  decodeBytes(registrySchema, bytes, REGISTRY_BYTES, label);
+  return bytes;
+}
