@@ -1,0 +1,157 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { currentProcess } from '@leasehold/private-files';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ANY_PORT,
+  BOUND,
+  cleanUp,
+  codeOf,
+  coordinationFor,
+  killAndReap,
+  makePlace,
+  modeOf,
+  replaceFile,
+  spawnFixture,
+  treeOf,
+  unchangedCodeOf,
+  type TestPlace,
+} from '../test/functional-helpers.js';
+import { Checkout, type CheckoutHolder } from './index.js';
+
+afterEach(cleanUp);
+
+function checkoutOf(place: TestPlace, root: string): Checkout {
+  return new Checkout(root, { stateHome: place.stateHome });
+}
+
+function inspected(checkout: Checkout): CheckoutHolder {
+  const found = checkout.inspect();
+  if (found === undefined) throw new Error('expected a checkout lock');
+  return found;
+}
+
+describe('the plain checkout lock', () => {
+  it('is taken once: a second acquire is conflict; our own lock reads live; release frees it', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'tool');
+    const checkout = checkoutOf(place, coordination.root);
+    expect(checkout.inspect()).toBeUndefined();
+    const handle = await checkout.acquire();
+    const found = inspected(checkout);
+    expect(found.holder).toBe('live');
+    expect(found.lock).toEqual({ schema: 'leasehold.checkout-lock/1', token: handle.token, ...currentProcess() });
+    expect(modeOf(checkout.places.checkoutLock)).toBe(0o600);
+    handle.assertOwner();
+
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => checkoutOf(place, coordination.root).acquire())).toBe('conflict');
+    // A plain tool's lock is no service: the workspace stays absent.
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+
+    handle.release();
+    expect(checkout.inspect()).toBeUndefined();
+    expect(codeOf(() => handle.assertOwner())).toBe('conflict');
+    expect(codeOf(() => handle.release())).toBe('conflict');
+    const next = await checkout.acquire();
+    expect(next.token).not.toBe(handle.token);
+    next.release();
+  });
+
+  it('assertOwner answers conflict once the file changed (same bytes, new file), and release touches nothing', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'changed');
+    const checkout = checkoutOf(place, coordination.root);
+    const handle = await checkout.acquire();
+    handle.assertOwner();
+    replaceFile(place, checkout.places.checkoutLock, readFileSync(checkout.places.checkoutLock));
+    expect(codeOf(() => handle.assertOwner())).toBe('conflict');
+    const before = treeOf(place.stateHome);
+    expect(codeOf(() => handle.release())).toBe('conflict');
+    expect(treeOf(place.stateHome)).toEqual(before);
+  });
+
+  it('blocks a service acquire (conflict) with nothing written, until it is released', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'blocked-service');
+    const handle = await checkoutOf(place, coordination.root).acquire();
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(existsSync(coordination.places.service)).toBe(false);
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    handle.release();
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    lease.assert();
+  });
+
+  it('cannot be taken while a service owns the workspace (conflict), and reads as the service holding it', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'service');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const checkout = checkoutOf(place, coordination.root);
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
+    const found = inspected(checkout);
+    expect(found.holder).toBe('live');
+    expect(found.lock.token).toBe(lease.registration.checkoutToken);
+    lease.phase('stopping');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
+    await lease.release();
+    const handle = await checkout.acquire();
+    handle.assertOwner();
+  });
+});
+
+describe('breakIfAbsent', () => {
+  it("refuses a live holder (conflict) and a stale snapshot (conflict), then removes a dead tool's lock", async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'dead-tool');
+    const checkout = checkoutOf(place, coordination.root);
+    const child = spawnFixture('checkout-holder.mjs', [place.stateHome, coordination.root]);
+    const token = (JSON.parse(await child.line((line) => line.startsWith('{"held"'))) as { held: string }).held;
+
+    const alive = inspected(checkout);
+    expect(alive.lock.token).toBe(token);
+    expect(alive.lock.pid).toBe(child.pid);
+    expect(alive.holder).toBe('live');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(alive.snapshot))).toBe('conflict');
+
+    await killAndReap(child);
+    const dead = inspected(checkout);
+    expect(dead.holder).toBe('absent');
+    expect(dead.snapshot).toEqual(alive.snapshot);
+    // A dead tool's lock still blocks a service: nothing expires by itself.
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+
+    // The same bytes in a new file: the snapshot read before is stale.
+    replaceFile(place, checkout.places.checkoutLock, dead.snapshot.bytes);
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('conflict');
+
+    const current = inspected(checkout);
+    expect(current.holder).toBe('absent');
+    await checkout.breakIfAbsent(current.snapshot);
+    expect(checkout.inspect()).toBeUndefined();
+    expect(existsSync(checkout.places.checkoutLock)).toBe(false);
+    // Gone: the same snapshot again is a conflict, and the workspace is free.
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(current.snapshot))).toBe('conflict');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    lease.assert();
+  });
+
+  it("refuses a service owner's checkout lock (quarantine), live or stopping", async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'service-lock');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const checkout = checkoutOf(place, coordination.root);
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('quarantine');
+    lease.phase('stopping');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('quarantine');
+    lease.assert();
+  });
+
+  it('refuses our own live plain lock (conflict)', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'own');
+    const checkout = checkoutOf(place, coordination.root);
+    const handle = await checkout.acquire();
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('conflict');
+    handle.assertOwner();
+  });
+});

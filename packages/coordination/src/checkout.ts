@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  checkoutLockSchema,
+  decodeBytes,
+  encode,
+  type CheckoutLock,
+} from '@leasehold/contracts';
+import {
+  PrivateFiles,
+  currentProcess,
+  ownerStatus,
+  sameSnapshot,
+  type FileSnapshot,
+  type OwnerStatus,
+} from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { NAMESPACE_ENTRIES, defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
+import { retryingReads } from './retry.js';
+import type { CoordinationOptions } from './service-coordination.js';
+import { checkServiceState, readServiceState } from './service-state.js';
+
+/** A checkout lock as found, with its holder's liveness. */
+export interface CheckoutHolder {
+  readonly snapshot: FileSnapshot;
+  readonly lock: CheckoutLock;
+  readonly holder: OwnerStatus;
+}
+
+/** A checkout lock this process holds. */
+export class CheckoutHandle {
+  readonly token: string;
+  readonly #files: PrivateFiles;
+  readonly #path: string;
+  #snapshot: FileSnapshot | undefined;
+
+  /** @internal Made by `Checkout.acquire`. */
+  constructor(files: PrivateFiles, path: string, token: string, snapshot: FileSnapshot) {
+    this.#files = files;
+    this.#path = path;
+    this.token = token;
+    this.#snapshot = snapshot;
+  }
+
+  /**
+   * Proves the lock is still exactly the one this process created.
+   * @throws ContractError `conflict` (changed, removed or released), `refused` (unsafe file).
+   */
+  assertOwner(): void {
+    if (this.#snapshot === undefined) throw new ContractError('conflict', `${this.#path}: released`);
+    this.#files.assert(this.#path, this.#snapshot);
+  }
+
+  /**
+   * Removes the lock by compare-and-swap.
+   * @throws ContractError `conflict` when it is no longer this process's lock.
+   */
+  release(): void {
+    if (this.#snapshot === undefined) throw new ContractError('conflict', `${this.#path}: released`);
+    this.#files.remove(this.#path, this.#snapshot);
+    this.#snapshot = undefined;
+  }
+}
+
+/**
+ * The plain single-writer lock of a workspace, for tools that are not
+ * services (a formatter, a migration). A service owner holds it for its whole
+ * life, so such tools stay blocked while a service owns the workspace.
+ * Taking and breaking it runs under the registry lock, so it never races a
+ * service's acquire.
+ */
+export class Checkout {
+  readonly places: WorkspacePlaces;
+  readonly #files: PrivateFiles;
+  readonly #registry: Registry;
+
+  constructor(workspace: string, options: CoordinationOptions = {}) {
+    this.places = workspacePlaces(workspace, options.stateHome ?? defaultStateHome());
+    const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
+    this.#files = new PrivateFiles(this.places.namespace, hooks);
+    this.#registry = new Registry(this.places.stateHome, {
+      ...hooks,
+      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+    });
+  }
+
+  /**
+   * Takes the checkout lock.
+   * @throws ContractError `conflict` (held, by a tool or a service), `refused` (invalid state),
+   * `busy`/`quarantine` from the registry lock.
+   */
+  async acquire(): Promise<CheckoutHandle> {
+    return this.#registry.transaction(() => {
+      this.#files.entries(this.places.namespace, NAMESPACE_ENTRIES);
+      const state = readServiceState(this.#files, this.places);
+      checkServiceState(state, this.places);
+      if (state.checkoutLock !== undefined) throw new ContractError('conflict', `${this.places.checkoutLock}: held`);
+      const owner = currentProcess();
+      const token = randomUUID();
+      const bytes = encode({ schema: 'leasehold.checkout-lock/1', token, ...owner });
+      this.#files.directory(this.places.privateRoot, true);
+      return new CheckoutHandle(this.#files, this.places.checkoutLock, token, this.#files.create(this.places.checkoutLock, bytes));
+    });
+  }
+
+  /**
+   * The lock and its holder's liveness, or undefined when it is free.
+   * @throws ContractError `refused` (malformed or unsafe), `conflict` (changing while read).
+   */
+  inspect(): CheckoutHolder | undefined {
+    return retryingReads(() => this.#inspectOnce());
+  }
+
+  #inspectOnce(): CheckoutHolder | undefined {
+    const snapshot = this.#files.read(this.places.checkoutLock);
+    if (snapshot === undefined) return undefined;
+    const lock = decodeBytes(checkoutLockSchema, snapshot.bytes, DOCUMENT_BYTES, this.places.checkoutLock);
+    return { snapshot, lock, holder: ownerStatus(lock.pid, lock.host, lock.processStart) };
+  }
+
+  /**
+   * Removes the lock seen as `snapshot`, only when its holder is `absent` and
+   * it is a plain tool's: a service's checkout lock (its token is a
+   * registration's, in any phase, or a row names this root) is lifted by
+   * recovery, with the journal and the service's other fences.
+   * @throws ContractError `conflict` (changed since `snapshot`, or its holder is live),
+   * `quarantine` (holder ambiguous, or the lock belongs to a service), and registry lock errors.
+   */
+  async breakIfAbsent(snapshot: FileSnapshot): Promise<void> {
+    await this.#registry.transaction((transaction) => {
+      const found = this.inspect();
+      if (found === undefined || !sameSnapshot(found.snapshot, snapshot)) {
+        throw new ContractError('conflict', `${this.places.checkoutLock}: changed since it was read`);
+      }
+      const registration = readServiceState(this.#files, this.places).registration?.value;
+      const ofService =
+        transaction.entries.some((entry) => entry.root === this.places.root) ||
+        registration?.checkoutToken === found.lock.token;
+      if (ofService) throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`);
+      if (found.holder === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
+      if (found.holder === 'ambiguous') {
+        throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`);
+      }
+      this.#files.remove(this.places.checkoutLock, snapshot);
+    });
+  }
+}

@@ -1,0 +1,116 @@
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, cleanUp, codeOf, makePlace, sha256Hex } from '../test/functional-helpers.js';
+import { NAMESPACE_ENTRIES, PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
+
+afterEach(cleanUp);
+
+describe('resolveWorkspace', () => {
+  it('gives the real path of a folder reached through a symbolic link', () => {
+    const { tmp } = makePlace();
+    const real = join(tmp, 'real', 'workspace');
+    mkdirSync(real, { recursive: true });
+    symlinkSync(join(tmp, 'real'), join(tmp, 'link'));
+    expect(resolveWorkspace(join(tmp, 'link', 'workspace'))).toBe(real);
+    expect(resolveWorkspace(`${real}/`)).toBe(real);
+    expect(resolveWorkspace(real)).toBe(real);
+  });
+
+  it('refuses a missing path', () => {
+    const { tmp } = makePlace();
+    expect(codeOf(() => resolveWorkspace(join(tmp, 'missing')))).toBe('refused');
+  });
+
+  it('refuses a file, and a link to a file', () => {
+    const { tmp } = makePlace();
+    writeFileSync(join(tmp, 'file'), 'not a folder');
+    symlinkSync(join(tmp, 'file'), join(tmp, 'file-link'));
+    expect(codeOf(() => resolveWorkspace(join(tmp, 'file')))).toBe('refused');
+    expect(codeOf(() => resolveWorkspace(join(tmp, 'file-link')))).toBe('refused');
+  });
+
+  it('refuses a dangling link', () => {
+    const { tmp } = makePlace();
+    symlinkSync(join(tmp, 'nowhere'), join(tmp, 'dangling'));
+    expect(codeOf(() => resolveWorkspace(join(tmp, 'dangling')))).toBe('refused');
+  });
+});
+
+describe('defaultStateHome', () => {
+  it('takes LEASEHOLD_STATE_HOME first', () => {
+    expect(defaultStateHome({ LEASEHOLD_STATE_HOME: '/srv/leasehold', XDG_STATE_HOME: '/xdg/state' })).toBe('/srv/leasehold');
+  });
+
+  it('refuses a LEASEHOLD_STATE_HOME that is relative or not normalised', () => {
+    expect(codeOf(() => defaultStateHome({ LEASEHOLD_STATE_HOME: 'relative/state' }))).toBe('refused');
+    expect(codeOf(() => defaultStateHome({ LEASEHOLD_STATE_HOME: '/srv/../leasehold' }))).toBe('refused');
+    expect(codeOf(() => defaultStateHome({ LEASEHOLD_STATE_HOME: '/srv/leasehold/' }))).toBe('refused');
+  });
+
+  it('ignores an empty LEASEHOLD_STATE_HOME', () => {
+    expect(defaultStateHome({ LEASEHOLD_STATE_HOME: '', XDG_STATE_HOME: '/xdg/state' })).toBe('/xdg/state/leasehold');
+  });
+
+  it('uses $XDG_STATE_HOME/leasehold next', () => {
+    expect(defaultStateHome({ XDG_STATE_HOME: '/xdg/state' })).toBe('/xdg/state/leasehold');
+  });
+
+  it('ignores a relative XDG_STATE_HOME, as the XDG specification asks', () => {
+    expect(defaultStateHome({ XDG_STATE_HOME: 'relative/state' })).toBe(join(homedir(), '.local', 'state', 'leasehold'));
+  });
+
+  it('falls back to ~/.local/state/leasehold', () => {
+    expect(defaultStateHome({})).toBe(join(homedir(), '.local', 'state', 'leasehold'));
+    expect(defaultStateHome({ XDG_STATE_HOME: '' })).toBe(join(homedir(), '.local', 'state', 'leasehold'));
+  });
+});
+
+describe('workspacePlaces', () => {
+  it('puts the private root at the first 32 hex of sha256(root)', () => {
+    const root = '/home/someone/project';
+    const places = workspacePlaces(root, '/state');
+    const hashed = sha256Hex(bytesOf(root)).slice(0, 32);
+    expect(places.namespace).toBe('/state/v1');
+    expect(places.workspaces).toBe('/state/v1/workspaces');
+    expect(places.privateRoot).toBe(`/state/v1/workspaces/${hashed}`);
+    expect(places.checkoutLock).toBe(`/state/v1/workspaces/${hashed}/checkout.lock`);
+    expect(places.service).toBe(`/state/v1/workspaces/${hashed}/service`);
+    expect(places.format).toBe(`${places.service}/format.json`);
+    expect(places.config).toBe(`${places.service}/config.json`);
+    expect(places.hostConfig).toBe(`${places.service}/host-config.json`);
+    expect(places.registration).toBe(`${places.service}/registration.json`);
+    expect(places.ownerLock).toBe(`${places.service}/owner.lock`);
+    expect(places.capability).toBe(`${places.service}/local-capability.json`);
+  });
+
+  it('gives two roots two private roots, even when one is a prefix of the other', () => {
+    expect(workspacePlaces('/a/b', '/state').privateRoot).not.toBe(workspacePlaces('/a/bc', '/state').privateRoot);
+  });
+
+  it('refuses a relative or unnormalised root or state home', () => {
+    expect(codeOf(() => workspacePlaces('relative', '/state'))).toBe('refused');
+    expect(codeOf(() => workspacePlaces('/a/./b', '/state'))).toBe('refused');
+    expect(codeOf(() => workspacePlaces('/a', 'state'))).toBe('refused');
+    expect(codeOf(() => workspacePlaces('/a', '/state//home'))).toBe('refused');
+  });
+
+  it('names the allowed entries of SPEC 5.1', () => {
+    expect([...NAMESPACE_ENTRIES].sort()).toEqual(['journal', 'registry', 'workspaces']);
+    expect([...PRIVATE_ROOT_ENTRIES].sort()).toEqual(['checkout.lock', 'service']);
+    expect([...SERVICE_ENTRIES].sort()).toEqual(
+      [
+        'access-config.json',
+        'access.json',
+        'config.json',
+        'format.json',
+        'history',
+        'host-config.json',
+        'local-capability.json',
+        'owner.lock',
+        'registration.json',
+      ].sort(),
+    );
+  });
+});

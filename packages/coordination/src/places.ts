@@ -1,0 +1,98 @@
+import { realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { ContractError, absolutePath, sha256 } from '@leasehold/contracts';
+import { NAMESPACE_FOLDER } from '@leasehold/registry';
+
+/** The only names allowed in the namespace folder `<stateHome>/v1`. */
+export const NAMESPACE_ENTRIES = ['registry', 'journal', 'workspaces'] as const;
+/** The only names allowed in a workspace's private root. */
+export const PRIVATE_ROOT_ENTRIES = ['checkout.lock', 'service'] as const;
+/** The only names allowed in a service folder; the last three belong to the service and are never read. */
+export const SERVICE_ENTRIES = [
+  'format.json',
+  'config.json',
+  'host-config.json',
+  'registration.json',
+  'owner.lock',
+  'local-capability.json',
+  'access-config.json',
+  'access.json',
+  'history',
+] as const;
+
+/** Every path Leasehold uses for one workspace in one state home. */
+export interface WorkspacePlaces {
+  readonly root: string;
+  readonly stateHome: string;
+  readonly namespace: string;
+  readonly workspaces: string;
+  readonly privateRoot: string;
+  readonly checkoutLock: string;
+  readonly service: string;
+  readonly format: string;
+  readonly config: string;
+  readonly hostConfig: string;
+  readonly registration: string;
+  readonly ownerLock: string;
+  readonly capability: string;
+}
+
+function checkedPath(path: string, label: string): string {
+  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', `${label}: not an absolute, normalised path`);
+  return path;
+}
+
+/** The places of `root` (absolute, normalised) under `stateHome`. */
+export function workspacePlaces(root: string, stateHome: string): WorkspacePlaces {
+  checkedPath(root, 'workspace root');
+  const namespace = join(checkedPath(stateHome, 'state home'), NAMESPACE_FOLDER);
+  const workspaces = join(namespace, 'workspaces');
+  const privateRoot = join(workspaces, sha256(new TextEncoder().encode(root)).slice(0, 32));
+  const service = join(privateRoot, 'service');
+  return {
+    root,
+    stateHome,
+    namespace,
+    workspaces,
+    privateRoot,
+    checkoutLock: join(privateRoot, 'checkout.lock'),
+    service,
+    format: join(service, 'format.json'),
+    config: join(service, 'config.json'),
+    hostConfig: join(service, 'host-config.json'),
+    registration: join(service, 'registration.json'),
+    ownerLock: join(service, 'owner.lock'),
+    capability: join(service, 'local-capability.json'),
+  };
+}
+
+/**
+ * The real path of an existing folder: the one name a workspace is known by,
+ * whatever links led to it.
+ * @throws ContractError `refused` when `path` is not an existing folder.
+ */
+export function resolveWorkspace(path: string): string {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    throw new ContractError('refused', `${path}: not an existing folder`);
+  }
+  if (!statSync(real).isDirectory()) throw new ContractError('refused', `${path}: not a folder`);
+  return real;
+}
+
+/**
+ * The state home: `LEASEHOLD_STATE_HOME`, else `$XDG_STATE_HOME/leasehold`,
+ * else `~/.local/state/leasehold`. A relative XDG_STATE_HOME is ignored, as
+ * the XDG specification asks.
+ * @throws ContractError `refused` when the result is not absolute and normalised.
+ */
+export function defaultStateHome(environment: NodeJS.ProcessEnv = process.env): string {
+  const explicit = environment.LEASEHOLD_STATE_HOME;
+  if (explicit !== undefined && explicit !== '') return checkedPath(explicit, 'LEASEHOLD_STATE_HOME');
+  const xdg = environment.XDG_STATE_HOME;
+  if (xdg !== undefined && xdg.startsWith('/')) return checkedPath(join(xdg, 'leasehold'), 'XDG_STATE_HOME');
+  return checkedPath(join(homedir(), '.local', 'state', 'leasehold'), 'home folder');
+}

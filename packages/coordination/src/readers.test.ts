@@ -1,0 +1,120 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  OWNER_CONFIG,
+  cleanUp,
+  countsOf,
+  endpointOf,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  messagesOf,
+  spawnFixture,
+} from '../test/process-helpers.js';
+import { ServiceCoordination, type Inspection } from './index.js';
+
+afterEach(cleanUp);
+
+const WRITERS = 3;
+const ITERATIONS = 30;
+const TRANSACTION_IN_PROGRESS = 'a registry transaction is in progress';
+
+/** The plan of `test/process-fixtures/cycler.mjs`. */
+interface CyclerPlan {
+  readonly workspace: string;
+  readonly stateHome: string;
+  readonly config: typeof OWNER_CONFIG;
+  readonly endpoint: string;
+  readonly iterations: number;
+  readonly lockWaitMs: number;
+}
+
+describe('readers racing writers', () => {
+  it(`inspect, assert and watch stay truthful while ${WRITERS} processes acquire and release other roots`, async () => {
+    const place = makePlace();
+    const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
+    const neverAcquired = new ServiceCoordination(makeWorkspace(place, 'never-acquired'), { stateHome: place.stateHome });
+    const lease = await held.acquire(OWNER_CONFIG, endpointOf(43_000));
+    const lost: unknown[] = [];
+    const stopWatching = lease.watch(5, (error) => lost.push(error));
+
+    const writers = Array.from({ length: WRITERS }, (_, index) => {
+      const plan: CyclerPlan = {
+        workspace: makeWorkspace(place, `writer-${index}`),
+        stateHome: place.stateHome,
+        config: OWNER_CONFIG,
+        endpoint: endpointOf(43_001 + index),
+        iterations: ITERATIONS,
+        // Generous, so that a writer never gives up (`busy`) however slow the disk is.
+        lockWaitMs: 60_000,
+      };
+      return spawnFixture('cycler.mjs', plan);
+    });
+    await Promise.all(writers.map((writer) => messageOf(writer, 'ready')));
+    let running = true;
+    const ended = Promise.all(writers.map((writer) => writer.closed)).then((ends) => {
+      running = false;
+      return ends;
+    });
+    for (const writer of writers) writer.send('go');
+
+    // The readers loop until every writer has exited; a turn of the event loop between
+    // iterations lets the exit events (and the lease's watch timer) run.
+    const heldAnswers: Inspection[] = [];
+    const otherAnswers: Inspection[] = [];
+    const thrown: unknown[] = [];
+    let iterations = 0;
+    while (running) {
+      iterations += 1;
+      for (const [coordination, answers] of [
+        [held, heldAnswers],
+        [neverAcquired, otherAnswers],
+      ] as const) {
+        try {
+          answers.push(coordination.inspect());
+        } catch (error) {
+          thrown.push(error);
+        }
+      }
+      try {
+        lease.assert();
+      } catch (error) {
+        thrown.push(error);
+      }
+      await nextTurn();
+    }
+    const ends = await ended;
+
+    const statusesOf = (answers: readonly Inspection[]) => countsOf(answers.map((answer) => answer.status));
+    const reasonsOf = (answers: readonly Inspection[]) =>
+      countsOf(answers.map((answer) => (answer.status === 'unavailable' ? answer.reason : answer.status)));
+    console.log(`${iterations} reader iterations while ${WRITERS} writers ran ${ITERATIONS} acquire/release cycles each`, {
+      held: reasonsOf(heldAnswers),
+      neverAcquired: reasonsOf(otherAnswers),
+    });
+
+    for (const [index, end] of ends.entries()) {
+      expect(end, end.stderr).toMatchObject({ code: 0, signal: null });
+      expect(messagesOf(writers[index]!, 'iteration')).toHaveLength(ITERATIONS);
+    }
+    expect(thrown).toEqual([]);
+    expect(lost).toEqual([]);
+    expect(Object.keys(statusesOf(heldAnswers)).filter((status) => status !== 'unavailable')).toEqual([]);
+    expect(Object.keys(statusesOf(otherAnswers)).filter((status) => status !== 'absent' && status !== 'unavailable')).toEqual([]);
+    // The held workspace's owner is always the one the files name, whenever they can be read.
+    for (const answer of heldAnswers) {
+      if (answer.status === 'unavailable' && answer.owner !== undefined) {
+        expect(answer.owner).toMatchObject({ pid: process.pid, epoch: lease.registration.epoch, phase: 'idle' });
+      }
+    }
+    // The readers really overlapped the writers: they saw registry transactions in progress.
+    expect(iterations).toBeGreaterThan(0);
+    expect(heldAnswers.some((answer) => answer.status === 'unavailable' && answer.reason === TRANSACTION_IN_PROGRESS)).toBe(true);
+
+    stopWatching();
+    lease.assert();
+    await lease.release();
+    expect(held.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(neverAcquired.inspect()).toEqual({ status: 'absent' });
+  });
+});

@@ -1,0 +1,319 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { encode, REGISTRY_ENTRIES, type Reservation } from '@leasehold/contracts';
+import { currentProcess } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ANY_PORT,
+  BOUND,
+  bytesOf,
+  cleanUp,
+  codeOf,
+  configFor,
+  coordinationFor,
+  makePlace,
+  makeWorkspace,
+  registryPaths,
+  registryRows,
+  replaceFile,
+  reservationFor,
+  treeOf,
+  unchangedCodeOf,
+  type TestPlace,
+} from '../test/functional-helpers.js';
+import { Checkout, ServiceCoordination } from './index.js';
+
+afterEach(cleanUp);
+
+function coordinationAt(place: TestPlace, root: string): ServiceCoordination {
+  return new ServiceCoordination(root, { stateHome: place.stateHome });
+}
+
+describe('overlapping roots', () => {
+  it('refuses a root nested in a held one (conflict); the registry holds one row', async () => {
+    const place = makePlace();
+    const outer = coordinationFor(place, 'a');
+    const inner = coordinationFor(place, 'a/b');
+    const lease = await outer.acquire(ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => inner.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([outer.root]);
+    expect(inner.inspect()).toEqual({ status: 'absent' });
+    lease.assert();
+  });
+
+  it('refuses a root that holds a held one (conflict); the registry holds one row', async () => {
+    const place = makePlace();
+    const inner = coordinationFor(place, 'a/b');
+    const outer = coordinationFor(place, 'a');
+    const lease = await inner.acquire(ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => outer.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([inner.root]);
+    lease.assert();
+  });
+
+  it('refuses an equal root from a second coordination (conflict); the registry holds one row', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'same');
+    const first = coordinationAt(place, root);
+    const second = coordinationAt(place, root);
+    const lease = await first.acquire(ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => first.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(registryRows(place.stateHome)).toHaveLength(1);
+    lease.assert();
+  });
+
+  it('lets /a/b and /a/bc both acquire, and both release', async () => {
+    const place = makePlace();
+    const ab = coordinationFor(place, 'a/b');
+    const abc = coordinationFor(place, 'a/bc');
+    const first = await ab.acquire(ANY_PORT, BOUND);
+    const second = await abc.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([ab.root, abc.root]);
+    first.assert();
+    second.assert();
+    await first.release();
+    second.assert();
+    await second.release();
+    expect(registryRows(place.stateHome)).toEqual([]);
+  });
+});
+
+describe('endpoints', () => {
+  it('refuses the same endpoint for a disjoint root (conflict)', async () => {
+    const place = makePlace();
+    const first = coordinationFor(place, 'one');
+    const second = coordinationFor(place, 'two');
+    await first.acquire(ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(configFor(BOUND)))).toBe('conflict');
+    expect(second.inspect()).toEqual({ status: 'absent' });
+    // Another port is fine.
+    const lease = await second.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    lease.assert();
+  });
+
+  it('frees the endpoint on release', async () => {
+    const place = makePlace();
+    const first = coordinationFor(place, 'one');
+    const second = coordinationFor(place, 'two');
+    const lease = await first.acquire(ANY_PORT, BOUND);
+    await lease.release();
+    (await second.acquire(ANY_PORT, BOUND)).assert();
+  });
+});
+
+describe('a full registry', () => {
+  async function fill(place: TestPlace): Promise<Reservation[]> {
+    const list = Array.from({ length: REGISTRY_ENTRIES }, (_, index) =>
+      reservationFor(place.stateHome, join(place.tmp, 'full', `r${index}`), `http://127.0.0.1:${20000 + index}`),
+    );
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(list));
+    return list;
+  }
+
+  it(`refuses a ${REGISTRY_ENTRIES + 1}th reservation (capacity), with nothing written`, async () => {
+    const place = makePlace();
+    const list = await fill(place);
+    expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
+    const coordination = coordinationFor(place, 'one-too-many');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('capacity');
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(registryRows(place.stateHome)).toEqual(list);
+  });
+
+  it('answers an overlapping root or a shared endpoint (conflict) before capacity', async () => {
+    const place = makePlace();
+    await fill(place);
+    const nested = coordinationFor(place, 'unused');
+    const inside = coordinationAt(place, join(place.tmp, 'full', 'r7', 'inside'));
+    expect(await unchangedCodeOf(place.stateHome, () => inside.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => nested.acquire(ANY_PORT, 'http://127.0.0.1:20005'))).toBe('conflict');
+  });
+
+  it('admits a new owner again once one reservation is gone', async () => {
+    const place = makePlace();
+    const list = await fill(place);
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(list.slice(1)));
+    const lease = await coordinationFor(place, 'room').acquire(ANY_PORT, BOUND);
+    expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
+    await lease.release();
+    expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES - 1);
+  });
+});
+
+describe('a corrupt roots.json', () => {
+  const valid = (place: TestPlace): Reservation => reservationFor(place.stateHome, join(place.tmp, 'elsewhere'), 'http://127.0.0.1:40009');
+  const rootsOf = (entries: readonly unknown[]): Uint8Array => encode({ schema: 'leasehold.registry/1', entries });
+
+  const corruptions: readonly { name: string; bytes: (place: TestPlace) => Uint8Array }[] = [
+    { name: 'not JSON', bytes: () => bytesOf('{"entries":[') },
+    {
+      name: 'a duplicate key',
+      bytes: (place) => bytesOf(`{"entries":[],${Buffer.from(rootsOf([valid(place)])).toString('utf8').slice(1)}`),
+    },
+    { name: 'a duplicate key inside an entry', bytes: (place) => {
+      const text = Buffer.from(rootsOf([valid(place)])).toString('utf8');
+      return bytesOf(text.replace('{"configIdentity"', '{"pid":1,"configIdentity"'));
+    } },
+    { name: 'an unknown key', bytes: (place) => encode({ schema: 'leasehold.registry/1', entries: [valid(place)], extra: true }) },
+    { name: 'an unknown key in an entry', bytes: (place) => rootsOf([{ ...valid(place), extra: true }]) },
+    { name: 'an entry of another state home', bytes: (place) => rootsOf([{ ...valid(place), stateHome: join(place.tmp, 'other-state') }]) },
+    { name: 'a relative root', bytes: (place) => rootsOf([{ ...valid(place), root: 'relative/root' }]) },
+    { name: 'an unnormalised root', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.tmp}/a/../elsewhere` }]) },
+    { name: 'a root with a trailing slash', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.tmp}/elsewhere/` }]) },
+    {
+      name: 'two entries with overlapping roots',
+      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.tmp, 'elsewhere', 'inner'), endpoint: 'http://127.0.0.1:40010' }]),
+    },
+    {
+      name: 'two entries sharing an endpoint',
+      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.tmp, 'disjoint') }]),
+    },
+  ];
+
+  for (const { name, bytes } of corruptions) {
+    it(`with ${name}: inspect unavailable, acquire refused, no lock left, roots.json unchanged`, async () => {
+      const place = makePlace();
+      const coordination = coordinationFor(place, 'workspace');
+      await (await coordination.acquire(ANY_PORT, BOUND)).release();
+      const paths = registryPaths(place.stateHome);
+      replaceFile(place, paths.roots, bytes(place));
+      const rootsBefore = readFileSync(paths.roots);
+
+      const inspection = coordination.inspect();
+      expect(inspection.status).toBe('unavailable');
+      if (inspection.status !== 'unavailable') throw new Error('unreachable');
+      expect(inspection.reason.startsWith(`refused: ${paths.roots}: `)).toBe(true);
+      expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+
+      const before = treeOf(place.stateHome);
+      expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+      const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
+      expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
+      const other = coordinationFor(place, 'another');
+      expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('refused');
+      expect(existsSync(paths.lock)).toBe(false);
+      expect(readFileSync(paths.roots)).toEqual(rootsBefore);
+      expect(treeOf(place.stateHome)).toEqual(before);
+    });
+  }
+});
+
+describe('a registered workspace whose folder was deleted', () => {
+  it('still fences its root, and the rest of the registry stays usable', async () => {
+    const place = makePlace();
+    const gone = coordinationFor(place, 'gone');
+    const lease = await gone.acquire(ANY_PORT, BOUND);
+    rmSync(gone.root, { recursive: true });
+    expect(existsSync(gone.root)).toBe(false);
+
+    const again = coordinationAt(place, gone.root);
+    const inspection = again.inspect();
+    expect(inspection).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
+    expect(await unchangedCodeOf(place.stateHome, () => again.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    const nested = coordinationAt(place, join(gone.root, 'inner'));
+    expect(await unchangedCodeOf(place.stateHome, () => nested.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
+
+    const disjoint = coordinationFor(place, 'disjoint');
+    for (let round = 0; round < 2; round += 1) {
+      const other = await disjoint.acquire(ANY_PORT, 'http://127.0.0.1:40003');
+      other.assert();
+      lease.assert();
+      await other.release();
+      expect(disjoint.inspect()).toEqual({ status: 'stopped', epoch: other.registration.epoch });
+    }
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
+    expect(again.inspect()).toEqual(inspection);
+  });
+});
+
+describe('rows and locks the service state does not explain', () => {
+  it('a row without service state: inspect unavailable, acquire conflict, initialize quarantine', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'row-only');
+    const row = reservationFor(place.stateHome, coordination.root, BOUND);
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([row]));
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row has no service state' });
+    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('quarantine');
+  });
+
+  it('a row that outlived a stopped registration: inspect unavailable, acquire conflict', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'leftover-row');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const rows = registryRows(place.stateHome);
+    await lease.release();
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(rows));
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+  });
+
+  it('a row beside an initialised workspace without registration: inspect unavailable, acquire conflict', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'initialised-row');
+    await coordination.initialize(ANY_PORT);
+    const row = reservationFor(place.stateHome, coordination.root, BOUND);
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([row]));
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+  });
+
+  it("a live writer's registry lock: inspect and localAccess unavailable, acquire busy after the bound, the owner unaffected", async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'locked');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lock = encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: false });
+    replaceFile(place, registryPaths(place.stateHome).lock, lock);
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry transaction is in progress' });
+    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
+    expect(await unchangedCodeOf(place.stateHome, () => waiting.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('busy');
+    lease.assert();
+    rmSync(registryPaths(place.stateHome).lock);
+    expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+  });
+
+  it('a retained registry lock, or one of another host: quarantine at once, and a retained one fences the owner', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'retained');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const other = coordinationFor(place, 'other');
+    const lockPath = registryPaths(place.stateHome).lock;
+    replaceFile(place, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 1, host: 'another-host', retained: false }));
+    expect(coordination.inspect().status).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+    lease.assert();
+    replaceFile(place, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }));
+    expect(coordination.inspect().status).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+    expect(codeOf(() => lease.assert())).toBe('quarantine');
+    expect(await unchangedCodeOf(place.stateHome, () => lease.release())).toBe('quarantine');
+  });
+});
+
+describe('a live registration whose row is not its reservation', () => {
+  it('inspects unavailable with the owner, gives no local access, and fences the lease', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'row-differs');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const [row] = registryRows(place.stateHome);
+    if (row === undefined) throw new Error('expected a row');
+    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([{ ...row, endpoint: 'http://127.0.0.1:40002' }]));
+    expect(coordination.inspect()).toEqual({
+      status: 'unavailable',
+      reason: 'the registry row is not the registration',
+      owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle' },
+    });
+    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(codeOf(() => lease.assert())).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => lease.release())).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40003'))).toBe('conflict');
+  });
+});

@@ -1,0 +1,419 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { encode, type Registration } from '@leasehold/contracts';
+import { currentProcess } from '@leasehold/private-files';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ANY_PORT,
+  BOUND,
+  bytesOf,
+  cleanUp,
+  codeOf,
+  coordinationFor,
+  makePlace,
+  policyBytes,
+  readJson,
+  registryPaths,
+  registryRows,
+  replaceFile,
+  rewriteJson,
+  sha256Hex,
+  treeOf,
+  unchangedCodeOf,
+  type TestPlace,
+} from '../test/functional-helpers.js';
+import { Checkout, ServiceCoordination, type WorkspacePlaces } from './index.js';
+
+afterEach(cleanUp);
+
+type Base = 'live' | 'stopped';
+
+/** A workspace acquired (with host-config.json), and for `stopped` released; the lease is never used again. */
+interface Broken {
+  readonly place: TestPlace;
+  readonly coordination: ServiceCoordination;
+  readonly places: WorkspacePlaces;
+  /** The registration as the files hold it once the base is made. */
+  readonly registration: Registration;
+}
+
+async function makeBase(base: Base): Promise<Broken> {
+  const place = makePlace();
+  const coordination = coordinationFor(place, 'workspace');
+  const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+  if (base === 'stopped') await lease.release();
+  const registration = readJson(coordination.places.registration) as unknown as Registration;
+  return { place, coordination, places: coordination.places, registration };
+}
+
+function ownerLockBytes(registration: Registration): Uint8Array {
+  const { epoch, ownerToken: token, pid, host } = registration;
+  return encode({ schema: 'leasehold.owner-lock/1', epoch, token, pid, host });
+}
+
+function checkoutLockBytes(token: string): Uint8Array {
+  return encode({ schema: 'leasehold.checkout-lock/1', token, ...currentProcess() });
+}
+
+function capabilityBytes(epoch: string): Uint8Array {
+  return encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') });
+}
+
+/** Adds a duplicate of the first key of a canonical JSON object (`{"a":...` becomes `{"a":...,"a":...`). */
+function withDuplicateKey(path: string, key: string, value: unknown): Uint8Array {
+  const text = readFileSync(path, 'utf8');
+  return bytesOf(`{${JSON.stringify(key)}:${JSON.stringify(value)},${text.slice(1)}`);
+}
+
+interface Case {
+  readonly name: string;
+  readonly bases: readonly Base[];
+  /** The path the refusal must name: the file or folder that breaks the rule. */
+  readonly where: (places: WorkspacePlaces) => string;
+  breakState(broken: Broken): void;
+}
+
+const BOTH: readonly Base[] = ['live', 'stopped'];
+
+const cases: readonly Case[] = [
+  // The folders hold only allowed names (SPEC 5.1).
+  {
+    name: 'an extra file in the service folder',
+    where: (places) => places.service,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, join(places.service, 'stray.json'), bytesOf('{}')),
+  },
+  {
+    name: 'an extra file in the private root',
+    where: (places) => places.privateRoot,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
+  },
+  {
+    name: 'an extra folder in the namespace folder',
+    where: (places) => places.namespace,
+    bases: BOTH,
+    breakState: ({ places }) => mkdirSync(join(places.namespace, 'stray'), { mode: 0o700 }),
+  },
+  {
+    name: 'an extra file in the namespace folder',
+    where: (places) => places.namespace,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, join(places.namespace, 'stray.json'), bytesOf('{}')),
+  },
+  // Rule 1: format and config, and what format names.
+  {
+    name: 'format.json naming another root',
+    where: (places) => places.format,
+    bases: BOTH,
+    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, root: `${places.root}-other` })),
+  },
+  {
+    name: 'format.json naming another state home',
+    where: (places) => places.format,
+    bases: BOTH,
+    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+  },
+  {
+    name: 'config.json changed, so format no longer names its bytes',
+    where: (places) => places.config,
+    bases: BOTH,
+    // Still admits the registration's endpoint: only rule 1 is broken.
+    breakState: ({ place, places }) => rewriteJson(place, places.config, (value) => ({ ...value, endpoint: BOUND })),
+  },
+  {
+    name: 'config.json with the same value in other (non-canonical) bytes',
+    where: (places) => places.config,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
+  },
+  {
+    name: 'format.json missing from the service folder',
+    where: (places) => places.format,
+    bases: BOTH,
+    breakState: ({ places }) => rmSync(places.format),
+  },
+  {
+    name: 'config.json missing from the service folder',
+    where: (places) => places.config,
+    bases: BOTH,
+    breakState: ({ places }) => rmSync(places.config),
+  },
+  // Rule 2: host-config.json.
+  {
+    name: 'host-config.json with another identity than the policy',
+    where: (places) => places.hostConfig,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, places.hostConfig, policyBytes('another policy')),
+  },
+  // Rule 3: the registration matches.
+  {
+    name: 'a registration of another root',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, root: `${places.root}-other` })),
+  },
+  {
+    name: 'a registration of another state home',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) =>
+      rewriteJson(place, places.registration, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+  },
+  {
+    name: 'a registration of another config identity',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) =>
+      rewriteJson(place, places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') })),
+  },
+  {
+    name: 'a registration whose endpoint the config does not admit (another host)',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' })),
+  },
+  // Malformed or unsafe registration.
+  {
+    name: 'a registration that is not JSON',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) => replaceFile(place, places.registration, bytesOf('{"schema":')),
+  },
+  {
+    name: 'a registration with a duplicate key',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
+  },
+  {
+    name: 'a registration with an unknown key',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, extra: 1 })),
+  },
+  {
+    name: 'a registration with mode 0644',
+    where: (places) => places.registration,
+    bases: BOTH,
+    breakState: ({ places }) => chmodSync(places.registration, 0o644),
+  },
+  {
+    name: 'a symbolic link as owner.lock (to a private copy of a valid one)',
+    where: (places) => places.ownerLock,
+    bases: BOTH,
+    breakState: ({ place, places, registration }) => {
+      const target = join(place.tmp, 'owner-lock-copy');
+      writeFileSync(target, ownerLockBytes(registration), { mode: 0o600 });
+      rmSync(places.ownerLock, { force: true });
+      symlinkSync(target, places.ownerLock);
+    },
+  },
+  // Rule 4: a live registration's owner files, all agreeing with it.
+  {
+    name: 'owner.lock with another token',
+    where: (places) => places.ownerLock,
+    bases: ['live'],
+    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, token: randomUUID() })),
+  },
+  {
+    name: 'owner.lock with another pid',
+    where: (places) => places.ownerLock,
+    bases: ['live'],
+    breakState: ({ place, places, registration }) =>
+      rewriteJson(place, places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+  },
+  {
+    name: 'owner.lock of another epoch',
+    where: (places) => places.ownerLock,
+    bases: ['live'],
+    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, epoch: randomUUID() })),
+  },
+  {
+    name: 'owner.lock of another host',
+    where: (places) => places.ownerLock,
+    bases: ['live'],
+    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, host: 'another-host' })),
+  },
+  {
+    name: 'a capability of another epoch',
+    where: (places) => places.capability,
+    bases: ['live'],
+    breakState: ({ place, places }) => rewriteJson(place, places.capability, (value) => ({ ...value, epoch: randomUUID() })),
+  },
+  {
+    name: 'a checkout lock of another token under a live registration',
+    where: (places) => places.checkoutLock,
+    bases: ['live'],
+    breakState: ({ place, places }) => rewriteJson(place, places.checkoutLock, (value) => ({ ...value, token: randomUUID() })),
+  },
+  {
+    name: 'a checkout lock of another pid under a live registration',
+    where: (places) => places.checkoutLock,
+    bases: ['live'],
+    breakState: ({ place, places, registration }) =>
+      rewriteJson(place, places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+  },
+  {
+    name: 'a live registration without owner.lock',
+    where: (places) => places.ownerLock,
+    bases: ['live'],
+    breakState: ({ places }) => rmSync(places.ownerLock),
+  },
+  {
+    name: 'a live registration without its capability',
+    where: (places) => places.capability,
+    bases: ['live'],
+    breakState: ({ places }) => rmSync(places.capability),
+  },
+  {
+    name: 'a live registration without its checkout lock',
+    where: (places) => places.checkoutLock,
+    bases: ['live'],
+    breakState: ({ places }) => rmSync(places.checkoutLock),
+  },
+  // Rule 5: no owner files without a live registration.
+  {
+    name: 'owner.lock under a stopped registration',
+    where: (places) => places.ownerLock,
+    bases: ['stopped'],
+    breakState: ({ place, places, registration }) => replaceFile(place, places.ownerLock, ownerLockBytes(registration)),
+  },
+  {
+    name: 'a capability under a stopped registration',
+    where: (places) => places.capability,
+    bases: ['stopped'],
+    breakState: ({ place, places, registration }) => replaceFile(place, places.capability, capabilityBytes(registration.epoch)),
+  },
+  {
+    name: "a checkout lock carrying the stopped registration's checkoutToken",
+    where: (places) => places.checkoutLock,
+    bases: ['stopped'],
+    breakState: ({ place, places, registration }) => replaceFile(place, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
+  },
+];
+
+/**
+ * The acquire order (SPEC 5.3): the registry's own refusals come first, so a
+ * live owner's row answers `conflict` (an equal root) before the service
+ * state is read; without a row, the state is read and checked, and a broken
+ * rule answers `refused` before anything is judged from it.
+ */
+const ACQUIRE_CODE: Record<Base, string> = { live: 'conflict', stopped: 'refused' };
+
+describe('SPEC 5.2: a selected state that breaks a rule', () => {
+  for (const { name, bases, where, breakState } of cases) {
+    for (const base of bases) {
+      it(`${name} (${base}): inspect unavailable, acquire ${ACQUIRE_CODE[base]}, initialize and checkout refused, nothing changed`, async () => {
+        const broken = await makeBase(base);
+        breakState(broken);
+        const { place, coordination } = broken;
+        const before = treeOf(place.stateHome);
+        const rowsBefore = registryRows(place.stateHome);
+
+        const inspection = coordination.inspect();
+        expect(inspection.status).toBe('unavailable');
+        if (inspection.status !== 'unavailable') throw new Error('unreachable');
+        expect(inspection.reason.startsWith(`refused: ${where(broken.places)}: `)).toBe(true);
+        expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+        expect(codeOf(() => coordination.configuration())).toBe('refused');
+
+        expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe(ACQUIRE_CODE[base]);
+        expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+        const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
+        expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
+
+        // A second coordination of the same root sees the same thing.
+        const fresh = new ServiceCoordination(coordination.root, { stateHome: place.stateHome });
+        expect(fresh.inspect()).toEqual(inspection);
+        expect(treeOf(place.stateHome)).toEqual(before);
+        expect(registryRows(place.stateHome)).toEqual(rowsBefore);
+      });
+    }
+  }
+});
+
+describe('SPEC 5.2 rule 5 without any registration', () => {
+  const strays: readonly { name: string; path: (places: WorkspacePlaces) => string; bytes: () => Uint8Array }[] = [
+    {
+      name: 'owner.lock',
+      path: (places) => places.ownerLock,
+      bytes: () => encode({ schema: 'leasehold.owner-lock/1', epoch: randomUUID(), token: randomUUID(), ...currentProcess(), processStart: undefined }),
+    },
+    {
+      name: 'a capability',
+      path: (places) => places.capability,
+      bytes: () => capabilityBytes(randomUUID()),
+    },
+  ];
+  for (const { name, path, bytes } of strays) {
+    it(`refuses ${name} in an initialised service folder that has no registration`, async () => {
+      const place = makePlace();
+      const coordination = coordinationFor(place, 'initialised');
+      await coordination.initialize(ANY_PORT);
+      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
+      replaceFile(place, path(coordination.places), bytes());
+      const inspection = coordination.inspect();
+      expect(inspection).toMatchObject({ status: 'unavailable' });
+      if (inspection.status !== 'unavailable') throw new Error('unreachable');
+      expect(inspection.reason.startsWith(`refused: ${path(coordination.places)}: `)).toBe(true);
+      expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+    });
+  }
+});
+
+describe('what the rules allow', () => {
+  it("allows a plain tool's own checkout lock under a stopped registration: stopped, and acquire is conflict", async () => {
+    const { place, coordination } = await makeBase('stopped');
+    const handle = await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
+    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: expect.any(String) as string });
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    handle.release();
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    lease.assert();
+  });
+
+  it("never reads the service's own access-config.json, access.json and history/", async () => {
+    for (const base of BOTH) {
+      const { place, places, coordination } = await makeBase(base);
+      const before = coordination.inspect();
+      replaceFile(place, join(places.service, 'access-config.json'), bytesOf('not json at all'));
+      replaceFile(place, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
+      mkdirSync(join(places.service, 'history'), { mode: 0o700 });
+      replaceFile(place, join(places.service, 'history', 'anything'), bytesOf('{}'));
+      expect(coordination.inspect()).toEqual(before);
+    }
+  });
+
+  it('allows a service folder without host-config.json', async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'no-host-config');
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
+    await lease.release();
+    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  });
+});
+
+describe('SPEC 5.3: the acquire order around a valid state', () => {
+  it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
+    const { place, places, coordination } = await makeBase('live');
+    replaceFile(place, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
+    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
+    // The state is read and checked before its phase is judged: a broken rule comes first.
+    replaceFile(place, join(places.service, 'stray.json'), bytesOf('{}'));
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
+  });
+
+  it('answers conflict for a stopped workspace whose plain checkout lock is held and whose config differs', async () => {
+    const { place, coordination } = await makeBase('stopped');
+    await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
+    const other = { ...ANY_PORT, endpoint: 'http://[::1]:0' };
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(other, 'http://[::1]:40001'))).toBe('conflict');
+  });
+});

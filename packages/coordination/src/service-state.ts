@@ -1,0 +1,155 @@
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  PATHS_DOCUMENT_BYTES,
+  checkoutLockSchema,
+  decodeBytes,
+  localCapabilitySchema,
+  ownerConfigSchema,
+  ownerLockSchema,
+  registrationSchema,
+  serviceFormatSchema,
+  type CheckoutLock,
+  type LocalCapability,
+  type OwnerConfig,
+  type OwnerLock,
+  type Registration,
+  type ServiceFormat,
+} from '@leasehold/contracts';
+import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
+import type { z } from 'zod';
+import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, type WorkspacePlaces } from './places.js';
+
+/** Bound of `host-config.json`, the service's own policy document. */
+export const HOST_CONFIG_BYTES = PATHS_DOCUMENT_BYTES;
+
+/** A file as read: its snapshot and its decoded value. */
+export interface Document<T> {
+  readonly snapshot: FileSnapshot;
+  readonly value: T;
+}
+
+/**
+ * Every file of one workspace's selected state, each decoded strictly, read
+ * as a whole. Cross-file rules are not checked here (see
+ * `checkServiceState`): recovery reads states that break them.
+ */
+export interface ServiceState {
+  readonly service: boolean;
+  readonly format: Document<ServiceFormat> | undefined;
+  readonly config: Document<OwnerConfig> | undefined;
+  readonly hostConfig: FileSnapshot | undefined;
+  readonly registration: Document<Registration> | undefined;
+  readonly ownerLock: Document<OwnerLock> | undefined;
+  readonly capability: Document<LocalCapability> | undefined;
+  readonly checkoutLock: Document<CheckoutLock> | undefined;
+}
+
+function readDocument<Schema extends z.ZodType>(
+  files: PrivateFiles,
+  path: string,
+  schema: Schema,
+  maxBytes: number,
+): Document<z.output<Schema>> | undefined {
+  const snapshot = files.read(path, maxBytes);
+  if (snapshot === undefined) return undefined;
+  return { snapshot, value: decodeBytes(schema, snapshot.bytes, maxBytes, path) };
+}
+
+/**
+ * Reads the private root and the service folder: only allowed names, every
+ * file safe and strictly decoded.
+ * @throws ContractError `refused` (unexpected entry, unsafe or malformed file), `conflict` (a file changed while read).
+ */
+export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): ServiceState {
+  files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
+  const checkoutLock = readDocument(files, places.checkoutLock, checkoutLockSchema, DOCUMENT_BYTES);
+  const service = files.directory(places.service);
+  if (service) files.entries(places.service, SERVICE_ENTRIES);
+  const read = <Schema extends z.ZodType>(path: string, schema: Schema, maxBytes: number) =>
+    service ? readDocument(files, path, schema, maxBytes) : undefined;
+  return {
+    service,
+    format: read(places.format, serviceFormatSchema, PATHS_DOCUMENT_BYTES),
+    config: read(places.config, ownerConfigSchema, DOCUMENT_BYTES),
+    hostConfig: service ? files.read(places.hostConfig, HOST_CONFIG_BYTES) : undefined,
+    registration: read(places.registration, registrationSchema, PATHS_DOCUMENT_BYTES),
+    ownerLock: read(places.ownerLock, ownerLockSchema, DOCUMENT_BYTES),
+    capability: read(places.capability, localCapabilitySchema, DOCUMENT_BYTES),
+    checkoutLock,
+  };
+}
+
+/** The config's endpoint admits `bound`: equal, or the config asks for port 0 on the same host. */
+export function endpointAdmits(configured: string, bound: string): boolean {
+  if (configured === bound) return true;
+  return configured.endsWith(':0') && bound.startsWith(configured.slice(0, -1)) && !bound.endsWith(':0');
+}
+
+function refuse(path: string, problem: string): never {
+  throw new ContractError('refused', `${path}: ${problem}`);
+}
+
+/**
+ * The rules of SPEC 5.2: the selected state is valid only as a whole.
+ * @throws ContractError `refused` naming the file and the broken rule.
+ */
+export function checkServiceState(state: ServiceState, places: WorkspacePlaces): void {
+  const { format, config, registration } = state;
+  if (state.service) {
+    if (format === undefined) refuse(places.format, 'missing from the service folder');
+    if (config === undefined) refuse(places.config, 'missing from the service folder');
+    if (format.value.root !== places.root) refuse(places.format, 'names another workspace root');
+    if (format.value.stateHome !== places.stateHome) refuse(places.format, 'names another state home');
+    if (format.value.configIdentity !== config.snapshot.identity) refuse(places.config, 'is not the config format.json names');
+    if (state.hostConfig !== undefined && state.hostConfig.identity !== config.value.policyIdentity) {
+      refuse(places.hostConfig, 'is not the policy config.json names');
+    }
+  }
+  if (registration !== undefined) checkRegistration(state, registration.value, places);
+  if (registration === undefined || registration.value.phase === 'stopped') checkNoOwner(state, places);
+  else checkOwner(state, registration.value, places);
+}
+
+function checkRegistration(state: ServiceState, registration: Registration, places: WorkspacePlaces): void {
+  const path = places.registration;
+  if (registration.root !== places.root) refuse(path, 'names another workspace root');
+  if (registration.stateHome !== places.stateHome) refuse(path, 'names another state home');
+  if (registration.configIdentity !== state.format?.value.configIdentity) refuse(path, 'names another config');
+  if (!endpointAdmits(state.config!.value.endpoint, registration.endpoint)) refuse(path, "endpoint is not the config's");
+}
+
+function checkOwner(state: ServiceState, registration: Registration, places: WorkspacePlaces): void {
+  const { ownerLock, capability, checkoutLock } = state;
+  if (ownerLock === undefined) refuse(places.ownerLock, 'missing under a live registration');
+  if (capability === undefined) refuse(places.capability, 'missing under a live registration');
+  if (checkoutLock === undefined) refuse(places.checkoutLock, 'missing under a live registration');
+  const owner = ownerLock.value;
+  if (
+    owner.epoch !== registration.epoch ||
+    owner.token !== registration.ownerToken ||
+    owner.pid !== registration.pid ||
+    owner.host !== registration.host
+  ) {
+    refuse(places.ownerLock, 'does not agree with the registration');
+  }
+  if (capability.value.epoch !== registration.epoch) refuse(places.capability, 'is of another epoch');
+  const checkout = checkoutLock.value;
+  if (
+    checkout.token !== registration.checkoutToken ||
+    checkout.pid !== registration.pid ||
+    checkout.host !== registration.host ||
+    checkout.processStart !== registration.processStart
+  ) {
+    refuse(places.checkoutLock, 'does not agree with the registration');
+  }
+}
+
+function checkNoOwner(state: ServiceState, places: WorkspacePlaces): void {
+  if (state.ownerLock !== undefined) refuse(places.ownerLock, 'present without a live registration');
+  if (state.capability !== undefined) refuse(places.capability, 'present without a live registration');
+  const stopped = state.registration?.value;
+  if (stopped !== undefined && state.checkoutLock?.value.token === stopped.checkoutToken) {
+    refuse(places.checkoutLock, 'still carries the stopped registration');
+  }
+}
