@@ -1,0 +1,74 @@
+import { lstatSync, readFileSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
+import {
+  cleanUp,
+  coordinationOf,
+  deadOwner,
+  grant,
+  handPlaces,
+  journalRecords,
+  jsonOf,
+  makePlace,
+  makeWorkspace,
+} from '../test/helpers.js';
+import { RECOVERY_RECORD_BYTES, currentOperator, recover, recoverySnapshot } from './index.js';
+
+afterEach(cleanUp);
+
+// SPEC 6: one durable record per recovery in `<ns>/journal/`, naming the
+// root, the digest, the operator and the fences with their holders, and
+// decoding strictly as `leasehold.recovery-record/1`.
+
+describe('the journal record', () => {
+  it('decodes with recoveryRecordSchema and names root, digest, operator and fences', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'workspace');
+    const places = handPlaces(place.stateHome, root);
+    const { pid } = await deadOwner(place, root);
+    // The dead owner as its registration names it (read by hand).
+    const registration = jsonOf(places.registration) as { pid: number; host: string; processStart: string };
+    expect(registration.pid).toBe(pid);
+    const owner = { pid, host: registration.host, processStart: registration.processStart };
+
+    const coordination = coordinationOf(place, root);
+    const snapshot = recoverySnapshot(coordination);
+    const outcome = await recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant });
+
+    const names = journalRecords(place.stateHome);
+    expect(names).toHaveLength(1);
+    const path = join(places.journal, names[0]!);
+    expect(outcome).toEqual({ recovered: true, record: path });
+    const stats = lstatSync(path);
+    expect(stats.isFile()).toBe(true);
+    expect(stats.mode & 0o777).toBe(0o600);
+    expect(stats.nlink).toBe(1);
+    expect(lstatSync(places.journal).mode & 0o777).toBe(0o700);
+
+    const bytes = readFileSync(path);
+    const record = decodeBytes(recoveryRecordSchema, bytes, RECOVERY_RECORD_BYTES, 'record');
+    // Canonical JSON: what it decodes to encodes back to the very bytes.
+    expect(Buffer.from(encode(record)).equals(bytes)).toBe(true);
+    expect(record.schema).toBe('leasehold.recovery-record/1');
+    expect(record.root).toBe(root);
+    expect(record.digest).toBe(snapshot.digest);
+    expect(record.operator).toEqual({ pid: process.pid, host: hostname(), user: userInfo().username });
+    expect(record.operator).toEqual(currentOperator());
+    // The record's name begins with the time it records.
+    expect(names[0]!.startsWith(`${record.recordedAt.replace(/[-:.]/g, '')}-`)).toBe(true);
+    expect(record.fences).toEqual([
+      { kind: 'registry-row', path: places.roots, holder: owner },
+      { kind: 'service-format', path: places.format },
+      { kind: 'service-config', path: places.config },
+      { kind: 'registration', path: places.registration, holder: owner },
+      { kind: 'owner-lock', path: places.ownerLock, holder: owner },
+      { kind: 'capability', path: places.capability },
+      { kind: 'checkout-lock', path: places.checkoutLock, holder: owner },
+    ]);
+    // The same fences the snapshot showed (which also gives the registration's phase).
+    expect(record.fences).toEqual(snapshot.fences.map(({ kind, path: where, holder }) => (holder === undefined ? { kind, path: where } : { kind, path: where, holder })));
+    expect(snapshot.fences.find((fence) => fence.kind === 'registration')?.phase).toBe('idle');
+  });
+});

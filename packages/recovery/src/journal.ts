@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { encode, type Fence, type RecoveryRecord } from '@leasehold/contracts';
+import type { RecoveryState } from '@leasehold/coordination';
+import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+
+/** Largest recovery record: 64 fences may each name a 4096-character path. */
+export const RECOVERY_RECORD_BYTES = 524288;
+
+/** One durable record in `<ns>/journal/`. */
+export interface JournalRecord {
+  readonly path: string;
+  readonly snapshot: FileSnapshot;
+}
+
+/** Who runs the recovery: this process and its user. */
+export function currentOperator(): RecoveryRecord['operator'] {
+  let user: string;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = `uid ${process.geteuid?.() ?? 'unknown'}`; // no passwd entry (containers)
+  }
+  return { pid: process.pid, host: hostname(), user: user === '' ? 'unknown' : user };
+}
+
+function fencesOf(state: RecoveryState): Fence[] {
+  return state.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder }));
+}
+
+/**
+ * The recovery journal: one record per recovery, written durably before the
+ * first effect, naming root, digest, operator and fences. It never holds a
+ * secret: fences carry names and holders only.
+ */
+export class Journal {
+  readonly folder: string;
+  readonly #files: PrivateFiles;
+
+  constructor(namespace: string, hooks?: PrivateFilesHooks) {
+    this.folder = join(namespace, 'journal');
+    this.#files = new PrivateFiles(namespace, hooks === undefined ? {} : { hooks });
+  }
+
+  /**
+   * Publishes the record of a recovery of `state`.
+   * @throws ContractError `refused` (an unsafe journal folder, a record over its bound).
+   */
+  record(state: RecoveryState, operator: RecoveryRecord['operator'], now = new Date()): JournalRecord {
+    const record: RecoveryRecord = {
+      schema: 'leasehold.recovery-record/1',
+      root: state.root,
+      digest: state.digest,
+      recordedAt: now.toISOString(),
+      operator,
+      fences: fencesOf(state),
+    };
+    this.#files.directory(this.folder, true);
+    const stamp = now.toISOString().replace(/[-:.]/g, '');
+    const path = join(this.folder, `${stamp}-${randomUUID()}.json`);
+    return { path, snapshot: this.#files.create(path, encode(record), RECOVERY_RECORD_BYTES) };
+  }
+
+  /**
+   * Proves the record is still there, unchanged: the durable bridge every effect crosses.
+   * @throws ContractError `conflict` (removed or changed), `refused` (made unsafe).
+   */
+  assertDurable(record: JournalRecord): void {
+    this.#files.assert(record.path, record.snapshot, RECOVERY_RECORD_BYTES);
+  }
+}

@@ -1,0 +1,140 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
+  capabilityOf,
+  cleanUp,
+  coordinationOf,
+  errorOf,
+  grant,
+  handPlaces,
+  journalRecords,
+  killHard,
+  liveOwner,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  pathExists,
+  rewriteByHand,
+  sha256Hex,
+  spawnFixture,
+  stateListing,
+  type RecovererPlan,
+} from '../test/helpers.js';
+import { prepareRecoveryRelease, recover, recoverySnapshot } from './index.js';
+
+afterEach(cleanUp);
+
+// SPEC 1.4 and 8.4: the capability's bytes appear in no output, error,
+// digest or record. The capability is read by hand from its file while the
+// owner runs; every form of it is searched for: the token, its SHA-256, the
+// SHA-256 of the file (its identity), and the raw 32 bytes in hex and base64.
+
+/** Every form of the secret that must never show. */
+function secretForms(capability: string, fileBytes: Uint8Array): string[] {
+  const raw = Buffer.from(capability, 'base64url');
+  expect(raw).toHaveLength(32);
+  return [capability, sha256Hex(capability), sha256Hex(fileBytes), raw.toString('hex'), raw.toString('base64')];
+}
+
+/** Every way an error can be shown: String, message, stack, JSON, util.inspect, down its cause chain. */
+function renderingsOf(error: unknown): string[] {
+  const shown: string[] = [];
+  for (let current: unknown = error, depth = 0; current !== undefined && depth < 8; depth += 1) {
+    shown.push(String(current), JSON.stringify(current) ?? '', inspect(current, { depth: 8, showHidden: true }));
+    if (current instanceof Error) {
+      shown.push(current.message, current.stack ?? '');
+      current = current.cause;
+    } else current = undefined;
+  }
+  return shown;
+}
+
+function expectNoSecret(texts: readonly string[], secrets: readonly string[], what: string): void {
+  for (const text of texts) {
+    for (const secret of secrets) expect(text.includes(secret), `${what} shows a form of the capability`).toBe(false);
+  }
+}
+
+describe('the capability never shows (SPEC 8.4)', () => {
+  it('in no snapshot, digest, error, record or child output', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'workspace');
+    const places = handPlaces(place.stateHome, root);
+    const owner = await liveOwner(place, root);
+    const capability = capabilityOf(place.stateHome, root);
+    const secrets = secretForms(capability, readFileSync(places.capability));
+    // The search finds the secret where it does live: in its own file.
+    expect(readFileSync(places.capability, 'utf8')).toContain(secrets[0]);
+    const coordination = coordinationOf(place, root);
+    const errors: { what: string; error: unknown }[] = [];
+    const snapshots: string[] = [];
+
+    // While the owner lives: quarantine.
+    const live = recoverySnapshot(coordination);
+    snapshots.push(JSON.stringify(live));
+    errors.push({ what: 'quarantine (prepare)', error: await errorOf(() => prepareRecoveryRelease(coordination, live.digest, grant)) });
+    errors.push({ what: 'quarantine (recover)', error: await errorOf(() => recover(coordination, { expectedDigest: live.digest, assertAuthority: grant })) });
+    expect(await killHard(owner)).toMatchObject({ signal: 'SIGKILL' });
+
+    // The digest covers the capability by its stamp: rewritten with identical bytes, the digest changes.
+    const dead = recoverySnapshot(coordination);
+    snapshots.push(JSON.stringify(dead));
+    rewriteByHand(place, places.capability, readFileSync(places.capability));
+    const rewritten = recoverySnapshot(coordination);
+    snapshots.push(JSON.stringify(rewritten));
+    expect(rewritten.digest).not.toBe(dead.digest);
+    expect(rewritten.fences).toEqual(dead.fences);
+
+    errors.push({ what: 'stale digest', error: await errorOf(() => recover(coordination, { expectedDigest: dead.digest, assertAuthority: grant })) });
+    errors.push({ what: 'malformed digest', error: await errorOf(() => prepareRecoveryRelease(coordination, capability, grant)) });
+    // A state whose capability changed since it was read: the effect's own check names the file, not its bytes.
+    errors.push({ what: 'changed capability (releaseDeadOwner)', error: await errorOf(() => coordination.releaseDeadOwner(dead, () => {})) });
+    const used = prepareRecoveryRelease(coordination, rewritten.digest, grant);
+    errors.push({
+      what: 'bridge down',
+      error: await errorOf(() =>
+        used.release(() => {
+          throw new Error('bridge down');
+        }),
+      ),
+    });
+    errors.push({ what: 'consumed grant', error: await errorOf(() => used.release(() => {})) });
+    expect(errors.map(({ error }) => (error as { code?: string }).code)).toEqual([
+      'quarantine',
+      'quarantine',
+      'conflict',
+      'refused',
+      'conflict',
+      undefined,
+      'consumed-grant',
+    ]);
+
+    // A recovery in a child, whose every output line and error output is searched too.
+    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, scratch: place.scratch, digest: recoverySnapshot(coordination).digest };
+    const child = spawnFixture('recoverer.mjs', plan);
+    expect(await messageOf(child, 'done')).toMatchObject({ outcome: { recovered: true } });
+    const end = await child.closed;
+    expect(end).toMatchObject({ code: 0, signal: null });
+    expect(pathExists(places.capability)).toBe(false);
+    const records = journalRecords(place.stateHome).map((name) => readFileSync(join(places.journal, name), 'utf8'));
+    expect(records).toHaveLength(1);
+
+    for (const { what, error } of errors) expectNoSecret(renderingsOf(error), secrets, what);
+    expectNoSecret(snapshots, secrets, 'a snapshot');
+    expectNoSecret(records, secrets, 'the journal record');
+    expectNoSecret([...child.lines, end.stderr], secrets, 'the recovering child');
+    // Nothing else under the state home holds it once the capability file is gone.
+    const leftovers = Object.values(stateListing(place.stateHome)).flatMap((entry) =>
+      entry.kind === 'file' ? [Buffer.from(entry.bytes, 'hex').toString('utf8')] : [],
+    );
+    expect(leftovers.length).toBeGreaterThan(0);
+    expectNoSecret(leftovers, secrets, 'a file left under the state home');
+
+    expect(coordination.inspect().status).toBe('stopped');
+    await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
+  });
+});

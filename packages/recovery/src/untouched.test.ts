@@ -1,0 +1,111 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Checkout } from '@leasehold/coordination';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
+  changedEntries,
+  cleanUp,
+  coordinationOf,
+  deadOwner,
+  endpointOf,
+  grant,
+  handPlaces,
+  journalRecords,
+  killHard,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  rowsOf,
+  spawnFixture,
+  stateListing,
+  writeByHand,
+} from '../test/helpers.js';
+import { recover, recoverySnapshot } from './index.js';
+
+afterEach(cleanUp);
+
+// SPEC 6: files that name no dead holder of the recovered workspace are never
+// touched. Here, next to a dead owner's workspace: a plain tool's live
+// checkout lock on another workspace, a plain tool's checkout lock whose
+// holder died, a stray file in a third workspace's private root (which makes
+// that workspace unavailable), and a live owner's row and files, held by this
+// process. Only the dead owner's own files, its row and the journal change.
+
+describe('recovery touches nothing but the dead owner’s fences', () => {
+  it('leaves other workspaces byte-, inode- and mtime-identical', async () => {
+    const place = makePlace();
+    const dead = makeWorkspace(place, 'dead');
+    const toolHeld = makeWorkspace(place, 'tool-held');
+    const toolDied = makeWorkspace(place, 'tool-died');
+    const stray = makeWorkspace(place, 'stray');
+    const held = makeWorkspace(place, 'held');
+
+    await deadOwner(place, dead);
+    const liveTool = spawnFixture('checkout-holder.mjs', { workspace: toolHeld, stateHome: place.stateHome });
+    await messageOf(liveTool, 'held');
+    const deadTool = spawnFixture('checkout-holder.mjs', { workspace: toolDied, stateHome: place.stateHome });
+    await messageOf(deadTool, 'held');
+    expect(await killHard(deadTool)).toMatchObject({ signal: 'SIGKILL' });
+    const strayCoordination = coordinationOf(place, stray);
+    await (await strayCoordination.acquire(OWNER_CONFIG, endpointOf(45_010))).release();
+    writeByHand(join(handPlaces(place.stateHome, stray).privateRoot, 'notes.txt'), 'left here by hand\n');
+    const heldCoordination = coordinationOf(place, held);
+    const heldLease = await heldCoordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+
+    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
+    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
+    expect(strayCoordination.inspect().status).toBe('unavailable');
+    const heldRow = rowsOf(place.stateHome).find((row) => row.root === held);
+    expect(heldRow).toMatchObject({ pid: process.pid, endpoint: PARENT_ENDPOINT });
+
+    const coordination = coordinationOf(place, dead);
+    const snapshot = recoverySnapshot(coordination);
+    const deadPlaces = handPlaces(place.stateHome, dead);
+    // Only the dead owner's files and its row are fences of this workspace.
+    for (const fence of snapshot.fences) {
+      expect([
+        deadPlaces.roots,
+        deadPlaces.format,
+        deadPlaces.config,
+        deadPlaces.registration,
+        deadPlaces.ownerLock,
+        deadPlaces.capability,
+        deadPlaces.checkoutLock,
+      ]).toContain(fence.path);
+    }
+    expect(snapshot.holders).toHaveLength(1);
+    expect(snapshot.holders[0]?.status).toBe('absent');
+
+    const before = stateListing(place.stateHome);
+    expect(await recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant })).toMatchObject({ recovered: true });
+    const after = stateListing(place.stateHome);
+
+    const [record] = journalRecords(place.stateHome);
+    const ws = `v1/workspaces/${deadPlaces.privateRootName}`;
+    expect(changedEntries(before, after)).toEqual(
+      [
+        'v1/journal',
+        `v1/journal/${record}`,
+        'v1/registry/roots.json',
+        `${ws}/checkout.lock`,
+        `${ws}/service/local-capability.json`,
+        `${ws}/service/owner.lock`,
+        `${ws}/service/registration.json`,
+      ].sort(),
+    );
+    // roots.json changed only by losing the dead owner's row: the live owner's row is exactly as it was.
+    expect(rowsOf(place.stateHome)).toEqual([heldRow]);
+    heldLease.assert();
+    expect(heldCoordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, phase: 'idle' } });
+    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
+    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
+    expect(strayCoordination.inspect().status).toBe('unavailable');
+
+    // The recovered workspace is free again; the held one still is its owner's.
+    expect(coordination.inspect().status).toBe('stopped');
+    await (await coordination.acquire(OWNER_CONFIG, endpointOf(45_011))).release();
+    await heldLease.release();
+    expect(heldCoordination.inspect().status).toBe('stopped');
+  });
+});
