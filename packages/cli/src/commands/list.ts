@@ -1,0 +1,48 @@
+import { realpathSync } from 'node:fs';
+import { ContractError } from '@leasehold/contracts';
+import { ownerStatus } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { stateHomeOf, type CommandContext } from '../context.js';
+
+/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
+export function rootExists(root: string): boolean {
+  try {
+    return realpathSync(root) === root;
+  } catch {
+    return false;
+  }
+}
+
+/** The registry's entries, read again when a writer raced the read. */
+export function registryEntries(registry: Registry) {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return registry.peek().entries;
+    } catch (error) {
+      if (!ContractError.is(error, 'conflict') || attempt >= 20) throw error;
+    }
+  }
+}
+
+/** `leasehold list`: every reservation in the state home with its owner's liveness. */
+export async function list(context: CommandContext): Promise<number> {
+  const entries = registryEntries(new Registry(stateHomeOf(context))).map((entry) => ({
+    root: entry.root,
+    endpoint: entry.endpoint,
+    epoch: entry.epoch,
+    pid: entry.pid,
+    host: entry.host,
+    ownerStatus: ownerStatus(entry.pid, entry.host, entry.processStart),
+    rootExists: rootExists(entry.root),
+  }));
+  const { output } = context;
+  output.record({ entries });
+  if (entries.length === 0) output.say('no workspace is registered');
+  const width = Math.max(4, ...entries.map((entry) => entry.root.length));
+  if (entries.length > 0) output.say(`${'ROOT'.padEnd(width)}  ENDPOINT                  PID      OWNER`);
+  for (const entry of entries) {
+    const flag = entry.rootExists ? '' : '  (folder no longer exists)';
+    output.say(`${entry.root.padEnd(width)}  ${entry.endpoint.padEnd(24)}  ${String(entry.pid).padEnd(7)}  ${entry.ownerStatus}${flag}`);
+  }
+  return 0;
+}

@@ -1,0 +1,93 @@
+import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
+import { ownerStatus } from '@leasehold/private-files';
+import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { table } from '../output.js';
+import { callService } from '../transport.js';
+
+/** Exit status of `status` when the workspace is not running. */
+export const NOT_RUNNING_EXIT = 3;
+
+/** What `status` reports. */
+export interface StatusReport {
+  readonly status: 'running' | Inspection['status'];
+  readonly epoch: string | null;
+  readonly endpoint?: string;
+  readonly pid?: number;
+  readonly reason?: string;
+}
+
+/**
+ * Files cannot prove that an owner is live; the transport can. `running`
+ * only when the service answered GET /v1/status, authenticated with the
+ * capability, with the recorded epoch.
+ */
+export async function challenge(coordination: ServiceCoordination): Promise<StatusReport | undefined> {
+  try {
+    const access = coordination.localAccess();
+    const reply = await callService(access.endpoint, access.capability, 'GET', '/v1/status');
+    const body = reply.body as { epoch?: unknown; pid?: unknown } | undefined;
+    if (reply.status !== 200 || body?.epoch !== access.epoch) return undefined;
+    return { status: 'running', epoch: access.epoch, endpoint: access.endpoint, pid: Number(body.pid) };
+  } catch {
+    return undefined;
+  }
+}
+
+function reportOf(inspection: Inspection): StatusReport {
+  switch (inspection.status) {
+    case 'absent':
+      return { status: 'absent', epoch: null };
+    case 'stopped':
+      return { status: 'stopped', epoch: inspection.epoch };
+    case 'unavailable': {
+      const owner = inspection.owner;
+      return owner === undefined
+        ? { status: 'unavailable', epoch: null, reason: inspection.reason }
+        : { status: 'unavailable', epoch: owner.epoch, endpoint: owner.endpoint, pid: owner.pid, reason: inspection.reason };
+    }
+    default:
+      return { status: inspection.status, epoch: inspection.owner.epoch, endpoint: inspection.owner.endpoint, pid: inspection.owner.pid };
+  }
+}
+
+/** An owner the files name but that did not answer: say whether its process is even there. */
+function silentOwner(report: StatusReport, owner: OwnerSummary | undefined): StatusReport {
+  if (owner === undefined) return report;
+  const gone = ownerStatus(owner.pid, owner.host) === 'absent';
+  return { ...report, reason: `its owner (pid ${owner.pid}) does not answer${gone ? ' and is gone: it crashed' : ''}` };
+}
+
+/** The next thing a person might do, for each status. */
+function nextStep(report: StatusReport, options: string): string {
+  switch (report.status) {
+    case 'running':
+      return `Stop it with: leasehold stop ${options}`;
+    case 'absent':
+    case 'stopped':
+      return `Start it with: leasehold serve ${options}`;
+    case 'stopping':
+      return 'It is stopping; check again in a moment.';
+    default:
+      return `If its owner crashed, see: leasehold recover ${options}`;
+  }
+}
+
+/** `leasehold status`: inspect, plus the transport challenge when access material exists. */
+export async function status(context: CommandContext): Promise<number> {
+  const root = workspaceOf(context, true);
+  const stateHome = stateHomeOf(context);
+  const coordination = new ServiceCoordination(root, { stateHome });
+  const inspection = coordination.inspect();
+  const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
+  const answered = owner === undefined ? undefined : await challenge(coordination);
+  const report = answered ?? silentOwner(reportOf(inspection), owner);
+  const { output } = context;
+  output.record({ ...report });
+  const rows: Array<[string, string]> = [[report.status, root]];
+  if (report.endpoint !== undefined) rows.push(['endpoint', report.endpoint]);
+  if (report.epoch !== null) rows.push(['epoch', report.epoch]);
+  if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
+  if (report.reason !== undefined) rows.push(['reason', report.reason]);
+  output.say(...table(rows), '', nextStep(report, placeOptions(root, stateHome)));
+  return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
+}

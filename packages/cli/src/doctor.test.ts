@@ -1,0 +1,327 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  Sandbox,
+  capabilitiesSeen,
+  capabilityLeaks,
+  checkoutHolder,
+  cli,
+  deadPid,
+  json,
+  killAll,
+  type Result,
+} from '../test/helpers.js';
+
+let sandboxes: Sandbox[] = [];
+function sandbox(): Sandbox {
+  const made = new Sandbox();
+  sandboxes.push(made);
+  return made;
+}
+
+afterEach(async () => {
+  await killAll();
+  for (const made of sandboxes) made.remove();
+  sandboxes = [];
+});
+
+interface Finding {
+  readonly file: string;
+  readonly problem: string;
+  readonly fix: string;
+}
+
+/** `doctor --json`: its exit status and findings, each exactly `{ file, problem, fix }`. */
+async function doctor(box: Sandbox): Promise<{ code: number | null; findings: Finding[] }> {
+  const result = await cli(['doctor', '--state-home', box.stateHome, '--json']);
+  const document = json(result) as { findings: Finding[] };
+  expect(Object.keys(document)).toEqual(['findings']);
+  for (const finding of document.findings) {
+    expect(Object.keys(finding).sort()).toEqual(['file', 'fix', 'problem']);
+    expect(finding.file).toMatch(/^\//);
+    expect(finding.problem).not.toBe('');
+  }
+  expect(result.code).toBe(document.findings.length === 0 ? 0 : 3);
+  return { code: result.code, findings: document.findings };
+}
+
+async function expectClean(box: Sandbox): Promise<void> {
+  const { code, findings } = await doctor(box);
+  expect(findings).toEqual([]);
+  expect(code).toBe(0);
+  const human = await cli(['doctor', '--state-home', box.stateHome]);
+  expect(human.code).toBe(0);
+  expect(human.stdout).toBe(`no problem found in ${box.stateHome}\n`);
+}
+
+function expectOk(result: Result, label: string): void {
+  expect(result.code, `${label}\n${result.stdout}${result.stderr}`).toBe(0);
+}
+
+/**
+ * Runs a suggested fix in `sh -c`. A suggested `leasehold recover` shows the
+ * digest and the command that acts on it; that command is run next, as the
+ * person reading it would.
+ */
+async function applyFix(box: Sandbox, fix: string): Promise<void> {
+  const first = await box.shell(fix);
+  expectOk(first, fix);
+  if (!fix.startsWith('leasehold recover ')) return;
+  const next = /^Every holder is gone\. To recover: (leasehold recover .* --digest [0-9a-f]{64} --yes)$/m.exec(first.stdout)?.[1];
+  expect(next, first.stdout).toBeDefined();
+  const second = await box.shell(next!);
+  expectOk(second, next!);
+  expect(second.stdout).toMatch(/^recovered /);
+}
+
+/** Serves `workspace` and stops it, so that the state home holds a registry and a stopped service. */
+async function servedAndStopped(box: Sandbox, workspace: string): Promise<string> {
+  const { server, ready } = await box.serve(workspace);
+  expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, epoch: ready.epoch });
+  expect((await server.exit()).code).toBe(0);
+  return ready.epoch;
+}
+
+/** Serves `workspace` again and stops it: the proof that nothing blocks it any more. */
+async function servesAgain(box: Sandbox, workspace: string): Promise<void> {
+  await servedAndStopped(box, workspace);
+}
+
+/** A registry lock kept by a writer that failed after a write (`retained`), naming a process that is gone. */
+async function writeRetainedLock(box: Sandbox): Promise<string> {
+  const lockPath = join(box.namespace, 'registry', 'registry.lock');
+  const lock = decode(registryLockSchema, {
+    schema: 'leasehold.registry-lock/1',
+    token: randomUUID(),
+    pid: await deadPid(),
+    host: hostname(),
+    retained: true,
+  });
+  writeFileSync(lockPath, encode(lock), { mode: 0o600, flag: 'wx' });
+  chmodSync(lockPath, 0o600);
+  return lockPath;
+}
+
+describe('leasehold doctor', () => {
+  it('is clean on a missing and on a healthy state home (exit 0)', async () => {
+    const box = sandbox();
+    await expectClean(box);
+    const workspace = box.workspace('ws');
+    await servedAndStopped(box, workspace);
+    await expectClean(box);
+  });
+
+  it('finds a retained registry lock, and its recover fix lifts it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    await servedAndStopped(box, workspace);
+    const lockPath = await writeRetainedLock(box);
+
+    const blocked = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(blocked.code).toBe(1);
+    expect(json(blocked).error).toBe('quarantine');
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    const about = findings.filter((finding) => finding.file === lockPath);
+    expect(about.length).toBeGreaterThanOrEqual(1);
+    expect(about[0]!.problem).toMatch(/retained/);
+    // Recovered through a root no row registers, so that no live owner can block it.
+    expect(about[0]!.fix).toBe(`leasehold recover --workspace / --state-home ${box.stateHome}`);
+    expect(findings.every((finding) => finding.file === lockPath && finding.fix.startsWith('leasehold recover '))).toBe(true);
+
+    await applyFix(box, about[0]!.fix);
+    await expectClean(box);
+    await servesAgain(box, workspace);
+  });
+
+  it('suggests a recovery for a retained registry lock that a live owner does not block', async () => {
+    const box = sandbox();
+    const live = box.workspace('live');
+    // A long watch interval: this owner does not re-check its files while the test runs.
+    const { server, ready } = await box.serve(live, ['--watch-ms', '3600000']);
+    await writeRetainedLock(box);
+
+    const { findings } = await doctor(box);
+    const about = findings.filter((finding) => finding.file === join(box.namespace, 'registry', 'registry.lock'));
+    expect(about).toHaveLength(1);
+    // Recovering through the live owner's root would be refused ("a holder is not gone").
+    expect(about[0]!.fix).not.toBe(`leasehold recover --workspace ${live} --state-home ${box.stateHome}`);
+    await applyFix(box, about[0]!.fix);
+    await expectClean(box);
+    // The live owner was left alone, and still serves.
+    const status = await cli(['status', ...box.place(live), '--json']);
+    expect(status.code).toBe(0);
+    expect(json(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
+    expect(json(await cli(['stop', ...box.place(live), '--json']))).toEqual({ stopped: true, epoch: ready.epoch });
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('finds a dead writer’s staging leftover, and rm fixes it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    await servedAndStopped(box, workspace);
+    const hostTag = sha256(new TextEncoder().encode(hostname())).slice(0, 16);
+    const leftover = join(box.namespace, '.staging', `${await deadPid()}.${hostTag}.-.${randomBytes(8).toString('hex')}.tmp`);
+    writeFileSync(leftover, '{"half":"written"', { mode: 0o600, flag: 'wx' });
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([{ file: leftover, problem: expect.stringContaining('staging leftover'), fix: `rm -r ${leftover}` }]);
+    await applyFix(box, findings[0]!.fix);
+    await expectClean(box);
+  });
+
+  it('finds a checkout lock left by a plain tool that was killed, and rm fixes it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const holder = await checkoutHolder(workspace, box.stateHome);
+    // A live tool's lock is no finding, and it keeps services out.
+    await expectClean(box);
+    const whileHeld = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(whileHeld.code).toBe(1);
+    expect(json(whileHeld).error).toBe('conflict');
+
+    expect((await holder.kill9()).signal).toBe('SIGKILL');
+    const [privateRoot] = readdirSync(join(box.namespace, 'workspaces'));
+    const lockPath = join(box.namespace, 'workspaces', privateRoot!, 'checkout.lock');
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      { file: lockPath, problem: expect.stringContaining(`pid ${holder.pid} on ${hostname()}`), fix: `rm ${lockPath}` },
+    ]);
+    const stillBlocked = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(stillBlocked.code).toBe(1);
+    expect(json(stillBlocked).error).toBe('conflict');
+
+    await applyFix(box, findings[0]!.fix);
+    await expectClean(box);
+    await servesAgain(box, workspace);
+    await expectClean(box);
+  });
+
+  it('finds unsafe permissions on a file and on a folder, and chmod fixes them', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const epoch = await servedAndStopped(box, workspace);
+    const [service] = box.serviceFolders();
+    const registration = join(service!, 'registration.json');
+    chmodSync(registration, 0o644);
+    chmodSync(service!, 0o755);
+
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(status.code).toBe(3);
+    expect(json(status).status).toBe('unavailable');
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      { file: service!, problem: expect.stringContaining('mode 755'), fix: `chmod 700 ${service!}` },
+      { file: registration, problem: expect.stringContaining('mode 644'), fix: `chmod 600 ${registration}` },
+    ]);
+    const human = await cli(['doctor', '--state-home', box.stateHome]);
+    expect(human.code).toBe(3);
+    expect(human.stdout.split('\n')).toEqual([
+      service!,
+      `  problem: ${findings[0]!.problem}`,
+      `  fix:     chmod 700 ${service!}`,
+      '',
+      registration,
+      `  problem: ${findings[1]!.problem}`,
+      `  fix:     chmod 600 ${registration}`,
+      '',
+      '',
+    ]);
+
+    for (const finding of findings) await applyFix(box, finding.fix);
+    await expectClean(box);
+    const fixed = await cli(['status', ...box.place(workspace), '--json']);
+    expect(fixed.code).toBe(3);
+    expect(json(fixed)).toEqual({ status: 'stopped', epoch });
+    await servesAgain(box, workspace);
+  });
+
+  it('finds a deleted workspace that is still registered; its recover fix releases it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('doomed');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    rmSync(workspace, { recursive: true, force: true });
+
+    const listed = await cli(['list', '--state-home', box.stateHome, '--json']);
+    expect(json(listed)).toMatchObject({ entries: [{ root: workspace, pid: server.pid, ownerStatus: 'absent', rootExists: false }] });
+    const humanList = await cli(['list', '--state-home', box.stateHome]);
+    expect(humanList.stdout).toContain(`${workspace}  `);
+    expect(humanList.stdout).toContain('absent  (folder no longer exists)');
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      {
+        file: join(box.namespace, 'registry', 'roots.json'),
+        problem: expect.stringContaining(`${workspace} is registered but its folder no longer exists`),
+        fix: `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+      },
+    ]);
+    await applyFix(box, findings[0]!.fix);
+    await expectClean(box);
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
+  });
+
+  it('finds stray files in the service folder and in the namespace folder, and rm fixes them', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const epoch = await servedAndStopped(box, workspace);
+    const [service] = box.serviceFolders();
+    const strayInService = join(service!, 'notes.txt');
+    const strayInNamespace = join(box.namespace, 'backup.json');
+    writeFileSync(strayInService, 'x', { mode: 0o600 });
+    writeFileSync(strayInNamespace, '{}', { mode: 0o600 });
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toHaveLength(2);
+    expect(findings).toEqual(
+      expect.arrayContaining([
+        { file: strayInNamespace, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInNamespace}` },
+        { file: strayInService, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInService}` },
+      ]),
+    );
+    for (const finding of findings) await applyFix(box, finding.fix);
+    await expectClean(box);
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(json(status)).toEqual({ status: 'stopped', epoch });
+    await servesAgain(box, workspace);
+  });
+
+  it('finds a crashed owner (kill -9 of serve); its recover fix releases it and serve works again', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace);
+    await server.kill9();
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      {
+        file: expect.stringMatching(new RegExp(`^${box.namespace}/`)),
+        problem: expect.stringContaining(`the owner of ${workspace} is gone`),
+        fix: `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+      },
+    ]);
+    await applyFix(box, findings[0]!.fix);
+    await expectClean(box);
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    await servesAgain(box, workspace);
+  });
+
+  it('leaks no capability in any output or state file of this test file', () => {
+    expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(9);
+    expect(capabilityLeaks()).toEqual([]);
+  });
+});

@@ -1,0 +1,343 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Sandbox, capabilitiesSeen, capabilityLeaks, cleanEnv, cli, json, jsonLines, killAll, snapshotTree } from '../test/helpers.js';
+
+const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ENDPOINT = /^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+
+let sandboxes: Sandbox[] = [];
+function sandbox(): Sandbox {
+  const made = new Sandbox();
+  sandboxes.push(made);
+  return made;
+}
+
+afterEach(async () => {
+  await killAll();
+  for (const made of sandboxes) made.remove();
+  sandboxes = [];
+});
+
+/** `stop` on a stopped workspace answers stopped at once (exit 0), in both modes. */
+async function expectStopIsIdempotent(box: Sandbox, workspace: string): Promise<void> {
+  const again = await cli(['stop', ...box.place(workspace), '--json']);
+  expect(again.code).toBe(0);
+  expect(json(again)).toEqual({ stopped: true, epoch: expect.stringMatching(ID) });
+  const human = await cli(['stop', ...box.place(workspace)]);
+  expect(human.code).toBe(0);
+  expect(human.stdout).toBe(`stopped   ${workspace} (it was not running)\n`);
+}
+
+describe('leasehold, end to end through the built binary', () => {
+  it('serves, refuses a second owner, fences a crash, recovers by digest, serves again, lists and stops', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const nested = box.workspace('ws/packages/nested');
+    const place = box.place(workspace);
+
+    // serve --json: the ready line names the bound endpoint, a fresh epoch and the server's pid.
+    const { server: first, ready: firstReady } = await box.serve(workspace);
+    expect(firstReady).toEqual({ event: 'ready', endpoint: expect.stringMatching(ENDPOINT), epoch: expect.stringMatching(ID), pid: first.pid });
+
+    // status --json: running, proved over the transport.
+    const running = await cli(['status', ...place, '--json']);
+    expect(running.code).toBe(0);
+    expect(json(running)).toEqual({ status: 'running', epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid });
+    expect(running.stderr).toBe('');
+
+    // A second serve on the same folder, and on a nested one, is refused.
+    for (const other of [workspace, nested]) {
+      const refused = await cli(['serve', ...box.place(other), '--json']);
+      expect(refused.code).toBe(1);
+      expect(json(refused)).toEqual({ error: 'conflict', message: expect.any(String), remedy: expect.any(String) });
+    }
+    // The refusals left the first owner running.
+    expect((await cli(['status', ...place, '--json'])).code).toBe(0);
+
+    // kill -9: the files cannot prove a live owner, and nothing may read as stopped.
+    const killed = await first.kill9();
+    expect(killed.signal).toBe('SIGKILL');
+    const afterCrash = await cli(['status', ...place, '--json']);
+    expect(afterCrash.code).toBe(3);
+    const crashReport = json(afterCrash);
+    expect(crashReport.status).not.toBe('running');
+    expect(crashReport.status).not.toBe('stopped');
+    expect(crashReport.status).not.toBe('absent');
+    expect(crashReport.epoch).toBe(firstReady.epoch);
+    const blocked = await cli(['serve', ...place, '--json']);
+    expect(blocked.code).toBe(1);
+    expect(json(blocked).error).toBe('conflict');
+
+    // recover --json shows the fences, an absent owner and the digest; it changes nothing.
+    const beforeReview = snapshotTree(box.stateHome);
+    const review = await cli(['recover', ...place, '--json']);
+    expect(review.code).toBe(0);
+    const reviewed = json(review);
+    expect(reviewed.ownerStatus).toBe('absent');
+    expect(reviewed.digest).toMatch(DIGEST);
+    // The dead owner's fences (the service's format and config may be listed too, as files it names).
+    expect((reviewed.fences as Array<{ kind: string }>).map((fence) => fence.kind)).toEqual(
+      expect.arrayContaining(['capability', 'checkout-lock', 'owner-lock', 'registration', 'registry-row']),
+    );
+    expect(JSON.stringify(reviewed.fences)).not.toContain('registry-lock');
+    expect(reviewed.holders).toEqual([
+      expect.objectContaining({ pid: first.pid, host: hostname(), status: 'absent' }),
+    ]);
+    const digest = reviewed.digest as string;
+    // A review may sweep dead writers' staging leftovers; there are none here, so nothing changed.
+    expect(snapshotTree(box.stateHome)).toEqual(beforeReview);
+
+    // A wrong digest is refused and changes nothing: bytes, inodes and times of every file.
+    const wrongDigest = digest.startsWith('0') ? `1${digest.slice(1)}` : `0${digest.slice(1)}`;
+    const beforeWrong = snapshotTree(box.stateHome);
+    const wrong = await cli(['recover', ...place, '--digest', wrongDigest, '--yes', '--json']);
+    expect(wrong.code).toBe(1);
+    expect(json(wrong)).toEqual({ error: 'conflict', message: expect.any(String), remedy: expect.any(String) });
+    const wrongHuman = await cli(['recover', ...place, '--digest', wrongDigest, '--yes']);
+    expect(wrongHuman.code).toBe(1);
+    expect(wrongHuman.stdout).toBe('');
+    expect(wrongHuman.stderr).toMatch(/^leasehold: conflict: /);
+    // The right digest without a confirmation, with no terminal to ask on: refused.
+    const unconfirmed = await cli(['recover', ...place, '--digest', digest, '--json']);
+    expect(unconfirmed.code).toBe(1);
+    expect(json(unconfirmed).error).toBe('refused');
+    expect(snapshotTree(box.stateHome)).toEqual(beforeWrong);
+
+    // The human review: plain text with the root, the digest and the exact next command.
+    const humanReview = await cli(['recover', ...place]);
+    expect(humanReview.code).toBe(0);
+    expect(humanReview.stdout.split('\n')).toEqual(
+      expect.arrayContaining([
+        `fences of ${workspace}:`,
+        `  pid ${first.pid} on ${hostname()}: absent`,
+        `digest  ${digest}`,
+        `Every holder is gone. To recover: leasehold recover --workspace ${workspace} --state-home ${box.stateHome} --digest ${digest} --yes`,
+      ]),
+    );
+    expect(humanReview.stdout).not.toMatch(/^\{/m);
+
+    // The right digest with --yes recovers, and journals it.
+    const recovered = await cli(['recover', ...place, '--digest', digest, '--yes', '--json']);
+    expect(recovered.code).toBe(0);
+    expect(json(recovered)).toEqual({ recovered: true });
+    const journal = join(box.namespace, 'journal');
+    const records = readdirSync(journal);
+    expect(records).toHaveLength(1);
+    const record = JSON.parse(readFileSync(join(journal, records[0]!), 'utf8')) as Record<string, unknown>;
+    expect(record).toMatchObject({ schema: 'leasehold.recovery-record/1', root: workspace, digest });
+
+    // stopped, with the dead server's epoch.
+    const stopped = await cli(['status', ...place, '--json']);
+    expect(stopped.code).toBe(3);
+    expect(json(stopped)).toEqual({ status: 'stopped', epoch: firstReady.epoch });
+    const nothingLeft = await cli(['recover', ...place]);
+    expect(nothingLeft.code).toBe(0);
+    expect(nothingLeft.stdout).toBe(`nothing to recover: no fence remains for ${workspace}\n`);
+
+    // serve again: a new epoch, listed with its live owner.
+    const { server: second, ready: secondReady } = await box.serve(workspace);
+    expect(secondReady.epoch).toMatch(ID);
+    expect(secondReady.epoch).not.toBe(firstReady.epoch);
+    const listed = await cli(['list', '--state-home', box.stateHome, '--json']);
+    expect(listed.code).toBe(0);
+    expect(json(listed)).toEqual({
+      entries: [
+        {
+          root: workspace,
+          endpoint: secondReady.endpoint,
+          epoch: secondReady.epoch,
+          pid: second.pid,
+          host: hostname(),
+          ownerStatus: 'live',
+          rootExists: true,
+        },
+      ],
+    });
+
+    // The human forms of status and list.
+    const humanStatus = await cli(['status', ...place]);
+    expect(humanStatus.code).toBe(0);
+    expect(humanStatus.stdout.split('\n')).toEqual([
+      `running   ${workspace}`,
+      `endpoint  ${secondReady.endpoint}`,
+      `epoch     ${secondReady.epoch}`,
+      `pid       ${second.pid}`,
+      '',
+      `Stop it with: leasehold stop --workspace ${workspace} --state-home ${box.stateHome}`,
+      '',
+    ]);
+    const humanList = await cli(['list', '--state-home', box.stateHome]);
+    expect(humanList.code).toBe(0);
+    const listLines = humanList.stdout.trimEnd().split('\n');
+    expect(listLines).toHaveLength(2);
+    expect(listLines[0]).toMatch(/^ROOT +ENDPOINT +PID +OWNER$/);
+    expect(listLines[1]!.split(/ +/)).toEqual([workspace, secondReady.endpoint, String(second.pid), 'live']);
+
+    // stop --json: the server stops cleanly and says so.
+    const stop = await cli(['stop', ...place, '--json']);
+    expect(stop.code).toBe(0);
+    expect(json(stop)).toEqual({ stopped: true, epoch: secondReady.epoch });
+    const ended = await second.exit();
+    expect(ended.code).toBe(0);
+    expect(ended.signal).toBe(null);
+    expect(ended.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([
+      secondReady,
+      { event: 'stopped', epoch: secondReady.epoch },
+    ]);
+    const final = await cli(['status', ...place, '--json']);
+    expect(final.code).toBe(3);
+    expect(json(final)).toEqual({ status: 'stopped', epoch: secondReady.epoch });
+    const humanStopped = await cli(['status', ...place]);
+    expect(humanStopped.code).toBe(3);
+    expect(humanStopped.stdout.split('\n')).toEqual([
+      `stopped  ${workspace}`,
+      `epoch    ${secondReady.epoch}`,
+      '',
+      `Start it with: leasehold serve --workspace ${workspace} --state-home ${box.stateHome}`,
+      '',
+    ]);
+    const emptyList = await cli(['list', '--state-home', box.stateHome, '--json']);
+    expect(json(emptyList)).toEqual({ entries: [] });
+  });
+
+  it('prints the crashed state for a person, with the root and the recover command', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('crashed');
+    const { server, ready } = await box.serve(workspace);
+    await server.kill9();
+    const status = await cli(['status', ...box.place(workspace)]);
+    expect(status.code).toBe(3);
+    const lines = status.stdout.split('\n');
+    expect(lines[0]).toMatch(new RegExp(`^[a-z]+ +${workspace}$`));
+    expect(lines[0]).not.toMatch(/^(running|stopped|absent) /);
+    expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^epoch +${ready.epoch}$`))]));
+    expect(lines.at(-2)).toBe(`If its owner crashed, see: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
+    const listed = await cli(['list', '--state-home', box.stateHome]);
+    expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, ready.endpoint, String(server.pid), 'absent']);
+  });
+
+  it('takes its places from options after the command, from LEASEHOLD_STATE_HOME, and from the current folder', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('placed');
+    // Options after the command name, in either order.
+    const { server, ready } = await box.serve(workspace);
+    const reordered = await cli(['status', '--json', '--state-home', box.stateHome, '--workspace', workspace]);
+    expect(reordered.code).toBe(0);
+    expect(json(reordered).epoch).toBe(ready.epoch);
+    // The state home from the environment, the workspace from the current folder.
+    const fromEnvironment = await cli(['status', '--json'], { cwd: workspace, env: cleanEnv({ LEASEHOLD_STATE_HOME: box.stateHome }) });
+    expect(fromEnvironment.code).toBe(0);
+    expect(json(fromEnvironment)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
+    // A relative --workspace is taken from the current folder.
+    const relative = await cli(['status', '--json', '--workspace', 'placed', '--state-home', box.stateHome], { cwd: box.folder });
+    expect(json(relative).epoch).toBe(ready.epoch);
+    // Another state home knows nothing of it.
+    const elsewhere = await cli(['status', '--json', '--workspace', workspace, '--state-home', `${box.folder}/other-state`]);
+    expect(elsewhere.code).toBe(3);
+    expect(json(elsewhere)).toEqual({ status: 'absent', epoch: null });
+    const stop = await cli(['stop', '--json', '--state-home', box.stateHome, '--workspace', workspace]);
+    expect(json(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('stops cleanly on SIGTERM and on SIGINT: exit 0, a stopped event, and status stopped', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('signals');
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const { server, ready } = await box.serve(workspace);
+      server.child.kill(signal);
+      const ended = await server.exit();
+      expect(ended.code, signal).toBe(0);
+      expect(ended.signal).toBe(null);
+      expect(jsonLines(ended.stdout)).toEqual([ready, { event: 'stopped', epoch: ready.epoch }]);
+      expect(ended.stderr).toBe('');
+      const status = await cli(['status', ...box.place(workspace), '--json']);
+      expect(status.code).toBe(3);
+      expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch });
+      expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
+    }
+    await expectStopIsIdempotent(box, workspace);
+  });
+
+  it('serves on a requested port, and refuses a busy port, a non-loopback endpoint and a bad --watch-ms', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('endpoints');
+    // A port that is free now: bind it, learn it, free it.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const { ready } = await box.serve(workspace, ['--endpoint', `http://127.0.0.1:${port}`]);
+    expect(ready.endpoint).toBe(`http://127.0.0.1:${port}`);
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(json(status)).toMatchObject({ status: 'running', endpoint: `http://127.0.0.1:${port}` });
+
+    // The same port for another workspace: the bind fails first, and nothing of it is registered.
+    const other = box.workspace('other');
+    const busy = await cli(['serve', ...box.place(other), '--endpoint', `http://127.0.0.1:${port}`, '--json']);
+    expect(busy.code).toBe(1);
+    expect(json(busy)).toMatchObject({ error: 'conflict', message: expect.stringContaining('EADDRINUSE') });
+    for (const endpoint of ['http://0.0.0.0:0', 'http://localhost:0', 'https://127.0.0.1:0', 'http://127.0.0.1:080', 'http://192.0.2.1:0']) {
+      const refused = await cli(['serve', ...box.place(other), '--endpoint', endpoint, '--json']);
+      expect(refused.code, endpoint).toBe(1);
+      expect(json(refused).error, endpoint).toBe('refused');
+    }
+    for (const watch of ['5', 'soon', '1.5', '-100']) {
+      const refused = await cli(['serve', ...box.place(other), `--watch-ms=${watch}`, '--json']);
+      expect(refused.code, watch).toBe(1);
+      expect(json(refused).error, watch).toBe('refused');
+    }
+    const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
+    expect(listed.entries.map((entry) => entry.root)).toEqual([workspace]);
+    expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({ status: 'absent', epoch: null });
+  });
+
+  it('prints usage for --help on each command (exit 0), and exits 2 on an unknown command or option', async () => {
+    for (const command of ['serve', 'status', 'stop', 'list', 'recover', 'doctor']) {
+      const help = await cli([command, '--help']);
+      expect(help.code, command).toBe(0);
+      expect(help.stdout.split('\n')[0], command).toMatch(new RegExp(`^leasehold ${command} `));
+      expect(help.stdout).toContain('--workspace DIR');
+      expect(help.stdout).toContain('--state-home DIR');
+      expect(help.stderr).toBe('');
+      const short = await cli([command, '-h']);
+      expect(short.code).toBe(0);
+      expect(short.stdout).toBe(help.stdout);
+    }
+    const overview = await cli(['--help']);
+    expect(overview.code).toBe(0);
+    expect(overview.stdout).toMatch(/^usage: leasehold <command> \[options\]$/m);
+    const bare = await cli([]);
+    expect(bare.code).toBe(2);
+    expect(bare.stdout).toBe(overview.stdout);
+
+    const unknownCommand = await cli(['frobnicate']);
+    expect(unknownCommand.code).toBe(2);
+    expect(unknownCommand.stderr).toMatch(/^leasehold: unknown command 'frobnicate'/);
+    expect(unknownCommand.stdout).toBe('');
+    const unknownCommandJson = await cli(['frobnicate', '--json']);
+    expect(unknownCommandJson.code).toBe(2);
+    expect(json(unknownCommandJson)).toEqual({ error: 'usage', message: "unknown command 'frobnicate'" });
+
+    const unknownOption = await cli(['status', '--frobnicate']);
+    expect(unknownOption.code).toBe(2);
+    expect(unknownOption.stderr).toContain('--frobnicate');
+    expect(unknownOption.stderr).toContain('leasehold status [options]');
+    const unknownOptionJson = await cli(['list', '--json', '--bogus']);
+    expect(unknownOptionJson.code).toBe(2);
+    expect(json(unknownOptionJson)).toEqual({ error: 'usage', message: expect.stringContaining('--bogus') });
+    // An option of another command, and a positional argument, are usage errors too.
+    expect((await cli(['status', '--digest', 'x'])).code).toBe(2);
+    expect((await cli(['list', 'extra'])).code).toBe(2);
+  });
+
+  it('leaks no capability in any output or state file of this test file', () => {
+    expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(4);
+    expect(capabilityLeaks()).toEqual([]);
+  });
+});

@@ -1,0 +1,1 @@
+export { main, type MainIO } from './main.js';

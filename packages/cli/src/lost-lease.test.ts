@@ -1,0 +1,97 @@
+import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Sandbox, capabilitiesSeen, capabilityLeaks, cli, jsonLines, killAll, snapshotTree, type Result } from '../test/helpers.js';
+
+let sandboxes: Sandbox[] = [];
+function sandbox(): Sandbox {
+  const made = new Sandbox();
+  sandboxes.push(made);
+  return made;
+}
+
+afterEach(async () => {
+  await killAll();
+  for (const made of sandboxes) made.remove();
+  sandboxes = [];
+});
+
+/** The server's exit after a lost lease: status 4, a `lost` event after `ready`, and a line for a person on stderr (none with --json). */
+function expectLost(ended: Result, epoch: string): void {
+  expect(ended.code).toBe(4);
+  expect(ended.signal).toBe(null);
+  const events = jsonLines(ended.stdout);
+  expect(events).toHaveLength(2);
+  expect(events[0]).toMatchObject({ event: 'ready', epoch });
+  expect(events[1]).toEqual({ event: 'lost', epoch, error: expect.stringMatching(/^(conflict|refused)$/) });
+}
+
+describe('a server whose files change under it', () => {
+  it('exits 4 and touches nothing when registration.json is replaced by identical bytes', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
+    const [service] = box.serviceFolders();
+    const registration = join(service!, 'registration.json');
+    const bytes = readFileSync(registration);
+
+    // Same bytes, same mode, a new inode: written beside the state home, then renamed over.
+    const temp = join(box.folder, 'registration.json.new');
+    writeFileSync(temp, bytes, { mode: 0o600 });
+    chmodSync(temp, 0o600);
+    renameSync(temp, registration);
+    const afterChange = snapshotTree(box.stateHome);
+
+    const ended = await server.exit();
+    expectLost(ended, ready.epoch);
+    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+    expect(readFileSync(registration)).toEqual(bytes);
+
+    // It no longer answers: the listener is closed, and status cannot call it running.
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(status.code).toBe(3);
+    expect(jsonLines(status.stdout)[0]!.status).toBe('unavailable');
+    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+  });
+
+  it('exits 4 and touches nothing when a file is dropped into its service folder', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
+    const [service] = box.serviceFolders();
+    writeFileSync(join(service!, 'extra.json'), '{}', { mode: 0o600, flag: 'wx' });
+    const afterChange = snapshotTree(box.stateHome);
+
+    const ended = await server.exit();
+    expectLost(ended, ready.epoch);
+    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+  });
+
+  it('says so to a person on stderr without --json, and still exits 4', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace, ['--watch-ms', '50'], false);
+    expect(server.stdout.split('\n')).toEqual([
+      `serving   ${workspace}`,
+      `endpoint  ${ready.endpoint}`,
+      `epoch     ${ready.epoch}`,
+      `pid       ${server.pid}`,
+      '',
+      `Stop it with Ctrl-C, or: leasehold stop --workspace ${workspace} --state-home ${box.stateHome}`,
+      '',
+    ]);
+    const [service] = box.serviceFolders();
+    writeFileSync(join(service!, 'extra.json'), '{}', { mode: 0o600, flag: 'wx' });
+    const afterChange = snapshotTree(box.stateHome);
+    const ended = await server.exit();
+    expect(ended.code).toBe(4);
+    expect(ended.stderr).toMatch(/^leasehold: lost the workspace \(.+\); stopped serving without touching its files\n$/);
+    expect(ended.stdout).not.toContain('{');
+    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+  });
+
+  it('leaks no capability in any output or state file of this test file', () => {
+    expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(3);
+    expect(capabilityLeaks()).toEqual([]);
+  });
+});

@@ -1,0 +1,169 @@
+import { parseArgs } from 'node:util';
+import { ContractError } from '@leasehold/contracts';
+import type { CommandContext } from './context.js';
+import { doctor } from './commands/doctor.js';
+import { list } from './commands/list.js';
+import { recover } from './commands/recover.js';
+import { serve } from './commands/serve.js';
+import { status } from './commands/status.js';
+import { stop } from './commands/stop.js';
+import { createOutput, type Streams } from './output.js';
+import { REMEDIES } from './remedies.js';
+
+type OptionSpec = { type: 'string' | 'boolean'; short?: string };
+
+interface Command {
+  readonly summary: string;
+  readonly usage: string;
+  readonly options: Record<string, OptionSpec>;
+  readonly help: readonly string[];
+  readonly run: (context: CommandContext) => Promise<number>;
+}
+
+const COMMON: Record<string, OptionSpec> = {
+  workspace: { type: 'string' },
+  'state-home': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+const COMMON_HELP = [
+  '  --workspace DIR     the workspace folder (default: the current folder)',
+  '  --state-home DIR    the state home (default: $LEASEHOLD_STATE_HOME, $XDG_STATE_HOME/leasehold, ~/.local/state/leasehold)',
+  '  --json              one JSON object per line instead of text for a person',
+  '  --help              this help',
+];
+
+const COMMANDS: Record<string, Command> = {
+  serve: {
+    summary: 'own the workspace and serve it on a loopback endpoint until stopped',
+    usage: 'leasehold serve [--endpoint URL] [--watch-ms N] [options]',
+    options: { endpoint: { type: 'string' }, 'watch-ms': { type: 'string' } },
+    help: [
+      '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
+      '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
+    ],
+    run: serve,
+  },
+  status: {
+    summary: 'is the workspace running? (exit 0 running, 3 not running, 1 error)',
+    usage: 'leasehold status [options]',
+    options: {},
+    help: [],
+    run: status,
+  },
+  stop: {
+    summary: 'ask the owner to stop, and wait until the workspace is stopped',
+    usage: 'leasehold stop [options]',
+    options: {},
+    help: [],
+    run: stop,
+  },
+  list: {
+    summary: 'every workspace registered in the state home, with its owner',
+    usage: 'leasehold list [options]',
+    options: {},
+    help: [],
+    run: list,
+  },
+  recover: {
+    summary: "show a crashed owner's fences and digest; with --digest and --yes, release them",
+    usage: 'leasehold recover [--digest D] [--yes] [options]',
+    options: { digest: { type: 'string' }, yes: { type: 'boolean', short: 'y' } },
+    help: [
+      '  --digest D          act on exactly the state with this digest (shown by `leasehold recover`)',
+      '  --yes               do not ask for confirmation',
+    ],
+    run: recover,
+  },
+  doctor: {
+    summary: 'find what blocks Leasehold in the state home, and the command that fixes each',
+    usage: 'leasehold doctor [options]',
+    options: {},
+    help: [],
+    run: doctor,
+  },
+};
+
+function overview(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return [
+    'leasehold: one owner per workspace folder, safe after any crash',
+    '',
+    'usage: leasehold <command> [options]',
+    '',
+    ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
+    '',
+    'Run `leasehold <command> --help` for its options.',
+  ].join('\n');
+}
+
+function commandHelp(name: string, command: Command): string {
+  return [`${command.usage}`, '', command.summary, '', 'options:', ...command.help, ...COMMON_HELP].join('\n');
+}
+
+/** Standard streams and the process's environment, as `main` uses them. */
+export interface MainIO extends Streams {
+  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  readonly cwd: string;
+  readonly env: NodeJS.ProcessEnv;
+}
+
+function reportError(io: MainIO, json: boolean, error: unknown): number {
+  if (ContractError.is(error)) {
+    if (json) io.stdout.write(`${JSON.stringify({ error: error.code, message: error.message, remedy: REMEDIES[error.code] })}\n`);
+    else io.stderr.write(`leasehold: ${error.code}: ${error.message}\n  ${REMEDIES[error.code]}\n`);
+    return 1;
+  }
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'internal';
+  const message = error instanceof Error ? error.message : 'unexpected failure';
+  if (json) io.stdout.write(`${JSON.stringify({ error: code, message })}\n`);
+  else io.stderr.write(`leasehold: ${code}: ${message}\n`);
+  return 1;
+}
+
+/**
+ * Runs one `leasehold` command line and answers its exit status: 0 done
+ * (or running), 1 an error, 2 a usage error, 3 not running (status) or
+ * findings (doctor), 4 a server whose lease was lost.
+ */
+export async function main(argv: readonly string[], io: MainIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout.write(`${overview()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name];
+  const json = rest.includes('--json');
+  if (command === undefined) {
+    return usageError(io, json, `unknown command '${name}'`, overview());
+  }
+  let values: CommandContext['values'];
+  try {
+    values = parseArgs({ args: [...rest], options: { ...COMMON, ...command.options }, strict: true, allowPositionals: false }).values;
+  } catch (error) {
+    return usageError(io, json, error instanceof Error ? error.message : 'bad options', commandHelp(name, command));
+  }
+  if (values.help === true) {
+    io.stdout.write(`${commandHelp(name, command)}\n`);
+    return 0;
+  }
+  const context: CommandContext = {
+    output: createOutput(io, values.json === true),
+    streams: io,
+    cwd: io.cwd,
+    env: io.env,
+    values,
+  };
+  try {
+    return await command.run(context);
+  } catch (error) {
+    return reportError(io, values.json === true, error);
+  }
+}
+
+function usageError(io: MainIO, json: boolean, message: string, help: string): number {
+  if (json) io.stdout.write(`${JSON.stringify({ error: 'usage', message })}\n`);
+  else io.stderr.write(`leasehold: ${message}\n\n${help}\n`);
+  return 2;
+}
