@@ -1,0 +1,239 @@
+#!/usr/bin/env node
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ContentionPool, type ContentionTrial } from './contention.js';
+import { computeFigures, figureSpecs, summariesOf } from './figures.js';
+import { fileOperations } from './file-operations.js';
+import { BenchPlace } from './fixtures.js';
+import { countFsyncs, type FsyncCount } from './fsync-counts.js';
+import { now, elapsed, runInterleaved, type Operation } from './harness.js';
+import { describeMachine } from './machine.js';
+import { ownershipOperations } from './ownership-operations.js';
+import { formatProfile, profileOperation } from './profile.js';
+import { formatReport, type BenchResult, type Settings } from './report.js';
+import { median, summarize } from './statistics.js';
+
+const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--profile <operation> [--samples n] [--profile-out file]]
+
+  --quick        a reduced run (fewer rounds and contention trials), under 30 s
+  --json [file]  also write the figures as JSON (default bench-results.json; "-" for stdout)
+  --rounds n     kept rounds (default 200, quick 15)
+  --profile op   instead of the benchmark, profile one operation (CPU, self time by function)
+                 e.g. files.create, cycle.1, cycle.256, inspect.1, inspect.256, local-access
+`;
+
+const PROCESSES = 16;
+
+interface Options {
+  quick: boolean;
+  json: string | undefined;
+  rounds: number | undefined;
+  profile: string | undefined;
+  samples: number;
+  profileOut: string | undefined;
+}
+
+function parseOptions(argv: readonly string[]): Options {
+  const options: Options = { quick: false, json: undefined, rounds: undefined, profile: undefined, samples: 200, profileOut: undefined };
+  const count = (value: string | undefined, flag: string): number => {
+    const parsed = Number(value);
+    if (!Number.isInteger(parsed) || parsed < 1) throw new Error(`${flag} needs a positive whole number`);
+    return parsed;
+  };
+  for (let index = 0; index < argv.length; index += 1) {
+    const argument = argv[index]!;
+    const value = argv[index + 1];
+    switch (argument) {
+      case '--':
+        break;
+      case '--quick':
+        options.quick = true;
+        break;
+      case '--json':
+        if (value !== undefined && (value === '-' || !value.startsWith('-'))) {
+          options.json = value;
+          index += 1;
+        } else {
+          options.json = 'bench-results.json';
+        }
+        break;
+      case '--rounds':
+        options.rounds = count(value, argument);
+        index += 1;
+        break;
+      case '--profile':
+        if (value === undefined) throw new Error('--profile needs an operation id');
+        options.profile = value;
+        index += 1;
+        break;
+      case '--samples':
+        options.samples = count(value, argument);
+        index += 1;
+        break;
+      case '--profile-out':
+        if (value === undefined) throw new Error('--profile-out needs a file');
+        options.profileOut = value;
+        index += 1;
+        break;
+      case '--help':
+      case '-h':
+        process.stdout.write(USAGE);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown argument ${argument}\n${USAGE}`);
+    }
+  }
+  return options;
+}
+
+function settingsOf(options: Options, operations: number): Settings {
+  return {
+    quick: options.quick,
+    rounds: options.rounds ?? (options.quick ? 15 : 200),
+    warmupRounds: options.quick ? 3 : 10,
+    operations,
+    processes: PROCESSES,
+    contentionTrials: options.quick ? 2 : 8,
+  };
+}
+
+function progress(label: string): (done: number, total: number) => void {
+  let shown = -1;
+  return (done, total) => {
+    const tenth = Math.floor((10 * done) / total);
+    if (tenth === shown) return;
+    shown = tenth;
+    process.stderr.write(`${label}: ${done}/${total} rounds\n`);
+  };
+}
+
+async function profile(options: Options, operations: readonly Operation[]): Promise<void> {
+  const operation = operations.find((candidate) => candidate.id === options.profile);
+  if (operation === undefined) {
+    throw new Error(`no operation ${options.profile}; one of: ${operations.map((candidate) => candidate.id).join(', ')}`);
+  }
+  for (let index = 0; index < 20; index += 1) await operation.sample(() => undefined);
+  const summary = await profileOperation(operation, options.samples, options.profileOut);
+  process.stdout.write(`${formatProfile(summary)}\n`);
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const startedAt = new Date();
+  const start = now();
+  const place = new BenchPlace();
+  let pool: ContentionPool | undefined;
+  let closeOwnership: (() => Promise<void>) | undefined;
+  const interrupted = () => {
+    place.remove();
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+  try {
+    const ownership = await ownershipOperations(place);
+    closeOwnership = ownership.close;
+    const operations = [...fileOperations(place), ...ownership.operations];
+    if (options.profile !== undefined) return await profile(options, operations);
+
+    const settings = settingsOf(options, operations.length);
+    const fsyncs: FsyncCount[] = await countFsyncs(place);
+    pool = await ContentionPool.start(place, PROCESSES, options.quick ? 2 : 5);
+    const contentionPool = pool;
+    const trials: ContentionTrial[] = [];
+    const trialRounds = new Set(
+      Array.from({ length: settings.contentionTrials }, (_, trial) => Math.floor(((trial + 0.5) * settings.rounds) / settings.contentionTrials)),
+    );
+    const series = await runInterleaved(operations, {
+      rounds: settings.rounds,
+      warmupRounds: settings.warmupRounds,
+      afterRound: async (round) => {
+        if (trialRounds.has(round)) trials.push(await contentionPool.trial(trials.length % 2 === 0));
+      },
+      progress: progress(settings.quick ? 'bench --quick' : 'bench'),
+    });
+    await pool.stop();
+    pool = undefined;
+
+    series.set('contention.wall', trials.map((trial) => trial.wall));
+    series.set('contention.serial', trials.map((trial) => trial.serial));
+    const labels = new Map<string, string>(operations.map((operation) => [operation.id, operation.label]));
+    for (const operation of ownership.operations) {
+      if (!operation.id.startsWith('cycle.')) continue;
+      labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
+      labels.set(`${operation.id}:release`, operation.label.replace('acquire + release', 'release'));
+    }
+    labels.set('contention.wall', `${PROCESSES} processes acquire + release at once, wall time`);
+    labels.set('contention.serial', `the same ${PROCESSES} cycles one at a time (sum)`);
+    const counted = (id: string): FsyncCount => {
+      const found = fsyncs.find((entry) => entry.id === id);
+      if (found === undefined) throw new Error(`no fsync count for ${id}`);
+      return found;
+    };
+    const [acquireFresh, releaseFresh, acquireReused, releaseReused] = ['acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused'].map(counted) as [
+      FsyncCount,
+      FsyncCount,
+      FsyncCount,
+      FsyncCount,
+    ];
+    const publications = {
+      fresh: acquireFresh.publications + releaseFresh.publications,
+      reused: acquireReused.publications + releaseReused.publications,
+      reusedKinds: {
+        create: acquireReused.kinds.create + releaseReused.kinds.create,
+        replace: acquireReused.kinds.replace + releaseReused.kinds.replace,
+        remove: acquireReused.kinds.remove + releaseReused.kinds.remove,
+      },
+    };
+    const summaries = summariesOf(series);
+    const outcomes = trials.flatMap((trial) => trial.outcomes);
+    const result: BenchResult = {
+      schema: 'leasehold.bench/1',
+      startedAt: startedAt.toISOString(),
+      durationMs: elapsed(start),
+      unit: 'ms',
+      settings,
+      machine: describeMachine(),
+      series: Object.fromEntries([...summaries].map(([id, summary]) => [id, { label: labels.get(id) ?? id, ...summary }])),
+      figures: computeFigures(figureSpecs(publications, PROCESSES), summaries, labels),
+      contention: {
+        processes: PROCESSES,
+        trials: trials.length,
+        busy: outcomes.filter((outcome) => outcome === 'busy').length,
+        failed: outcomes.filter((outcome) => outcome !== 'ok' && outcome !== 'busy').length,
+        cycles: outcomes.length,
+        wall: summarize(trials.map((trial) => trial.wall)),
+        serial: summarize(trials.map((trial) => trial.serial)),
+        lockHeld: summarize(trials.map((trial) => trial.lockHeld)),
+        serialLockHeld: summarize(trials.map((trial) => trial.serialLockHeld)),
+        transactions: Math.max(...trials.map((trial) => trial.transactions)),
+        idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
+      },
+      fsyncs,
+    };
+    const report = formatReport(result);
+    const json = `${JSON.stringify(result, null, 2)}\n`;
+    if (options.json === '-') {
+      process.stderr.write(`${report}\n`);
+      process.stdout.write(json);
+    } else {
+      process.stdout.write(`${report}\n`);
+      if (options.json !== undefined) {
+        writeFileSync(resolve(options.json), json);
+        process.stdout.write(`\nJSON written to ${resolve(options.json)}\n`);
+      }
+    }
+  } finally {
+    await pool?.stop();
+    await closeOwnership?.();
+    place.remove();
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,159 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { workerArgv, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
+import { boundEndpoint, type BenchPlace } from './fixtures.js';
+import { elapsed, now } from './harness.js';
+
+const WORKER = fileURLToPath(new URL('./contention-worker.js', import.meta.url));
+
+/** One contention trial: the concurrent wall time and the serial sum, in milliseconds. */
+export interface ContentionTrial {
+  /** From `go` to all 16 at once, to the last `done`. */
+  readonly wall: number;
+  /** The same workers one at a time: 16 uncontended cycles, each from `go` to `done`. */
+  readonly serial: number;
+  /** Each worker's outcome in the concurrent pass: `ok`, `busy`, another ContractError code, or `error`. */
+  readonly outcomes: readonly string[];
+  /** How long the registry lock was held, summed over the concurrent pass's transactions, in milliseconds. */
+  readonly lockHeld: number;
+  /** The same for the serial pass. */
+  readonly serialLockHeld: number;
+  /** Registry transactions in the concurrent pass (two per cycle: acquire and release). */
+  readonly transactions: number;
+}
+
+/** Milliseconds of lock holding in `reports`. */
+function heldMilliseconds(reports: readonly Extract<WorkerReport, { type: 'done' }>[]): { milliseconds: number; transactions: number } {
+  const intervals = reports.flatMap((report) => report.held);
+  const total = intervals.reduce((sum, [linked, unlinked]) => sum + (BigInt(unlinked) - BigInt(linked)), 0n);
+  return { milliseconds: Number(total) / 1e6, transactions: intervals.length };
+}
+
+interface Waiting {
+  resolve(report: WorkerReport): void;
+  reject(error: Error): void;
+}
+
+interface Worker {
+  readonly process: ChildProcess;
+  readonly reports: WorkerReport[];
+  waiting: Waiting | undefined;
+  exited: Error | undefined;
+}
+
+function nextReport(worker: Worker): Promise<WorkerReport> {
+  const queued = worker.reports.shift();
+  if (queued !== undefined) return Promise.resolve(queued);
+  if (worker.exited !== undefined) return Promise.reject(worker.exited);
+  return new Promise((resolve, reject) => {
+    worker.waiting = { resolve, reject };
+  });
+}
+
+async function nextDone(worker: Worker): Promise<Extract<WorkerReport, { type: 'done' }>> {
+  const report = await nextReport(worker);
+  if (report.type !== 'done') throw new Error(`contention worker: expected done, got ${report.type}`);
+  return report;
+}
+
+function command(worker: Worker, message: WorkerCommand): void {
+  worker.process.send(message);
+}
+
+/**
+ * N worker processes, each owning a distinct workspace root in one shared
+ * state home with the default lock wait, warmed up and waiting for `go`.
+ */
+export class ContentionPool {
+  readonly #workers: Worker[];
+
+  private constructor(workers: Worker[]) {
+    this.#workers = workers;
+  }
+
+  /**
+   * Starts `count` workers, waits until every one has loaded, then warms them
+   * up with `warmupPasses` untimed serial passes (the first makes each workspace).
+   */
+  static async start(place: BenchPlace, count: number, warmupPasses: number): Promise<ContentionPool> {
+    const stateHome = join(place.root, 'state-contention');
+    const workers = Array.from({ length: count }, (): Worker => {
+      const child = fork(WORKER, workerArgv({ stateHome, workspace: place.workspace(), endpoint: boundEndpoint() }), {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
+      const worker: Worker = { process: child, reports: [], waiting: undefined, exited: undefined };
+      child.on('message', (report: WorkerReport) => {
+        const waiting = worker.waiting;
+        worker.waiting = undefined;
+        if (waiting === undefined) worker.reports.push(report);
+        else waiting.resolve(report);
+      });
+      child.on('exit', (code, signal) => {
+        worker.exited = new Error(`contention worker ${child.pid} exited (${signal ?? code})`);
+        const waiting = worker.waiting;
+        worker.waiting = undefined;
+        waiting?.reject(worker.exited);
+      });
+      return worker;
+    });
+    const pool = new ContentionPool(workers);
+    try {
+      for (const worker of workers) {
+        const report = await nextReport(worker);
+        if (report.type !== 'ready') throw new Error(`contention worker: expected ready, got ${report.type}`);
+      }
+      for (let pass = 0; pass < warmupPasses; pass += 1) await pool.#serial();
+    } catch (error) {
+      await pool.stop();
+      throw error;
+    }
+    return pool;
+  }
+
+  /** Serial pass and concurrent pass, in the order given (alternate it between trials). */
+  async trial(serialFirst: boolean): Promise<ContentionTrial> {
+    const serial = serialFirst ? await this.#serial() : undefined;
+    const concurrent = await this.#concurrent();
+    const { total, lockHeld } = serial ?? (await this.#serial());
+    return { ...concurrent, serial: total, serialLockHeld: lockHeld };
+  }
+
+  /** Tells every worker to leave and waits for them. */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.#workers.map(
+        (worker) =>
+          new Promise<void>((resolve) => {
+            if (worker.process.exitCode !== null || worker.process.signalCode !== null) return resolve();
+            worker.process.once('exit', () => resolve());
+            if (worker.process.connected) command(worker, { type: 'exit' });
+            else worker.process.kill('SIGKILL');
+          }),
+      ),
+    );
+  }
+
+  async #serial(): Promise<{ total: number; lockHeld: number }> {
+    let total = 0;
+    const reports = [];
+    for (const worker of this.#workers) {
+      const start = now();
+      command(worker, { type: 'go' });
+      const done = await nextDone(worker);
+      total += elapsed(start);
+      if (done.outcome !== 'ok') throw new Error(`contention worker: an uncontended cycle answered ${done.outcome}`);
+      reports.push(done);
+    }
+    return { total, lockHeld: heldMilliseconds(reports).milliseconds };
+  }
+
+  async #concurrent(): Promise<{ wall: number; outcomes: string[]; lockHeld: number; transactions: number }> {
+    const start = now();
+    for (const worker of this.#workers) command(worker, { type: 'go' });
+    const reports = await Promise.all(this.#workers.map((worker) => nextDone(worker)));
+    const wall = elapsed(start);
+    const { milliseconds, transactions } = heldMilliseconds(reports);
+    return { wall, outcomes: reports.map((report) => report.outcome), lockHeld: milliseconds, transactions };
+  }
+}

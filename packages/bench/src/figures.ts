@@ -1,0 +1,171 @@
+import { summarize, type Summary } from './statistics.js';
+
+/** One part of a baseline: a series' median, `times` over. */
+export interface BaselinePart {
+  readonly series: string;
+  readonly times: number;
+}
+
+/** How one figure is computed: a series against a baseline from the same run. */
+export interface FigureSpec {
+  readonly id: string;
+  readonly section: string;
+  readonly series: string;
+  readonly baseline: readonly BaselinePart[];
+  /** A shorter name for a baseline of several parts. */
+  readonly baselineLabel?: string;
+  /** The largest ratio issue #6 accepts, when it sets one. */
+  readonly target?: number;
+  readonly note?: string;
+}
+
+/** One row of the table: a series' median and p99, its baseline's median, and their ratio. */
+export interface Figure {
+  readonly id: string;
+  readonly section: string;
+  readonly label: string;
+  readonly median: number;
+  readonly p99: number;
+  readonly samples: number;
+  readonly baseline: { readonly label: string; readonly median: number; readonly p99: number };
+  /** median / baseline median. */
+  readonly ratio: number;
+  readonly target: number | null;
+  readonly met: boolean | null;
+  readonly note: string | null;
+}
+
+export const SECTIONS = {
+  floors: '1. Floors (plain node:fs)',
+  files: '2. private-files against the floors and its peers',
+  cycle: '3. Ownership cycle',
+  hot: '4. Hot paths',
+  scale: '5. Scale (reservations already in the registry)',
+  contention: '6. Contention (16 processes, 16 disjoint roots, default lock wait)',
+} as const;
+
+const part = (series: string, times = 1): BaselinePart => ({ series, times });
+
+/** Cycle publications (from the fsync count) that make its floor. */
+export interface CyclePublications {
+  readonly fresh: number;
+  readonly reused: number;
+  /** The reused cycle's publications by kind. */
+  readonly reusedKinds: { readonly create: number; readonly replace: number; readonly remove: number };
+}
+
+/** Every figure of issue #6, items 1 to 6. */
+export function figureSpecs(publications: CyclePublications, processes: number): FigureSpec[] {
+  const { floors, files, cycle, hot, scale, contention } = SECTIONS;
+  const bothFsyncs = [part('floor.fsync-file'), part('floor.fsync-folder')];
+  const bothLabel = 'the two fsyncs above (file + folder)';
+  return [
+    { id: 'floor.fsync-file', section: floors, series: 'floor.fsync-file', baseline: [part('fs.write')] },
+    { id: 'floor.fsync-folder', section: floors, series: 'floor.fsync-folder', baseline: [part('fs.write')] },
+    { id: 'floor.create', section: floors, series: 'floor.create', baseline: bothFsyncs, baselineLabel: bothLabel },
+    { id: 'floor.replace', section: floors, series: 'floor.replace', baseline: bothFsyncs, baselineLabel: bothLabel },
+    { id: 'floor.remove', section: floors, series: 'floor.remove', baseline: [part('floor.fsync-folder')] },
+
+    { id: 'files.create/floor', section: files, series: 'files.create', baseline: [part('floor.create')], target: 1.15 },
+    { id: 'files.create/write-file-atomic-durable', section: files, series: 'files.create', baseline: [part('write-file-atomic.create-durable')] },
+    { id: 'files.create/write-file-atomic', section: files, series: 'files.create', baseline: [part('write-file-atomic.create')] },
+    { id: 'files.replace/floor', section: files, series: 'files.replace', baseline: [part('floor.replace')], target: 1.15 },
+    { id: 'files.replace/write-file-atomic-durable', section: files, series: 'files.replace', baseline: [part('write-file-atomic.replace-durable')] },
+    { id: 'files.replace/write-file-atomic', section: files, series: 'files.replace', baseline: [part('write-file-atomic.replace')] },
+    { id: 'files.remove/floor', section: files, series: 'files.remove', baseline: [part('floor.remove')] },
+    { id: 'files.read/read', section: files, series: 'files.read', baseline: [part('fs.read')] },
+    { id: 'files.read/read-hash', section: files, series: 'files.read', baseline: [part('fs.read-hash')], target: 1.5 },
+
+    { id: 'cycle.fresh/floor', section: cycle, series: 'cycle.fresh', baseline: [part('floor.create', publications.fresh)], target: 1.2 },
+    { id: 'cycle.reused/floor', section: cycle, series: 'cycle.1', baseline: [part('floor.create', publications.reused)], target: 1.2 },
+    {
+      id: 'cycle.reused/exact-floor',
+      section: cycle,
+      series: 'cycle.1',
+      baseline: [
+        part('floor.create', publications.reusedKinds.create),
+        part('floor.replace', publications.reusedKinds.replace),
+        part('floor.remove', publications.reusedKinds.remove),
+      ],
+      note: 'the same publications, each against its own bare sequence (a removal makes one fsync, not two)',
+    },
+    {
+      id: 'cycle.reused/proper-lockfile',
+      section: cycle,
+      series: 'cycle.1',
+      baseline: [part('proper-lockfile.cycle')],
+      note: 'proper-lockfile does not fsync, follows no fencing and keeps no registry: this ratio is the price of those guarantees',
+    },
+
+    { id: 'inspect/proper-lockfile', section: hot, series: 'inspect.1', baseline: [part('proper-lockfile.check')] },
+    { id: 'inspect/reads', section: hot, series: 'inspect.1', baseline: [part('files.read', 10)], target: 1 },
+    { id: 'local-access/proper-lockfile', section: hot, series: 'local-access', baseline: [part('proper-lockfile.check')] },
+    { id: 'local-access/reads', section: hot, series: 'local-access', baseline: [part('files.read', 10)] },
+
+    { id: 'scale.cycle.64', section: scale, series: 'cycle.64', baseline: [part('cycle.1')] },
+    { id: 'scale.cycle.256', section: scale, series: 'cycle.256', baseline: [part('cycle.1')], target: 2 },
+    { id: 'scale.acquire.256', section: scale, series: 'cycle.256:acquire', baseline: [part('cycle.1:acquire')], target: 2 },
+    { id: 'scale.release.256', section: scale, series: 'cycle.256:release', baseline: [part('cycle.1:release')], target: 2 },
+    { id: 'scale.inspect.64', section: scale, series: 'inspect.64', baseline: [part('inspect.1')] },
+    { id: 'scale.inspect.256', section: scale, series: 'inspect.256', baseline: [part('inspect.1')], target: 2 },
+
+    { id: 'contention/serial', section: contention, series: 'contention.wall', baseline: [part('contention.serial')], target: 1.3 },
+    {
+      id: 'contention/cycle',
+      section: contention,
+      series: 'contention.wall',
+      baseline: [part('cycle.1', processes)],
+      note: 'against the in-process reused cycle (a registry of 1 reservation, not up to 16)',
+    },
+  ];
+}
+
+function labelOf(parts: readonly BaselinePart[], labels: ReadonlyMap<string, string>): string {
+  return parts
+    .map(({ series, times }) => {
+      const label = labels.get(series) ?? series;
+      return times === 1 ? label : `${times} x ${label}`;
+    })
+    .join(' + ');
+}
+
+/**
+ * Computes each figure from the summaries of its series. A baseline of
+ * several parts sums their medians (and their p99s, as a bound).
+ * @throws Error when a series a figure needs was not measured.
+ */
+export function computeFigures(
+  specs: readonly FigureSpec[],
+  summaries: ReadonlyMap<string, Summary>,
+  labels: ReadonlyMap<string, string>,
+): Figure[] {
+  const summaryOf = (series: string): Summary => {
+    const summary = summaries.get(series);
+    if (summary === undefined) throw new Error(`figures: the series ${series} was not measured`);
+    return summary;
+  };
+  return specs.map((spec) => {
+    const measured = summaryOf(spec.series);
+    const baselineMedian = spec.baseline.reduce((sum, { series, times }) => sum + times * summaryOf(series).median, 0);
+    const baselineP99 = spec.baseline.reduce((sum, { series, times }) => sum + times * summaryOf(series).p99, 0);
+    const ratio = measured.median / baselineMedian;
+    return {
+      id: spec.id,
+      section: spec.section,
+      label: labels.get(spec.series) ?? spec.series,
+      median: measured.median,
+      p99: measured.p99,
+      samples: measured.samples,
+      baseline: { label: spec.baselineLabel ?? labelOf(spec.baseline, labels), median: baselineMedian, p99: baselineP99 },
+      ratio,
+      target: spec.target ?? null,
+      met: spec.target === undefined ? null : ratio <= spec.target,
+      note: spec.note ?? null,
+    };
+  });
+}
+
+/** Summaries of every series. */
+export function summariesOf(series: ReadonlyMap<string, readonly number[]>): Map<string, Summary> {
+  return new Map([...series].map(([id, values]) => [id, summarize(values)]));
+}

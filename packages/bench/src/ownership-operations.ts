@@ -1,0 +1,129 @@
+import { closeSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { ServiceCoordination, type OwnerLease } from '@leasehold/coordination';
+import lockfile from 'proper-lockfile';
+import { CONFIG, boundEndpoint, fillRegistry, type BenchPlace } from './fixtures.js';
+import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
+
+// Items 3, 4 and 5 of issue #6: the ownership cycle, the hot paths and the
+// scale of the registry, with proper-lockfile as the peer.
+
+/** The registry sizes of item 5: the measured workspace is the 1st, 64th and 256th reservation. */
+export const SCALES = [1, 64, 256] as const;
+
+/** Operations plus what they hold until the end of the run. */
+export interface OwnershipSuite {
+  readonly operations: Operation[];
+  /** Releases the held leases and locks. */
+  close(): Promise<void>;
+}
+
+/** A coordination for a new workspace folder under `place`, in `stateHome`. */
+function coordinationIn(place: BenchPlace, stateHome: string): ServiceCoordination {
+  return new ServiceCoordination(place.workspace(), { stateHome });
+}
+
+/**
+ * One acquire + release, recording its two halves as `<id>:acquire` and `<id>:release`.
+ */
+function cycle(id: string, label: string, coordination: () => ServiceCoordination, endpoint: () => string): Operation {
+  return timedAsync(id, label, {
+    prepare: () => ({ coordination: coordination(), endpoint: endpoint() }),
+    run: async (state, record) => {
+      const start = now();
+      const lease = await state.coordination.acquire(CONFIG, state.endpoint);
+      const acquired = now();
+      await lease.release();
+      record(`${id}:acquire`, elapsed(start, acquired));
+      record(`${id}:release`, elapsed(acquired));
+    },
+  });
+}
+
+/** An inspect() of a held workspace: phase idle, so the answer is `unavailable` after every check ran. */
+function inspect(id: string, label: string, coordination: ServiceCoordination): Operation {
+  return timed(id, label, {
+    run: () => {
+      const inspection = coordination.inspect();
+      if (inspection.status !== 'unavailable' || !inspection.reason.startsWith('idle')) {
+        throw new Error(`${id}: unexpected inspection ${inspection.status}`);
+      }
+    },
+  });
+}
+
+/**
+ * Sets up every state home (the registry filled to each scale, a held lease
+ * for the hot paths, each reused workspace acquired once before) and returns
+ * the operations.
+ */
+export async function ownershipOperations(place: BenchPlace): Promise<OwnershipSuite> {
+  const others = place.folder('others');
+  const held: OwnerLease[] = [];
+  const operations: Operation[] = [];
+
+  const freshHome = join(place.root, 'state-fresh');
+  // A first cycle makes the registry and the workspaces folder, so "fresh" means a new workspace only.
+  const first = coordinationIn(place, freshHome);
+  await (await first.acquire(CONFIG, boundEndpoint())).release();
+  operations.push(cycle('cycle.fresh', 'acquire + release, fresh workspace', () => coordinationIn(place, freshHome), boundEndpoint));
+
+  const inspected = new Map<number, ServiceCoordination>();
+  for (const scale of SCALES) {
+    const cycleHome = join(place.root, `state-cycle-${scale}`);
+    await fillRegistry(cycleHome, join(others, `cycle-${scale}`), scale - 1);
+    const reused = coordinationIn(place, cycleHome);
+    const endpoint = boundEndpoint();
+    await (await reused.acquire(CONFIG, endpoint)).release();
+    const where = scale === 1 ? 'reused workspace' : `reused workspace, ${scale - 1} other reservations`;
+    operations.push(cycle(`cycle.${scale}`, `acquire + release, ${where}`, () => reused, () => endpoint));
+
+    const inspectHome = join(place.root, `state-inspect-${scale}`);
+    await fillRegistry(inspectHome, join(others, `inspect-${scale}`), scale - 1);
+    const owner = coordinationIn(place, inspectHome);
+    held.push(await owner.acquire(CONFIG, boundEndpoint()));
+    inspected.set(scale, owner);
+    const what = scale === 1 ? 'inspect() of a held workspace' : `inspect(), ${scale - 1} other reservations`;
+    operations.push(inspect(`inspect.${scale}`, what, owner));
+  }
+
+  const hot = inspected.get(1)!;
+  operations.push(
+    timed('local-access', 'localAccess() of a held workspace', {
+      run: () => {
+        if (hot.localAccess().capability.length === 0) throw new Error('localAccess: no capability');
+      },
+    }),
+  );
+
+  // proper-lockfile: one file cycled, one held for checkSync. Both files exist, as its default realpath needs.
+  const locks = place.folder('proper-lockfile');
+  const cycled = join(locks, 'cycled');
+  const checked = join(locks, 'checked');
+  for (const file of [cycled, checked]) closeSync(openSync(file, 'wx', 0o600));
+  // The held lock must not turn stale while the synchronous rounds keep proper-lockfile's
+  // mtime refresh from running: an hour, for the lock and for every check of it.
+  const heldLock = { stale: 3_600_000 };
+  lockfile.lockSync(checked, heldLock);
+  operations.push(
+    timed('proper-lockfile.cycle', 'proper-lockfile lockSync + unlockSync', {
+      run: () => {
+        lockfile.lockSync(cycled);
+        lockfile.unlockSync(cycled);
+      },
+    }),
+    timed('proper-lockfile.check', 'proper-lockfile checkSync of a held lock', {
+      run: () => {
+        if (!lockfile.checkSync(checked, heldLock)) throw new Error('proper-lockfile: the held lock reads free');
+      },
+    }),
+  );
+
+  return {
+    operations,
+    async close() {
+      lockfile.unlockSync(checked);
+      for (const lease of held.splice(0)) await lease.release();
+    },
+  };
+}

@@ -1,0 +1,157 @@
+import type { FsyncCount } from './fsync-counts.js';
+import { AVOIDABLE } from './fsync-counts.js';
+import type { Figure } from './figures.js';
+import type { Machine } from './machine.js';
+import type { Summary } from './statistics.js';
+
+/** How a run was made. */
+export interface Settings {
+  readonly quick: boolean;
+  readonly rounds: number;
+  readonly warmupRounds: number;
+  readonly operations: number;
+  readonly processes: number;
+  readonly contentionTrials: number;
+}
+
+/** What the contention trials saw. */
+export interface ContentionResult {
+  readonly processes: number;
+  readonly trials: number;
+  /** Answers `busy` in the concurrent passes (must be 0 with the default lock wait). */
+  readonly busy: number;
+  /** Answers other than `ok` and `busy`. */
+  readonly failed: number;
+  readonly cycles: number;
+  readonly wall: Summary;
+  readonly serial: Summary;
+  /** The registry lock's total hold time in each concurrent pass. */
+  readonly lockHeld: Summary;
+  /** The same in each serial pass. */
+  readonly serialLockHeld: Summary;
+  /** Registry transactions per concurrent pass. */
+  readonly transactions: number;
+  /** Median over trials of (wall - lock held) / transactions: how long the free lock waits for its next holder. */
+  readonly idlePerHandover: number;
+}
+
+/** Everything one run measured: what `--json` writes. */
+export interface BenchResult {
+  readonly schema: 'leasehold.bench/1';
+  readonly startedAt: string;
+  readonly durationMs: number;
+  readonly unit: 'ms';
+  readonly settings: Settings;
+  readonly machine: Machine;
+  readonly series: Readonly<Record<string, Summary & { readonly label: string }>>;
+  readonly figures: readonly Figure[];
+  readonly contention: ContentionResult;
+  readonly fsyncs: readonly FsyncCount[];
+}
+
+/** A duration in milliseconds, as µs below 1 ms. */
+export function formatDuration(milliseconds: number): string {
+  if (milliseconds < 0.01) return `${(milliseconds * 1000).toFixed(2)} µs`;
+  if (milliseconds < 0.1) return `${(milliseconds * 1000).toFixed(1)} µs`;
+  if (milliseconds < 1) return `${(milliseconds * 1000).toFixed(0)} µs`;
+  if (milliseconds < 10) return `${milliseconds.toFixed(2)} ms`;
+  if (milliseconds < 1000) return `${milliseconds.toFixed(1)} ms`;
+  return `${(milliseconds / 1000).toFixed(2)} s`;
+}
+
+function targetText(figure: Figure): string {
+  if (figure.target === null) return '';
+  const over = ((figure.ratio / figure.target - 1) * 100).toFixed(0);
+  return `<= ${figure.target.toFixed(2)}x ${figure.met === true ? 'met' : `MISSED (+${over}%)`}`;
+}
+
+function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number>): string[] {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => [...row[column]!].length)));
+  return rows.map((row) =>
+    row
+      .map((cell, column) => {
+        const padding = ' '.repeat(widths[column]! - [...cell].length);
+        return rightAligned.has(column) ? padding + cell : cell + padding;
+      })
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+/** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
+export function formatReport(result: BenchResult): string {
+  const { settings, machine, contention } = result;
+  const lines: string[] = [
+    `Leasehold bench (${settings.quick ? 'quick' : 'full'}): ${settings.operations} operations interleaved in rotating order, ` +
+      `${settings.rounds} rounds after ${settings.warmupRounds} warm-up rounds; contention: ${settings.contentionTrials} trials of ` +
+      `${settings.processes} processes, spread across the rounds. Run took ${formatDuration(result.durationMs)}.`,
+    `Machine: ${machine.cpus} CPUs (${machine.model}), ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.kernel}, ` +
+      `${machine.tmpdir} on ${machine.filesystem}.`,
+    'median and p99 of each operation; ratio = median / baseline median, both from this run.',
+  ];
+  const header = ['figure', 'median', 'p99', 'baseline', 'baseline median', 'ratio', 'target'];
+  const rows: string[][] = [header];
+  const sectionRows = new Map<number, string>();
+  let section = '';
+  for (const figure of result.figures) {
+    if (figure.section !== section) {
+      section = figure.section;
+      sectionRows.set(rows.length, section);
+      rows.push(['', '', '', '', '', '', '']);
+    }
+    rows.push([
+      figure.label,
+      formatDuration(figure.median),
+      formatDuration(figure.p99),
+      figure.baseline.label,
+      formatDuration(figure.baseline.median),
+      `${figure.ratio.toFixed(2)}x`,
+      targetText(figure),
+    ]);
+  }
+  const formatted = table(rows, new Set([1, 2, 4, 5]));
+  lines.push('');
+  formatted.forEach((line, index) => {
+    const title = sectionRows.get(index);
+    if (title !== undefined) lines.push('', title);
+    else lines.push(index === 0 ? line : `  ${line}`);
+  });
+  const notes = result.figures.filter((figure) => figure.note !== null);
+  if (notes.length > 0) {
+    lines.push('', 'Notes:');
+    for (const figure of notes) lines.push(`  ${figure.label} against ${figure.baseline.label}: ${figure.note}.`);
+  }
+  lines.push(
+    '',
+    `Contention: busy answers ${contention.busy} of ${contention.cycles} concurrent cycles ` +
+      `(${contention.trials} trials x ${contention.processes} processes); other failures ${contention.failed}.`,
+    `Registry lock held ${formatDuration(contention.lockHeld.median)} of the ${formatDuration(contention.wall.median)} wall time ` +
+      `(medians; ${contention.transactions} transactions per pass): the free lock waited ${formatDuration(contention.idlePerHandover)} ` +
+      `on average for its next holder. Serial pass: held ${formatDuration(contention.serialLockHeld.median)} of ${formatDuration(contention.serial.median)}.`,
+  );
+
+  lines.push('', '7. fsyncs per operation (counted through the beforeMutation hook)');
+  const fsyncRows = [
+    ['operation', 'file', 'folder', 'total', 'publications', 'minimum', 'avoidable'],
+    ...result.fsyncs.map((count) => [
+      count.label,
+      String(count.file),
+      String(count.folder),
+      String(count.total),
+      String(count.publications),
+      String(count.minimum),
+      count.avoidable.length === 0 ? '-' : `${count.avoidable.length} (${[...new Set(count.avoidable)].join(', ')})`,
+    ]),
+  ];
+  lines.push(...table(fsyncRows, new Set([1, 2, 3, 4, 5])).map((line) => `  ${line}`));
+  const reasons = new Set(result.fsyncs.flatMap((count) => count.avoidable));
+  for (const reason of reasons) lines.push(`  ${reason}: ${AVOIDABLE[reason]}`);
+
+  const targeted = result.figures.filter((figure) => figure.target !== null);
+  const missed = targeted.filter((figure) => figure.met === false);
+  lines.push('', `Targets: ${targeted.length - missed.length} of ${targeted.length} met; busy ${contention.busy === 0 ? '0 (met)' : `${contention.busy} (MISSED)`}.`);
+  for (const figure of missed) {
+    lines.push(`  missed: ${figure.label} against ${figure.baseline.label}: ${figure.ratio.toFixed(2)}x, target <= ${figure.target!.toFixed(2)}x`);
+  }
+  return lines.join('\n');
+}
