@@ -99,8 +99,14 @@ export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | unde
   return a.identity === b.identity && a.stamp === b.stamp;
 }
 
+// process.geteuid() is a system call; every check of every level needs it.
+// Read once: a process that later changes its effective uid is refused its
+// new files, which fails closed.
+let effectiveUid: number | undefined;
+
 function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
-  if (Number(stats.uid) !== process.geteuid?.()) throw refused(path, `${kind} owned by another user`);
+  effectiveUid ??= process.geteuid?.();
+  if (Number(stats.uid) !== effectiveUid) throw refused(path, `${kind} owned by another user`);
   if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
 }
 

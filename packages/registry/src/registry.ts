@@ -114,6 +114,7 @@ export class Registry {
   readonly #files: PrivateFiles;
   readonly #hooks: PrivateFilesHooks | undefined;
   readonly #lockWaitMs: number;
+  #decoded: { readonly identity: string; readonly entries: readonly Reservation[] } | undefined;
 
   /** @throws ContractError `refused` when `stateHome` is not absolute and normalised. */
   constructor(stateHome: string, options: RegistryOptions = {}) {
@@ -199,7 +200,14 @@ export class Registry {
       throw new ContractError('refused', `${this.rootsPath}: exists without format.json`);
     }
     if (format !== undefined) checkFormat(format, this.stateHome, this.formatPath);
-    return roots === undefined ? [] : decodeRoots(roots, this.stateHome, this.rootsPath);
+    if (roots === undefined) return [];
+    // The identity is the SHA-256 of the bytes: the same identity is the same,
+    // already validated, list. Readers that poll a large registry decode it once.
+    if (this.#decoded?.identity !== roots.identity) {
+      const entries = decodeRoots(roots, this.stateHome, this.rootsPath).map((entry) => Object.freeze(entry));
+      this.#decoded = { identity: roots.identity, entries };
+    }
+    return [...this.#decoded.entries];
   }
 
   #lockPresent(): boolean {
@@ -238,17 +246,22 @@ export class Registry {
     for (let attempt = 0; ; attempt += 1) {
       // A dead writer's staging leftover may be a second link of the lock: sweep before judging it.
       this.#files.sweepStaging();
-      try {
-        return this.#files.create(this.lockPath, bytes);
-      } catch (error) {
-        if (!ContractError.is(error, 'conflict')) throw error;
+      // Judge a lock that is there before writing one: each attempt to create
+      // costs a staged write and its fsync, which waiters must not pay.
+      if (!this.#shortHold()) {
+        try {
+          return this.#files.create(this.lockPath, bytes);
+        } catch (error) {
+          if (!ContractError.is(error, 'conflict')) throw error;
+          continue; // another writer won the race: judge its lock
+        }
       }
-      if (!this.#shortHold()) continue;
       if (Date.now() >= deadline) {
         throw new ContractError('busy', `${this.lockPath}: held by a live process for more than ${this.#lockWaitMs} ms`);
       }
-      // Jittered exponential backoff, so that racing writers spread out.
-      await sleep(Math.min(2 ** attempt, 64) * (0.5 + Math.random()));
+      // Jittered exponential backoff up to ~16 ms, so that racing writers spread
+      // out and a freed lock does not sit idle for long.
+      await sleep(Math.min(2 ** attempt, 16) * (0.5 + Math.random()));
     }
   }
 
