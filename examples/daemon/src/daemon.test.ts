@@ -1,26 +1,12 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import {
-  chmodSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { ContractError } from '@leasehold/contracts';
 import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
+import { cleanUp, codeOf, makeTemporaryFolder, replaceFile, sha256Hex } from '@leasehold/test-utils';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
@@ -47,7 +33,6 @@ interface Daemon {
   output(): string;
 }
 
-const temporaryFolders: string[] = [];
 const daemons: Daemon[] = [];
 
 afterEach(async () => {
@@ -56,7 +41,7 @@ afterEach(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
   await Promise.all(running.map((daemon) => daemon.exited));
-  for (const folder of temporaryFolders.splice(0)) rmSync(folder, { recursive: true, force: true });
+  await cleanUp();
 });
 
 beforeAll(() => {
@@ -65,9 +50,7 @@ beforeAll(() => {
 
 /** A private temp folder holding a workspace folder and a state home (created by the daemon). */
 function makePlace(): Place {
-  const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'leasehold-example-daemon-')));
-  chmodSync(tmp, 0o700);
-  temporaryFolders.push(tmp);
+  const tmp = makeTemporaryFolder('leasehold-example-daemon-');
   const workspace = join(tmp, 'workspace');
   mkdirSync(workspace, { mode: 0o700 });
   return { tmp, workspace: resolveWorkspace(workspace), stateHome: join(tmp, 'state') };
@@ -144,16 +127,6 @@ function get(endpoint: string, path: string, headers: Record<string, string>): P
   });
 }
 
-function codeOf(action: () => unknown): string | undefined {
-  try {
-    action();
-    return undefined;
-  } catch (error) {
-    if (ContractError.is(error)) return error.code;
-    throw error;
-  }
-}
-
 /** Every entry under `folder`: its kind, inode, size, change time and the SHA-256 of a file's bytes. */
 function treeOf(folder: string): Record<string, string> {
   const tree: Record<string, string> = {};
@@ -164,8 +137,7 @@ function treeOf(folder: string): Record<string, string> {
       tree[name] = `dir ${stat.ino} ${stat.mode}`;
       for (const entry of readdirSync(path).sort()) visit(join(path, entry));
     } else {
-      const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
-      tree[name] = `file ${stat.ino} ${stat.size} ${stat.ctimeNs} ${digest}`;
+      tree[name] = `file ${stat.ino} ${stat.size} ${stat.ctimeNs} ${sha256Hex(readFileSync(path))}`;
     }
   };
   visit(folder);
@@ -247,9 +219,7 @@ describe('the example daemon', () => {
     // Same bytes, new inode (a private temp file renamed over it): only the
     // file's stamp changes, and that is already a change under its owner.
     const registration = coordination.places.registration;
-    const scratch = join(place.tmp, 'scratch.json');
-    writeFileSync(scratch, readFileSync(registration), { mode: 0o600 });
-    renameSync(scratch, registration);
+    replaceFile(place.tmp, registration, readFileSync(registration));
     const before = treeOf(place.stateHome);
 
     expect(await daemon.next()).toEqual({ event: 'lost', code: 'conflict' });
@@ -269,9 +239,7 @@ describe('the example daemon', () => {
     const { capability } = coordination.localAccess();
 
     const registration = coordination.places.registration;
-    const scratch = join(place.tmp, 'scratch.json');
-    writeFileSync(scratch, readFileSync(registration), { mode: 0o600 });
-    renameSync(scratch, registration);
+    replaceFile(place.tmp, registration, readFileSync(registration));
     const before = treeOf(place.stateHome);
 
     daemon.child.kill('SIGTERM');

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  Sandbox,
   capabilitiesSeen,
   capabilityLeaks,
   checkoutHolder,
@@ -13,20 +12,15 @@ import {
   deadPid,
   json,
   killAll,
+  removeSandboxes,
+  sandbox,
   type Result,
+  type Sandbox,
 } from '../test/helpers.js';
-
-let sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const made = new Sandbox();
-  sandboxes.push(made);
-  return made;
-}
 
 afterEach(async () => {
   await killAll();
-  for (const made of sandboxes) made.remove();
-  sandboxes = [];
+  removeSandboxes();
 });
 
 interface Finding {

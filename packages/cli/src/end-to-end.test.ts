@@ -4,23 +4,27 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Sandbox, capabilitiesSeen, capabilityLeaks, cleanEnv, cli, json, jsonLines, killAll, snapshotTree } from '../test/helpers.js';
+import {
+  capabilitiesSeen,
+  capabilityLeaks,
+  cleanEnv,
+  cli,
+  json,
+  jsonLines,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  snapshotTree,
+  type Sandbox,
+} from '../test/helpers.js';
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ENDPOINT = /^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/;
 const DIGEST = /^[0-9a-f]{64}$/;
 
-let sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const made = new Sandbox();
-  sandboxes.push(made);
-  return made;
-}
-
 afterEach(async () => {
   await killAll();
-  for (const made of sandboxes) made.remove();
-  sandboxes = [];
+  removeSandboxes();
 });
 
 /** `stop` on a stopped workspace answers stopped at once (exit 0), in both modes. */

@@ -3,21 +3,24 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server as NetServer, connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Sandbox, capabilitiesSeen, capabilityLeaks, cli, httpRequest, json, killAll } from '../test/helpers.js';
+import {
+  capabilitiesSeen,
+  capabilityLeaks,
+  cli,
+  httpRequest,
+  json,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  type Sandbox,
+} from '../test/helpers.js';
 
-let sandboxes: Sandbox[] = [];
 const listeners: NetServer[] = [];
-function sandbox(): Sandbox {
-  const made = new Sandbox();
-  sandboxes.push(made);
-  return made;
-}
 
 afterEach(async () => {
   await killAll();
   await Promise.all(listeners.splice(0).map((listener) => new Promise((resolve) => listener.close(resolve))));
-  for (const made of sandboxes) made.remove();
-  sandboxes = [];
+  removeSandboxes();
 });
 
 /** The one capability file of the sandbox, read as a client with file access would. */

@@ -1,19 +1,22 @@
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Sandbox, capabilitiesSeen, capabilityLeaks, cli, jsonLines, killAll, snapshotTree, type Result } from '../test/helpers.js';
-
-let sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const made = new Sandbox();
-  sandboxes.push(made);
-  return made;
-}
+import { replaceFile } from '@leasehold/test-utils';
+import {
+  capabilitiesSeen,
+  capabilityLeaks,
+  cli,
+  jsonLines,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  snapshotTree,
+  type Result,
+} from '../test/helpers.js';
 
 afterEach(async () => {
   await killAll();
-  for (const made of sandboxes) made.remove();
-  sandboxes = [];
+  removeSandboxes();
 });
 
 /** The server's exit after a lost lease: status 4, a `lost` event after `ready`, and a line for a person on stderr (none with --json). */
@@ -36,10 +39,7 @@ describe('a server whose files change under it', () => {
     const bytes = readFileSync(registration);
 
     // Same bytes, same mode, a new inode: written beside the state home, then renamed over.
-    const temp = join(box.folder, 'registration.json.new');
-    writeFileSync(temp, bytes, { mode: 0o600 });
-    chmodSync(temp, 0o600);
-    renameSync(temp, registration);
+    replaceFile(box.folder, registration, bytes);
     const afterChange = snapshotTree(box.stateHome);
 
     const ended = await server.exit();

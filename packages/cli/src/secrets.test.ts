@@ -2,28 +2,21 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  Sandbox,
   capabilitiesSeen,
   capabilityLeaks,
   cli,
   httpRequest,
   json,
   killAll,
+  removeSandboxes,
+  sandbox,
   transcript,
   type Result,
 } from '../test/helpers.js';
 
-let sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const made = new Sandbox();
-  sandboxes.push(made);
-  return made;
-}
-
 afterEach(async () => {
   await killAll();
-  for (const made of sandboxes) made.remove();
-  sandboxes = [];
+  removeSandboxes();
 });
 
 /** Runs `leasehold ARGS` with and without --json. */

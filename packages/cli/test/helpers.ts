@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sha256Hex } from '@leasehold/test-utils';
 
 /** The built `leasehold` binary; the tests run it as a real process. */
 export const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -333,6 +333,20 @@ export class Sandbox {
   }
 }
 
+const sandboxes: Sandbox[] = [];
+
+/** A new sandbox, removed by `removeSandboxes`. */
+export function sandbox(): Sandbox {
+  const made = new Sandbox();
+  sandboxes.push(made);
+  return made;
+}
+
+/** Removes every sandbox `sandbox` made (each adds its state home's files to the transcript first). */
+export function removeSandboxes(): void {
+  for (const made of sandboxes.splice(0)) made.remove();
+}
+
 function lstatOrUndefined(path: string) {
   try {
     return lstatSync(path, { bigint: true });
@@ -382,7 +396,7 @@ export function snapshotTree(root: string): Map<string, Entry> {
       ctimeNs: stats.ctimeNs,
       mode: Number(stats.mode),
       links: stats.nlink,
-      ...(type === 'file' ? { sha256: createHash('sha256').update(readFileSync(path)).digest('hex') } : {}),
+      ...(type === 'file' ? { sha256: sha256Hex(readFileSync(path)) } : {}),
     });
   }
   return snapshot;

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { codeOf, refusal } from '../test/helpers.js';
 import { decode, decodeBytes, encode, parse, safeDecode, sha256 } from './codec.js';
 import { ContractError } from './contract-error.js';
 import { registryFormatSchema } from './documents.js';
@@ -9,27 +10,6 @@ import { MAX_DEPTH } from './json-parser.js';
 const utf8 = new TextEncoder();
 const fromUtf8 = new TextDecoder();
 const LARGE = 1 << 20;
-
-/** The code of the ContractError that `action` throws, or a description of what happened instead. */
-function codeOf(action: () => unknown): string {
-  try {
-    action();
-  } catch (error) {
-    return ContractError.is(error) ? error.code : `not a ContractError: ${String(error)}`;
-  }
-  return 'no error';
-}
-
-/** The message of the `refused` ContractError that `action` throws; fails the test otherwise. */
-function refusal(action: () => unknown): string {
-  try {
-    action();
-  } catch (error) {
-    expect(ContractError.is(error, 'refused')).toBe(true);
-    return (error as ContractError).message;
-  }
-  throw new Error('expected a refusal');
-}
 
 const parseText = (text: string, maxBytes = LARGE): unknown => parse(utf8.encode(text), maxBytes);
 const encodeText = (value: unknown): string => fromUtf8.decode(encode(value));

@@ -2,6 +2,7 @@ import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
+import { codeOf, refusal } from '../test/helpers.js';
 import { decode, encode, parse, safeDecode } from './codec.js';
 import { ContractError } from './contract-error.js';
 import {
@@ -27,27 +28,6 @@ import {
   type Reservation,
 } from './documents.js';
 import { formatPath } from './json-path.js';
-
-/** The code of the ContractError that `action` throws, or a description of what happened instead. */
-function codeOf(action: () => unknown): string {
-  try {
-    action();
-  } catch (error) {
-    return ContractError.is(error) ? error.code : `not a ContractError: ${String(error)}`;
-  }
-  return 'no error';
-}
-
-/** The message of the `refused` ContractError that `action` throws; fails the test otherwise. */
-function refusal(action: () => unknown): string {
-  try {
-    action();
-  } catch (error) {
-    expect(ContractError.is(error, 'refused')).toBe(true);
-    return (error as ContractError).message;
-  }
-  throw new Error('expected a refusal');
-}
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };

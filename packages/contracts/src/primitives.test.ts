@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
+import { codeOf } from '../test/helpers.js';
 import { decode } from './codec.js';
-import { ContractError } from './contract-error.js';
 import {
   absolutePath,
   anyPortEndpoint,
@@ -14,16 +14,6 @@ import {
   processStart,
   text,
 } from './primitives.js';
-
-/** The code of the ContractError that `action` throws, or a description of what happened instead. */
-function codeOf(action: () => unknown): string {
-  try {
-    action();
-  } catch (error) {
-    return ContractError.is(error) ? error.code : `not a ContractError: ${String(error)}`;
-  }
-  return 'no error';
-}
 
 /** Table-driven bounds: every `accepted` value decodes to itself, every `refused` one is `refused`. */
 function bounds(schema: z.ZodType, accepted: readonly unknown[], refused: readonly unknown[]): void {

@@ -1,18 +1,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cleanUp, codeOf, killAndReap, modeOf, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  cleanUp,
-  codeOf,
   coordinationFor,
-  killAndReap,
   makePlace,
-  modeOf,
-  replaceFile,
   spawnFixture,
-  treeOf,
+  stateTreeOf,
   unchangedCodeOf,
   type TestPlace,
 } from '../test/functional-helpers.js';
@@ -63,11 +59,11 @@ describe('the plain checkout lock', () => {
     const checkout = checkoutOf(place, coordination.root);
     const handle = await checkout.acquire();
     handle.assertOwner();
-    replaceFile(place, checkout.places.checkoutLock, readFileSync(checkout.places.checkoutLock));
+    replaceFile(place.tmp, checkout.places.checkoutLock, readFileSync(checkout.places.checkoutLock));
     expect(codeOf(() => handle.assertOwner())).toBe('conflict');
-    const before = treeOf(place.stateHome);
+    const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => handle.release())).toBe('conflict');
-    expect(treeOf(place.stateHome)).toEqual(before);
+    expect(stateTreeOf(place.stateHome)).toEqual(before);
   });
 
   it('blocks a service acquire (conflict) with nothing written, until it is released', async () => {
@@ -121,7 +117,7 @@ describe('breakIfAbsent', () => {
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
 
     // The same bytes in a new file: the snapshot read before is stale.
-    replaceFile(place, checkout.places.checkoutLock, dead.snapshot.bytes);
+    replaceFile(place.tmp, checkout.places.checkoutLock, dead.snapshot.bytes);
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('conflict');
 
     const current = inspected(checkout);

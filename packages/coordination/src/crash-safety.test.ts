@@ -2,22 +2,28 @@ import { unlinkSync } from 'node:fs';
 import { posix } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  OWNER_CONFIG,
-  checkoutLockExists,
   cleanUp,
   codeOfAsync,
   countsOf,
+  createSteps,
   endpointOf,
   handPlaces,
-  makePlace,
+  listingOutsideStaging,
   makeWorkspace,
   messageOf,
   messagesOf,
   pathExists,
+  removeSteps,
+  replaceSteps,
   serviceFences,
+  shownStep,
+} from '@leasehold/test-utils';
+import {
+  OWNER_CONFIG,
+  checkoutLockExists,
+  makePlace,
   spawnFixture,
   stagingLeftovers,
-  stateListing,
   undecodableFiles,
   type TestPlace,
 } from '../test/process-helpers.js';
@@ -48,20 +54,6 @@ const SERVICE = `${WORKSPACE}/service`;
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
 const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
-const created = (path: string) => [
-  `create write ${STAGING}/<temp>`,
-  `create fsync ${STAGING}/<temp>`,
-  `create link ${path}`,
-  `create unlink ${STAGING}/<temp>`,
-  `create fsync-directory ${posix.dirname(path)}`,
-];
-const replaced = (path: string) => [
-  `replace write ${STAGING}/<temp>`,
-  `replace fsync ${STAGING}/<temp>`,
-  `replace rename ${path}`,
-  `replace fsync-directory ${posix.dirname(path)}`,
-];
-const removed = (path: string) => [`remove unlink ${path}`, `remove fsync-directory ${posix.dirname(path)}`];
 const serviceFolderPublished = [
   `create-folder mkdir ${STAGING}/<folder>`,
   `create-folder write ${STAGING}/<folder>/format.json`,
@@ -74,9 +66,9 @@ const serviceFolderPublished = [
 ];
 /** The owner's files, created in SPEC 5.3 order after the reservation. */
 const ownerFilesCreated = [
-  ...created(`${WORKSPACE}/checkout.lock`),
-  ...created(`${SERVICE}/owner.lock`),
-  ...created(`${SERVICE}/local-capability.json`),
+  ...createSteps(`${WORKSPACE}/checkout.lock`),
+  ...createSteps(`${SERVICE}/owner.lock`),
+  ...createSteps(`${SERVICE}/local-capability.json`),
 ];
 
 interface Prepared {
@@ -96,17 +88,17 @@ interface OperationCase {
 /** The steps of a fresh acquire once the state home, namespace, registry and staging folders exist. */
 const acquireInFreshRegistry = [
   // The registry lock, then the registry's initialisation, then the reservation: first after the lock.
-  ...created(`${REGISTRY}/registry.lock`),
-  ...created(`${REGISTRY}/format.json`),
-  ...created(`${REGISTRY}/roots.json`),
-  ...replaced(`${REGISTRY}/roots.json`),
+  ...createSteps(`${REGISTRY}/registry.lock`),
+  ...createSteps(`${REGISTRY}/format.json`),
+  ...createSteps(`${REGISTRY}/roots.json`),
+  ...replaceSteps(`${REGISTRY}/roots.json`),
   // The service folder, published whole.
   ...madeFolder('directory', 'state/v1/workspaces'),
   ...madeFolder('directory', WORKSPACE),
   ...serviceFolderPublished,
   ...ownerFilesCreated,
-  ...created(`${SERVICE}/registration.json`),
-  ...removed(`${REGISTRY}/registry.lock`),
+  ...createSteps(`${SERVICE}/registration.json`),
+  ...removeSteps(`${REGISTRY}/registry.lock`),
 ];
 
 const CASES: readonly OperationCase[] = [
@@ -143,43 +135,33 @@ const CASES: readonly OperationCase[] = [
       return [];
     },
     expectedSteps: [
-      ...created(`${REGISTRY}/registry.lock`),
-      ...replaced(`${REGISTRY}/roots.json`),
+      ...createSteps(`${REGISTRY}/registry.lock`),
+      ...replaceSteps(`${REGISTRY}/roots.json`),
       ...ownerFilesCreated,
-      ...replaced(`${SERVICE}/registration.json`),
-      ...removed(`${REGISTRY}/registry.lock`),
+      ...replaceSteps(`${SERVICE}/registration.json`),
+      ...removeSteps(`${REGISTRY}/registry.lock`),
     ],
   },
   {
     name: "phase change to 'stopping'",
     operation: 'phase',
-    expectedSteps: replaced(`${SERVICE}/registration.json`),
+    expectedSteps: replaceSteps(`${SERVICE}/registration.json`),
   },
   {
     name: 'release',
     operation: 'release',
     expectedSteps: [
-      ...created(`${REGISTRY}/registry.lock`),
-      ...replaced(`${SERVICE}/registration.json`),
-      ...replaced(`${REGISTRY}/roots.json`),
-      ...removed(`${SERVICE}/local-capability.json`),
-      ...removed(`${SERVICE}/owner.lock`),
+      ...createSteps(`${REGISTRY}/registry.lock`),
+      ...replaceSteps(`${SERVICE}/registration.json`),
+      ...replaceSteps(`${REGISTRY}/roots.json`),
+      ...removeSteps(`${SERVICE}/local-capability.json`),
+      ...removeSteps(`${SERVICE}/owner.lock`),
       // The checkout lock last (SPEC 5.3).
-      ...removed(`${WORKSPACE}/checkout.lock`),
-      ...removed(`${REGISTRY}/registry.lock`),
+      ...removeSteps(`${WORKSPACE}/checkout.lock`),
+      ...removeSteps(`${REGISTRY}/registry.lock`),
     ],
   },
 ];
-
-/** A step as the crasher printed it, shown relative to the test folder (see the lists above). */
-function shownStep(message: Record<string, unknown>, place: TestPlace, root: string): string {
-  const step = message.step as { operation: string; action: string; path: string };
-  const places = handPlaces(place.stateHome, root);
-  let path = step.path === place.base ? '<base>' : step.path.slice(place.base.length + 1);
-  path = path.replace(places.privateRootName, '<ws>');
-  path = path.replace(/\.staging\/[^/]+\.tmp$/, '.staging/<temp>').replace(/\.staging\/[^/]+\.dir(\/|$)/, '.staging/<folder>$1');
-  return `${step.operation} ${step.action} ${path}`;
-}
 
 /** A fresh place and workspace, prepared for the case; the coordination used by the parent (no hooks). */
 async function preparedPlace(operationCase: OperationCase): Promise<Prepared & { deadPids: readonly number[] }> {
@@ -233,7 +215,7 @@ async function judge(place: TestPlace, root: string, coordination: ServiceCoordi
   const problems = undecodableFiles(place.stateHome);
   if (problems.length > 0) expect(inspection.status, `${label}: ${problems.join(', ')}`).toBe('unavailable');
 
-  const before = stateListing(place.stateHome);
+  const before = listingOutsideStaging(place.stateHome);
   let lease: OwnerLease | undefined;
   const code = await codeOfAsync(
     coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT).then((acquired) => {
@@ -242,7 +224,7 @@ async function judge(place: TestPlace, root: string, coordination: ServiceCoordi
   );
   if (fences.length > 0 || checkoutHeld) {
     expect(REFUSALS, `${label}: fences ${fences.join(', ')}`).toContain(code);
-    expect(stateListing(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
+    expect(listingOutsideStaging(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
     expect(stagingLeftovers(place.stateHome), label).toEqual([]);
     return { fences, status: inspection.status, acquire: code, undecodable: problems.length };
   }

@@ -1,22 +1,18 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, modeOf } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  bytesOf,
-  cleanUp,
-  codeOf,
-  codeOfAsync,
   configFor,
   coordinationFor,
   makePlace,
   makeWorkspace,
-  modeOf,
   policyBytes,
   readJson,
   registryPaths,
   registryRows,
-  treeOf,
+  stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
 import { ServiceCoordination, type NewWorkspace } from './index.js';
@@ -67,11 +63,11 @@ describe('the life of a workspace', () => {
     expect(readJson(coordination.places.registration).phase).toBe('stopped');
 
     // The released lease answers `unavailable` to everything, and touches nothing.
-    const released = treeOf(place.stateHome);
+    const released = stateTreeOf(place.stateHome);
     expect(codeOf(() => lease.assert())).toBe('unavailable');
     expect(codeOf(() => lease.phase('idle'))).toBe('unavailable');
     expect(await codeOfAsync(() => lease.release())).toBe('unavailable');
-    expect(treeOf(place.stateHome)).toEqual(released);
+    expect(stateTreeOf(place.stateHome)).toEqual(released);
 
     const again = await coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002');
     const second = again.registration.epoch;
@@ -91,9 +87,9 @@ describe('the life of a workspace', () => {
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     lease.phase('quarantined');
     expect(coordination.inspect()).toMatchObject({ status: 'quarantined', owner: { epoch: lease.registration.epoch, phase: 'quarantined' } });
-    const before = treeOf(place.stateHome);
+    const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => lease.phase('stopped' as 'idle'))).toBe('refused');
-    expect(treeOf(place.stateHome)).toEqual(before);
+    expect(stateTreeOf(place.stateHome)).toEqual(before);
     lease.phase('idle');
     expect(coordination.inspect().status).toBe('unavailable');
     await lease.release();
@@ -104,7 +100,7 @@ describe('the life of a workspace', () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'modes');
     await coordination.acquire(ANY_PORT, BOUND);
-    for (const [name, entry] of Object.entries(treeOf(place.stateHome))) {
+    for (const [name, entry] of Object.entries(stateTreeOf(place.stateHome))) {
       if (name === '.') continue;
       expect({ name, mode: entry.mode & 0o7777 }).toEqual({ name, mode: entry.kind === 'folder' ? 0o700 : 0o600 });
     }
@@ -238,9 +234,9 @@ describe('initializeNew', () => {
     });
     if (kept === undefined) throw new Error('initializeNew was not called');
     const late = kept;
-    const before = treeOf(place.stateHome);
+    const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => late.writeHostConfig(policyBytes()))).toBe('conflict');
-    expect(treeOf(place.stateHome)).toEqual(before);
+    expect(stateTreeOf(place.stateHome)).toEqual(before);
     lease.assert();
   });
 

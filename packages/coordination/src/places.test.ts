@@ -2,7 +2,8 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, makePlace, sha256Hex } from '../test/functional-helpers.js';
+import { bytesOf, cleanUp, codeOf, sha256Hex } from '@leasehold/test-utils';
+import { makePlace } from '../test/functional-helpers.js';
 import { NAMESPACE_ENTRIES, PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
 
 afterEach(cleanUp);

@@ -1,21 +1,8 @@
 import { unlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
-import {
-  OWNER_CONFIG,
-  cleanUp,
-  countsOf,
-  endpointOf,
-  handPlaces,
-  makePlace,
-  makeWorkspace,
-  messageOf,
-  pathExists,
-  spawnFixture,
-  stagingLeftovers,
-  type SpawnedChild,
-  type TestPlace,
-} from '../test/process-helpers.js';
+import { cleanUp, countsOf, endpointOf, handPlaces, makeWorkspace, messageOf, pathExists, type SpawnedChild } from '@leasehold/test-utils';
+import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, type TestPlace } from '../test/process-helpers.js';
 import { ServiceCoordination } from './index.js';
 
 afterEach(cleanUp);

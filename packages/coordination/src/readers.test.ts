@@ -1,16 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  OWNER_CONFIG,
-  cleanUp,
-  countsOf,
-  endpointOf,
-  makePlace,
-  makeWorkspace,
-  messageOf,
-  messagesOf,
-  spawnFixture,
-} from '../test/process-helpers.js';
+import { cleanUp, countsOf, endpointOf, makeWorkspace, messageOf, messagesOf } from '@leasehold/test-utils';
+import { OWNER_CONFIG, makePlace, spawnFixture } from '../test/process-helpers.js';
 import { ServiceCoordination, type Inspection } from './index.js';
 
 afterEach(cleanUp);

@@ -5,21 +5,18 @@ import { encode, REGISTRY_ENTRIES, type Reservation } from '@leasehold/contracts
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, cleanUp, codeOf, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  bytesOf,
-  cleanUp,
-  codeOf,
   configFor,
   coordinationFor,
   makePlace,
   makeWorkspace,
   registryPaths,
   registryRows,
-  replaceFile,
   reservationFor,
-  treeOf,
+  stateTreeOf,
   unchangedCodeOf,
   type TestPlace,
 } from '../test/functional-helpers.js';
@@ -180,7 +177,7 @@ describe('a corrupt roots.json', () => {
       const coordination = coordinationFor(place, 'workspace');
       await (await coordination.acquire(ANY_PORT, BOUND)).release();
       const paths = registryPaths(place.stateHome);
-      replaceFile(place, paths.roots, bytes(place));
+      replaceFile(place.tmp, paths.roots, bytes(place));
       const rootsBefore = readFileSync(paths.roots);
 
       const inspection = coordination.inspect();
@@ -189,7 +186,7 @@ describe('a corrupt roots.json', () => {
       expect(inspection.reason.startsWith(`refused: ${paths.roots}: `)).toBe(true);
       expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
 
-      const before = treeOf(place.stateHome);
+      const before = stateTreeOf(place.stateHome);
       expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
       expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
       const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
@@ -198,7 +195,7 @@ describe('a corrupt roots.json', () => {
       expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('refused');
       expect(existsSync(paths.lock)).toBe(false);
       expect(readFileSync(paths.roots)).toEqual(rootsBefore);
-      expect(treeOf(place.stateHome)).toEqual(before);
+      expect(stateTreeOf(place.stateHome)).toEqual(before);
     });
   }
 });
@@ -270,7 +267,7 @@ describe('rows and locks the service state does not explain', () => {
     const coordination = coordinationFor(place, 'locked');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const lock = encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: false });
-    replaceFile(place, registryPaths(place.stateHome).lock, lock);
+    replaceFile(place.tmp, registryPaths(place.stateHome).lock, lock);
     expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry transaction is in progress' });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
@@ -286,11 +283,11 @@ describe('rows and locks the service state does not explain', () => {
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const other = coordinationFor(place, 'other');
     const lockPath = registryPaths(place.stateHome).lock;
-    replaceFile(place, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 1, host: 'another-host', retained: false }));
+    replaceFile(place.tmp, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 1, host: 'another-host', retained: false }));
     expect(coordination.inspect().status).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
     lease.assert();
-    replaceFile(place, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }));
+    replaceFile(place.tmp, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }));
     expect(coordination.inspect().status).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
     expect(codeOf(() => lease.assert())).toBe('quarantine');

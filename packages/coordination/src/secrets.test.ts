@@ -2,22 +2,16 @@ import { chmodSync, readFileSync } from 'node:fs';
 import { inspect as utilInspect } from 'node:util';
 import { ContractError, encode } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, caughtErrors, cleanUp, codeOf, codeOfAsync, modeOf, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  bytesOf,
-  caughtErrors,
-  cleanUp,
-  codeOf,
-  codeOfAsync,
   configFor,
   coordinationFor,
   makePlace,
-  modeOf,
   policyBytes,
   registryPaths,
-  replaceFile,
-  treeOf,
+  stateTreeOf,
   type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, type Inspection, type OwnerLease, type ServiceCoordination } from './index.js';
@@ -51,7 +45,7 @@ function expectSecretKept(place: TestPlace, coordination: ServiceCoordination, s
   expectAbsent(secret, seen.inspections.map((inspection) => JSON.stringify(inspection)), 'an inspection');
   expectAbsent(secret, seen.leases.map((lease) => JSON.stringify(lease.registration)), 'a registration');
   const holders: string[] = [];
-  for (const [name, entry] of Object.entries(treeOf(place.stateHome))) {
+  for (const [name, entry] of Object.entries(stateTreeOf(place.stateHome))) {
     if (entry.kind !== 'file') continue;
     const bytes = Buffer.from(entry.content, 'hex');
     const forms = formsOf(secret).map((form) => bytes.includes(form)).concat(bytes.includes(Buffer.from(secret, 'base64url')));
@@ -156,7 +150,7 @@ describe('the capability stays in its file', () => {
       });
       const damaged = bytes(capability, epoch);
       if (damaged === undefined) chmodSync(coordination.places.capability, 0o644);
-      else replaceFile(place, coordination.places.capability, damaged);
+      else replaceFile(place.tmp, coordination.places.capability, damaged);
 
       const inspections = [coordination.inspect()];
       expect(inspections[0]?.status).toBe('unavailable');

@@ -4,22 +4,18 @@ import { join } from 'node:path';
 import { encode, type Registration } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, cleanUp, codeOf, replaceFile, sha256Hex } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  bytesOf,
-  cleanUp,
-  codeOf,
   coordinationFor,
   makePlace,
   policyBytes,
   readJson,
   registryPaths,
   registryRows,
-  replaceFile,
   rewriteJson,
-  sha256Hex,
-  treeOf,
+  stateTreeOf,
   unchangedCodeOf,
   type TestPlace,
 } from '../test/functional-helpers.js';
@@ -82,13 +78,13 @@ const cases: readonly Case[] = [
     name: 'an extra file in the service folder',
     where: (places) => places.service,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, join(places.service, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra file in the private root',
     where: (places) => places.privateRoot,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra folder in the namespace folder',
@@ -100,7 +96,7 @@ const cases: readonly Case[] = [
     name: 'an extra file in the namespace folder',
     where: (places) => places.namespace,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, join(places.namespace, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.namespace, 'stray.json'), bytesOf('{}')),
   },
   // Rule 1: format and config, and what format names.
   {
@@ -126,7 +122,7 @@ const cases: readonly Case[] = [
     name: 'config.json with the same value in other (non-canonical) bytes',
     where: (places) => places.config,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
+    breakState: ({ place, places }) => replaceFile(place.tmp, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
   },
   {
     name: 'format.json missing from the service folder',
@@ -145,7 +141,7 @@ const cases: readonly Case[] = [
     name: 'host-config.json with another identity than the policy',
     where: (places) => places.hostConfig,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, places.hostConfig, policyBytes('another policy')),
+    breakState: ({ place, places }) => replaceFile(place.tmp, places.hostConfig, policyBytes('another policy')),
   },
   // Rule 3: the registration matches.
   {
@@ -179,14 +175,14 @@ const cases: readonly Case[] = [
     name: 'a registration that is not JSON',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place, places.registration, bytesOf('{"schema":')),
+    breakState: ({ place, places }) => replaceFile(place.tmp, places.registration, bytesOf('{"schema":')),
   },
   {
     name: 'a registration with a duplicate key',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places, registration }) =>
-      replaceFile(place, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
+      replaceFile(place.tmp, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
   },
   {
     name: 'a registration with an unknown key',
@@ -279,19 +275,19 @@ const cases: readonly Case[] = [
     name: 'owner.lock under a stopped registration',
     where: (places) => places.ownerLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place, places.ownerLock, ownerLockBytes(registration)),
+    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.ownerLock, ownerLockBytes(registration)),
   },
   {
     name: 'a capability under a stopped registration',
     where: (places) => places.capability,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place, places.capability, capabilityBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.capability, capabilityBytes(registration.epoch)),
   },
   {
     name: "a checkout lock carrying the stopped registration's checkoutToken",
     where: (places) => places.checkoutLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
+    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
   },
 ];
 
@@ -310,7 +306,7 @@ describe('SPEC 5.2: a selected state that breaks a rule', () => {
         const broken = await makeBase(base);
         breakState(broken);
         const { place, coordination } = broken;
-        const before = treeOf(place.stateHome);
+        const before = stateTreeOf(place.stateHome);
         const rowsBefore = registryRows(place.stateHome);
 
         const inspection = coordination.inspect();
@@ -328,7 +324,7 @@ describe('SPEC 5.2: a selected state that breaks a rule', () => {
         // A second coordination of the same root sees the same thing.
         const fresh = new ServiceCoordination(coordination.root, { stateHome: place.stateHome });
         expect(fresh.inspect()).toEqual(inspection);
-        expect(treeOf(place.stateHome)).toEqual(before);
+        expect(stateTreeOf(place.stateHome)).toEqual(before);
         expect(registryRows(place.stateHome)).toEqual(rowsBefore);
       });
     }
@@ -354,7 +350,7 @@ describe('SPEC 5.2 rule 5 without any registration', () => {
       const coordination = coordinationFor(place, 'initialised');
       await coordination.initialize(ANY_PORT);
       expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
-      replaceFile(place, path(coordination.places), bytes());
+      replaceFile(place.tmp, path(coordination.places), bytes());
       const inspection = coordination.inspect();
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
@@ -380,10 +376,10 @@ describe('what the rules allow', () => {
     for (const base of BOTH) {
       const { place, places, coordination } = await makeBase(base);
       const before = coordination.inspect();
-      replaceFile(place, join(places.service, 'access-config.json'), bytesOf('not json at all'));
-      replaceFile(place, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
+      replaceFile(place.tmp, join(places.service, 'access-config.json'), bytesOf('not json at all'));
+      replaceFile(place.tmp, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
       mkdirSync(join(places.service, 'history'), { mode: 0o700 });
-      replaceFile(place, join(places.service, 'history', 'anything'), bytesOf('{}'));
+      replaceFile(place.tmp, join(places.service, 'history', 'anything'), bytesOf('{}'));
       expect(coordination.inspect()).toEqual(before);
     }
   });
@@ -401,12 +397,12 @@ describe('what the rules allow', () => {
 describe('SPEC 5.3: the acquire order around a valid state', () => {
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
-    replaceFile(place, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+    replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
     // The state is read and checked before its phase is judged: a broken rule comes first.
-    replaceFile(place, join(places.service, 'stray.json'), bytesOf('{}'));
+    replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}'));
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
   });
 

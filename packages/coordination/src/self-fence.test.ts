@@ -4,21 +4,17 @@ import { join } from 'node:path';
 import { ContractError, encode, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
-  bytesOf,
-  cleanUp,
-  codeOf,
-  codeOfAsync,
   coordinationFor,
   makePlace,
   policyBytes,
   readJson,
   registryPaths,
-  replaceFile,
   rewriteJson,
-  treeOf,
+  stateTreeOf,
   type TestPlace,
 } from '../test/functional-helpers.js';
 import type { OwnerLease, ServiceCoordination, WorkspacePlaces } from './index.js';
@@ -57,7 +53,7 @@ function watchOf(lease: OwnerLease): { calls: unknown[]; lost: Promise<unknown>;
 
 /** Replaces a file by a new one holding the same bytes: only its stamp changes. */
 function sameBytesAgain(place: TestPlace, path: string): void {
-  replaceFile(place, path, readFileSync(path));
+  replaceFile(place.tmp, path, readFileSync(path));
 }
 
 const changes: readonly { name: string; code: string; change: (owner: Owned) => void }[] = [
@@ -84,7 +80,7 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
   {
     name: 'an extra file appearing in the service folder',
     code: 'refused',
-    change: ({ place, places }) => replaceFile(place, join(places.service, 'stray.json'), bytesOf('{}')),
+    change: ({ place, places }) => replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'its registry row changed',
@@ -98,14 +94,14 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
   {
     name: 'its registry row removed',
     code: 'conflict',
-    change: ({ place }) => replaceFile(place, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
+    change: ({ place }) => replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
   },
   {
     name: 'a retained registry.lock appearing',
     code: 'quarantine',
     change: ({ place }) =>
       replaceFile(
-        place,
+        place.tmp,
         registryPaths(place.stateHome).lock,
         encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }),
       ),
@@ -126,9 +122,9 @@ describe('watch: the self-fence', () => {
       // Lost for good: every later call answers the same, and onLost is not called again.
       for (let attempt = 0; attempt < 5; attempt += 1) expect(codeOf(() => lease.assert())).toBe(code);
       expect(codeOf(() => lease.phase('stopping'))).toBe(code);
-      const before = treeOf(place.stateHome);
+      const before = stateTreeOf(place.stateHome);
       expect(await codeOfAsync(() => lease.release())).toBe(code);
-      expect(treeOf(place.stateHome)).toEqual(before);
+      expect(stateTreeOf(place.stateHome)).toEqual(before);
       expect(calls).toHaveLength(1);
     });
   }
@@ -148,7 +144,7 @@ describe('watch: the self-fence', () => {
         lease.assert();
       }
       // The same rows in a new roots.json: only the row is compared.
-      replaceFile(place, registryPaths(place.stateHome).roots, readFileSync(registryPaths(place.stateHome).roots));
+      replaceFile(place.tmp, registryPaths(place.stateHome).roots, readFileSync(registryPaths(place.stateHome).roots));
       lease.assert();
     }
     lease.phase('stopping');

@@ -1,21 +1,8 @@
 import { existsSync, linkSync, lstatSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  bytesOf,
-  cleanUp,
-  codeOf,
-  isMessage,
-  killAndReap,
-  makeRoot,
-  namesIn,
-  plainStep,
-  spawnFixture,
-  spawnWriter,
-  unchangedCodeOf,
-  writerMessages,
-  type SpawnedChild,
-} from '../test/helpers.js';
+import { bytesOf, cleanUp, codeOf, isMessage, killAndReap, type SpawnedChild } from '@leasehold/test-utils';
+import { makeRoot, namesIn, plainStep, spawnFixture, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
 import {
   PrivateFiles,
   STAGING_FOLDER,

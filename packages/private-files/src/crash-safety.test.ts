@@ -1,17 +1,8 @@
 import { lstatSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import {
-  bytesOf,
-  cleanUp,
-  codeOf,
-  makeRoot,
-  namesIn,
-  plainStep,
-  spawnWriter,
-  writerMessages,
-  type WriterOperation,
-} from '../test/helpers.js';
+import { bytesOf, cleanUp, codeOf } from '@leasehold/test-utils';
+import { makeRoot, namesIn, plainStep, spawnWriter, writerMessages, type WriterOperation } from '../test/helpers.js';
 import { PrivateFiles, STAGING_FOLDER, type FileSnapshot, type MutationStep } from './index.js';
 
 afterEach(cleanUp);

@@ -2,17 +2,8 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  bytesOf,
-  cleanUp,
-  makeRoot,
-  modeOf,
-  namesIn,
-  sha256Hex,
-  spawnWriter,
-  unchangedCodeOf,
-  writerMessages,
-} from '../test/helpers.js';
+import { bytesOf, cleanUp, modeOf, sha256Hex } from '@leasehold/test-utils';
+import { makeRoot, namesIn, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
 import { PrivateFiles, STAGING_FOLDER, type MutationStep } from './index.js';
 
 afterEach(cleanUp);

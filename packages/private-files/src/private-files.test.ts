@@ -14,18 +14,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  bytesOf,
-  cleanUp,
-  codeOf,
-  makeRoot,
-  modeOf,
-  namesIn,
-  plainStep,
-  sha256Hex,
-  treeOf,
-  unchangedCodeOf,
-} from '../test/helpers.js';
+import { bytesOf, cleanUp, codeOf, modeOf, sha256Hex, treeOf } from '@leasehold/test-utils';
+import { makeRoot, namesIn, plainStep, unchangedCodeOf } from '../test/helpers.js';
 import {
   PrivateFiles,
   STAGING_FOLDER,

@@ -1,7 +1,8 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, spawnFixture } from '../test/helpers.js';
+import { cleanUp } from '@leasehold/test-utils';
+import { spawnFixture } from '../test/helpers.js';
 import { currentProcess, ownerStatus, type ProcessIdentity } from './index.js';
 
 afterEach(cleanUp);

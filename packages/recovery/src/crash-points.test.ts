@@ -2,24 +2,26 @@ import { unlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ServiceCoordination } from '@leasehold/coordination';
 import {
-  OWNER_CONFIG,
-  PARENT_ENDPOINT,
   cleanUp,
-  coordinationOf,
   countsOf,
   endpointOf,
-  grant,
   handPlaces,
-  journalRecords,
-  killHard,
-  makePlace,
+  killAndReap,
   makeWorkspace,
   messageOf,
   messagesOf,
-  ownerPlan,
   pathExists,
   serviceFences,
   shownStep,
+} from '@leasehold/test-utils';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
+  coordinationOf,
+  grant,
+  journalRecords,
+  makePlace,
+  ownerPlan,
   spawnFixture,
   type OwnerPlan,
   type TestPlace,
@@ -171,7 +173,7 @@ describe('recovery from every crash point of an owner (SPEC 8.3)', () => {
     const owner = spawnFixture('owner.mjs', ownerPlan(place, root, 'acquire', 'hold'));
     await messageOf(owner, 'held');
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
-    expect(await killHard(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });
+    expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });
 
     const snapshot = recoverySnapshot(coordination);
     expect(snapshot.clear).toBe(false);

@@ -3,17 +3,8 @@ import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
-import {
-  cleanUp,
-  coordinationOf,
-  deadOwner,
-  grant,
-  handPlaces,
-  journalRecords,
-  jsonOf,
-  makePlace,
-  makeWorkspace,
-} from '../test/helpers.js';
+import { cleanUp, handPlaces, jsonOf, makeWorkspace } from '@leasehold/test-utils';
+import { coordinationOf, deadOwner, grant, journalRecords, makePlace } from '../test/helpers.js';
 import { RECOVERY_RECORD_BYTES, currentOperator, recover, recoverySnapshot } from './index.js';
 
 afterEach(cleanUp);

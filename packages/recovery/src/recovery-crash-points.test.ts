@@ -1,30 +1,35 @@
 import { linkSync, renameSync, unlinkSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ServiceCoordination } from '@leasehold/coordination';
 import {
-  OWNER_CONFIG,
-  PARENT_ENDPOINT,
   cleanUp,
   codeOfAsync,
-  coordinationOf,
   countsOf,
-  deadOwner,
-  grant,
+  createSteps,
   handPlaces,
-  journalRecords,
   jsonOf,
-  makePlace,
+  listingOutsideStaging,
   makeWorkspace,
   messageOf,
   messagesOf,
-  ownerPlan,
   pathExists,
-  rowsOf,
+  removeSteps,
+  replaceSteps,
   serviceFences,
   shownStep,
+} from '@leasehold/test-utils';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
+  coordinationOf,
+  deadOwner,
+  grant,
+  journalRecords,
+  makePlace,
+  ownerPlan,
+  rowsOf,
   spawnFixture,
-  stateListing,
   type RecovererPlan,
   type TestPlace,
 } from '../test/helpers.js';
@@ -40,36 +45,20 @@ afterEach(cleanUp);
 // rule holds while the dead recovery's registry lock is set aside by hand,
 // which makes the order of its effects visible.
 
-const STAGING = 'state/v1/.staging';
 const REGISTRY = 'state/v1/registry';
 const WORKSPACE = 'state/v1/workspaces/<ws>';
 const SERVICE = `${WORKSPACE}/service`;
 
-const created = (path: string) => [
-  `create write ${STAGING}/<temp>`,
-  `create fsync ${STAGING}/<temp>`,
-  `create link ${path}`,
-  `create unlink ${STAGING}/<temp>`,
-  `create fsync-directory ${posix.dirname(path)}`,
-];
-const replaced = (path: string) => [
-  `replace write ${STAGING}/<temp>`,
-  `replace fsync ${STAGING}/<temp>`,
-  `replace rename ${path}`,
-  `replace fsync-directory ${posix.dirname(path)}`,
-];
-const removed = (path: string) => [`remove unlink ${path}`, `remove fsync-directory ${posix.dirname(path)}`];
-
 /** The journal record first (SPEC 6: written before the first effect). */
-const journalRecorded = ['directory mkdir state/v1/journal', 'directory fsync-directory state/v1', ...created('state/v1/journal/<record>')];
+const journalRecorded = ['directory mkdir state/v1/journal', 'directory fsync-directory state/v1', ...createSteps('state/v1/journal/<record>')];
 /** Then the effects in release order, and the registry lock last. */
 const effects = [
-  ...replaced(`${SERVICE}/registration.json`),
-  ...replaced(`${REGISTRY}/roots.json`),
-  ...removed(`${SERVICE}/local-capability.json`),
-  ...removed(`${SERVICE}/owner.lock`),
-  ...removed(`${WORKSPACE}/checkout.lock`),
-  ...removed(`${REGISTRY}/registry.lock`),
+  ...replaceSteps(`${SERVICE}/registration.json`),
+  ...replaceSteps(`${REGISTRY}/roots.json`),
+  ...removeSteps(`${SERVICE}/local-capability.json`),
+  ...removeSteps(`${SERVICE}/owner.lock`),
+  ...removeSteps(`${WORKSPACE}/checkout.lock`),
+  ...removeSteps(`${REGISTRY}/registry.lock`),
 ];
 
 interface DeadOwnerCase {
@@ -85,7 +74,7 @@ const CASES: readonly DeadOwnerCase[] = [
     kill: async (place, root) => {
       await deadOwner(place, root);
     },
-    expectedSteps: [...journalRecorded, ...created(`${REGISTRY}/registry.lock`), ...effects],
+    expectedSteps: [...journalRecorded, ...createSteps(`${REGISTRY}/registry.lock`), ...effects],
   },
   {
     name: 'an owner killed inside release, holding the registry lock (recovery takes it over)',
@@ -95,7 +84,7 @@ const CASES: readonly DeadOwnerCase[] = [
       const end = await child.closed;
       if (end.signal !== 'SIGKILL') throw new Error(`the owner ended with ${end.code ?? end.signal}: ${end.stderr}`);
     },
-    expectedSteps: [...journalRecorded, ...replaced(`${REGISTRY}/registry.lock`), ...effects],
+    expectedSteps: [...journalRecorded, ...replaceSteps(`${REGISTRY}/registry.lock`), ...effects],
   },
 ];
 
@@ -110,11 +99,6 @@ function expectedAcquireCode(place: TestPlace, root: string): string {
   const checkout = jsonOf(places.checkoutLock) as { token: string } | undefined;
   if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'conflict';
   return 'no error';
-}
-
-/** The state listing without the staging folder, which every registry transaction sweeps of dead writers' leftovers. */
-function listingOutsideStaging(place: TestPlace): ReturnType<typeof stateListing> {
-  return Object.fromEntries(Object.entries(stateListing(place.stateHome)).filter(([name]) => !name.startsWith('v1/.staging')));
 }
 
 /**
@@ -133,10 +117,10 @@ async function judgeFenced(place: TestPlace, root: string, coordination: Service
     else return inspected;
   }
   expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspected);
-  const before = listingOutsideStaging(place);
+  const before = listingOutsideStaging(place.stateHome);
   const code = await codeOfAsync(coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT));
   expect(code, `${label}: acquire with fences ${fences.join(', ')}`).toBe(expectedAcquireCode(place, root));
-  expect(listingOutsideStaging(place), `${label}: the refused acquire changed the state`).toEqual(before);
+  expect(listingOutsideStaging(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
   return inspected;
 }
 

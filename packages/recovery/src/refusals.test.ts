@@ -5,27 +5,29 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DOCUMENT_BYTES, decodeBytes, encode, registryLockSchema } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
-  OWNER_CONFIG,
-  PARENT_ENDPOINT,
   cleanUp,
   codeOf,
   codeOfAsync,
+  handPlaces,
+  makeWorkspace,
+  messageOf,
+  pathExists,
+  replaceFile,
+  serviceFences,
+  stateListing,
+} from '@leasehold/test-utils';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
   coordinationOf,
   deadOwner,
   errorOf,
   grant,
-  handPlaces,
   journalRecords,
   liveOwner,
   makePlace,
-  makeWorkspace,
-  messageOf,
   ownerPlan,
-  pathExists,
-  rewriteByHand,
-  serviceFences,
   spawnFixture,
-  stateListing,
   writeByHand,
   type RecovererPlan,
   type TestPlace,
@@ -163,7 +165,7 @@ describe('the digest: only the state the operator saw (SPEC 6)', () => {
       const coordination = coordinationOf(place, root);
       const stale = recoverySnapshot(coordination).digest;
       const file = path(place, root);
-      rewriteByHand(place, file, readFileSync(file));
+      replaceFile(place.scratch, file, readFileSync(file));
       const fresh = recoverySnapshot(coordination).digest;
       expect(fresh).not.toBe(stale);
       const before = stateListing(place.stateHome);
@@ -186,7 +188,7 @@ describe('the digest: only the state the operator saw (SPEC 6)', () => {
       const coordination = coordinationOf(place, root);
       const grantMade = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
       const file = path(place, root);
-      rewriteByHand(place, file, readFileSync(file));
+      replaceFile(place.scratch, file, readFileSync(file));
       const before = stateListing(place.stateHome);
       let crossings = 0;
       expect(

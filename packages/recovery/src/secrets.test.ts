@@ -3,25 +3,27 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  OWNER_CONFIG,
-  PARENT_ENDPOINT,
-  capabilityOf,
   cleanUp,
-  coordinationOf,
-  errorOf,
-  grant,
   handPlaces,
-  journalRecords,
-  killHard,
-  liveOwner,
-  makePlace,
+  killAndReap,
   makeWorkspace,
   messageOf,
   pathExists,
-  rewriteByHand,
+  replaceFile,
   sha256Hex,
-  spawnFixture,
   stateListing,
+} from '@leasehold/test-utils';
+import {
+  OWNER_CONFIG,
+  PARENT_ENDPOINT,
+  capabilityOf,
+  coordinationOf,
+  errorOf,
+  grant,
+  journalRecords,
+  liveOwner,
+  makePlace,
+  spawnFixture,
   type RecovererPlan,
 } from '../test/helpers.js';
 import { prepareRecoveryRelease, recover, recoverySnapshot } from './index.js';
@@ -78,12 +80,12 @@ describe('the capability never shows (SPEC 8.4)', () => {
     snapshots.push(JSON.stringify(live));
     errors.push({ what: 'quarantine (prepare)', error: await errorOf(() => prepareRecoveryRelease(coordination, live.digest, grant)) });
     errors.push({ what: 'quarantine (recover)', error: await errorOf(() => recover(coordination, { expectedDigest: live.digest, assertAuthority: grant })) });
-    expect(await killHard(owner)).toMatchObject({ signal: 'SIGKILL' });
+    expect(await killAndReap(owner)).toMatchObject({ signal: 'SIGKILL' });
 
     // The digest covers the capability by its stamp: rewritten with identical bytes, the digest changes.
     const dead = recoverySnapshot(coordination);
     snapshots.push(JSON.stringify(dead));
-    rewriteByHand(place, places.capability, readFileSync(places.capability));
+    replaceFile(place.scratch, places.capability, readFileSync(places.capability));
     const rewritten = recoverySnapshot(coordination);
     snapshots.push(JSON.stringify(rewritten));
     expect(rewritten.digest).not.toBe(dead.digest);

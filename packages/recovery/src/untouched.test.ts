@@ -1,24 +1,18 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkout } from '@leasehold/coordination';
+import { cleanUp, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, stateListing } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   changedEntries,
-  cleanUp,
   coordinationOf,
   deadOwner,
-  endpointOf,
   grant,
-  handPlaces,
   journalRecords,
-  killHard,
   makePlace,
-  makeWorkspace,
-  messageOf,
   rowsOf,
   spawnFixture,
-  stateListing,
   writeByHand,
 } from '../test/helpers.js';
 import { recover, recoverySnapshot } from './index.js';
@@ -46,7 +40,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     await messageOf(liveTool, 'held');
     const deadTool = spawnFixture('checkout-holder.mjs', { workspace: toolDied, stateHome: place.stateHome });
     await messageOf(deadTool, 'held');
-    expect(await killHard(deadTool)).toMatchObject({ signal: 'SIGKILL' });
+    expect(await killAndReap(deadTool)).toMatchObject({ signal: 'SIGKILL' });
     const strayCoordination = coordinationOf(place, stray);
     await (await strayCoordination.acquire(OWNER_CONFIG, endpointOf(45_010))).release();
     writeByHand(join(handPlaces(place.stateHome, stray).privateRoot, 'notes.txt'), 'left here by hand\n');

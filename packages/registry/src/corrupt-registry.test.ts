@@ -1,7 +1,8 @@
 import { chmodSync } from 'node:fs';
 import { encode, type Reservation } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, exists, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
+import { cleanUp, codeOfAsync, pathExists } from '@leasehold/test-utils';
+import { bytesOf, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
@@ -59,24 +60,24 @@ describe('a corrupt roots.json', () => {
     const before = bytesOf(registry.rootsPath);
     const format = bytesOf(registry.formatPath);
 
-    expect(await codeOf(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
     let ran = false;
     const operation = () => {
       ran = true;
     };
-    expect(await codeOf(registry.transaction(operation))).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(operation))).toBe('refused');
     expect(ran).toBe(false);
     expect(bytesOf(registry.rootsPath)).toBe(before);
     expect(bytesOf(registry.formatPath)).toBe(format);
     // SPEC 4 step 5: the failure came before any write, so the lock is removed.
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     // The corrupt file itself keeps refusing: nothing repaired or replaced it.
-    expect(await codeOf(new Registry(stateHome).transaction(operation))).toBe('refused');
+    expect(await codeOfAsync(new Registry(stateHome).transaction(operation))).toBe('refused');
     expect(ran).toBe(false);
     expect(bytesOf(registry.rootsPath)).toBe(before);
-    expect(exists(registry.lockPath)).toBe(false);
-    expect(await codeOf(() => registry.peek())).toBe('refused');
+    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
   });
 
   it('is refused when it is not private (group-readable), like any unsafe file', async () => {
@@ -84,8 +85,8 @@ describe('a corrupt roots.json', () => {
     const registry = new Registry(stateHome);
     await registry.transaction(() => undefined);
     chmodSync(registry.rootsPath, 0o640);
-    expect(await codeOf(() => registry.peek())).toBe('refused');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 });

@@ -1,33 +1,14 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  bytesOf,
-  cleanUp,
-  codeOf,
-  exists,
-  killAndReap,
-  linksOf,
-  makeStateHome,
-  namesIn,
-  reservation,
-  spawnFixture,
-  spawnHolder,
-} from '../test/helpers.js';
+import { cleanUp, codeOfAsync, killAndReap, namesIn, pathExists } from '@leasehold/test-utils';
+import { bytesOf, initialised, linksOf, reservation, spawnFixture, spawnHolder } from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
 
-/** A state home whose registry exists (so a child's transaction writes nothing but its lock). */
-async function initialisedStateHome(): Promise<{ stateHome: string; registry: Registry }> {
-  const stateHome = makeStateHome();
-  const registry = new Registry(stateHome);
-  await registry.transaction(() => undefined);
-  return { stateHome, registry };
-}
-
 describe('a live holder', () => {
   it('makes a second writer wait and then answer busy; once it finishes, a transaction succeeds', async () => {
-    const { stateHome, registry } = await initialisedStateHome();
+    const { stateHome, registry } = await initialised();
     const holder = await spawnHolder(stateHome);
     const state = registry.readLock();
     expect(state?.lock).toMatchObject({ pid: holder.pid, retained: false });
@@ -37,7 +18,7 @@ describe('a live holder', () => {
     let ran = false;
     const waiter = new Registry(stateHome, { lockWaitMs: 200 });
     expect(
-      await codeOf(
+      await codeOfAsync(
         waiter.transaction(() => {
           ran = true;
         }),
@@ -47,18 +28,18 @@ describe('a live holder', () => {
     // The wait took nothing from the holder.
     expect(registry.readLock()?.lock.pid).toBe(holder.pid);
 
-    holder.tell('release');
+    holder.send('release');
     await holder.line('done');
     expect((await holder.closed).code).toBe(0);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     const written = [reservation(stateHome, 1)];
-    expect(await codeOf(waiter.transaction((transaction) => transaction.writeEntries(written)))).toBe('no error');
+    expect(await codeOfAsync(waiter.transaction((transaction) => transaction.writeEntries(written)))).toBe('no error');
     expect(registry.peek().entries).toEqual(written);
   });
 
   it('lets a waiter succeed when it finishes within the wait', async () => {
-    const { stateHome, registry } = await initialisedStateHome();
+    const { stateHome, registry } = await initialised();
     const holder = await spawnHolder(stateHome);
     const waiter = new Registry(stateHome, { lockWaitMs: 30_000 });
     const written = [reservation(stateHome, 1)];
@@ -69,17 +50,17 @@ describe('a live holder', () => {
       return 'written';
     });
     expect(registry.readLock()?.lock.pid).toBe(holder.pid);
-    holder.tell('release');
+    holder.send('release');
     await expect(attempt).resolves.toBe('written');
     expect((await holder.closed).code).toBe(0);
     expect(registry.peek().entries).toEqual(written);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 });
 
 describe('a dead holder', () => {
   it('SIGKILLed while holding leaves a fence: quarantine, never expiring; readLock tells live, then absent', async () => {
-    const { stateHome, registry } = await initialisedStateHome();
+    const { stateHome, registry } = await initialised();
     const roots = bytesOf(registry.rootsPath);
     const holder = await spawnHolder(stateHome);
     expect(registry.readLock()?.holder).toBe('live');
@@ -96,9 +77,9 @@ describe('a dead holder', () => {
     const operation = () => {
       ran = true;
     };
-    expect(await codeOf(waiter.transaction(operation))).toBe('quarantine');
-    expect(await codeOf(waiter.transaction(operation))).toBe('quarantine');
-    expect(await codeOf(registry.transaction(operation))).toBe('quarantine');
+    expect(await codeOfAsync(waiter.transaction(operation))).toBe('quarantine');
+    expect(await codeOfAsync(waiter.transaction(operation))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(operation))).toBe('quarantine');
     expect(ran).toBe(false);
     expect(bytesOf(registry.lockPath)).toBe(lock);
     expect(bytesOf(registry.rootsPath)).toBe(roots);
@@ -106,7 +87,7 @@ describe('a dead holder', () => {
   });
 
   it('killed mid-publication of registry.lock (second link left): the next transaction sweeps and answers quarantine', async () => {
-    const { stateHome, registry } = await initialisedStateHome();
+    const { stateHome, registry } = await initialised();
     const roots = bytesOf(registry.rootsPath);
     const staging = join(registry.namespace, '.staging');
     const child = spawnFixture('holder.mjs', ['die-publishing', stateHome]);
@@ -117,12 +98,12 @@ describe('a dead holder', () => {
     // The lock is published, and the dead writer's temp is still a second link of it.
     expect(linksOf(registry.lockPath)).toBe(2);
     expect(namesIn(staging)).toHaveLength(1);
-    expect(await codeOf(() => registry.readLock())).toBe('refused');
+    expect(await codeOfAsync(() => registry.readLock())).toBe('refused');
 
     let ran = false;
     const waiter = new Registry(stateHome, { lockWaitMs: 60_000 });
     expect(
-      await codeOf(
+      await codeOfAsync(
         waiter.transaction(() => {
           ran = true;
         }),
@@ -135,7 +116,7 @@ describe('a dead holder', () => {
     const state = registry.readLock();
     expect(state?.lock).toMatchObject({ pid: child.pid, retained: false });
     expect(state?.holder).toBe('absent');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
     expect(bytesOf(registry.rootsPath)).toBe(roots);
     expect(registry.peek().locked).toBe(true);
   });

@@ -9,7 +9,8 @@ import {
   type Reservation,
 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, exists, makeStateHome, reservation, reservations } from '../test/helpers.js';
+import { cleanUp, codeOfAsync, pathExists } from '@leasehold/test-utils';
+import { bytesOf, makeStateHome, reservation, reservations } from '../test/helpers.js';
 import { Registry } from './index.js';
 import { encodeEntries, validateEntries } from './registry-view.js';
 
@@ -36,7 +37,7 @@ async function registryWithAt(stateHome: string, initial: readonly Reservation[]
 async function refusedWrite(registry: Registry, entries: readonly Reservation[]): Promise<{ code: string; dirty: boolean }> {
   const before = bytesOf(registry.rootsPath);
   let dirty: boolean | undefined;
-  const code = await codeOf(
+  const code = await codeOfAsync(
     registry.transaction((transaction) => {
       try {
         transaction.writeEntries(entries);
@@ -46,7 +47,7 @@ async function refusedWrite(registry: Registry, entries: readonly Reservation[])
     }),
   );
   expect(bytesOf(registry.rootsPath)).toBe(before);
-  expect(exists(registry.lockPath)).toBe(false);
+  expect(pathExists(registry.lockPath)).toBe(false);
   expect(registry.peek().locked).toBe(false);
   return { code, dirty: dirty ?? true };
 }
@@ -66,7 +67,7 @@ describe('capacity', () => {
   it(`refuses ${REGISTRY_ENTRIES + 1} entries with capacity, writing nothing`, async () => {
     const { stateHome, registry } = await registryWith();
     const tooMany = reservations(stateHome, REGISTRY_ENTRIES + 1);
-    expect(await codeOf(() => encodeEntries(tooMany, stateHome, 'roots.json'))).toBe('capacity');
+    expect(await codeOfAsync(() => encodeEntries(tooMany, stateHome, 'roots.json'))).toBe('capacity');
     expect(await refusedWrite(registry, tooMany)).toEqual({ code: 'capacity', dirty: false });
     expect(registry.peek().entries).toEqual([]);
   });
@@ -83,13 +84,13 @@ describe('capacity', () => {
   it(`accepts exactly ${REGISTRY_ENTRIES} entries`, async () => {
     const { stateHome, registry } = await registryWith();
     const full = reservations(stateHome, REGISTRY_ENTRIES);
-    expect(await codeOf(registry.transaction((transaction) => transaction.writeEntries(full)))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction((transaction) => transaction.writeEntries(full)))).toBe('no error');
     expect(decodeBytes(registrySchema, readFileSync(registry.rootsPath), REGISTRY_BYTES, 'roots.json').entries).toHaveLength(
       REGISTRY_ENTRIES,
     );
     const seen = await registry.transaction((transaction) => transaction.entries);
     expect(seen).toEqual(full);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 
   it('refuses, with capacity and nothing written, a list within REGISTRY_ENTRIES whose encoding passes REGISTRY_BYTES', async () => {
@@ -97,13 +98,13 @@ describe('capacity', () => {
     const wide = wideEntries(stateHome, 200);
     // Every entry is a valid reservation, and the list is valid: only its size is wrong.
     for (const entry of wide) expect(reservationSchema.safeParse(entry).success).toBe(true);
-    expect(await codeOf(() => validateEntries(wide, stateHome, 'roots.json'))).toBe('no error');
+    expect(await codeOfAsync(() => validateEntries(wide, stateHome, 'roots.json'))).toBe('no error');
     expect(wide.length).toBeLessThanOrEqual(REGISTRY_ENTRIES);
     expect(encode({ schema: 'leasehold.registry/1', entries: wide }).byteLength).toBeGreaterThan(REGISTRY_BYTES);
-    expect(await codeOf(() => encodeEntries(wide, stateHome, 'roots.json'))).toBe('capacity');
+    expect(await codeOfAsync(() => encodeEntries(wide, stateHome, 'roots.json'))).toBe('capacity');
     expect(await refusedWrite(registry, wide)).toEqual({ code: 'capacity', dirty: false });
-    expect(await codeOf(registry.transaction((transaction) => transaction.encodeEntries(wide)))).toBe('capacity');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(registry.transaction((transaction) => transaction.encodeEntries(wide)))).toBe('capacity');
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 
   it('accepts a list of wide roots whose encoding stays within REGISTRY_BYTES', async () => {
@@ -111,7 +112,7 @@ describe('capacity', () => {
     // 160 x ~24.8 KB = ~4.0 MB: under the 4 MiB bound, so the byte bound, not the width, refused above.
     const wide = wideEntries(stateHome, 160);
     expect(encode({ schema: 'leasehold.registry/1', entries: wide }).byteLength).toBeLessThanOrEqual(REGISTRY_BYTES);
-    expect(await codeOf(registry.transaction((transaction) => transaction.writeEntries(wide)))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction((transaction) => transaction.writeEntries(wide)))).toBe('no error');
     expect(registry.peek().entries).toEqual(wide);
   });
 
@@ -152,7 +153,7 @@ describe('invalid lists', () => {
     const existing = [reservation(stateHome, 40)];
     await registry.transaction((transaction) => transaction.writeEntries(existing));
     const entries = make(stateHome);
-    expect(await codeOf(() => encodeEntries(entries, stateHome, 'roots.json'))).toBe('refused');
+    expect(await codeOfAsync(() => encodeEntries(entries, stateHome, 'roots.json'))).toBe('refused');
     expect(await refusedWrite(registry, entries)).toEqual({ code: 'refused', dirty: false });
     expect(registry.peek().entries).toEqual(existing);
   });
@@ -160,7 +161,7 @@ describe('invalid lists', () => {
   it('accepts siblings whose names share a prefix (/a/b and /a/bc)', async () => {
     const { stateHome, registry } = await registryWith();
     const entries = [reservation(stateHome, 1, { root: '/a/b' }), reservation(stateHome, 2, { root: '/a/bc' })];
-    expect(await codeOf(registry.transaction((transaction) => transaction.writeEntries(entries)))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction((transaction) => transaction.writeEntries(entries)))).toBe('no error');
     expect(registry.peek().entries).toEqual(entries);
   });
 });

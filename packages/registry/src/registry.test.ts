@@ -14,15 +14,12 @@ import {
 } from '@leasehold/contracts';
 import { ownerStatus, type MutationStep } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cleanUp, codeOfAsync, modeOf, namesIn, pathExists } from '@leasehold/test-utils';
 import {
   bytesOf,
-  cleanUp,
-  codeOf,
-  exists,
+  initialised,
   makeStateHome,
-  modeOf,
   myProcessStart,
-  namesIn,
   reservation,
   reservations,
   withChangedField,
@@ -31,14 +28,6 @@ import {
 import { DEFAULT_LOCK_WAIT_MS, NAMESPACE_FOLDER, Registry, type RegistryTransaction } from './index.js';
 
 afterEach(cleanUp);
-
-/** A registry on a fresh state home, initialised by one empty transaction. */
-async function initialised(): Promise<{ stateHome: string; registry: Registry }> {
-  const stateHome = makeStateHome();
-  const registry = new Registry(stateHome);
-  await registry.transaction(() => undefined);
-  return { stateHome, registry };
-}
 
 function decodeLock(path: string): RegistryLock {
   return decodeBytes(registryLockSchema, readFileSync(path), 8192, path);
@@ -55,7 +44,7 @@ describe('Registry construction', () => {
   });
 
   it.each(['relative/state', '/state/', '/a/../state', ''])('refuses the state home %j', async (stateHome) => {
-    expect(await codeOf(() => new Registry(stateHome))).toBe('refused');
+    expect(await codeOfAsync(() => new Registry(stateHome))).toBe('refused');
   });
 });
 
@@ -63,7 +52,7 @@ describe('transaction basics', () => {
   it('creates format.json and roots.json on an empty state home, private, and removes the lock', async () => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    expect(await codeOf(() => registry.peek())).toBe('no error');
+    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
     expect(registry.peek()).toMatchObject({ entries: [], format: undefined, roots: undefined, locked: false });
     let inside: { entries: readonly unknown[]; dirty: boolean } | undefined;
     const result = await registry.transaction((transaction) => {
@@ -81,7 +70,7 @@ describe('transaction basics', () => {
       schema: 'leasehold.registry/1',
       entries: [],
     });
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
     expect(namesIn(registry.folder)).toEqual(['format.json', 'roots.json']);
     expect(modeOf(stateHome)).toBe(0o700);
     expect(modeOf(registry.namespace)).toBe(0o700);
@@ -109,8 +98,8 @@ describe('transaction basics', () => {
     const peek = registry.peek();
     expect(peek.entries).toEqual(written);
     expect(peek.locked).toBe(false);
-    expect(exists(registry.lockPath)).toBe(false);
-    expect(await codeOf(() => registry.peek())).toBe('no error');
+    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
   });
 
   it('lets an operation replace its own write within one transaction', async () => {
@@ -121,7 +110,7 @@ describe('transaction basics', () => {
       transaction.writeEntries([reservation(stateHome, 7)]);
     });
     expect(registry.peek().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-7']);
-    expect(await codeOf(() => registry.peek())).toBe('no error');
+    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
   });
 
   it('peek reports locked: true while a transaction runs, and the lock names this process', async () => {
@@ -133,9 +122,9 @@ describe('transaction basics', () => {
       const state = registry.readLock();
       expect(state?.lock).toMatchObject({ pid: process.pid, host: hostname(), retained: false });
       expect(state?.holder).toBe('live');
-      expect(await codeOf(() => transaction.assertHeld())).toBe('no error');
+      expect(await codeOfAsync(() => transaction.assertHeld())).toBe('no error');
       // A reader's snapshot taken under a writer's lock is already stale.
-      expect(await codeOf(() => registry.assertUnchanged(peek))).toBe('conflict');
+      expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
     });
     expect(registry.peek().locked).toBe(false);
     expect(registry.readLock()).toBeUndefined();
@@ -144,10 +133,10 @@ describe('transaction basics', () => {
   it('assertUnchanged passes while nothing moved, and is conflict after another transaction wrote', async () => {
     const { stateHome, registry } = await initialised();
     const peek = registry.peek();
-    expect(await codeOf(() => registry.assertUnchanged(peek))).toBe('no error');
+    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('no error');
     await new Registry(stateHome).transaction((transaction) => transaction.writeEntries([reservation(stateHome, 1)]));
-    expect(await codeOf(() => registry.assertUnchanged(peek))).toBe('conflict');
-    expect(await codeOf(() => registry.assertUnchanged(registry.peek()))).toBe('no error');
+    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
+    expect(await codeOfAsync(() => registry.assertUnchanged(registry.peek()))).toBe('no error');
   });
 
   it('assertUnchanged is conflict even after a rewrite with identical bytes', async () => {
@@ -157,12 +146,12 @@ describe('transaction basics', () => {
     const peek = registry.peek();
     await registry.transaction((transaction) => transaction.writeEntries(entries));
     expect(registry.peek().roots?.identity).toBe(peek.roots?.identity);
-    expect(await codeOf(() => registry.assertUnchanged(peek))).toBe('conflict');
+    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
   });
 
   it('assertHeld is conflict once roots.json moved under the transaction, which then keeps no lock', async () => {
     const { stateHome, registry } = await initialised();
-    const code = await codeOf(
+    const code = await codeOfAsync(
       registry.transaction((transaction) => {
         // Something that is not a registry writer changed the file: the snapshot no longer holds.
         writePrivateFile(registry.rootsPath, encode({ schema: 'leasehold.registry/1', entries: [] }));
@@ -170,7 +159,7 @@ describe('transaction basics', () => {
       }),
     );
     expect(code).toBe('conflict');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 });
 
@@ -190,8 +179,8 @@ describe('initialisation states', () => {
       entries: [],
     });
     expect(bytesOf(registry.formatPath)).toBe(format);
-    expect(exists(registry.lockPath)).toBe(false);
-    expect(await codeOf(() => registry.peek())).toBe('no error');
+    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
   });
 
   it('refuses roots.json without format.json, in peek and in a transaction, and keeps no lock', async () => {
@@ -199,10 +188,10 @@ describe('initialisation states', () => {
     await registry.transaction((transaction) => transaction.writeEntries([reservation(stateHome, 1)]));
     const roots = bytesOf(registry.rootsPath);
     rmSync(registry.formatPath);
-    expect(await codeOf(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
     let ran = false;
     expect(
-      await codeOf(
+      await codeOfAsync(
         registry.transaction(() => {
           ran = true;
         }),
@@ -210,32 +199,32 @@ describe('initialisation states', () => {
     ).toBe('refused');
     expect(ran).toBe(false);
     expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(exists(registry.formatPath)).toBe(false);
-    expect(exists(registry.lockPath)).toBe(false);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
+    expect(pathExists(registry.formatPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
   });
 
   it('refuses a format.json of another state home, in peek and in a transaction', async () => {
     const { registry } = await initialised();
     writePrivateFile(registry.formatPath, encode({ schema: 'leasehold.registry-format/1', stateHome: '/elsewhere' }));
-    expect(await codeOf(() => registry.peek())).toBe('refused');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
+    expect(pathExists(registry.lockPath)).toBe(false);
     // Format alone of another state home is not completed either.
     rmSync(registry.rootsPath);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
-    expect(exists(registry.rootsPath)).toBe(false);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
+    expect(pathExists(registry.rootsPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 
   it('refuses an unexpected entry in the registry folder, in peek and in a transaction', async () => {
     const { registry } = await initialised();
     const roots = bytesOf(registry.rootsPath);
     writePrivateFile(join(registry.folder, 'notes.txt'), 'hello');
-    expect(await codeOf(() => registry.peek())).toBe('refused');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
+    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
     expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 });
 
@@ -248,11 +237,11 @@ describe('failure semantics', () => {
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
-    expect(await codeOf(attempt)).toBe('unavailable');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(attempt)).toBe('unavailable');
+    expect(pathExists(registry.lockPath)).toBe(false);
     expect(bytesOf(registry.rootsPath)).toBe(roots);
     expect(registry.peek().locked).toBe(false);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('no error');
   });
 
   it('rethrows an async rejection before any write and removes the lock', async () => {
@@ -263,8 +252,8 @@ describe('failure semantics', () => {
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
-    expect(await codeOf(attempt)).toBe('conflict');
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(await codeOfAsync(attempt)).toBe('conflict');
+    expect(pathExists(registry.lockPath)).toBe(false);
   });
 
   it('keeps the lock as retained after a failure that follows a write; others answer quarantine at once', async () => {
@@ -276,7 +265,7 @@ describe('failure semantics', () => {
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
-    expect(await codeOf(attempt)).toBe('unavailable');
+    expect(await codeOfAsync(attempt)).toBe('unavailable');
     const lock = decodeLock(registry.lockPath);
     expect(lock).toMatchObject({ schema: 'leasehold.registry-lock/1', pid: process.pid, host: hostname(), retained: true });
     expect(modeOf(registry.lockPath)).toBe(0o600);
@@ -288,13 +277,13 @@ describe('failure semantics', () => {
     let ran = false;
     const waiter = new Registry(stateHome, { lockWaitMs: 60_000 });
     expect(
-      await codeOf(
+      await codeOfAsync(
         waiter.transaction(() => {
           ran = true;
         }),
       ),
     ).toBe('quarantine');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
     expect(ran).toBe(false);
     expect(decodeLock(registry.lockPath)).toEqual(lock);
   });
@@ -309,7 +298,7 @@ describe('failure semantics', () => {
       }),
     ).rejects.toBe(thrown);
     expect(decodeLock(registry.lockPath).retained).toBe(true);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
   });
 
   it('uses a default lock wait of two seconds', () => {
@@ -338,8 +327,8 @@ describe('locks left by hand', () => {
     expect(ownerStatus(process.pid, hostname(), processStart)).toBe('absent');
     expect(registry.readLock()?.holder).toBe('absent');
     const before = bytesOf(registry.lockPath);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
     expect(bytesOf(registry.lockPath)).toBe(before);
     expect(registry.peek().locked).toBe(true);
   });
@@ -350,43 +339,43 @@ describe('locks left by hand', () => {
     writeLock(registry, { processStart });
     expect(ownerStatus(process.pid, hostname(), processStart)).toBe('ambiguous');
     expect(registry.readLock()?.holder).toBe('ambiguous');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
   });
 
   it('a lock of another boot is absent: quarantine', async () => {
     const { registry } = await initialised();
     writeLock(registry, { processStart: withChangedField(myProcessStart(), 1) });
     expect(registry.readLock()?.holder).toBe('absent');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
   });
 
   it('a lock of another host is ambiguous: quarantine', async () => {
     const { registry } = await initialised();
     writeLock(registry, { host: `${hostname()}-elsewhere` });
     expect(registry.readLock()?.holder).toBe('ambiguous');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
   });
 
   it('a retained lock of this very process is quarantine, not a wait', async () => {
     const { stateHome, registry } = await initialised();
     writeLock(registry, { retained: true });
     expect(registry.readLock()?.holder).toBe('live');
-    expect(await codeOf(new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(() => undefined))).toBe('quarantine');
   });
 
   it('a live lock (this process, not retained) is a short hold: busy after the wait', async () => {
     const { stateHome, registry } = await initialised();
     writeLock(registry, {});
     expect(registry.readLock()?.holder).toBe('live');
-    expect(await codeOf(new Registry(stateHome, { lockWaitMs: 50 }).transaction(() => undefined))).toBe('busy');
-    expect(exists(registry.lockPath)).toBe(true);
+    expect(await codeOfAsync(new Registry(stateHome, { lockWaitMs: 50 }).transaction(() => undefined))).toBe('busy');
+    expect(pathExists(registry.lockPath)).toBe(true);
   });
 
   it('a malformed lock is refused, and left in place', async () => {
     const { registry } = await initialised();
     writePrivateFile(registry.lockPath, '{"schema":"leasehold.registry-lock/1"}');
-    expect(await codeOf(() => registry.readLock())).toBe('refused');
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('refused');
+    expect(await codeOfAsync(() => registry.readLock())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
     expect(bytesOf(registry.lockPath)).toBe(Buffer.from('{"schema":"leasehold.registry-lock/1"}').toString('hex'));
   });
 });
@@ -403,7 +392,7 @@ describe('the order of mutations', () => {
       },
     });
     const write = (transaction: RegistryTransaction) => transaction.writeEntries([reservation(stateHome, 1)]);
-    expect(await codeOf(hooked.transaction(write))).toBe('no error');
+    expect(await codeOfAsync(hooked.transaction(write))).toBe('no error');
     const staging = join(hooked.namespace, '.staging');
     const inStaging = (path: string) => path.startsWith(`${staging}/`);
     // Operations in order, runs collapsed: create (the lock), replace (roots), remove (the lock).
@@ -428,7 +417,7 @@ describe('the order of mutations', () => {
       { operation: 'remove', action: 'fsync-directory', path: hooked.folder },
     ]);
     expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'fsync-directory', path: hooked.folder });
-    expect(exists(hooked.lockPath)).toBe(false);
+    expect(pathExists(hooked.lockPath)).toBe(false);
   });
 
   it('an error injected at the rename of roots.json retains the lock and leaves roots.json as it was', async () => {
@@ -448,7 +437,7 @@ describe('the order of mutations', () => {
     ).rejects.toBe(injected);
     expect(bytesOf(registry.rootsPath)).toBe(roots);
     expect(decodeLock(registry.lockPath).retained).toBe(true);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
     // The failed writer's staged temp was discarded.
     expect(namesIn(join(registry.namespace, '.staging'))).toEqual([]);
   });
@@ -471,8 +460,8 @@ describe('the order of mutations', () => {
       }),
     ).rejects.toBe(injected);
     expect(ran).toBe(false);
-    expect(exists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.lockPath)).toBe(false);
     expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(await codeOf(registry.transaction(() => undefined))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('no error');
   });
 });

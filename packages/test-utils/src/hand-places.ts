@@ -1,0 +1,65 @@
+import { join } from 'node:path';
+import { sha256Hex } from './bytes.js';
+import { jsonOf, pathExists } from './files-by-hand.js';
+
+/** The files of one workspace in one state home, computed here from SPEC 5.1, not by the packages. */
+export interface HandPlaces {
+  readonly namespace: string;
+  readonly staging: string;
+  readonly journal: string;
+  readonly registryLock: string;
+  readonly registryFormat: string;
+  readonly roots: string;
+  readonly privateRoot: string;
+  readonly privateRootName: string;
+  readonly checkoutLock: string;
+  readonly service: string;
+  readonly format: string;
+  readonly config: string;
+  readonly registration: string;
+  readonly ownerLock: string;
+  readonly capability: string;
+}
+
+/** Where SPEC 5.1 puts a workspace's files. */
+export function handPlaces(stateHome: string, root: string): HandPlaces {
+  const namespace = join(stateHome, 'v1');
+  const privateRootName = sha256Hex(root).slice(0, 32);
+  const privateRoot = join(namespace, 'workspaces', privateRootName);
+  const service = join(privateRoot, 'service');
+  return {
+    namespace,
+    staging: join(namespace, '.staging'),
+    journal: join(namespace, 'journal'),
+    registryLock: join(namespace, 'registry', 'registry.lock'),
+    registryFormat: join(namespace, 'registry', 'format.json'),
+    roots: join(namespace, 'registry', 'roots.json'),
+    privateRoot,
+    privateRootName,
+    checkoutLock: join(privateRoot, 'checkout.lock'),
+    service,
+    format: join(service, 'format.json'),
+    config: join(service, 'config.json'),
+    registration: join(service, 'registration.json'),
+    ownerLock: join(service, 'owner.lock'),
+    capability: join(service, 'local-capability.json'),
+  };
+}
+
+/** The service fences of `root` (SPEC 8) that remain, found with node:fs and JSON.parse alone. */
+export function serviceFences(stateHome: string, root: string): string[] {
+  // A registry lock, a registry row for the root, `owner.lock`, the capability, a registration that is
+  // not `stopped`. A file that does not parse counts as a fence (it cannot be proven not to be one).
+  const places = handPlaces(stateHome, root);
+  const fences: string[] = [];
+  if (pathExists(places.registryLock)) fences.push('registry.lock');
+  const roots = jsonOf(places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
+  if (roots === 'unreadable') fences.push('roots.json (unreadable)');
+  else if (roots?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
+  if (pathExists(places.ownerLock)) fences.push('owner.lock');
+  if (pathExists(places.capability)) fences.push('local-capability.json');
+  const registration = jsonOf(places.registration) as { phase?: unknown } | 'unreadable' | undefined;
+  if (registration === 'unreadable') fences.push('registration.json (unreadable)');
+  else if (registration !== undefined && registration.phase !== 'stopped') fences.push(`registration (${String(registration.phase)})`);
+  return fences;
+}

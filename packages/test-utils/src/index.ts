@@ -1,0 +1,13 @@
+export { bytesOf, sha256Hex } from './bytes.js';
+export { isMessage, messageOf, messagesOf } from './child-messages.js';
+export { killAndReap, spawnChild, type ChildEnd, type SpawnedChild } from './child-process.js';
+export { cleanUp } from './clean-up.js';
+export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
+export { countsOf } from './counts.js';
+export { endpointOf } from './endpoints.js';
+export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
+export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
+export { handPlaces, serviceFences, type HandPlaces } from './hand-places.js';
+export { createSteps, removeSteps, replaceSteps, shownStep } from './shown-steps.js';
+export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
+export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';

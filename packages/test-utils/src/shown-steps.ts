@@ -1,0 +1,44 @@
+import { posix } from 'node:path';
+import { handPlaces } from './hand-places.js';
+
+// Steps are shown relative to the test folder: `state` is the state home, `<ws>` the workspace's private
+// root, `<temp>` a staged file, `<folder>` a staged folder and `<record>` a journal record.
+const STAGING = 'state/v1/.staging';
+
+/** A step as a fixture printed it, shown relative to the test folder, with `<ws>`, `<temp>`, `<folder>` and `<record>`. */
+export function shownStep(message: Record<string, unknown>, place: { readonly base: string; readonly stateHome: string }, root: string): string {
+  const step = message.step as { operation: string; action: string; path: string };
+  let path = step.path === place.base ? '<base>' : step.path.slice(place.base.length + 1);
+  path = path.replace(handPlaces(place.stateHome, root).privateRootName, '<ws>');
+  path = path
+    .replace(/\.staging\/[^/]+\.tmp$/, '.staging/<temp>')
+    .replace(/\.staging\/[^/]+\.dir(\/|$)/, '.staging/<folder>$1')
+    .replace(/journal\/[^/]+\.json$/, 'journal/<record>');
+  return `${step.operation} ${step.action} ${path}`;
+}
+
+/** The shown steps of a private-files create of `path` (SPEC 3): staged, fsynced, linked, unlinked, folder fsynced. */
+export function createSteps(path: string): string[] {
+  return [
+    `create write ${STAGING}/<temp>`,
+    `create fsync ${STAGING}/<temp>`,
+    `create link ${path}`,
+    `create unlink ${STAGING}/<temp>`,
+    `create fsync-directory ${posix.dirname(path)}`,
+  ];
+}
+
+/** The shown steps of a private-files replace of `path` (SPEC 3): staged, fsynced, renamed over it, folder fsynced. */
+export function replaceSteps(path: string): string[] {
+  return [
+    `replace write ${STAGING}/<temp>`,
+    `replace fsync ${STAGING}/<temp>`,
+    `replace rename ${path}`,
+    `replace fsync-directory ${posix.dirname(path)}`,
+  ];
+}
+
+/** The shown steps of a private-files remove of `path` (SPEC 3): unlinked, folder fsynced. */
+export function removeSteps(path: string): string[] {
+  return [`remove unlink ${path}`, `remove fsync-directory ${posix.dirname(path)}`];
+}
