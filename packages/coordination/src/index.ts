@@ -12,6 +12,7 @@ export {
 export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-surface.js';
 export {
   ServiceCoordination,
+  TRANSACTION_IN_PROGRESS,
   type CoordinationOptions,
   type Inspection,
   type LocalAccess,

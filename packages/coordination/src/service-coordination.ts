@@ -37,6 +37,12 @@ export interface CoordinationOptions {
   readonly lockWaitMs?: number;
 }
 
+/**
+ * The reason `inspect` gives while any registry transaction runs: a passing
+ * state, which a caller may simply ask again about.
+ */
+export const TRANSACTION_IN_PROGRESS = 'a registry transaction is in progress';
+
 /** Who holds a workspace, as files show it (never the capability). */
 export interface OwnerSummary {
   readonly epoch: string;
@@ -243,7 +249,7 @@ export class ServiceCoordination {
 
   #inspectOnce(): Inspection {
     const peek = this.#registry.peek();
-    if (peek.locked) return { status: 'unavailable', reason: 'a registry transaction is in progress' };
+    if (peek.locked) return { status: 'unavailable', reason: TRANSACTION_IN_PROGRESS };
     const state = this.#selectedState();
     this.#registry.assertUnchanged(peek);
     const row = peek.entries.find((entry) => entry.root === this.root);

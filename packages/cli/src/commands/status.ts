@@ -1,4 +1,4 @@
-import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
+import { ServiceCoordination, TRANSACTION_IN_PROGRESS, type Inspection, type OwnerSummary } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
 import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
@@ -72,12 +72,29 @@ function nextStep(report: StatusReport, options: string): string {
   }
 }
 
+/** How long `status` asks again while other workspaces' registry transactions run. */
+const SETTLE_MS = 1000;
+
+/**
+ * `inspect`, asked again for up to a second while it only says that some
+ * registry transaction is running (any workspace's acquire or release).
+ */
+async function settledInspection(coordination: ServiceCoordination): Promise<Inspection> {
+  const deadline = Date.now() + SETTLE_MS;
+  for (;;) {
+    const inspection = coordination.inspect();
+    const passing = inspection.status === 'unavailable' && inspection.reason === TRANSACTION_IN_PROGRESS;
+    if (!passing || Date.now() >= deadline) return inspection;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** `leasehold status`: inspect, plus the transport challenge when access material exists. */
 export async function status(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
   const stateHome = stateHomeOf(context);
   const coordination = new ServiceCoordination(root, { stateHome });
-  const inspection = coordination.inspect();
+  const inspection = await settledInspection(coordination);
   const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
   const answered = owner === undefined ? undefined : await challenge(coordination);
   const report = answered ?? silentOwner(reportOf(inspection), owner);
