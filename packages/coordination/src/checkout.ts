@@ -11,13 +11,13 @@ import {
   PrivateFiles,
   currentProcess,
   ownerStatus,
+  retryingReads,
   sameSnapshot,
   type FileSnapshot,
   type OwnerStatus,
 } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { NAMESPACE_ENTRIES, defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
-import { retryingReads } from './retry.js';
 import type { CoordinationOptions } from './service-coordination.js';
 import { checkServiceState, readServiceState } from './service-state.js';
 

@@ -9,11 +9,10 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
+import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
 import type { Registry, RegistryTransaction } from '@leasehold/registry';
 import { NAMESPACE_ENTRIES, type WorkspacePlaces } from './places.js';
-import { retryingReads } from './retry.js';
-import { readServiceState, type ServiceState } from './service-state.js';
+import { bounded, readServiceState, type ServiceState } from './service-state.js';
 
 /** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
 export interface OwnedFiles {
@@ -152,7 +151,7 @@ export class OwnerLease {
         throw new ContractError('conflict', `${this.#registry.rootsPath}: not exactly this owner's row for this root`);
       }
       const stopped: Registration = { ...this.#registration, phase: 'stopped' };
-      this.#checkBound(stopped);
+      this.#encodeRegistration(stopped);
       transaction.encodeEntries(remaining);
       transaction.markDirty();
       this.#writeRegistration(stopped);
@@ -213,16 +212,12 @@ export class OwnerLease {
     transaction.assertHeld();
   }
 
-  #checkBound(registration: Registration): Uint8Array {
-    const bytes = encode(registration);
-    if (bytes.byteLength > PATHS_DOCUMENT_BYTES) {
-      throw new ContractError('refused', `${this.#places.registration}: over ${PATHS_DOCUMENT_BYTES} bytes`);
-    }
-    return bytes;
+  #encodeRegistration(registration: Registration): Uint8Array {
+    return bounded(encode(registration), PATHS_DOCUMENT_BYTES, this.#places.registration);
   }
 
   #writeRegistration(next: Registration): void {
-    const bytes = this.#checkBound(next);
+    const bytes = this.#encodeRegistration(next);
     this.#owned.registration = this.#files.replace(
       this.#places.registration,
       this.#owned.registration,

@@ -14,15 +14,21 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import {
+  PrivateFiles,
+  currentProcess,
+  retryingReads,
+  type FileSnapshot,
+  type PrivateFilesHooks,
+} from '@leasehold/private-files';
 import { Registry, rootsOverlap, type RegistryPeek, type RegistryTransaction } from '@leasehold/registry';
 import { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
 import { NAMESPACE_ENTRIES, defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
 import { readRecoveryState, releaseDeadOwner, type RecoveryState } from './recovery-surface.js';
-import { retryingReads } from './retry.js';
 import {
   HOST_CONFIG_BYTES,
   checkServiceState,
+  bounded,
   endpointAdmits,
   readServiceState,
   type ServiceState,
@@ -85,11 +91,6 @@ function reasonOf(error: unknown): string {
   if (ContractError.is(error)) return `${error.code}: ${error.message}`;
   const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'unknown';
   return `could not read the state (${code})`;
-}
-
-function bounded(bytes: Uint8Array, maxBytes: number, path: string): Uint8Array {
-  if (bytes.byteLength > maxBytes) throw new ContractError('refused', `${path}: over ${maxBytes} bytes`);
-  return bytes;
 }
 
 /**

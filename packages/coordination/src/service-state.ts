@@ -80,6 +80,16 @@ export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): 
   };
 }
 
+/**
+ * `bytes`, proven within `maxBytes`: every document is checked before the
+ * first write of a step, so an oversized one changes nothing.
+ * @throws ContractError `refused`.
+ */
+export function bounded(bytes: Uint8Array, maxBytes: number, path: string): Uint8Array {
+  if (bytes.byteLength > maxBytes) throw new ContractError('refused', `${path}: over ${maxBytes} bytes`);
+  return bytes;
+}
+
 /** The config's endpoint admits `bound`: equal, or the config asks for port 0 on the same host. */
 export function endpointAdmits(configured: string, bound: string): boolean {
   if (configured === bound) return true;

@@ -12,3 +12,4 @@ export {
   type StagingSweep,
 } from './private-files.js';
 export { currentProcess, ownerStatus, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
+export { retryingReads } from './retrying-reads.js';

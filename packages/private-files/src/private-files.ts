@@ -538,13 +538,9 @@ export class PrivateFiles {
    * `refused` until `sweepStaging`; any other hard link is refused for good.
    */
   #publishing(stats: BigIntStats): boolean {
-    if (!this.#walk(this.staging, undefined)) return false;
-    const host = currentProcess().host;
-    return readdirSync(this.staging).some((name) => {
-      const other = this.#lookup(join(this.staging, name));
-      if (other?.ino !== stats.ino || other.dev !== stats.dev) return false;
-      const writer = stagingWriter(name, host);
-      return writer !== undefined && ownerStatus(writer.pid, host, writer.processStart) === 'live';
+    return this.stagingEntries().some(({ path, writer }) => {
+      const other = this.#lookup(path);
+      return writer === 'live' && other?.ino === stats.ino && other.dev === stats.dev;
     });
   }
 

@@ -1,6 +1,5 @@
 import { realpathSync } from 'node:fs';
-import { ContractError } from '@leasehold/contracts';
-import { ownerStatus } from '@leasehold/private-files';
+import { ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { stateHomeOf, type CommandContext } from '../context.js';
 
@@ -15,13 +14,7 @@ export function rootExists(root: string): boolean {
 
 /** The registry's entries, read again when a writer raced the read. */
 export function registryEntries(registry: Registry) {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return registry.peek().entries;
-    } catch (error) {
-      if (!ContractError.is(error, 'conflict') || attempt >= 20) throw error;
-    }
-  }
+  return retryingReads(() => registry.peek().entries);
 }
 
 /** `leasehold list`: every reservation in the state home with its owner's liveness. */
