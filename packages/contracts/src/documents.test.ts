@@ -164,7 +164,7 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'registryLockSchema',
     'leasehold.registry-lock/1',
     registryLockSchema,
-    { schema: 'leasehold.registry-lock/1', token: ID_C, pid: 77, host: 'build-01', processStart: 'boot:1', retained: false },
+    { schema: 'leasehold.registry-lock/1', token: ID_C, pid: 77, host: 'build-01', processStart: 'boot:1', root: '/home/dev/project' },
     fc.record(
       {
         schema: fc.constant('leasehold.registry-lock/1' as const),
@@ -172,9 +172,9 @@ const DOCUMENTS: readonly DocumentCase[] = [
         pid: processId,
         host: hostArbitrary,
         processStart: processStartArbitrary,
-        retained: fc.boolean(),
+        root: absolutePathArbitrary,
       },
-      { requiredKeys: ['schema', 'token', 'pid', 'host', 'retained'] },
+      { requiredKeys: ['schema', 'token', 'pid', 'host', 'root'] },
     ),
     DOCUMENT_BYTES,
   ),
@@ -337,7 +337,7 @@ describe('bounds', () => {
     const largest: readonly [z.ZodType, unknown, number][] = [
       [registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: longPath }, DOCUMENT_BYTES],
       [serviceFormatSchema, { schema: 'leasehold.service-format/1', root: longPath, stateHome: longPath, configIdentity: HASH_A }, PATHS_DOCUMENT_BYTES],
-      [registryLockSchema, { schema: 'leasehold.registry-lock/1', token: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128), retained: false }, DOCUMENT_BYTES],
+      [registryLockSchema, { schema: 'leasehold.registry-lock/1', token: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128), root: longPath }, DOCUMENT_BYTES],
       [checkoutLockSchema, { schema: 'leasehold.checkout-lock/1', token: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128) }, DOCUMENT_BYTES],
       [ownerLockSchema, { schema: 'leasehold.owner-lock/1', epoch: ID_A, token: ID_B, pid: 2 ** 31 - 1, host: 'h'.repeat(255) }, DOCUMENT_BYTES],
       [ownerConfigSchema, { schema: 'leasehold.owner-config/1', endpoint: 'http://[::1]:65535', policyIdentity: HASH_A }, DOCUMENT_BYTES],

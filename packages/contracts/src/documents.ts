@@ -53,14 +53,17 @@ export const registrySchema = z.strictObject({
 });
 export type Registry = z.infer<typeof registrySchema>;
 
-/** `leasehold.registry-lock/1`: the short lock of a registry transaction. */
+/**
+ * `leasehold.registry-lock/1`: the short lock of one registry transaction,
+ * naming its holder and the workspace root the transaction is for.
+ */
 export const registryLockSchema = z.strictObject({
   schema: z.literal('leasehold.registry-lock/1'),
   token: id,
   pid,
   host,
   processStart: processStart.optional(),
-  retained: z.boolean(),
+  root: absolutePath,
 });
 export type RegistryLock = z.infer<typeof registryLockSchema>;
 
@@ -128,7 +131,6 @@ export type Holder = z.infer<typeof holderSchema>;
 
 /** The kinds of file that can fence a workspace (SPEC 6). */
 export const FENCE_KINDS = [
-  'registry-lock',
   'registry-row',
   'registry-initialisation',
   'service-format',

@@ -31,7 +31,7 @@ export interface FileSnapshot {
 }
 
 /** The public operation a mutating step belongs to. */
-export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'sweep-staging';
+export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
 
 /** The mutating system call about to run. */
 export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
@@ -290,6 +290,33 @@ export class PrivateFiles {
   }
 
   /**
+   * Unpublishes a folder that holds exactly `expected` (name to snapshot),
+   * whole or not at all, the mirror of `createFolder`: every file verified,
+   * the folder renamed into the staging folder (atomic), its old parent
+   * fsynced, then the staged copy removed. A crash leaves the whole folder
+   * in place or a staged leftover that `sweepStaging` removes.
+   * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
+   */
+  removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
+    const parent = this.#folderOf(path);
+    if (!this.#walk(path, undefined)) throw conflict(path, 'does not exist');
+    const names = readdirSync(path).sort();
+    const wanted = Object.keys(expected).sort();
+    if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
+      throw conflict(path, 'does not hold exactly the expected files');
+    }
+    for (const name of names) this.#expect(join(path, name), expected[name]!, maxBytes);
+    this.#walk(this.staging, 'remove-folder');
+    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
+    this.#step('remove-folder', 'rename', path);
+    renameSync(path, staged);
+    this.#step('remove-folder', 'fsync-directory', parent);
+    fsyncDirectory(parent);
+    // From here the folder is gone; what is left is a staged leftover of this live writer.
+    this.#removeStagedFolder('remove-folder', staged, true);
+  }
+
+  /**
    * Proves the file is exactly `expected`, or absent when `expected` is undefined.
    * @throws ContractError `conflict` otherwise, `refused` for an unsafe path or file.
    */
@@ -302,12 +329,14 @@ export class PrivateFiles {
 
   /**
    * The names in a safe folder (empty when it does not exist), sorted; the staging folder is never listed.
-   * @throws ContractError `refused` when any name is not in `allowed`, or the folder is unsafe.
+   * An allowed entry is a name, or a pattern every allowed name of that family matches.
+   * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.
    */
-  entries(folder: string, allowed: readonly string[]): string[] {
+  entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
     if (!this.#walk(folder, undefined)) return [];
     const names = readdirSync(folder).filter((name) => !(folder === this.root && name === STAGING_FOLDER));
-    if (names.some((name) => !allowed.includes(name))) throw refused(folder, 'holds an unexpected entry');
+    const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
+    if (!names.every(admitted)) throw refused(folder, 'holds an unexpected entry');
     return names.sort();
   }
 

@@ -46,20 +46,26 @@ export function handPlaces(stateHome: string, root: string): HandPlaces {
   };
 }
 
-/** The service fences of `root` (SPEC 8) that remain, found with node:fs and JSON.parse alone. */
+/** The service fences of `root` (SPEC 10) that remain, found with node:fs and JSON.parse alone. */
 export function serviceFences(stateHome: string, root: string): string[] {
-  // A registry lock, a registry row for the root, `owner.lock`, the capability, a registration that is
-  // not `stopped`. A file that does not parse counts as a fence (it cannot be proven not to be one).
+  // A registry row for the root, `owner.lock`, the capability, a registration that is not `stopped`, a
+  // checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the
+  // next writer takes a dead holder's lock over.) A file that does not parse counts as a fence (it
+  // cannot be proven not to be one).
   const places = handPlaces(stateHome, root);
   const fences: string[] = [];
-  if (pathExists(places.registryLock)) fences.push('registry.lock');
   const roots = jsonOf(places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
   if (roots === 'unreadable') fences.push('roots.json (unreadable)');
   else if (roots?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
   if (pathExists(places.ownerLock)) fences.push('owner.lock');
   if (pathExists(places.capability)) fences.push('local-capability.json');
-  const registration = jsonOf(places.registration) as { phase?: unknown } | 'unreadable' | undefined;
+  const registration = jsonOf(places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
   if (registration === 'unreadable') fences.push('registration.json (unreadable)');
   else if (registration !== undefined && registration.phase !== 'stopped') fences.push(`registration (${String(registration.phase)})`);
+  const checkout = jsonOf(places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
+  if (checkout === 'unreadable') fences.push('checkout.lock (unreadable)');
+  else if (checkout !== undefined && registration !== 'unreadable' && checkout.token === registration?.checkoutToken) {
+    fences.push('checkout.lock (a registration\'s)');
+  }
   return fences;
 }
