@@ -1,8 +1,8 @@
 import { chmodSync } from 'node:fs';
 import { encode, type Reservation } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, pathExists } from '@leasehold/test-utils';
-import { bytesOf, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
+import { cleanUp, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
+import { TEST_ROOT, bytesOf, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
@@ -52,41 +52,44 @@ const cases: [string, (stateHome: string) => string][] = [
 ];
 
 describe('a corrupt roots.json', () => {
-  it.each(cases)('is refused (%s): peek and transactions refuse, the file stays, no lock is left', async (_, corrupt) => {
+  it.each(cases)('is refused (%s): list, rowOf and transactions refuse, the file stays, no lock is left', async (_, corrupt) => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    await registry.transaction(() => undefined);
-    writePrivateFile(registry.rootsPath, corrupt(stateHome));
-    const before = bytesOf(registry.rootsPath);
-    const format = bytesOf(registry.formatPath);
+    await registry.transaction(TEST_ROOT, () => undefined);
+    writePrivateFile(registry.layout.roots, corrupt(stateHome));
+    const before = bytesOf(registry.layout.roots);
+    const format = bytesOf(registry.layout.registryFormat);
 
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
     let ran = false;
     const operation = () => {
       ran = true;
     };
-    expect(await codeOfAsync(registry.transaction(operation))).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, operation))).toBe('refused');
     expect(ran).toBe(false);
-    expect(bytesOf(registry.rootsPath)).toBe(before);
-    expect(bytesOf(registry.formatPath)).toBe(format);
+    expect(bytesOf(registry.layout.roots)).toBe(before);
+    expect(bytesOf(registry.layout.registryFormat)).toBe(format);
     // SPEC 4 step 5: the failure came before any write, so the lock is removed.
-    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
+    expect(namesIn(registry.layout.staging)).toEqual([]);
     // The corrupt file itself keeps refusing: nothing repaired or replaced it.
-    expect(await codeOfAsync(new Registry(stateHome).transaction(operation))).toBe('refused');
+    expect(await codeOfAsync(new Registry(stateHome).transaction(TEST_ROOT, operation))).toBe('refused');
     expect(ran).toBe(false);
-    expect(bytesOf(registry.rootsPath)).toBe(before);
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    expect(bytesOf(registry.layout.roots)).toBe(before);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
   });
 
   it('is refused when it is not private (group-readable), like any unsafe file', async () => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    await registry.transaction(() => undefined);
-    chmodSync(registry.rootsPath, 0o640);
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
-    expect(pathExists(registry.lockPath)).toBe(false);
+    await registry.transaction(TEST_ROOT, () => undefined);
+    chmodSync(registry.layout.roots, 0o640);
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/a'))).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 });

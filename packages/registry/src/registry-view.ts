@@ -38,6 +38,22 @@ export function validateEntries(entries: readonly Reservation[], stateHome: stri
   }
 }
 
+/**
+ * Refuses a new reservation that would overlap a row's root or share its
+ * endpoint (`conflict`), then one that would not fit (`capacity`).
+ * @throws ContractError `conflict`, `capacity`.
+ */
+export function admitReservation(entries: readonly Reservation[], reservation: Reservation, label: string): void {
+  const clash = entries.find((entry) => rootsOverlap(entry.root, reservation.root) || entry.endpoint === reservation.endpoint);
+  if (clash !== undefined) {
+    const what = rootsOverlap(clash.root, reservation.root) ? 'an overlapping root' : 'the same endpoint';
+    throw new ContractError('conflict', `${label}: another owner holds ${what}`);
+  }
+  if (entries.length >= REGISTRY_ENTRIES) {
+    throw new ContractError('capacity', `${label}: ${REGISTRY_ENTRIES} reservations already`);
+  }
+}
+
 /** The decoded, validated reservations in a `roots.json` snapshot. */
 export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): Reservation[] {
   const registry = decodeBytes(registrySchema, roots.bytes, REGISTRY_BYTES, label);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   ContractError,
   REGISTRY_BYTES,
@@ -11,21 +11,47 @@ import {
   registryLockSchema,
   registrySchema,
   type RegistryLock,
+  type Reservation,
 } from '@leasehold/contracts';
-import { ownerStatus, type MutationStep } from '@leasehold/private-files';
+import { ownerStatus, sameSnapshot, type MutationStep } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, modeOf, namesIn, pathExists } from '@leasehold/test-utils';
 import {
+  cleanUp,
+  codeOfAsync,
+  createSteps,
+  handPlaces,
+  modeOf,
+  namesIn,
+  pathExists,
+  removeSteps,
+  replaceSteps,
+  shownStep,
+  spawnChild,
+} from '@leasehold/test-utils';
+import {
+  TEST_ROOT,
   bytesOf,
   initialised,
+  lockDocument,
   makeStateHome,
+  markersIn,
   myProcessStart,
   reservation,
   reservations,
+  shownPath,
   withChangedField,
   writePrivateFile,
 } from '../test/helpers.js';
-import { DEFAULT_LOCK_WAIT_MS, NAMESPACE_FOLDER, Registry, type RegistryTransaction } from './index.js';
+import {
+  DEFAULT_LOCK_WAIT_MS,
+  NAMESPACE_ENTRIES,
+  NAMESPACE_FOLDER,
+  REGISTRY_FOLDER_ENTRIES,
+  Registry,
+  TAKEOVER_MARKER,
+  stateHomeLayout,
+  type RegistryTransaction,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -33,18 +59,68 @@ function decodeLock(path: string): RegistryLock {
   return decodeBytes(registryLockSchema, readFileSync(path), 8192, path);
 }
 
+function writeLock(registry: Registry, fields: Partial<RegistryLock>): RegistryLock {
+  const lock = lockDocument(fields);
+  writePrivateFile(registry.layout.registryLock, encode(lock));
+  return lock;
+}
+
+/** The take-over marker path for `token`, computed by hand (SPEC 4 and the layout's TAKEOVER_MARKER). */
+function markerPath(registry: Registry, token: string): string {
+  return join(registry.layout.registry, `takeover-${token}.lock`);
+}
+
+/** What nothing-written means: the table, the format and the lock as they were, no marker, no staging leftover. */
+function stateOf(registry: Registry) {
+  return {
+    roots: bytesOf(registry.layout.roots),
+    format: bytesOf(registry.layout.registryFormat),
+    lock: bytesOf(registry.layout.registryLock),
+    registry: namesIn(registry.layout.registry),
+    staging: namesIn(registry.layout.staging),
+  };
+}
+
 describe('Registry construction', () => {
-  it('places the registry below <state home>/v1/registry', () => {
+  it('places every state-home-wide file where SPEC 4 and 5.1 say (checked against hand-computed paths)', () => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    expect(registry.folder).toBe(join(stateHome, NAMESPACE_FOLDER, 'registry'));
-    expect(registry.formatPath).toBe(join(registry.folder, 'format.json'));
-    expect(registry.rootsPath).toBe(join(registry.folder, 'roots.json'));
-    expect(registry.lockPath).toBe(join(registry.folder, 'registry.lock'));
+    const hand = handPlaces(stateHome, '/srv/any');
+    expect(registry.layout).toEqual({
+      stateHome,
+      namespace: hand.namespace,
+      staging: hand.staging,
+      registry: join(stateHome, NAMESPACE_FOLDER, 'registry'),
+      registryFormat: hand.registryFormat,
+      roots: hand.roots,
+      registryLock: hand.registryLock,
+      journal: hand.journal,
+      workspaces: join(hand.namespace, 'workspaces'),
+    });
+    expect(dirname(hand.roots)).toBe(registry.layout.registry);
+    expect(stateHomeLayout(stateHome)).toEqual(registry.layout);
+    expect(NAMESPACE_FOLDER).toBe('v1');
+    expect([...NAMESPACE_ENTRIES]).toEqual(['registry', 'journal', 'workspaces']);
   });
 
   it.each(['relative/state', '/state/', '/a/../state', ''])('refuses the state home %j', async (stateHome) => {
     expect(await codeOfAsync(() => new Registry(stateHome))).toBe('refused');
+    expect(await codeOfAsync(() => stateHomeLayout(stateHome))).toBe('refused');
+  });
+
+  it.each(['relative/root', '/srv/a/', '/srv/../a', ''])('refuses a transaction for the root %j, writing nothing', async (root) => {
+    const stateHome = makeStateHome();
+    const registry = new Registry(stateHome);
+    let ran = false;
+    expect(
+      await codeOfAsync(
+        registry.transaction(root, () => {
+          ran = true;
+        }),
+      ),
+    ).toBe('refused');
+    expect(ran).toBe(false);
+    expect(pathExists(stateHome)).toBe(false);
   });
 });
 
@@ -52,253 +128,390 @@ describe('transaction basics', () => {
   it('creates format.json and roots.json on an empty state home, private, and removes the lock', async () => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
-    expect(registry.peek()).toMatchObject({ entries: [], format: undefined, roots: undefined, locked: false });
-    let inside: { entries: readonly unknown[]; dirty: boolean } | undefined;
-    const result = await registry.transaction((transaction) => {
-      inside = { entries: transaction.entries, dirty: transaction.dirty };
+    expect(registry.checkStateHome()).toBe(false);
+    expect(registry.list()).toEqual({ entries: [], format: undefined, roots: undefined });
+    expect(registry.rowOf('/srv/a')).toEqual({ row: undefined, roots: undefined });
+    // Readers create nothing.
+    expect(pathExists(stateHome)).toBe(false);
+    let inside: { entries: readonly unknown[]; root: string } | undefined;
+    const result = await registry.transaction('/srv/a', (transaction) => {
+      inside = { entries: transaction.entries, root: transaction.root };
       return 'result';
     });
     expect(result).toBe('result');
-    // Creating the registry is a write (SPEC 4 step 2).
-    expect(inside).toEqual({ entries: [], dirty: true });
-    expect(decodeBytes(registryFormatSchema, readFileSync(registry.formatPath), 8192, 'format.json')).toEqual({
+    expect(inside).toEqual({ entries: [], root: '/srv/a' });
+    expect(decodeBytes(registryFormatSchema, readFileSync(registry.layout.registryFormat), 8192, 'format.json')).toEqual({
       schema: 'leasehold.registry-format/1',
       stateHome,
     });
-    expect(decodeBytes(registrySchema, readFileSync(registry.rootsPath), REGISTRY_BYTES, 'roots.json')).toEqual({
+    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(namesIn(registry.folder)).toEqual(['format.json', 'roots.json']);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
     expect(modeOf(stateHome)).toBe(0o700);
-    expect(modeOf(registry.namespace)).toBe(0o700);
-    expect(modeOf(registry.folder)).toBe(0o700);
-    expect(modeOf(registry.formatPath)).toBe(0o600);
-    expect(modeOf(registry.rootsPath)).toBe(0o600);
+    expect(modeOf(registry.layout.namespace)).toBe(0o700);
+    expect(modeOf(registry.layout.registry)).toBe(0o700);
+    expect(modeOf(registry.layout.registryFormat)).toBe(0o600);
+    expect(modeOf(registry.layout.roots)).toBe(0o600);
     // No staging leftover.
-    expect(namesIn(join(registry.namespace, '.staging'))).toEqual([]);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
+    expect(registry.checkStateHome()).toBe(true);
+    expect(registry.list().entries).toEqual([]);
   });
 
-  it('persists the entries of writeEntries for the next transaction and for peek', async () => {
+  it('persists the rows of reserve for the next transaction, for list and for rowOf', async () => {
     const { stateHome, registry } = await initialised();
     const written = reservations(stateHome, 3);
-    await registry.transaction((transaction) => {
-      expect(transaction.dirty).toBe(false);
-      transaction.writeEntries(written);
-      expect(transaction.dirty).toBe(true);
-      expect(transaction.entries).toEqual(written);
+    await registry.transaction('/srv/workspace-0', (transaction) => {
+      for (const [index, row] of written.entries()) {
+        expect(transaction.rowOf(row.root)).toBeUndefined();
+        transaction.reserve(row);
+        expect(transaction.rowOf(row.root)).toEqual(row);
+        expect(transaction.entries).toEqual(written.slice(0, index + 1));
+      }
     });
-    expect(decodeBytes(registrySchema, readFileSync(registry.rootsPath), REGISTRY_BYTES, 'roots.json').entries).toEqual(
+    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual(
       written,
     );
-    const seen = await new Registry(stateHome).transaction((transaction) => transaction.entries);
+    const seen = await new Registry(stateHome).transaction(TEST_ROOT, (transaction) => transaction.entries);
     expect(seen).toEqual(written);
-    const peek = registry.peek();
-    expect(peek.entries).toEqual(written);
-    expect(peek.locked).toBe(false);
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
+    const view = registry.list();
+    expect(view.entries).toEqual(written);
+    for (const row of written) {
+      const read = registry.rowOf(row.root);
+      expect(read.row).toEqual(row);
+      expect(sameSnapshot(read.roots, view.roots)).toBe(true);
+    }
+    expect(registry.rowOf('/srv/workspace-9').row).toBeUndefined();
+    // A row is found by its exact root, not by an overlapping one.
+    expect(registry.rowOf('/srv').row).toBeUndefined();
+    expect(registry.rowOf('/srv/workspace-0/inner').row).toBeUndefined();
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 
-  it('lets an operation replace its own write within one transaction', async () => {
+  it('lets an operation replace its own writes within one transaction', async () => {
     const { stateHome, registry } = await initialised();
-    await registry.transaction((transaction) => {
-      transaction.writeEntries(reservations(stateHome, 2));
+    await registry.transaction(TEST_ROOT, (transaction) => {
+      const [first, second] = reservations(stateHome, 2) as [Reservation, Reservation];
+      transaction.reserve(first);
+      transaction.reserve(second);
       transaction.assertHeld();
-      transaction.writeEntries([reservation(stateHome, 7)]);
+      transaction.unreserve(first.root, first.epoch);
+      transaction.unreserve(second.root, second.epoch);
+      transaction.assertHeld();
+      transaction.reserve(reservation(stateHome, 7));
+      transaction.assertHeld();
     });
-    expect(registry.peek().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-7']);
-    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
+    expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-7']);
   });
 
-  it('peek reports locked: true while a transaction runs, and the lock names this process', async () => {
-    const { registry } = await initialised();
-    await registry.transaction(async (transaction) => {
-      const peek = registry.peek();
-      expect(peek.locked).toBe(true);
-      expect(peek.entries).toEqual([]);
+  it('readers never look at the lock: list and rowOf answer while a transaction holds it, which names this process and its root', async () => {
+    const { stateHome, registry } = await initialised();
+    const existing = reservations(stateHome, 2);
+    await registry.transaction(TEST_ROOT, (transaction) => existing.forEach((row) => transaction.reserve(row)));
+    const before = registry.list();
+    const reader = new Registry(stateHome);
+    await registry.transaction('/srv/workspace-5', async (transaction) => {
+      await Promise.resolve();
+      for (const view of [registry.list(), reader.list()]) {
+        expect(view.entries).toEqual(existing);
+        expect(sameSnapshot(view.roots, before.roots)).toBe(true);
+      }
+      expect(reader.rowOf('/srv/workspace-1').row).toEqual(existing[1]);
+      expect(reader.rowOf('/srv/workspace-5').row).toBeUndefined();
       const state = registry.readLock();
-      expect(state?.lock).toMatchObject({ pid: process.pid, host: hostname(), retained: false });
+      expect(state?.path).toBe(registry.layout.registryLock);
+      expect(state?.lock).toEqual({
+        schema: 'leasehold.registry-lock/1',
+        token: state?.lock.token,
+        pid: process.pid,
+        host: hostname(),
+        processStart: myProcessStart(),
+        root: '/srv/workspace-5',
+      });
       expect(state?.holder).toBe('live');
+      expect(modeOf(registry.layout.registryLock)).toBe(0o600);
       expect(await codeOfAsync(() => transaction.assertHeld())).toBe('no error');
-      // A reader's snapshot taken under a writer's lock is already stale.
-      expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
     });
-    expect(registry.peek().locked).toBe(false);
     expect(registry.readLock()).toBeUndefined();
+    expect(registry.readMarkers()).toEqual([]);
   });
 
-  it('assertUnchanged passes while nothing moved, and is conflict after another transaction wrote', async () => {
+  it('a changed table is a new snapshot, even when it holds identical bytes again', async () => {
     const { stateHome, registry } = await initialised();
-    const peek = registry.peek();
-    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('no error');
-    await new Registry(stateHome).transaction((transaction) => transaction.writeEntries([reservation(stateHome, 1)]));
-    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
-    expect(await codeOfAsync(() => registry.assertUnchanged(registry.peek()))).toBe('no error');
+    const row = reservation(stateHome, 1);
+    const before = registry.rowOf(row.root);
+    await registry.transaction(row.root, (transaction) => transaction.reserve(row));
+    const reserved = registry.rowOf(row.root);
+    expect(reserved.row).toEqual(row);
+    expect(sameSnapshot(reserved.roots, before.roots)).toBe(false);
+    await registry.transaction(row.root, (transaction) => transaction.unreserve(row.root, row.epoch));
+    const after = registry.rowOf(row.root);
+    expect(after.row).toBeUndefined();
+    expect(after.roots?.identity).toBe(before.roots?.identity);
+    expect(sameSnapshot(after.roots, before.roots)).toBe(false);
   });
 
-  it('assertUnchanged is conflict even after a rewrite with identical bytes', async () => {
+  it('assertHeld and reserve are conflict once roots.json moved under the transaction, which then keeps no lock', async () => {
     const { stateHome, registry } = await initialised();
-    const entries = [reservation(stateHome, 1)];
-    await registry.transaction((transaction) => transaction.writeEntries(entries));
-    const peek = registry.peek();
-    await registry.transaction((transaction) => transaction.writeEntries(entries));
-    expect(registry.peek().roots?.identity).toBe(peek.roots?.identity);
-    expect(await codeOfAsync(() => registry.assertUnchanged(peek))).toBe('conflict');
-  });
-
-  it('assertHeld is conflict once roots.json moved under the transaction, which then keeps no lock', async () => {
-    const { stateHome, registry } = await initialised();
+    const foreign = encode({ schema: 'leasehold.registry/1', entries: [] });
+    let held = 'not run';
     const code = await codeOfAsync(
-      registry.transaction((transaction) => {
+      registry.transaction(TEST_ROOT, async (transaction) => {
         // Something that is not a registry writer changed the file: the snapshot no longer holds.
-        writePrivateFile(registry.rootsPath, encode({ schema: 'leasehold.registry/1', entries: [] }));
-        transaction.writeEntries([reservation(stateHome, 1)]);
+        writePrivateFile(registry.layout.roots, foreign);
+        held = await codeOfAsync(() => transaction.assertHeld());
+        transaction.reserve(reservation(stateHome, 1));
       }),
     );
+    expect(held).toBe('conflict');
     expect(code).toBe('conflict');
-    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(bytesOf(registry.layout.roots)).toBe(Buffer.from(foreign).toString('hex'));
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+  });
+
+  it('assertHeld and reserve are conflict once the lock is no longer ours; the other lock is left in place', async () => {
+    const { stateHome, registry } = await initialised();
+    const roots = bytesOf(registry.layout.roots);
+    let foreign: RegistryLock | undefined;
+    let held = 'not run';
+    const code = await codeOfAsync(
+      registry.transaction(TEST_ROOT, async (transaction) => {
+        foreign = writeLock(registry, { root: '/srv/other' });
+        held = await codeOfAsync(() => transaction.assertHeld());
+        transaction.reserve(reservation(stateHome, 1));
+      }),
+    );
+    expect(held).toBe('conflict');
+    expect(code).toBe('conflict');
+    expect(bytesOf(registry.layout.roots)).toBe(roots);
+    // Removal is a compare-and-swap too: the lock that is not ours stays.
+    expect(decodeLock(registry.layout.registryLock)).toEqual(foreign);
   });
 });
 
 describe('initialisation states', () => {
   it('completes an interrupted initialisation (format alone): roots.json is recreated with no entries', async () => {
     const { registry } = await initialised();
-    const format = bytesOf(registry.formatPath);
-    rmSync(registry.rootsPath);
-    const peek = registry.peek();
-    expect(peek.entries).toEqual([]);
-    expect(peek.roots).toBeUndefined();
-    expect(peek.format).toBeDefined();
-    const inside = await registry.transaction((transaction) => ({ entries: transaction.entries, dirty: transaction.dirty }));
-    expect(inside).toEqual({ entries: [], dirty: true });
-    expect(decodeBytes(registrySchema, readFileSync(registry.rootsPath), REGISTRY_BYTES, 'roots.json')).toEqual({
+    const format = bytesOf(registry.layout.registryFormat);
+    rmSync(registry.layout.roots);
+    const view = registry.list();
+    expect(view.entries).toEqual([]);
+    expect(view.roots).toBeUndefined();
+    expect(view.format).toBeDefined();
+    const inside = await registry.transaction(TEST_ROOT, (transaction) => transaction.entries);
+    expect(inside).toEqual([]);
+    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
-    expect(bytesOf(registry.formatPath)).toBe(format);
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(await codeOfAsync(() => registry.peek())).toBe('no error');
+    expect(bytesOf(registry.layout.registryFormat)).toBe(format);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(await codeOfAsync(() => registry.list())).toBe('no error');
   });
 
-  it('refuses roots.json without format.json, in peek and in a transaction, and keeps no lock', async () => {
+  it('refuses roots.json without format.json, in list, rowOf and a transaction, and keeps no lock', async () => {
     const { stateHome, registry } = await initialised();
-    await registry.transaction((transaction) => transaction.writeEntries([reservation(stateHome, 1)]));
-    const roots = bytesOf(registry.rootsPath);
-    rmSync(registry.formatPath);
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
+    const roots = bytesOf(registry.layout.roots);
+    rmSync(registry.layout.registryFormat);
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
     let ran = false;
     expect(
       await codeOfAsync(
-        registry.transaction(() => {
+        registry.transaction(TEST_ROOT, () => {
           ran = true;
         }),
       ),
     ).toBe('refused');
     expect(ran).toBe(false);
-    expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(pathExists(registry.formatPath)).toBe(false);
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
+    expect(bytesOf(registry.layout.roots)).toBe(roots);
+    expect(pathExists(registry.layout.registryFormat)).toBe(false);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
   });
 
-  it('refuses a format.json of another state home, in peek and in a transaction', async () => {
+  it('refuses a format.json of another state home, in list and in a transaction', async () => {
     const { registry } = await initialised();
-    writePrivateFile(registry.formatPath, encode({ schema: 'leasehold.registry-format/1', stateHome: '/elsewhere' }));
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
-    expect(pathExists(registry.lockPath)).toBe(false);
+    writePrivateFile(registry.layout.registryFormat, encode({ schema: 'leasehold.registry-format/1', stateHome: '/elsewhere' }));
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
     // Format alone of another state home is not completed either.
-    rmSync(registry.rootsPath);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
-    expect(pathExists(registry.rootsPath)).toBe(false);
-    expect(pathExists(registry.lockPath)).toBe(false);
+    rmSync(registry.layout.roots);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(pathExists(registry.layout.roots)).toBe(false);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+  });
+});
+
+describe('the state home, checked by readers', () => {
+  it('a state home with group or other bits (0755) is refused by checkStateHome, list, rowOf and a transaction', async () => {
+    const { stateHome, registry } = await initialised();
+    const before = stateOf(registry);
+    chmodSync(stateHome, 0o755);
+    expect(await codeOfAsync(() => registry.checkStateHome())).toBe('refused');
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
+    expect(await codeOfAsync(() => new Registry(stateHome).list())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(stateOf(registry)).toEqual(before);
+    expect(modeOf(stateHome)).toBe(0o755);
+    chmodSync(stateHome, 0o700);
+    expect(await codeOfAsync(() => registry.list())).toBe('no error');
   });
 
-  it('refuses an unexpected entry in the registry folder, in peek and in a transaction', async () => {
+  it('a state home replaced by a symbolic link (to a safe copy) is refused by list, rowOf and a transaction', async () => {
+    const { stateHome, registry } = await initialised();
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
+    const real = `${stateHome}-real`;
+    renameSync(stateHome, real);
+    symlinkSync(real, stateHome);
+    expect(await codeOfAsync(() => registry.checkStateHome())).toBe('refused');
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
+    const roots = bytesOf(join(real, NAMESPACE_FOLDER, 'registry', 'roots.json'));
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(bytesOf(join(real, NAMESPACE_FOLDER, 'registry', 'roots.json'))).toBe(roots);
+    expect(pathExists(join(real, NAMESPACE_FOLDER, 'registry', 'registry.lock'))).toBe(false);
+  });
+
+  it('a registry folder with group or other bits is refused by readers', async () => {
     const { registry } = await initialised();
-    const roots = bytesOf(registry.rootsPath);
-    writePrivateFile(join(registry.folder, 'notes.txt'), 'hello');
-    expect(await codeOfAsync(() => registry.peek())).toBe('refused');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
-    expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(pathExists(registry.lockPath)).toBe(false);
+    chmodSync(registry.layout.registry, 0o750);
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/a'))).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+  });
+});
+
+describe('the names in the registry folder', () => {
+  it('REGISTRY_FOLDER_ENTRIES is the three files and the take-over marker pattern', () => {
+    expect(REGISTRY_FOLDER_ENTRIES).toEqual(['format.json', 'roots.json', 'registry.lock', TAKEOVER_MARKER]);
+    const token = randomUUID();
+    expect(TAKEOVER_MARKER.test(`takeover-${token}.lock`)).toBe(true);
+    expect(TAKEOVER_MARKER.test(`takeover-${token.toUpperCase()}.lock`)).toBe(false);
+    expect(TAKEOVER_MARKER.test(`takeover-${token}.lock.tmp`)).toBe(false);
+    expect(TAKEOVER_MARKER.test(`xtakeover-${token}.lock`)).toBe(false);
+    expect(TAKEOVER_MARKER.test('takeover-.lock')).toBe(false);
+  });
+
+  it('admits a take-over marker: readers answer, readMarkers reports it, and the next holder removes it', async () => {
+    const { stateHome, registry } = await initialised();
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
+    // A marker a writer of another boot left (absent holder), for a lock that is gone.
+    const marker = lockDocument({ processStart: withChangedField(myProcessStart(), 1) });
+    const path = markerPath(registry, randomUUID());
+    writePrivateFile(path, encode(marker));
+    expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-1']);
+    expect(registry.rowOf('/srv/workspace-1').row?.root).toBe('/srv/workspace-1');
+    const markers = registry.readMarkers();
+    expect(markers.map(({ path: found, lock, holder }) => ({ found, lock, holder }))).toEqual([
+      { found: path, lock: marker, holder: 'absent' },
+    ]);
+    expect(registry.readLock()).toBeUndefined();
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
+    expect(pathExists(path)).toBe(false);
+    expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
+  });
+
+  // A fixed token, so that the test names are the same from one run to the next.
+  const token = '0b7e4a52-9c1d-4f3e-8a6b-2d5c7e9f1a3b';
+  it.each([
+    'notes.txt',
+    `takeover-${token.toUpperCase()}.lock`,
+    `takeover-${token}.lock.tmp`,
+    `takeover-${token}`,
+    'takeover-.lock',
+    'registry.lock.old',
+    'roots.json.bak',
+  ])('refuses the stray name %s, in list, rowOf and a transaction, writing nothing', async (name) => {
+    const { registry } = await initialised();
+    writePrivateFile(join(registry.layout.registry, name), encode(lockDocument()));
+    const before = stateOf(registry);
+    expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    expect(await codeOfAsync(() => registry.rowOf('/srv/a'))).toBe('refused');
+    expect(await codeOfAsync(() => registry.readMarkers())).toBe('refused');
+    let ran = false;
+    expect(
+      await codeOfAsync(
+        registry.transaction(TEST_ROOT, () => {
+          ran = true;
+        }),
+      ),
+    ).toBe('refused');
+    expect(ran).toBe(false);
+    expect(stateOf(registry)).toEqual(before);
   });
 });
 
 describe('failure semantics', () => {
   it('rethrows an error thrown before any write and removes the lock', async () => {
     const { registry } = await initialised();
-    const roots = bytesOf(registry.rootsPath);
+    const roots = bytesOf(registry.layout.roots);
     const thrown = new ContractError('unavailable', 'the operation gave up');
-    const attempt = registry.transaction(() => {
+    const attempt = registry.transaction(TEST_ROOT, () => {
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
     expect(await codeOfAsync(attempt)).toBe('unavailable');
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(registry.peek().locked).toBe(false);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('no error');
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(bytesOf(registry.layout.roots)).toBe(roots);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
   });
 
   it('rethrows an async rejection before any write and removes the lock', async () => {
     const { registry } = await initialised();
     const thrown = new ContractError('conflict', 'rejected later');
-    const attempt = registry.transaction(async () => {
+    const attempt = registry.transaction(TEST_ROOT, async () => {
       await Promise.resolve();
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
     expect(await codeOfAsync(attempt)).toBe('conflict');
-    expect(pathExists(registry.lockPath)).toBe(false);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 
-  it('keeps the lock as retained after a failure that follows a write; others answer quarantine at once', async () => {
+  it('removes the lock after a failure that follows a write too; the table stays whole, as written', async () => {
     const { stateHome, registry } = await initialised();
-    const written = [reservation(stateHome, 1)];
+    const written = reservation(stateHome, 1);
     const thrown = new ContractError('unavailable', 'failed after the write');
-    const attempt = registry.transaction((transaction) => {
-      transaction.writeEntries(written);
+    const attempt = registry.transaction(written.root, (transaction) => {
+      transaction.reserve(written);
       throw thrown;
     });
     await expect(attempt).rejects.toBe(thrown);
     expect(await codeOfAsync(attempt)).toBe('unavailable');
-    const lock = decodeLock(registry.lockPath);
-    expect(lock).toMatchObject({ schema: 'leasehold.registry-lock/1', pid: process.pid, host: hostname(), retained: true });
-    expect(modeOf(registry.lockPath)).toBe(0o600);
-    // The write happened: the state is uncertain, not rolled back.
-    expect(registry.peek().entries).toEqual(written);
-    expect(registry.peek().locked).toBe(true);
-    expect(registry.readLock()?.lock.retained).toBe(true);
-    // A retained lock is a fence even though its holder (this process) is live: no wait, no busy.
-    let ran = false;
-    const waiter = new Registry(stateHome, { lockWaitMs: 60_000 });
-    expect(
-      await codeOfAsync(
-        waiter.transaction(() => {
-          ran = true;
-        }),
-      ),
-    ).toBe('quarantine');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-    expect(ran).toBe(false);
-    expect(decodeLock(registry.lockPath)).toEqual(lock);
+    // No lock is left: the write happened, and its row fences its root by itself.
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(registry.readLock()).toBeUndefined();
+    expect(registry.list().entries).toEqual([written]);
+    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([
+      written,
+    ]);
+    // Nobody waits on it: a writer with a long wait bound, and this one, go ahead.
+    const other = reservation(stateHome, 2);
+    await new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(other.root, (transaction) => transaction.reserve(other));
+    await registry.transaction(written.root, (transaction) => transaction.unreserve(written.root, written.epoch));
+    expect(registry.list().entries).toEqual([other]);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
   });
 
-  it('retains the lock when an operation fails after completing an interrupted initialisation (a write)', async () => {
+  it('removes the lock when an operation fails after completing an interrupted initialisation (a write)', async () => {
     const { registry } = await initialised();
-    rmSync(registry.rootsPath);
+    rmSync(registry.layout.roots);
     const thrown = new Error('after initialisation');
     await expect(
-      registry.transaction(() => {
+      registry.transaction(TEST_ROOT, () => {
         throw thrown;
       }),
     ).rejects.toBe(thrown);
-    expect(decodeLock(registry.lockPath).retained).toBe(true);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([]);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
   });
 
   it('uses a default lock wait of two seconds', () => {
@@ -307,94 +520,144 @@ describe('failure semantics', () => {
 });
 
 describe('locks left by hand', () => {
-  function writeLock(registry: Registry, fields: Partial<RegistryLock>): void {
-    const lock: RegistryLock = {
-      schema: 'leasehold.registry-lock/1',
-      token: randomUUID(),
-      pid: process.pid,
-      host: hostname(),
-      processStart: myProcessStart(),
-      retained: false,
-      ...fields,
-    };
-    writePrivateFile(registry.lockPath, encode(lock));
+  /** A transaction that reserves one row and reports what it saw of the lock while it held it. */
+  async function takesOver(registry: Registry, stateHome: string, found: RegistryLock): Promise<void> {
+    const existing = registry.list().entries;
+    const row = reservation(stateHome, 3);
+    const seen = await registry.transaction(row.root, (transaction) => {
+      transaction.reserve(row);
+      return registry.readLock()?.lock;
+    });
+    expect(seen).toMatchObject({ pid: process.pid, host: hostname(), root: row.root });
+    expect(seen?.token).not.toBe(found.token);
+    expect(registry.list().entries).toEqual([...existing, row]);
+    expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
   }
 
-  it('a lock naming this pid with another process start time is absent: quarantine, and it stays', async () => {
-    const { registry } = await initialised();
+  it('a lock naming this pid with another process start time is absent: taken over', async () => {
+    const { stateHome, registry } = await initialised();
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
     const processStart = withChangedField(myProcessStart(), 3);
-    writeLock(registry, { processStart });
+    const lock = writeLock(registry, { processStart });
     expect(ownerStatus(process.pid, hostname(), processStart)).toBe('absent');
     expect(registry.readLock()?.holder).toBe('absent');
-    const before = bytesOf(registry.lockPath);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-    expect(bytesOf(registry.lockPath)).toBe(before);
-    expect(registry.peek().locked).toBe(true);
+    await takesOver(registry, stateHome, lock);
   });
 
-  it('a lock of another PID namespace is ambiguous: quarantine', async () => {
-    const { registry } = await initialised();
-    const processStart = withChangedField(myProcessStart(), 2);
-    writeLock(registry, { processStart });
-    expect(ownerStatus(process.pid, hostname(), processStart)).toBe('ambiguous');
-    expect(registry.readLock()?.holder).toBe('ambiguous');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-  });
-
-  it('a lock of another boot is absent: quarantine', async () => {
-    const { registry } = await initialised();
-    writeLock(registry, { processStart: withChangedField(myProcessStart(), 1) });
-    expect(registry.readLock()?.holder).toBe('absent');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-  });
-
-  it('a lock of another host is ambiguous: quarantine', async () => {
-    const { registry } = await initialised();
-    writeLock(registry, { host: `${hostname()}-elsewhere` });
-    expect(registry.readLock()?.holder).toBe('ambiguous');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
-  });
-
-  it('a retained lock of this very process is quarantine, not a wait', async () => {
+  it('a lock of another boot is absent: taken over', async () => {
     const { stateHome, registry } = await initialised();
-    writeLock(registry, { retained: true });
-    expect(registry.readLock()?.holder).toBe('live');
-    expect(await codeOfAsync(new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(() => undefined))).toBe('quarantine');
+    const lock = writeLock(registry, { processStart: withChangedField(myProcessStart(), 1) });
+    expect(registry.readLock()?.holder).toBe('absent');
+    await takesOver(registry, stateHome, lock);
   });
 
-  it('a live lock (this process, not retained) is a short hold: busy after the wait', async () => {
+  it('a lock without processStart naming a reaped process is absent: taken over', async () => {
+    const { stateHome, registry } = await initialised();
+    const child = spawnChild('-e', ['']);
+    expect((await child.closed).code).toBe(0);
+    const withoutStart: RegistryLock = lockDocument({ pid: child.pid });
+    delete withoutStart.processStart;
+    writePrivateFile(registry.layout.registryLock, encode(withoutStart));
+    expect(registry.readLock()?.holder).toBe('absent');
+    await takesOver(registry, stateHome, withoutStart);
+  });
+
+  it.each([
+    ['another PID namespace', () => ({ processStart: withChangedField(myProcessStart(), 2) })],
+    ['another host', () => ({ host: `${hostname()}-elsewhere` })],
+  ])('a lock of %s is ambiguous: quarantine, naming it, with nothing written, again and again', async (_, fields) => {
+    const { stateHome, registry } = await initialised();
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
+    const lock = writeLock(registry, fields());
+    expect(ownerStatus(lock.pid, lock.host, lock.processStart)).toBe('ambiguous');
+    expect(registry.readLock()?.holder).toBe('ambiguous');
+    const before = stateOf(registry);
+    let ran = false;
+    const operation = () => {
+      ran = true;
+    };
+    for (const writer of [registry, new Registry(stateHome, { lockWaitMs: 60_000 })]) {
+      const attempt = writer.transaction('/srv/workspace-2', operation);
+      expect(await codeOfAsync(attempt)).toBe('quarantine');
+      const message = await attempt.catch((error: unknown) => (error as Error).message);
+      expect(message).toContain(registry.layout.registryLock);
+      expect(message).toContain(`pid ${lock.pid}`);
+      expect(message).toContain(lock.host);
+    }
+    expect(ran).toBe(false);
+    expect(stateOf(registry)).toEqual(before);
+    // Readers are not held up by it.
+    expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-1']);
+  });
+
+  it('a dead lock whose take-over marker names an ambiguous holder: quarantine, naming the marker, nothing written', async () => {
+    const { registry } = await initialised();
+    const dead = writeLock(registry, { processStart: withChangedField(myProcessStart(), 3) });
+    const marker = lockDocument({ host: `${hostname()}-elsewhere` });
+    writePrivateFile(markerPath(registry, dead.token), encode(marker));
+    const before = stateOf(registry);
+    const attempt = registry.transaction(TEST_ROOT, () => undefined);
+    expect(await codeOfAsync(attempt)).toBe('quarantine');
+    expect(await attempt.catch((error: unknown) => (error as Error).message)).toContain(markerPath(registry, dead.token));
+    expect(stateOf(registry)).toEqual(before);
+    expect(registry.readMarkers().map((found) => found.holder)).toEqual(['ambiguous']);
+  });
+
+  it('a live lock (this process, no failed removal of its own) is a short hold: busy after the wait, and it stays', async () => {
     const { stateHome, registry } = await initialised();
     writeLock(registry, {});
     expect(registry.readLock()?.holder).toBe('live');
-    expect(await codeOfAsync(new Registry(stateHome, { lockWaitMs: 50 }).transaction(() => undefined))).toBe('busy');
-    expect(pathExists(registry.lockPath)).toBe(true);
+    const before = stateOf(registry);
+    let ran = false;
+    expect(
+      await codeOfAsync(
+        new Registry(stateHome, { lockWaitMs: 50 }).transaction(TEST_ROOT, () => {
+          ran = true;
+        }),
+      ),
+    ).toBe('busy');
+    expect(ran).toBe(false);
+    expect(stateOf(registry)).toEqual(before);
   });
 
   it('a malformed lock is refused, and left in place', async () => {
     const { registry } = await initialised();
-    writePrivateFile(registry.lockPath, '{"schema":"leasehold.registry-lock/1"}');
+    writePrivateFile(registry.layout.registryLock, '{"schema":"leasehold.registry-lock/1"}');
     expect(await codeOfAsync(() => registry.readLock())).toBe('refused');
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('refused');
-    expect(bytesOf(registry.lockPath)).toBe(Buffer.from('{"schema":"leasehold.registry-lock/1"}').toString('hex'));
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(bytesOf(registry.layout.registryLock)).toBe(Buffer.from('{"schema":"leasehold.registry-lock/1"}').toString('hex'));
+  });
+
+  it('a dead holder\'s lock with a hard link outside staging is refused, never taken over', async () => {
+    const { registry } = await initialised();
+    writeLock(registry, { processStart: withChangedField(myProcessStart(), 3) });
+    linkSync(registry.layout.registryLock, join(dirname(registry.layout.stateHome), 'second-link'));
+    const before = stateOf(registry);
+    expect(await codeOfAsync(() => registry.readLock())).toBe('refused');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
+    expect(stateOf(registry)).toEqual(before);
   });
 });
 
 describe('the order of mutations', () => {
-  it('creates registry.lock first, then replaces roots.json, then removes registry.lock last', async () => {
-    const { stateHome } = await initialised();
-    const steps: MutationStep[] = [];
-    const hooked = new Registry(stateHome, {
+  function recording(stateHome: string, steps: MutationStep[]): Registry {
+    return new Registry(stateHome, {
       hooks: {
         beforeMutation(step) {
           steps.push({ operation: step.operation, action: step.action, path: step.path });
         },
       },
     });
-    const write = (transaction: RegistryTransaction) => transaction.writeEntries([reservation(stateHome, 1)]);
-    expect(await codeOfAsync(hooked.transaction(write))).toBe('no error');
-    const staging = join(hooked.namespace, '.staging');
-    const inStaging = (path: string) => path.startsWith(`${staging}/`);
+  }
+
+  it('creates registry.lock first, then replaces roots.json, then removes registry.lock last', async () => {
+    const { stateHome } = await initialised();
+    const steps: MutationStep[] = [];
+    const hooked = recording(stateHome, steps);
+    const write = (transaction: RegistryTransaction) => transaction.reserve(reservation(stateHome, 1));
+    expect(await codeOfAsync(hooked.transaction('/srv/workspace-1', write))).toBe('no error');
+    const inStaging = (path: string) => path.startsWith(`${hooked.layout.staging}/`);
     // Operations in order, runs collapsed: create (the lock), replace (roots), remove (the lock).
     const operations = steps.map((step) => step.operation).filter((operation, index, all) => all[index - 1] !== operation);
     expect(operations).toEqual(['create', 'replace', 'remove']);
@@ -403,48 +666,66 @@ describe('the order of mutations', () => {
     const remove = steps.filter((step) => step.operation === 'remove');
     // create: staged temp written and fsynced, linked to registry.lock, temp unlinked, folder fsynced.
     expect(create.map((step) => step.action)).toEqual(['write', 'fsync', 'link', 'unlink', 'fsync-directory']);
-    expect(create.find((step) => step.action === 'link')?.path).toBe(hooked.lockPath);
+    expect(create.find((step) => step.action === 'link')?.path).toBe(hooked.layout.registryLock);
     expect(create.filter((step) => step.action !== 'link' && step.action !== 'fsync-directory').every((step) => inStaging(step.path))).toBe(
       true,
     );
-    expect(create.at(-1)?.path).toBe(hooked.folder);
+    expect(create.at(-1)?.path).toBe(hooked.layout.registry);
     // replace: staged temp, renamed over roots.json, folder fsynced.
     expect(replace.map((step) => step.action)).toEqual(['write', 'fsync', 'rename', 'fsync-directory']);
-    expect(replace.find((step) => step.action === 'rename')?.path).toBe(hooked.rootsPath);
+    expect(replace.find((step) => step.action === 'rename')?.path).toBe(hooked.layout.roots);
     // remove: the lock unlinked, folder fsynced; nothing after it.
     expect(remove).toEqual([
-      { operation: 'remove', action: 'unlink', path: hooked.lockPath },
-      { operation: 'remove', action: 'fsync-directory', path: hooked.folder },
+      { operation: 'remove', action: 'unlink', path: hooked.layout.registryLock },
+      { operation: 'remove', action: 'fsync-directory', path: hooked.layout.registry },
     ]);
-    expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'fsync-directory', path: hooked.folder });
-    expect(pathExists(hooked.lockPath)).toBe(false);
+    expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'fsync-directory', path: hooked.layout.registry });
+    expect(pathExists(hooked.layout.registryLock)).toBe(false);
   });
 
-  it('an error injected at the rename of roots.json retains the lock and leaves roots.json as it was', async () => {
+  it('a take-over: marker created, lock replaced, marker removed, then the table, then the lock removed', async () => {
     const { stateHome, registry } = await initialised();
-    const roots = bytesOf(registry.rootsPath);
+    const dead = writeLock(registry, { processStart: withChangedField(myProcessStart(), 3) });
+    const steps: MutationStep[] = [];
+    const hooked = recording(stateHome, steps);
+    await hooked.transaction('/srv/workspace-1', (transaction) => transaction.reserve(reservation(stateHome, 1)));
+    const place = { base: dirname(stateHome), stateHome };
+    const shown = steps.map((step) => shownPath(shownStep({ step }, place, TEST_ROOT), { [dead.token]: '<dead>' }));
+    expect(shown).toEqual([
+      ...createSteps('state/v1/registry/takeover-<dead>.lock'),
+      ...replaceSteps('state/v1/registry/registry.lock'),
+      ...removeSteps('state/v1/registry/takeover-<dead>.lock'),
+      ...replaceSteps('state/v1/registry/roots.json'),
+      ...removeSteps('state/v1/registry/registry.lock'),
+    ]);
+    expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
+    expect(markersIn(stateHome)).toEqual([]);
+  });
+
+  it('an error injected at the rename of roots.json removes the lock and leaves roots.json as it was', async () => {
+    const { stateHome, registry } = await initialised();
+    const roots = bytesOf(registry.layout.roots);
     const injected = new Error('injected before rename');
     const hooked = new Registry(stateHome, {
       hooks: {
         beforeMutation(step) {
-          // Only roots.json: the rewrite of the lock as retained is a rename too.
-          if (step.operation === 'replace' && step.action === 'rename' && step.path === registry.rootsPath) throw injected;
+          if (step.operation === 'replace' && step.action === 'rename' && step.path === registry.layout.roots) throw injected;
         },
       },
     });
     await expect(
-      hooked.transaction((transaction) => transaction.writeEntries([reservation(stateHome, 1)])),
+      hooked.transaction('/srv/workspace-1', (transaction) => transaction.reserve(reservation(stateHome, 1))),
     ).rejects.toBe(injected);
-    expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(decodeLock(registry.lockPath).retained).toBe(true);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('quarantine');
+    expect(bytesOf(registry.layout.roots)).toBe(roots);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
     // The failed writer's staged temp was discarded.
-    expect(namesIn(join(registry.namespace, '.staging'))).toEqual([]);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
   });
 
   it('an error injected while creating the lock leaves no lock and nothing written', async () => {
     const { stateHome, registry } = await initialised();
-    const roots = bytesOf(registry.rootsPath);
+    const roots = bytesOf(registry.layout.roots);
     const injected = new Error('injected before link');
     const hooked = new Registry(stateHome, {
       hooks: {
@@ -455,13 +736,13 @@ describe('the order of mutations', () => {
     });
     let ran = false;
     await expect(
-      hooked.transaction(() => {
+      hooked.transaction(TEST_ROOT, () => {
         ran = true;
       }),
     ).rejects.toBe(injected);
     expect(ran).toBe(false);
-    expect(pathExists(registry.lockPath)).toBe(false);
-    expect(bytesOf(registry.rootsPath)).toBe(roots);
-    expect(await codeOfAsync(registry.transaction(() => undefined))).toBe('no error');
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+    expect(bytesOf(registry.layout.roots)).toBe(roots);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
   });
 });

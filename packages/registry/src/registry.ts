@@ -9,6 +9,7 @@ import {
   decodeBytes,
   encode,
   registryLockSchema,
+  sha256,
   type RegistryLock,
   type Reservation,
 } from '@leasehold/contracts';
@@ -21,12 +22,9 @@ import {
   type OwnerStatus,
   type PrivateFilesHooks,
 } from '@leasehold/private-files';
-import { checkFormat, decodeRoots, encodeEntries } from './registry-view.js';
+import { REGISTRY_FOLDER_ENTRIES, TAKEOVER_MARKER, stateHomeLayout, takeoverMarker, type StateHomeLayout } from './layout.js';
+import { admitReservation, checkFormat, decodeRoots, encodeEntries } from './registry-view.js';
 
-/** The namespace folder below a state home; every Leasehold file lives under it. */
-export const NAMESPACE_FOLDER = 'v1';
-/** The only names allowed in `<ns>/registry/`. */
-export const REGISTRY_FOLDER_ENTRIES = ['format.json', 'roots.json', 'registry.lock'] as const;
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */
 export const DEFAULT_LOCK_WAIT_MS = 2000;
 
@@ -37,54 +35,69 @@ export interface RegistryOptions {
   readonly lockWaitMs?: number;
 }
 
-/** A lock-free read of the registry, for readers that must not block writers. */
-export interface RegistryPeek {
+/** One whole read of the table, without the lock. */
+export interface RegistryView {
   readonly entries: readonly Reservation[];
   readonly format: FileSnapshot | undefined;
   readonly roots: FileSnapshot | undefined;
-  /** A `registry.lock` exists, or was being published or removed while it was read. */
-  readonly locked: boolean;
 }
 
-/** The registry lock as found on disk, with its holder's liveness. */
+/** One root's reservation (or none), from one whole read of `roots.json`. */
+export interface RowRead {
+  readonly row: Reservation | undefined;
+  readonly roots: FileSnapshot | undefined;
+}
+
+/** The registry lock (or a take-over marker) as found on disk, with its holder's liveness. */
 export interface RegistryLockState {
+  readonly path: string;
   readonly snapshot: FileSnapshot;
   readonly lock: RegistryLock;
   readonly holder: OwnerStatus;
 }
 
-export interface TransactionOptions {
-  /**
-   * A lock whose holder is absent, to take over by compare-and-swap instead of
-   * waiting for a free lock (recovery only).
-   */
-  readonly takeOver?: FileSnapshot;
-}
-
 /** What an operation inside `transaction` may do. */
 export interface RegistryTransaction {
+  /** The workspace root the transaction is for (named in the lock). */
+  readonly root: string;
   /** The validated reservations as the transaction last read or wrote them. */
   readonly entries: readonly Reservation[];
-  /** True once anything was written: a failure from then on retains the lock. */
-  readonly dirty: boolean;
-  /** Declares that writes begin; call it after every document to be written is encoded and checked. */
-  markDirty(): void;
+  /** This transaction's view of `root`'s row. */
+  rowOf(root: string): Reservation | undefined;
+  /**
+   * Refuses what `reserve` would refuse, writing nothing: an overlapping root or the same endpoint
+   * (`conflict`), then a full table (`capacity`, over REGISTRY_ENTRIES or REGISTRY_BYTES).
+   */
+  admit(reservation: Reservation): void;
+  /**
+   * Compare-and-swap of `roots.json` with `reservation` added.
+   * @throws ContractError as `admit`, before anything is written; `conflict` if the lock or the table moved.
+   */
+  reserve(reservation: Reservation): void;
+  /**
+   * Compare-and-swap of `roots.json` with exactly the row of `root` and `epoch` removed.
+   * @throws ContractError `conflict` when no such row is there, or the lock or the table moved.
+   */
+  unreserve(root: string, epoch: string): void;
   /**
    * Proves the lock is still this transaction's and `roots.json` is as it last saw it.
+   * Call it before any other write the transaction makes.
    * @throws ContractError `conflict`.
    */
   assertHeld(): void;
-  /**
-   * The bytes `writeEntries(entries)` would write, checked against every rule and bound.
-   * @throws ContractError `capacity` (over REGISTRY_ENTRIES or REGISTRY_BYTES), `refused` (overlap, shared endpoint).
-   */
-  encodeEntries(entries: readonly Reservation[]): Uint8Array;
-  /**
-   * Compare-and-swap of `roots.json`: checks, marks dirty, asserts the lock, writes.
-   * @throws ContractError `capacity` or `refused` before anything is written; `conflict` if the lock or file moved.
-   */
-  writeEntries(entries: readonly Reservation[]): void;
 }
+
+// Lock tokens this process left behind because their removal failed. Such a
+// lock names a live process (this one) but guards nothing any more: the next
+// transaction of this process takes it over instead of waiting on itself.
+const abandonedTokens = new Set<string>();
+
+const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+type Judgement =
+  | { readonly kind: 'free' }
+  | { readonly kind: 'wait' }
+  | { readonly kind: 'dead'; readonly snapshot: FileSnapshot; readonly token: string };
 
 /**
  * Makes the state home (0700) and its missing ancestors. The ancestors lie
@@ -93,171 +106,163 @@ export interface RegistryTransaction {
  * @throws ContractError `refused` for an unsafe state home.
  */
 export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks): void {
-  mkdirSync(dirname(stateHome), { recursive: true, mode: 0o700 });
-  new PrivateFiles(stateHome, hooks === undefined ? {} : { hooks }).directory(stateHome, true);
+  const layout = stateHomeLayout(stateHome);
+  mkdirSync(dirname(layout.stateHome), { recursive: true, mode: 0o700 });
+  new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks }).directory(layout.stateHome, true);
 }
 
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
 /**
- * The registry of one state home (`<stateHome>/v1/registry/`): every
- * reservation, so that no two owners serve overlapping roots or one endpoint.
- * Writers serialise on `registry.lock`; readers never wait (`peek`).
+ * The reservation table of one state home (`<stateHome>/v1/registry/`): every
+ * owner's reservation, so that no two owners serve overlapping roots or one
+ * endpoint. Writers serialise on `registry.lock` for one read-check-swap of
+ * the table; readers never look at the lock (`roots.json` is always whole).
  */
 export class Registry {
-  readonly stateHome: string;
-  readonly namespace: string;
-  readonly folder: string;
-  readonly formatPath: string;
-  readonly rootsPath: string;
-  readonly lockPath: string;
+  readonly layout: StateHomeLayout;
   readonly #files: PrivateFiles;
+  readonly #home: PrivateFiles;
   readonly #hooks: PrivateFilesHooks | undefined;
   readonly #lockWaitMs: number;
   #decoded: { readonly identity: string; readonly entries: readonly Reservation[] } | undefined;
 
   /** @throws ContractError `refused` when `stateHome` is not absolute and normalised. */
   constructor(stateHome: string, options: RegistryOptions = {}) {
-    if (!absolutePath.safeParse(stateHome).success) {
-      throw new ContractError('refused', 'state home: not an absolute, normalised path');
-    }
-    this.stateHome = stateHome;
-    this.namespace = join(stateHome, NAMESPACE_FOLDER);
-    this.folder = join(this.namespace, 'registry');
-    this.formatPath = join(this.folder, 'format.json');
-    this.rootsPath = join(this.folder, 'roots.json');
-    this.lockPath = join(this.folder, 'registry.lock');
+    this.layout = stateHomeLayout(stateHome);
     this.#hooks = options.hooks;
-    this.#files = new PrivateFiles(this.namespace, options.hooks === undefined ? {} : { hooks: options.hooks });
+    const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
+    this.#files = new PrivateFiles(this.layout.namespace, hooks);
+    this.#home = new PrivateFiles(this.layout.stateHome, hooks);
     this.#lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
   }
 
   /**
-   * Reads the registry without the lock. Format alone (an interrupted
-   * initialisation) reads as no entries.
-   * @throws ContractError `refused` (invalid registry or unsafe file), `conflict` (a file changed while read).
+   * Proves the state home itself is safe (a real 0700 folder of this user, no
+   * link), as every reader must before it trusts anything below it.
+   * Answers false when it does not exist.
+   * @throws ContractError `refused` for an unsafe state home.
    */
-  peek(): RegistryPeek {
-    this.#files.entries(this.folder, REGISTRY_FOLDER_ENTRIES);
-    const locked = this.#lockPresent();
-    const format = this.#files.read(this.formatPath);
-    const roots = this.#files.read(this.rootsPath, REGISTRY_BYTES);
-    const entries = this.#validate(format, roots);
-    return { entries, format, roots, locked };
+  checkStateHome(): boolean {
+    return this.#home.directory(this.layout.stateHome);
   }
 
   /**
-   * Proves that no lock appeared and `roots.json` is still the snapshot of `peek`.
-   * @throws ContractError `conflict` otherwise.
+   * One whole read of the table without the lock. Format alone (an
+   * interrupted initialisation) and no registry at all read as no entries.
+   * @throws ContractError `refused` (unsafe state home or file, invalid table), `conflict` (a file changed while read).
    */
-  assertUnchanged(peek: RegistryPeek): void {
-    if (this.#lockPresent()) throw new ContractError('conflict', `${this.lockPath}: a writer holds the registry`);
-    this.#files.assert(this.rootsPath, peek.roots, REGISTRY_BYTES);
+  list(): RegistryView {
+    this.checkStateHome();
+    this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
+    const format = this.#files.read(this.layout.registryFormat);
+    const roots = this.#files.read(this.layout.roots, REGISTRY_BYTES);
+    return { entries: this.#validate(format, roots), format, roots };
   }
 
   /**
-   * The lock file and its holder's liveness, or undefined when there is none.
+   * `root`'s reservation, or none, from one whole read of `roots.json`.
+   * @throws ContractError as `list`.
+   */
+  rowOf(root: string): RowRead {
+    const view = this.list();
+    return { row: view.entries.find((entry) => entry.root === root), roots: view.roots };
+  }
+
+  /**
+   * The lock file and its holder's liveness, or undefined when there is none (for diagnosis).
    * @throws ContractError `refused` (malformed or unsafe lock), `conflict` (changing while read).
    */
   readLock(): RegistryLockState | undefined {
-    const snapshot = this.#files.read(this.lockPath);
-    if (snapshot === undefined) return undefined;
-    const lock = decodeBytes(registryLockSchema, snapshot.bytes, DOCUMENT_BYTES, this.lockPath);
-    return { snapshot, lock, holder: ownerStatus(lock.pid, lock.host, lock.processStart) };
+    return this.#readHolder(this.layout.registryLock);
   }
 
   /**
-   * Runs `operation` under the registry lock (SPEC 4): sweep staging, take the
-   * lock, complete an interrupted initialisation, validate, operate. On
-   * success the lock is removed. On failure before any write it is removed
-   * too; after a write it is kept and marked `retained`, so that everyone
-   * else answers `quarantine` until recovery proves what happened.
-   * @throws ContractError `busy` (a live holder outlasted the wait), `quarantine`
-   * (a retained lock, or one whose holder is gone or cannot be told), `refused`
-   * (an invalid registry), and whatever `operation` throws.
+   * Take-over markers left in the registry folder, with their holders (for diagnosis).
+   * @throws ContractError as `readLock`.
    */
-  async transaction<T>(
-    operation: (transaction: RegistryTransaction) => T | Promise<T>,
-    options: TransactionOptions = {},
-  ): Promise<T> {
-    ensureStateHome(this.stateHome, this.#hooks);
-    this.#files.directory(this.folder, true);
-    const held = options.takeOver === undefined ? await this.#takeLock() : this.#takeOver(options.takeOver);
-    const transaction = new Transaction(this, this.#files, held, options.takeOver?.bytes);
+  readMarkers(): RegistryLockState[] {
+    const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
+    return names
+      .filter((name) => TAKEOVER_MARKER.test(name))
+      .flatMap((name) => this.#readHolder(join(this.layout.registry, name)) ?? []);
+  }
+
+  /**
+   * Runs `operation` under the registry lock for `root`: sweep staging, take
+   * the lock (waiting for a live holder, taking over a dead one's), complete
+   * an interrupted initialisation, validate, operate; then, success or
+   * failure, remove the lock. The operation reads and swaps the table, plus
+   * at most one per-workspace publication that must not race it.
+   * @throws ContractError `busy` (a live holder outlasted the wait), `quarantine`
+   * (a holder that cannot be told: another host or PID namespace), `refused`
+   * (an invalid registry or unsafe file), and whatever `operation` throws.
+   */
+  async transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
+    if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
+    ensureStateHome(this.layout.stateHome, this.#hooks);
+    this.#files.directory(this.layout.registry, true);
+    const token = randomUUID();
+    const bytes = encode({ schema: 'leasehold.registry-lock/1', token, ...currentProcess(), root });
+    let held: FileSnapshot;
     try {
-      transaction.begin(this.#completeInitialisation(transaction));
-      const result = await operation(transaction);
-      this.#files.remove(this.lockPath, held);
-      return result;
+      held = await this.#claim(bytes);
     } catch (error) {
-      this.#abandon(transaction, held);
+      this.#dropFailedClaim(bytes, token);
       throw error;
+    }
+    try {
+      this.#sweepMarkers();
+      const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held));
+      return await operation(transaction);
+    } finally {
+      this.#removeLock(held, token);
     }
   }
 
   #validate(format: FileSnapshot | undefined, roots: FileSnapshot | undefined): Reservation[] {
     if (roots !== undefined && format === undefined) {
-      throw new ContractError('refused', `${this.rootsPath}: exists without format.json`);
+      throw new ContractError('refused', `${this.layout.roots}: exists without format.json`);
     }
-    if (format !== undefined) checkFormat(format, this.stateHome, this.formatPath);
+    if (format !== undefined) checkFormat(format, this.layout.stateHome, this.layout.registryFormat);
     if (roots === undefined) return [];
     // The identity is the SHA-256 of the bytes: the same identity is the same,
     // already validated, list. Readers that poll a large registry decode it once.
     if (this.#decoded?.identity !== roots.identity) {
-      const entries = decodeRoots(roots, this.stateHome, this.rootsPath).map((entry) => Object.freeze(entry));
+      const entries = decodeRoots(roots, this.layout.stateHome, this.layout.roots).map((entry) => Object.freeze(entry));
       this.#decoded = { identity: roots.identity, entries };
     }
     return [...this.#decoded.entries];
   }
 
-  #lockPresent(): boolean {
-    try {
-      return this.#files.read(this.lockPath) !== undefined;
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return true;
-      throw error;
-    }
+  #readHolder(path: string): RegistryLockState | undefined {
+    const snapshot = this.#files.read(path);
+    if (snapshot === undefined) return undefined;
+    const lock = decodeBytes(registryLockSchema, snapshot.bytes, DOCUMENT_BYTES, path);
+    const mine = lock.pid === process.pid && abandonedTokens.has(lock.token);
+    return { path, snapshot, lock, holder: mine ? 'absent' : ownerStatus(lock.pid, lock.host, lock.processStart) };
   }
 
-  #lockBytes(): Uint8Array {
-    return encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: false });
-  }
-
-  /**
-   * Takes over the lock seen as `expected` by compare-and-swap, only while
-   * its holder is `absent`: the way recovery lifts a dead writer's fence (and
-   * a dead recovery's), without ever expiring a lock by age.
-   */
-  #takeOver(expected: FileSnapshot): FileSnapshot {
-    this.#files.sweepStaging();
-    const found = this.readLock();
-    if (found === undefined || !sameSnapshot(found.snapshot, expected)) {
-      throw new ContractError('conflict', `${this.lockPath}: not the lock to take over`);
-    }
-    if (found.holder !== 'absent') {
-      throw new ContractError('quarantine', `${this.lockPath}: its holder is ${found.holder}, not absent`);
-    }
-    return this.#files.replace(this.lockPath, expected, this.#lockBytes());
-  }
-
-  async #takeLock(): Promise<FileSnapshot> {
-    const bytes = this.#lockBytes();
+  async #claim(bytes: Uint8Array): Promise<FileSnapshot> {
     const deadline = Date.now() + this.#lockWaitMs;
     for (let attempt = 0; ; attempt += 1) {
       // A dead writer's staging leftover may be a second link of the lock: sweep before judging it.
       this.#files.sweepStaging();
       // Judge a lock that is there before writing one: each attempt to create
       // costs a staged write and its fsync, which waiters must not pay.
-      if (!this.#shortHold()) {
+      const found = this.#judge(this.layout.registryLock);
+      if (found.kind === 'free') {
         try {
-          return this.#files.create(this.lockPath, bytes);
+          return this.#files.create(this.layout.registryLock, bytes);
         } catch (error) {
           if (!ContractError.is(error, 'conflict')) throw error;
           continue; // another writer won the race: judge its lock
         }
       }
+      if (found.kind === 'dead') {
+        const taken = this.#takeOver(this.layout.registryLock, found, bytes);
+        if (taken !== undefined) return taken;
+      }
       if (Date.now() >= deadline) {
-        throw new ContractError('busy', `${this.lockPath}: held by a live process for more than ${this.#lockWaitMs} ms`);
+        throw new ContractError('busy', `${this.layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`);
       }
       // Jittered exponential backoff up to ~16 ms, so that racing writers spread
       // out and a freed lock does not sit idle for long.
@@ -266,36 +271,36 @@ export class Registry {
   }
 
   /**
-   * Whether the existing lock is a short hold worth waiting for (true), or
-   * already gone (false). A retained lock or one whose holder is absent or
-   * ambiguous is a fence: never expired by age, only lifted by recovery.
+   * What the lock (or marker) at `path` is: free, a short hold to wait for
+   * (a live holder, or a file being published or removed), or left by a dead
+   * holder. A holder that cannot be told is a fence: `quarantine`.
    */
-  #shortHold(): boolean {
-    let state: RegistryLockState | undefined;
+  #judge(path: string): Judgement {
+    let found: RegistryLockState | undefined;
     try {
-      state = this.readLock();
+      found = this.#readHolder(path);
     } catch (error) {
-      if (ContractError.is(error, 'conflict')) return true; // being published or removed
+      if (ContractError.is(error, 'conflict')) return { kind: 'wait' }; // being published or removed
       throw error;
     }
-    if (state === undefined) return false;
-    if (state.lock.retained) {
-      throw new ContractError('quarantine', `${this.lockPath}: retained by a writer that failed; run recovery`);
+    if (found === undefined) return { kind: 'free' };
+    if (found.holder === 'live') return { kind: 'wait' };
+    if (found.holder === 'ambiguous') {
+      throw new ContractError(
+        'quarantine',
+        `${path}: its holder (pid ${found.lock.pid} on ${found.lock.host}) cannot be told from here; run \`leasehold doctor\``,
+      );
     }
-    if (state.holder !== 'live') {
-      // A holder that removed its lock and exited between our read and the
-      // liveness check reads `absent` too. Only a lock still there, unchanged,
-      // after its holder was seen gone was left behind: a fence.
-      if (!this.#unchangedLock(state.snapshot)) return true;
-      throw new ContractError('quarantine', `${this.lockPath}: its holder is ${state.holder}; run recovery`);
-    }
-    return true;
+    // A holder that removed its lock and exited between our read and the
+    // liveness check reads `absent` too. Only a lock still there, unchanged,
+    // after its holder was seen gone was left behind.
+    if (!this.#unchanged(path, found.snapshot)) return { kind: 'wait' };
+    return { kind: 'dead', snapshot: found.snapshot, token: found.lock.token };
   }
 
-  /** Whether the lock is still exactly `snapshot` (a lock being replaced or removed is not). */
-  #unchangedLock(snapshot: FileSnapshot): boolean {
+  #unchanged(path: string, snapshot: FileSnapshot): boolean {
     try {
-      return sameSnapshot(this.#files.read(this.lockPath), snapshot);
+      return sameSnapshot(this.#files.read(path), snapshot);
     } catch (error) {
       if (ContractError.is(error, 'conflict')) return false;
       throw error;
@@ -303,87 +308,185 @@ export class Registry {
   }
 
   /**
-   * Step 2: both files absent, create both; format alone, create roots. Either is a write.
-   * An unexpected name in the registry folder is refused first, as `peek` refuses it.
+   * Replaces the dead holder's file at `path` with ours, exclusively. `replace`
+   * is check-then-rename, so two writers that judged the same dead lock could
+   * both pass the check: only the one that first creates the marker named
+   * after the dead token (an exclusive `link`) may replace it. A marker whose
+   * own holder died is taken over the same way, by a marker named after its
+   * token. Answers undefined when another writer won or the file moved.
    */
-  #completeInitialisation(transaction: Transaction): Reservation[] {
-    this.#files.entries(this.folder, REGISTRY_FOLDER_ENTRIES);
-    const format = this.#files.read(this.formatPath);
-    let roots = this.#files.read(this.rootsPath, REGISTRY_BYTES);
-    if (roots === undefined) {
-      const formatBytes = encode({ schema: 'leasehold.registry-format/1', stateHome: this.stateHome });
-      const rootsBytes = encodeEntries([], this.stateHome, this.rootsPath);
-      if (format !== undefined) checkFormat(format, this.stateHome, this.formatPath);
-      transaction.markDirty();
-      if (format === undefined) this.#files.create(this.formatPath, formatBytes);
-      roots = this.#files.create(this.rootsPath, rootsBytes, REGISTRY_BYTES);
-      transaction.roots = roots;
-      return [];
+  #takeOver(path: string, dead: Extract<Judgement, { kind: 'dead' }>, bytes: Uint8Array): FileSnapshot | undefined {
+    const marker = takeoverMarker(this.layout, dead.token);
+    try {
+      this.#files.create(marker, bytes);
+    } catch (error) {
+      if (!ContractError.is(error, 'conflict')) throw error;
+      const found = this.#judge(marker);
+      if (found.kind !== 'dead' || this.#takeOver(marker, found, bytes) === undefined) return undefined;
     }
-    transaction.roots = roots;
-    return this.#validate(format, roots);
+    try {
+      return this.#files.replace(path, dead.snapshot, bytes);
+    } catch (error) {
+      if (ContractError.is(error, 'conflict')) return undefined; // already taken over before our marker
+      throw error;
+    }
   }
 
-  #abandon(transaction: Transaction, held: FileSnapshot): void {
+  /**
+   * Removes every take-over marker, as the lock's holder. While a live writer
+   * holds the lock, every marker is stale: it names a token no longer at the
+   * lock's place, so the take-over it was for can only fail its compare.
+   */
+  #sweepMarkers(): void {
+    const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES).filter((name) => TAKEOVER_MARKER.test(name));
+    for (const name of names) {
+      const path = join(this.layout.registry, name);
+      try {
+        const marker = this.#readHolder(path);
+        if (marker !== undefined) this.#files.remove(path, marker.snapshot);
+      } catch (error) {
+        // A slow writer is publishing, replacing or removing this marker (for a take-over that can
+        // only fail its compare now), or its own cleanup came first: leave it to that writer, which
+        // sweeps it once it holds the lock (or the next holder does).
+        if (!ContractError.is(error, 'conflict')) throw error;
+      }
+    }
+  }
+
+  /**
+   * Both files absent: create both (the empty table); format alone: create
+   * roots. An unexpected name in the registry folder is refused first, as
+   * readers refuse it. Answers the table the transaction starts from.
+   */
+  #completeInitialisation(held: FileSnapshot): { entries: Reservation[]; roots: FileSnapshot } {
+    const { format, roots } = this.list();
+    if (roots !== undefined) return { entries: this.#validate(format, roots), roots };
+    const formatBytes = encode({ schema: 'leasehold.registry-format/1', stateHome: this.layout.stateHome });
+    const rootsBytes = encodeEntries([], this.layout.stateHome, this.layout.roots);
+    this.#files.assert(this.layout.registryLock, held);
+    if (format === undefined) this.#files.create(this.layout.registryFormat, formatBytes);
+    return { entries: [], roots: this.#files.create(this.layout.roots, rootsBytes, REGISTRY_BYTES) };
+  }
+
+  /**
+   * After a claim that failed part-way (a create or take-over whose link or
+   * rename went through before a later step failed), removes the lock or
+   * marker holding our bytes. What cannot be removed stays naming this live
+   * process and is remembered, so this process's next transaction takes it
+   * over instead of waiting on itself.
+   */
+  #dropFailedClaim(bytes: Uint8Array, token: string): void {
     try {
-      if (!transaction.dirty && transaction.takenOver !== undefined) {
-        // Nothing written: put the dead writer's lock back as it was, so its fence stays.
-        this.#files.replace(this.lockPath, held, transaction.takenOver);
-        return;
+      for (const name of this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES)) {
+        if (name !== 'registry.lock' && !TAKEOVER_MARKER.test(name)) continue;
+        const path = join(this.layout.registry, name);
+        const snapshot = this.#files.read(path);
+        if (snapshot?.identity === sha256(bytes)) this.#files.remove(path, snapshot);
       }
-      if (!transaction.dirty) {
-        this.#files.remove(this.lockPath, held);
-        return;
-      }
-      const lock = decodeBytes(registryLockSchema, held.bytes, DOCUMENT_BYTES, this.lockPath);
-      this.#files.replace(this.lockPath, held, encode({ ...lock, retained: true }));
     } catch {
-      // The original error is what the caller needs. A lock left as it was
-      // names this process, and reads as a fence once this process is gone.
+      abandonedTokens.add(token);
+    }
+  }
+
+  /**
+   * Removes our lock. A failed removal leaves it naming this live process:
+   * others wait and answer `busy`, this process's next transaction takes it
+   * over, and once this process exits anyone does. A lock whose unlink went
+   * through but whose folder fsync failed is gone: the transaction's work
+   * stands, and at worst the lock reappears after a power loss, naming a
+   * holder that is then absent.
+   */
+  #removeLock(held: FileSnapshot, token: string): void {
+    try {
+      this.#files.remove(this.layout.registryLock, held);
+      abandonedTokens.delete(token);
+    } catch {
+      try {
+        if (this.#unchanged(this.layout.registryLock, held)) abandonedTokens.add(token);
+      } catch {
+        // Unreadable now: it names this process, and is judged like any lock by the next writer.
+      }
     }
   }
 }
 
 class Transaction implements RegistryTransaction {
-  entries: readonly Reservation[] = [];
-  dirty = false;
-  roots: FileSnapshot | undefined;
-  readonly #registry: Registry;
+  readonly root: string;
+  entries: readonly Reservation[];
+  readonly #layout: StateHomeLayout;
   readonly #files: PrivateFiles;
   readonly #lock: FileSnapshot;
+  // The table as last read or written; undefined after a failed write, whose
+  // outcome (old or new table, both whole) is read again before the next one.
+  #roots: FileSnapshot | undefined;
 
-  readonly takenOver: Uint8Array | undefined;
-
-  constructor(registry: Registry, files: PrivateFiles, lock: FileSnapshot, takenOver: Uint8Array | undefined) {
-    this.#registry = registry;
+  constructor(
+    layout: StateHomeLayout,
+    files: PrivateFiles,
+    root: string,
+    lock: FileSnapshot,
+    start: { entries: readonly Reservation[]; roots: FileSnapshot },
+  ) {
+    this.#layout = layout;
     this.#files = files;
+    this.root = root;
     this.#lock = lock;
-    this.takenOver = takenOver;
+    this.entries = start.entries;
+    this.#roots = start.roots;
   }
 
-  begin(entries: readonly Reservation[]): void {
-    this.entries = entries;
+  rowOf(root: string): Reservation | undefined {
+    return this.entries.find((entry) => entry.root === root);
   }
 
-  markDirty(): void {
-    this.dirty = true;
+  admit(reservation: Reservation): void {
+    admitReservation(this.entries, reservation, this.#layout.roots);
+    this.#encode([...this.entries, reservation]);
+  }
+
+  reserve(reservation: Reservation): void {
+    this.#refresh();
+    this.admit(reservation);
+    this.#write([...this.entries, reservation]);
+  }
+
+  unreserve(root: string, epoch: string): void {
+    this.#refresh();
+    const remaining = this.entries.filter((entry) => !(entry.root === root && entry.epoch === epoch));
+    if (remaining.length !== this.entries.length - 1) {
+      throw new ContractError('conflict', `${this.#layout.roots}: no row for ${root} of epoch ${epoch}`);
+    }
+    this.#write(remaining);
   }
 
   assertHeld(): void {
-    this.#files.assert(this.#registry.lockPath, this.#lock);
-    this.#files.assert(this.#registry.rootsPath, this.roots, REGISTRY_BYTES);
+    // After a failed write (the old or the new table, both whole) the table is read again under the
+    // lock: a caller that found its write took effect anyway (only the fsync failed) goes on.
+    this.#refresh();
+    this.#files.assert(this.#layout.registryLock, this.#lock);
+    this.#files.assert(this.#layout.roots, this.#roots!, REGISTRY_BYTES);
   }
 
-  encodeEntries(entries: readonly Reservation[]): Uint8Array {
-    return encodeEntries(entries, this.#registry.stateHome, this.#registry.rootsPath);
+  #encode(entries: readonly Reservation[]): Uint8Array {
+    return encodeEntries(entries, this.#layout.stateHome, this.#layout.roots);
   }
 
-  writeEntries(entries: readonly Reservation[]): void {
-    const bytes = this.encodeEntries(entries);
+  /** After a failed write, reads the table again under the lock (only a lock holder writes it). */
+  #refresh(): void {
+    if (this.#roots !== undefined) return;
+    this.#files.assert(this.#layout.registryLock, this.#lock);
+    const roots = this.#files.read(this.#layout.roots, REGISTRY_BYTES);
+    if (roots === undefined) throw new ContractError('conflict', `${this.#layout.roots}: vanished under the lock`);
+    this.entries = decodeRoots(roots, this.#layout.stateHome, this.#layout.roots);
+    this.#roots = roots;
+  }
+
+  #write(entries: readonly Reservation[]): void {
+    const bytes = this.#encode(entries);
     this.assertHeld();
-    if (this.roots === undefined) throw new ContractError('conflict', `${this.#registry.rootsPath}: not read`);
-    this.markDirty();
-    this.roots = this.#files.replace(this.#registry.rootsPath, this.roots, bytes, REGISTRY_BYTES);
+    const expected = this.#roots!;
+    this.#roots = undefined;
+    this.#roots = this.#files.replace(this.#layout.roots, expected, bytes, REGISTRY_BYTES);
     this.entries = [...entries];
   }
 }

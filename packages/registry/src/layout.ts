@@ -1,0 +1,53 @@
+import { join } from 'node:path';
+import { ContractError, absolutePath } from '@leasehold/contracts';
+import { STAGING_FOLDER } from '@leasehold/private-files';
+
+/** The namespace folder below a state home; every Leasehold file lives under it. */
+export const NAMESPACE_FOLDER = 'v1';
+/** The only names allowed in the namespace folder `<stateHome>/v1` (besides the staging folder). */
+export const NAMESPACE_ENTRIES = ['registry', 'journal', 'workspaces'] as const;
+/** A take-over marker in the registry folder: `takeover-<token of the lock or marker it takes over>.lock`. */
+export const TAKEOVER_MARKER = /^takeover-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.lock$/;
+/** The only names allowed in `<ns>/registry/`. */
+export const REGISTRY_FOLDER_ENTRIES: readonly (string | RegExp)[] = ['format.json', 'roots.json', 'registry.lock', TAKEOVER_MARKER];
+
+/** Every state-home-wide path: the one place that names the layout shared by all workspaces. */
+export interface StateHomeLayout {
+  readonly stateHome: string;
+  readonly namespace: string;
+  readonly staging: string;
+  readonly registry: string;
+  readonly registryFormat: string;
+  readonly roots: string;
+  readonly registryLock: string;
+  readonly journal: string;
+  readonly workspaces: string;
+}
+
+/**
+ * The layout of `stateHome` (absolute, normalised).
+ * @throws ContractError `refused` for a state home that is not absolute and normalised.
+ */
+export function stateHomeLayout(stateHome: string): StateHomeLayout {
+  if (!absolutePath.safeParse(stateHome).success) {
+    throw new ContractError('refused', 'state home: not an absolute, normalised path');
+  }
+  const namespace = join(stateHome, NAMESPACE_FOLDER);
+  const registry = join(namespace, 'registry');
+  return {
+    stateHome,
+    namespace,
+    staging: join(namespace, STAGING_FOLDER),
+    registry,
+    registryFormat: join(registry, 'format.json'),
+    roots: join(registry, 'roots.json'),
+    registryLock: join(registry, 'registry.lock'),
+    journal: join(namespace, 'journal'),
+    workspaces: join(namespace, 'workspaces'),
+  };
+}
+
+/** The take-over marker for the lock or marker whose token is `token`. */
+export function takeoverMarker(layout: StateHomeLayout, token: string): string {
+  return join(layout.registry, `takeover-${token}.lock`);
+}
