@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { currentProcess } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, killAndReap, modeOf, replaceFile } from '@leasehold/test-utils';
 import {
@@ -7,6 +8,7 @@ import {
   BOUND,
   coordinationFor,
   makePlace,
+  reservationFor,
   spawnFixture,
   stateTreeOf,
   unchangedCodeOf,
@@ -92,6 +94,38 @@ describe('the plain checkout lock', () => {
     await lease.release();
     const handle = await checkout.acquire();
     handle.assertOwner();
+  });
+});
+
+describe('the plain checkout lock and a service row', () => {
+  it("is refused (conflict) while a row exists for the root, even with no service state yet; free again once the row is gone", async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'reserved');
+    const checkout = checkoutOf(place, coordination.root);
+    const row = reservationFor(place.stateHome, coordination.root, BOUND);
+    const registry = new Registry(place.stateHome);
+    // A service's reservation comes first, before its service folder and its checkout lock.
+    await registry.transaction(coordination.root, (transaction) => transaction.reserve(row));
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
+    expect(existsSync(checkout.places.checkoutLock)).toBe(false);
+    await registry.transaction(coordination.root, (transaction) => transaction.unreserve(row.root, row.epoch));
+    const handle = await checkout.acquire();
+    handle.assertOwner();
+    handle.release();
+  });
+
+  it("keeps a dead tool's lock under a row (quarantine): with a row, it is a service's to recover", async () => {
+    const place = makePlace();
+    const coordination = coordinationFor(place, 'row-over-tool');
+    const checkout = checkoutOf(place, coordination.root);
+    const child = spawnFixture('checkout-holder.mjs', [place.stateHome, coordination.root]);
+    await child.line((line) => line.startsWith('{"held"'));
+    await killAndReap(child);
+    const dead = inspected(checkout);
+    expect(dead.holder).toBe('absent');
+    const row = reservationFor(place.stateHome, coordination.root, BOUND);
+    await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('quarantine');
   });
 });
 

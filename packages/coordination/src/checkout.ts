@@ -17,7 +17,7 @@ import {
   type OwnerStatus,
 } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
-import { NAMESPACE_ENTRIES, defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
+import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
 import type { CoordinationOptions } from './service-coordination.js';
 import { checkServiceState, readServiceState } from './service-state.js';
 
@@ -91,15 +91,20 @@ export class Checkout {
    * `busy`/`quarantine` from the registry lock.
    */
   async acquire(): Promise<CheckoutHandle> {
-    return this.#registry.transaction(() => {
-      this.#files.entries(this.places.namespace, NAMESPACE_ENTRIES);
+    return this.#registry.transaction(this.places.root, (transaction) => {
+      this.#registry.checkStateHome();
       const state = readServiceState(this.#files, this.places);
       checkServiceState(state, this.places);
+      // A row fences the root from its reservation on, before the service's own checkout lock exists.
+      if (transaction.rowOf(this.places.root) !== undefined) {
+        throw new ContractError('conflict', `${this.places.roots}: a service holds this workspace`);
+      }
       if (state.checkoutLock !== undefined) throw new ContractError('conflict', `${this.places.checkoutLock}: held`);
       const owner = currentProcess();
       const token = randomUUID();
       const bytes = encode({ schema: 'leasehold.checkout-lock/1', token, ...owner });
       this.#files.directory(this.places.privateRoot, true);
+      transaction.assertHeld();
       return new CheckoutHandle(this.#files, this.places.checkoutLock, token, this.#files.create(this.places.checkoutLock, bytes));
     });
   }
@@ -128,20 +133,19 @@ export class Checkout {
    * `quarantine` (holder ambiguous, or the lock belongs to a service), and registry lock errors.
    */
   async breakIfAbsent(snapshot: FileSnapshot): Promise<void> {
-    await this.#registry.transaction((transaction) => {
+    await this.#registry.transaction(this.places.root, (transaction) => {
       const found = this.inspect();
       if (found === undefined || !sameSnapshot(found.snapshot, snapshot)) {
         throw new ContractError('conflict', `${this.places.checkoutLock}: changed since it was read`);
       }
       const registration = readServiceState(this.#files, this.places).registration?.value;
-      const ofService =
-        transaction.entries.some((entry) => entry.root === this.places.root) ||
-        registration?.checkoutToken === found.lock.token;
+      const ofService = transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
       if (ofService) throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`);
       if (found.holder === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
       if (found.holder === 'ambiguous') {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`);
       }
+      transaction.assertHeld();
       this.#files.remove(this.places.checkoutLock, snapshot);
     });
   }

@@ -1,123 +1,85 @@
-import { unlinkSync } from 'node:fs';
-import { posix } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   codeOfAsync,
   countsOf,
-  createSteps,
   endpointOf,
   handPlaces,
   listingOutsideStaging,
   makeWorkspace,
   messageOf,
   messagesOf,
+  namesIn,
   pathExists,
-  removeSteps,
-  replaceSteps,
   serviceFences,
   shownStep,
+  type ListedEntry,
 } from '@leasehold/test-utils';
 import {
-  OWNER_CONFIG,
-  checkoutLockExists,
-  makePlace,
-  spawnFixture,
-  stagingLeftovers,
-  undecodableFiles,
-  type TestPlace,
-} from '../test/process-helpers.js';
+  ACQUIRE_AFTER_STAGED_TEMP_STEPS,
+  ACQUIRE_FRESH_STEPS,
+  ACQUIRE_OVER_STOPPED_STEPS,
+  LOCK_REMOVAL_STEPS,
+  PHASE_ABSORBED,
+  PHASE_STEPS,
+  RELEASE_ABSORBED,
+  RELEASE_STEPS,
+  ioErrorCodeOf,
+  type CrashPlan,
+} from '../test/crash-helpers.js';
+import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, undecodableFiles, type TestPlace } from '../test/process-helpers.js';
 import { ServiceCoordination, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
 
-// SPEC 8.3: a process killed (SIGKILL) before any single mutating step of
-// acquire, a phase change or release leaves a state where `inspect` never
-// answers `absent` or `stopped` while a service fence remains and a new
-// `acquire` is refused (changing nothing); with no fence left, `acquire`
-// succeeds. The same holds once the dead writer's registry lock is deleted by
-// hand, which makes the order of the other steps visible.
+// SPEC 10.3: a process killed (SIGKILL), or failing with an I/O error (EIO,
+// ENOSPC), before any single mutating step of acquire, a phase change or
+// release leaves a state where (a) `inspect` never answers `absent` or
+// `stopped` while a service fence remains, and (b) a new `acquire` by another
+// process is refused, changing nothing (or, with no fence left, succeeds).
+// (c) A registry lock it left is taken over by the next writer of any
+// workspace: a writer of another workspace in the same state home runs a full
+// acquire and release, and (a) and (b) still hold after that. (That `recover`
+// brings every such state to `stopped` is proved in the recovery package.)
 
 const CHILD_ENDPOINT = endpointOf(44_001);
 const PARENT_ENDPOINT = endpointOf(44_002);
+const OTHER_ENDPOINT = endpointOf(44_003);
 const PREPARE_ENDPOINT = endpointOf(44_000);
-const REFUSALS = ['quarantine', 'conflict', 'refused', 'busy'];
-
-// ---- The expected step lists, written from SPEC 3 (how private-files publishes) and 5.3 (the order). ----
-// Paths are shown relative to the test folder: `state` is the state home, `<ws>` the workspace's private root,
-// `<temp>` a staged file and `<folder>` a staged folder.
-
-const STAGING = 'state/v1/.staging';
-const REGISTRY = 'state/v1/registry';
-const WORKSPACE = 'state/v1/workspaces/<ws>';
-const SERVICE = `${WORKSPACE}/service`;
-
-const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
-const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
-const serviceFolderPublished = [
-  `create-folder mkdir ${STAGING}/<folder>`,
-  `create-folder write ${STAGING}/<folder>/format.json`,
-  `create-folder fsync ${STAGING}/<folder>/format.json`,
-  `create-folder write ${STAGING}/<folder>/config.json`,
-  `create-folder fsync ${STAGING}/<folder>/config.json`,
-  `create-folder fsync-directory ${STAGING}/<folder>`,
-  `create-folder rename ${SERVICE}`,
-  `create-folder fsync-directory ${WORKSPACE}`,
-];
-/** The owner's files, created in SPEC 5.3 order after the reservation. */
-const ownerFilesCreated = [
-  ...createSteps(`${WORKSPACE}/checkout.lock`),
-  ...createSteps(`${SERVICE}/owner.lock`),
-  ...createSteps(`${SERVICE}/local-capability.json`),
-];
+/** A refused acquire: a row that overlaps (`conflict`), a registration not stopped (`quarantine`), a broken rule (`refused`). */
+const REFUSALS = ['quarantine', 'conflict', 'refused'];
 
 interface Prepared {
   readonly place: TestPlace;
   readonly root: string;
-  readonly coordination: ServiceCoordination;
+  /** A workspace of the same state home that no crashed writer touched. */
+  readonly otherRoot: string;
+  /** Writers killed while the place was prepared. */
+  readonly deadPids: readonly number[];
 }
 
 interface OperationCase {
   readonly name: string;
-  readonly operation: 'acquire' | 'phase' | 'release';
+  readonly operation: CrashPlan['operation'];
   /** Brings the fresh place to the state the operation starts from; answers the pids of writers killed on the way. */
-  readonly prepare?: (prepared: Prepared) => Promise<readonly number[]>;
+  readonly prepare?: (place: TestPlace, root: string) => Promise<readonly number[]>;
   readonly expectedSteps: readonly string[];
+  /** The steps whose I/O error the operation absorbs: it resolves (SPEC 4 step 5, 5.3). */
+  readonly absorbed: readonly string[];
 }
-
-/** The steps of a fresh acquire once the state home, namespace, registry and staging folders exist. */
-const acquireInFreshRegistry = [
-  // The registry lock, then the registry's initialisation, then the reservation: first after the lock.
-  ...createSteps(`${REGISTRY}/registry.lock`),
-  ...createSteps(`${REGISTRY}/format.json`),
-  ...createSteps(`${REGISTRY}/roots.json`),
-  ...replaceSteps(`${REGISTRY}/roots.json`),
-  // The service folder, published whole.
-  ...madeFolder('directory', 'state/v1/workspaces'),
-  ...madeFolder('directory', WORKSPACE),
-  ...serviceFolderPublished,
-  ...ownerFilesCreated,
-  ...createSteps(`${SERVICE}/registration.json`),
-  ...removeSteps(`${REGISTRY}/registry.lock`),
-];
 
 const CASES: readonly OperationCase[] = [
   {
     name: 'acquire of a fresh workspace in a fresh state home',
     operation: 'acquire',
-    expectedSteps: [
-      // The state home, the namespace and the registry folder, then the staging folder on first use.
-      ...madeFolder('directory', 'state'),
-      ...madeFolder('directory', 'state/v1'),
-      ...madeFolder('directory', REGISTRY),
-      ...madeFolder('create', STAGING),
-      ...acquireInFreshRegistry,
-    ],
+    expectedSteps: ACQUIRE_FRESH_STEPS,
+    absorbed: LOCK_REMOVAL_STEPS,
   },
   {
     name: "acquire after a killed writer's staged temp (the sweep's steps too)",
     operation: 'acquire',
-    prepare: async ({ place, root }) => {
+    prepare: async (place, root) => {
       // A first writer dies right before publishing the registry lock: its staged temp is left, and no fence.
       const first = spawnFixture('crasher.mjs', { ...crasherPlan('acquire', place, root), killBefore: 'create link' });
       expect(await first.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
@@ -125,182 +87,227 @@ const CASES: readonly OperationCase[] = [
       expect(serviceFences(place.stateHome, root)).toEqual([]);
       return [first.pid];
     },
-    expectedSteps: [`sweep-staging unlink ${STAGING}/<temp>`, `sweep-staging fsync-directory ${STAGING}`, ...acquireInFreshRegistry],
+    expectedSteps: ACQUIRE_AFTER_STAGED_TEMP_STEPS,
+    absorbed: LOCK_REMOVAL_STEPS,
   },
   {
     name: 'acquire over a stopped registration',
     operation: 'acquire',
-    prepare: async ({ coordination }) => {
+    prepare: async (place, root) => {
+      const coordination = new ServiceCoordination(root, { stateHome: place.stateHome });
       await (await coordination.acquire(OWNER_CONFIG, PREPARE_ENDPOINT)).release();
       return [];
     },
-    expectedSteps: [
-      ...createSteps(`${REGISTRY}/registry.lock`),
-      ...replaceSteps(`${REGISTRY}/roots.json`),
-      ...ownerFilesCreated,
-      ...replaceSteps(`${SERVICE}/registration.json`),
-      ...removeSteps(`${REGISTRY}/registry.lock`),
-    ],
+    expectedSteps: ACQUIRE_OVER_STOPPED_STEPS,
+    absorbed: LOCK_REMOVAL_STEPS,
   },
   {
     name: "phase change to 'stopping'",
     operation: 'phase',
-    expectedSteps: replaceSteps(`${SERVICE}/registration.json`),
+    expectedSteps: PHASE_STEPS,
+    absorbed: PHASE_ABSORBED,
   },
   {
     name: 'release',
     operation: 'release',
-    expectedSteps: [
-      ...createSteps(`${REGISTRY}/registry.lock`),
-      ...replaceSteps(`${SERVICE}/registration.json`),
-      ...replaceSteps(`${REGISTRY}/roots.json`),
-      ...removeSteps(`${SERVICE}/local-capability.json`),
-      ...removeSteps(`${SERVICE}/owner.lock`),
-      // The checkout lock last (SPEC 5.3).
-      ...removeSteps(`${WORKSPACE}/checkout.lock`),
-      ...removeSteps(`${REGISTRY}/registry.lock`),
-    ],
+    expectedSteps: RELEASE_STEPS,
+    absorbed: RELEASE_ABSORBED,
   },
 ];
 
-/** A fresh place and workspace, prepared for the case; the coordination used by the parent (no hooks). */
-async function preparedPlace(operationCase: OperationCase): Promise<Prepared & { deadPids: readonly number[] }> {
+/** A fresh place with two workspaces, prepared for the case. Nothing is shared between crash points. */
+async function preparedPlace(operationCase: OperationCase): Promise<Prepared> {
   const place = makePlace();
   const root = makeWorkspace(place, 'workspace');
-  // A short lock wait: a live holder is never expected here, and `busy` would be a refusal like any other.
-  const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 100 });
-  const deadPids = (await operationCase.prepare?.({ place, root, coordination })) ?? [];
-  return { place, root, coordination, deadPids };
+  const otherRoot = makeWorkspace(place, 'other');
+  const deadPids = (await operationCase.prepare?.(place, root)) ?? [];
+  return { place, root, otherRoot, deadPids };
 }
 
-function crasherPlan(operation: OperationCase['operation'], place: TestPlace, root: string, killAt?: number | 'end') {
-  return {
-    workspace: root,
-    stateHome: place.stateHome,
-    operation,
-    config: OWNER_CONFIG,
-    endpoint: CHILD_ENDPOINT,
-    ...(killAt === undefined ? {} : { killAt }),
-  };
+function crasherPlan(operation: CrashPlan['operation'], place: TestPlace, root: string, extra: Partial<CrashPlan> = {}): CrashPlan {
+  return { workspace: root, stateHome: place.stateHome, operation, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT, ...extra };
 }
 
-/** What one scenario showed, for the record. */
+/** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from the SPEC. */
+async function dryRun(operationCase: OperationCase): Promise<readonly string[]> {
+  const dry = await preparedPlace(operationCase);
+  const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, dry.place, dry.root));
+  const done = await messageOf(child, 'done');
+  expect(await child.closed).toMatchObject({ code: 0, signal: null });
+  const steps = messagesOf(child, 'step').map((message) => shownStep(message, dry.place, dry.root));
+  expect(steps).toEqual(operationCase.expectedSteps);
+  expect(done.steps).toBe(operationCase.expectedSteps.length);
+  return steps;
+}
+
+/** What one crash point showed, for the record. */
 interface Judgement {
-  readonly fences: readonly string[];
+  /** Which writer met the state first: the same root's (b), or another workspace's (c). */
+  readonly order?: 'same root first' | 'other first';
+  /** Whether the dead writer left its registry lock (taken over by the next writer). */
+  readonly lockLeft: boolean;
+  readonly fences: number;
   readonly status: string;
-  /** The parent's acquire: `won`, or the refusal code. */
+  /** The same-root acquire of this process: `won`, or the refusal code. */
   readonly acquire: string;
-  /** Files that did not decode with their schema (each made `inspect` answer `unavailable`). */
-  readonly undecodable: number;
+}
+
+const registryLockOf = (place: TestPlace) => handPlaces(place.stateHome, '/').registryLock;
+const isLockOrMarker = (path: string) => /^v1\/registry\/(registry|takeover-[0-9a-f-]+)\.lock$/.test(path);
+
+/** The listing outside staging without the registry lock and take-over markers (a dead writer's are taken over and removed). */
+function listingWithoutLocks(stateHome: string): Record<string, ListedEntry> {
+  return Object.fromEntries(Object.entries(listingOutsideStaging(stateHome)).filter(([path]) => !isLockOrMarker(path)));
 }
 
 /**
- * The assertions (i) to (iii) on the state a dead writer left, from this process:
- * (i) `inspect` never answers `absent` or `stopped` while a service fence remains;
- * (iii) every file decodes with its schema, or `inspect` answers `unavailable`;
- * (ii) with a fence (or a checkout lock) left, a new `acquire` is refused and changes nothing but the
- * dead writer's staging leftovers, which every registry transaction sweeps; with none, it succeeds.
+ * (a): `inspect` (of a new coordination in this process) never answers `absent` or `stopped`
+ * while a service fence remains; a file that does not decode makes it `unavailable`; staging
+ * leftovers are only ever a dead writer's. Answers the fences and the status.
  */
-async function judge(place: TestPlace, root: string, coordination: ServiceCoordination, deadPids: readonly number[], label: string): Promise<Judgement> {
+function checkInspect(prepared: Prepared, deadPids: readonly number[], label: string): { fences: string[]; status: string } {
+  const { place, root } = prepared;
   const fences = serviceFences(place.stateHome, root);
-  const checkoutHeld = checkoutLockExists(place.stateHome, root);
-  // Staging leftovers are only ever the dead writers' (swept by the next transaction).
-  for (const leftover of stagingLeftovers(place.stateHome)) expect(deadPids, `${label}: ${leftover}`).toContain(Number(leftover.split('.')[0]));
-
-  const inspection = coordination.inspect();
+  const inspection = new ServiceCoordination(root, { stateHome: place.stateHome }).inspect();
   if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspection.status);
-  else if (checkoutHeld) expect(inspection.status, `${label}: a checkout lock outlived its owner`).toBe('unavailable');
-  else expect(['absent', 'stopped'], label).toContain(inspection.status);
-
   const problems = undecodableFiles(place.stateHome);
   if (problems.length > 0) expect(inspection.status, `${label}: ${problems.join(', ')}`).toBe('unavailable');
+  for (const leftover of stagingLeftovers(place.stateHome)) expect(deadPids, `${label}: ${leftover}`).toContain(Number(leftover.split('.')[0]));
+  return { fences, status: inspection.status };
+}
 
-  const before = listingOutsideStaging(place.stateHome);
+/**
+ * (b): this process (another process than the dead writer) acquires the same root. With a fence
+ * left it is refused and changes nothing but the dead writer's lock and staging leftovers, which
+ * every transaction takes over and sweeps; with none it succeeds, and is released.
+ */
+async function checkAcquire(prepared: Prepared, label: string): Promise<string> {
+  const { place, root } = prepared;
+  const fences = serviceFences(place.stateHome, root);
+  const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 1000 });
+  const before = listingWithoutLocks(place.stateHome);
   let lease: OwnerLease | undefined;
   const code = await codeOfAsync(
     coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT).then((acquired) => {
       lease = acquired;
     }),
   );
-  if (fences.length > 0 || checkoutHeld) {
+  expect(pathExists(registryLockOf(place)), `${label}: a registry lock outlived the acquire`).toBe(false);
+  if (fences.length > 0) {
     expect(REFUSALS, `${label}: fences ${fences.join(', ')}`).toContain(code);
     expect(listingOutsideStaging(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
     expect(stagingLeftovers(place.stateHome), label).toEqual([]);
-    return { fences, status: inspection.status, acquire: code, undecodable: problems.length };
+    return code;
   }
   expect(code, `${label}: no fence is left`).toBe('no error');
   expect(coordination.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT } });
   await lease!.release();
-  expect(coordination.inspect().status, label).toBe('stopped');
+  expect(coordination.inspect(), label).toEqual({ status: 'stopped', epoch: lease!.registration.epoch });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
-  return { fences, status: inspection.status, acquire: 'won', undecodable: problems.length };
+  return 'won';
 }
 
-/** Runs `work` over `items`, two at a time (the machine has two cores; children are short-lived). */
-async function twoAtATime<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const lane = async (): Promise<void> => {
-    while (next < items.length && !failed) {
-      try {
-        await work(items[next++]!);
-      } catch (error) {
-        failed = true; // the other lane stops too, so no child is spawned after the test ended
-        throw error;
-      }
-    }
+/**
+ * (c): a writer of another workspace of the same state home runs a full acquire and release,
+ * taking over the dead writer's registry lock if one was left, and changes no fence of the root.
+ */
+async function checkOtherWorkspace(prepared: Prepared, label: string): Promise<void> {
+  const { place, root, otherRoot } = prepared;
+  const fences = serviceFences(place.stateHome, root);
+  const other = new ServiceCoordination(otherRoot, { stateHome: place.stateHome, lockWaitMs: 1000 });
+  const lease = await other.acquire(OWNER_CONFIG, OTHER_ENDPOINT);
+  expect(other.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' } });
+  await lease.release();
+  expect(other.inspect(), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  expect(serviceFences(place.stateHome, otherRoot), label).toEqual([]);
+  expect(serviceFences(place.stateHome, root), `${label}: another workspace's writer changed this root's fences`).toEqual(fences);
+  expect(pathExists(registryLockOf(place)), `${label}: the dead writer's registry lock was not taken over`).toBe(false);
+  expect(namesIn(join(handPlaces(place.stateHome, '/').namespace, 'registry')).filter((name) => name.startsWith('takeover-')), label).toEqual([]);
+}
+
+/**
+ * Judges the state a dead writer left: (a), (b), (c), (a), (b); or, with `other first`, (a), (c),
+ * (a), (b), so that the other workspace's writer is the one that meets a dead lock (SPEC 4 step 1).
+ */
+async function judge(prepared: Prepared, deadPids: readonly number[], order: 'other first' | 'same root first', label: string): Promise<Judgement> {
+  const lockLeft = pathExists(registryLockOf(prepared.place));
+  const first = checkInspect(prepared, deadPids, `${label} (as left)`);
+  const acquires: string[] = [];
+  if (order === 'same root first') acquires.push(await checkAcquire(prepared, `${label} (as left)`));
+  await checkOtherWorkspace(prepared, label);
+  checkInspect(prepared, deadPids, `${label} (after another workspace's writer)`);
+  acquires.push(await checkAcquire(prepared, `${label} (after another workspace's writer)`));
+  return { lockLeft, fences: first.fences.length, status: first.status, acquire: acquires[0]! };
+}
+
+function summary(judgements: readonly Judgement[]) {
+  return {
+    'inspect as left': countsOf(judgements.map((j) => j.status)),
+    'same-root acquire': countsOf(judgements.map((j) => j.acquire)),
+    'with a fence': judgements.filter((j) => j.fences > 0).length,
+    'registry lock left, taken over by the same root': judgements.filter((j) => j.lockLeft && j.order !== 'other first').length,
+    'registry lock left, taken over by another workspace': judgements.filter((j) => j.lockLeft && j.order === 'other first').length,
   };
-  await Promise.all([lane(), lane()]);
 }
 
-describe('a writer killed (SIGKILL) before any mutating step (SPEC 8.3)', () => {
+describe('a writer killed (SIGKILL) before any mutating step (SPEC 10.3)', () => {
   for (const operationCase of CASES) {
     it(operationCase.name, async () => {
-      // The dry run: the whole operation in a child, every step reported.
-      const dry = await preparedPlace(operationCase);
-      const dryRun = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, dry.place, dry.root));
-      const done = await messageOf(dryRun, 'done');
-      expect(await dryRun.closed).toMatchObject({ code: 0, signal: null });
-      const steps = messagesOf(dryRun, 'step').map((message) => shownStep(message, dry.place, dry.root));
-      console.log(`${operationCase.name}: ${steps.length} steps\n${steps.map((step, index) => `  ${index + 1}. ${step}`).join('\n')}`);
-      expect(steps).toEqual(operationCase.expectedSteps);
-      expect(done.steps).toBe(operationCase.expectedSteps.length);
-
+      const steps = await dryRun(operationCase);
       // Every crash point: killed before step k, for k in 1..N, and once after the operation returned.
-      const crashPoints: (number | 'end')[] = [...Array.from({ length: steps.length }, (_, index) => index + 1), 'end'];
-      const judgements: { variant: string; judgement: Judgement }[] = [];
-      await twoAtATime(crashPoints, async (killAt) => {
-        const { place, root, coordination, deadPids } = await preparedPlace(operationCase);
-        const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, place, root, killAt));
+      const crashPoints: (number | 'end')[] = [...steps.map((_, index) => index + 1), 'end'];
+      const judgements: Judgement[] = [];
+      for (const killAt of crashPoints) {
+        const prepared = await preparedPlace(operationCase);
+        const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, prepared.place, prepared.root, { killAt }));
         const end = await child.closed;
         expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
-        const reported = messagesOf(child, 'step').map((message) => (message.step as { n: number }).n);
-        expect(reported.at(-1)).toBe(killAt === 'end' ? steps.length : killAt);
+        const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
+        expect(reported).toEqual(killAt === 'end' ? steps : steps.slice(0, killAt));
         expect(messagesOf(child, 'done')).toHaveLength(killAt === 'end' ? 1 : 0);
-
         const label = `${operationCase.name}, killed ${killAt === 'end' ? 'after the last step' : `before step ${killAt}: ${steps[killAt - 1]}`}`;
-        judgements.push({ variant: 'as left', judgement: await judge(place, root, coordination, [...deadPids, child.pid], label) });
-        // Then the dead writer's lock deleted by hand, on the state as the refused acquire left it:
-        // unchanged, but for the dead writers' staging leftovers, which it swept.
-        const lock = handPlaces(place.stateHome, root).registryLock;
-        if (pathExists(lock)) {
-          unlinkSync(lock);
-          const unlocked = await judge(place, root, coordination, [...deadPids, child.pid], `${label}, registry lock deleted by hand`);
-          judgements.push({ variant: 'lock deleted by hand', judgement: unlocked });
-        }
-      });
-
-      console.log(
-        `${operationCase.name}: ${steps.length} crash points (+1 after the last step), ${judgements.length} scenarios`,
-        {
-          'as left: inspect': countsOf(judgements.filter((j) => j.variant === 'as left').map((j) => j.judgement.status)),
-          'as left: acquire': countsOf(judgements.filter((j) => j.variant === 'as left').map((j) => j.judgement.acquire)),
-          'lock deleted: inspect': countsOf(judgements.filter((j) => j.variant !== 'as left').map((j) => j.judgement.status)),
-          'lock deleted: acquire': countsOf(judgements.filter((j) => j.variant !== 'as left').map((j) => j.judgement.acquire)),
-          'undecodable files': judgements.reduce((total, j) => total + j.judgement.undecodable, 0),
-        },
-      );
-      expect(judgements.filter((j) => j.variant === 'as left')).toHaveLength(crashPoints.length);
+        // Alternately the same root's writer or another workspace's meets what the dead writer left first.
+        const order = killAt === 'end' || killAt % 2 === 1 ? 'same root first' : 'other first';
+        judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], order, label)), order });
+      }
+      console.log(`${operationCase.name}: ${steps.length} SIGKILL crash points (+1 after the last step)`, summary(judgements));
+      expect(judgements).toHaveLength(crashPoints.length);
     });
   }
 });
+
+describe('a writer failing with an I/O error at any mutating step, then exiting (SPEC 10.3)', () => {
+  for (const operationCase of CASES) {
+    it(operationCase.name, async () => {
+      const steps = await dryRun(operationCase);
+      const judgements: Judgement[] = [];
+      const outcomes: string[] = [];
+      for (const [index, step] of steps.entries()) {
+        const failAt = index + 1;
+        const failCode = ioErrorCodeOf(step);
+        const label = `${operationCase.name}, ${failCode} at step ${failAt}: ${step}`;
+        const prepared = await preparedPlace(operationCase);
+        const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, prepared.place, prepared.root, { failAt, failCode }));
+        const failed = (await messageOf(child, 'failed')).failed as { outcome: string; code?: string; message?: string };
+        const end = await child.closed;
+        expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: 0, signal: null });
+        // The same steps up to the failing one; after it, the rollback's or nothing.
+        const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
+        expect(reported.slice(0, failAt), label).toEqual(steps.slice(0, failAt));
+        // The injected error itself is what the operation rejects with, unless the operation absorbs it.
+        if (operationCase.absorbed.includes(step)) expect(failed, label).toEqual({ outcome: 'resolved' });
+        else expect(failed, label).toMatchObject({ outcome: 'rejected', code: failCode, message: `${failCode}: injected before ${reportedRaw(child, failAt)}` });
+        outcomes.push(`${failed.outcome}${failed.code === undefined ? '' : ` ${failed.code}`}`);
+        judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], 'same root first', label)), order: 'same root first' });
+      }
+      console.log(`${operationCase.name}: ${steps.length} I/O-error points`, { outcomes: countsOf(outcomes), ...summary(judgements) });
+      expect(judgements).toHaveLength(steps.length);
+    });
+  }
+});
+
+/** Step `n` as the child reported it, with its real path (the injected error's message names it). */
+function reportedRaw(child: Parameters<typeof messagesOf>[0], n: number): string {
+  const step = messagesOf(child, 'step').map((message) => message.step as { n: number; operation: string; action: string; path: string })[n - 1]!;
+  return `${step.operation} ${step.action} ${step.path}`;
+}

@@ -1,7 +1,6 @@
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
-export { OwnerLease } from './owner-lease.js';
+export { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
 export {
-  NAMESPACE_ENTRIES,
   PRIVATE_ROOT_ENTRIES,
   SERVICE_ENTRIES,
   defaultStateHome,
@@ -9,13 +8,22 @@ export {
   workspacePlaces,
   type WorkspacePlaces,
 } from './places.js';
-export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-surface.js';
 export {
   ServiceCoordination,
-  TRANSACTION_IN_PROGRESS,
   type CoordinationOptions,
   type Inspection,
   type LocalAccess,
   type NewWorkspace,
   type OwnerSummary,
 } from './service-coordination.js';
+export {
+  FILE_BYTES,
+  SERVICE_FILES,
+  assertFiles,
+  readServiceState,
+  snapshotsOf,
+  type Document,
+  type FileSnapshots,
+  type ServiceFile,
+  type ServiceState,
+} from './service-state.js';

@@ -240,20 +240,39 @@ describe('initializeNew', () => {
     lease.assert();
   });
 
-  it('leaves a visible fence when it throws after the reservation', async () => {
+  it('is rolled back when it throws after the reservation: no row, no service folder, absent, and acquire works again', async () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'failing');
-    const code = await codeOfAsync(() =>
-      coordination.acquire(ANY_PORT, BOUND, (workspace) => {
-        workspace.writeHostConfig(policyBytes('another policy'));
-      }),
-    );
-    expect(code).toBe('refused');
-    expect(existsSync(coordination.places.hostConfig)).toBe(false);
-    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
-    expect(readJson(registryPaths(place.stateHome).lock).retained).toBe(true);
-    expect(coordination.inspect().status).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
+    const other = await coordinationFor(place, 'other').acquire(ANY_PORT, 'http://127.0.0.1:40009');
+    const thrown = new Error('initializeNew failed');
+    let rowDuringInitialisation: string[] = [];
+    const caught = await coordination
+      .acquire(ANY_PORT, BOUND, (workspace) => {
+        // The reservation is published, and the service folder with it, before initializeNew runs.
+        rowDuringInitialisation = registryRows(place.stateHome).map((row) => row.root);
+        expect(existsSync(coordination.places.format)).toBe(true);
+        expect(codeOf(() => workspace.writeHostConfig(policyBytes('another policy')))).toBe('refused');
+        throw thrown;
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(caught).toBe(thrown);
+    expect(rowDuringInitialisation.sort()).toEqual([coordination.root, other.registration.root].sort());
+    // Undone in reverse order, the row last: only the other owner's row is left, and no lock.
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([other.registration.root]);
+    expect(existsSync(coordination.places.service)).toBe(false);
+    expect(existsSync(coordination.places.checkoutLock)).toBe(false);
+    expect(existsSync(registryPaths(place.stateHome).lock)).toBe(false);
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    other.assert();
+
+    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+    expect(readFileSync(coordination.places.hostConfig)).toEqual(Buffer.from(policyBytes()));
+    lease.assert();
+    await lease.release();
+    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
 });
 

@@ -1,29 +1,17 @@
 import {
   ContractError,
-  DOCUMENT_BYTES,
-  PATHS_DOCUMENT_BYTES,
   decodeBytes,
   encode,
   localCapabilitySchema,
+  sha256,
   type Phase,
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
 import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
-import type { Registry, RegistryTransaction } from '@leasehold/registry';
-import { NAMESPACE_ENTRIES, type WorkspacePlaces } from './places.js';
-import { bounded, readServiceState, type ServiceState } from './service-state.js';
-
-/** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
-export interface OwnedFiles {
-  format: FileSnapshot;
-  config: FileSnapshot;
-  hostConfig: FileSnapshot | undefined;
-  registration: FileSnapshot;
-  ownerLock: FileSnapshot | undefined;
-  capability: FileSnapshot | undefined;
-  checkoutLock: FileSnapshot | undefined;
-}
+import type { Registry } from '@leasehold/registry';
+import type { WorkspacePlaces } from './places.js';
+import { FILE_BYTES, SERVICE_FILES, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */
 export function reservationOf(registration: Registration): Reservation {
@@ -37,34 +25,24 @@ export function sameReservation(a: Reservation | undefined, b: Reservation | und
   return Buffer.from(encode(a)).equals(Buffer.from(encode(b)));
 }
 
-// Each owned file's key is also the name of its path in WorkspacePlaces.
-const OWNED_KEYS = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'checkoutLock'] as const;
-
-/** The snapshot of each owned file in a state just read. */
-export function snapshotsOf(state: ServiceState): Record<keyof OwnedFiles, FileSnapshot | undefined> {
-  return {
-    format: state.format?.snapshot,
-    config: state.config?.snapshot,
-    hostConfig: state.hostConfig,
-    registration: state.registration?.snapshot,
-    ownerLock: state.ownerLock?.snapshot,
-    capability: state.capability?.snapshot,
-    checkoutLock: state.checkoutLock?.snapshot,
-  };
-}
+/** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
+export type OwnedFiles = Record<ServiceFile, FileSnapshot | undefined>;
 
 /**
  * Proof that this process owns one workspace for one epoch. Every method
- * re-asserts that the owner's files are exactly as it left them: an owner
- * whose files changed under it has lost its lease and must stop serving
- * without touching anything.
+ * re-asserts that the owner's files and its row are exactly as it left them:
+ * an owner whose files changed under it has lost its lease and must stop
+ * serving without touching anything.
  */
 export class OwnerLease {
   readonly #places: WorkspacePlaces;
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
   readonly #owned: OwnedFiles;
+  readonly #reservation: Reservation;
   #registration: Registration;
+  // Set once release has removed the row: from then on the row must be absent.
+  #unreserved = false;
   #ended: ContractError | undefined;
   #stopWatching: (() => void) | undefined;
 
@@ -74,6 +52,7 @@ export class OwnerLease {
     this.#files = files;
     this.#registry = registry;
     this.#registration = registration;
+    this.#reservation = reservationOf(registration);
     this.#owned = owned;
   }
 
@@ -86,38 +65,27 @@ export class OwnerLease {
    * The owner's own endpoint, epoch and capability, from the capability file
    * it created, after `assert()`: what its transport checks clients against.
    * Holds the secret: never print it.
-   * @throws ContractError as `assert`.
+   * @throws ContractError as `assert`; `unavailable` once release removed the capability.
    */
   localAccess(): { endpoint: string; epoch: string; capability: string } {
     this.assert();
     const snapshot = this.#owned.capability;
     if (snapshot === undefined) throw new ContractError('unavailable', `${this.#places.capability}: not held`);
-    const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, DOCUMENT_BYTES, this.#places.capability);
+    const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, FILE_BYTES.capability, this.#places.capability);
     return { endpoint: this.#registration.endpoint, epoch: this.#registration.epoch, capability };
   }
 
   /**
    * Proves this process still owns the workspace: it is the registered
-   * process; every service file and the checkout lock are exactly the
-   * snapshots it took; the registry holds exactly its row and no retained
-   * lock. Reads that race another writer are retried.
-   * @throws ContractError `conflict` (a file changed), `quarantine` (a retained registry lock),
-   * `unavailable` (released or lost), `refused` (a file became unsafe or malformed).
+   * process; the state home is safe; its row is exactly in the table; every
+   * service file and the checkout lock are exactly the snapshots it took.
+   * Reads that race another writer are retried.
+   * @throws ContractError `conflict` (a file or the row changed), `unavailable` (released or lost),
+   * `refused` (a file or the state home became unsafe or malformed).
    */
   assert(): void {
     this.#assertActive();
-    retryingReads(() => {
-      this.#assertFiles();
-      const lock = this.#registry.readLock();
-      if (lock?.lock.retained === true) {
-        throw new ContractError('quarantine', `${this.#registry.lockPath}: retained by a failed writer`);
-      }
-      // roots.json changes whenever other workspaces come and go: only our row is compared.
-      const row = this.#registry.peek().entries.find((entry) => entry.root === this.#places.root);
-      if (!sameReservation(row, reservationOf(this.#registration))) {
-        throw new ContractError('conflict', `${this.#registry.rootsPath}: this owner's row changed`);
-      }
-    });
+    retryingReads(() => this.#assertOnce());
   }
 
   /**
@@ -131,38 +99,39 @@ export class OwnerLease {
   }
 
   /**
-   * Releases the workspace inside a registry transaction, in the order that
-   * keeps every crash point fenced: registration `stopped`, row removed,
-   * capability, `owner.lock`, and the checkout lock last. Every step
-   * re-asserts the lease and the registry.
+   * Releases the workspace in the order that keeps every crash point fenced:
+   * the registration `stopped`, the capability, `owner.lock`, then in one
+   * registry transaction the row and, last, the checkout lock (so a plain
+   * tool never enters while a service fence remains). Every step re-asserts
+   * the lease. A release that failed part-way can be called again and goes on
+   * from where it stopped. A step whose write took effect but whose fsync
+   * failed counts as done: every state it may leave after a power loss is
+   * one of the fenced states of this order.
    * @throws ContractError as `assert`, `busy`/`quarantine` from the registry lock.
    */
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
-    await this.#registry.transaction((transaction) => {
-      const step = () => this.#assertWithin(transaction);
-      step();
-      const remaining = transaction.entries.filter((entry) => entry.root !== this.#places.root);
-      const own = transaction.entries.filter((entry) => entry.root === this.#places.root);
-      // Exactly one row for this root, and it is this owner's reservation: a changed row means
-      // the lease is lost, and a lost owner touches nothing.
-      if (own.length !== 1 || !sameReservation(own[0], reservationOf(this.#registration))) {
-        throw new ContractError('conflict', `${this.#registry.rootsPath}: not exactly this owner's row for this root`);
+    if (this.#registration.phase !== 'stopped') {
+      this.assert();
+      this.#writeRegistration({ ...this.#registration, phase: 'stopped' });
+    }
+    this.#removeOwned('capability');
+    this.#removeOwned('ownerLock');
+    await this.#registry.transaction(this.#places.root, (transaction) => {
+      if (!this.#unreserved) {
+        this.assert();
+        transaction.assertHeld();
+        this.#settle(
+          () => transaction.unreserve(this.#reservation.root, this.#reservation.epoch),
+          () => this.#registry.rowOf(this.#reservation.root).row === undefined,
+        );
+        this.#unreserved = true;
       }
-      const stopped: Registration = { ...this.#registration, phase: 'stopped' };
-      this.#encodeRegistration(stopped);
-      transaction.encodeEntries(remaining);
-      transaction.markDirty();
-      this.#writeRegistration(stopped);
-      step();
-      transaction.writeEntries(remaining);
-      this.#removeOwned('capability', this.#places.capability, step);
-      this.#removeOwned('ownerLock', this.#places.ownerLock, step);
-      // The checkout lock goes last: until then, plain tools stay blocked.
-      this.#removeOwned('checkoutLock', this.#places.checkoutLock, step);
-      this.#ended = new ContractError('unavailable', `${this.#places.root}: the lease was released`);
+      transaction.assertHeld();
+      this.#removeOwned('checkoutLock');
     });
+    this.#ended = new ContractError('unavailable', `${this.#places.root}: the lease was released`);
   }
 
   /**
@@ -197,41 +166,67 @@ export class OwnerLease {
     }
   }
 
-  #assertFiles(): void {
-    this.#files.entries(this.#places.namespace, NAMESPACE_ENTRIES);
+  #assertOnce(): void {
+    // The row first: reading it checks the state home itself before anything below it.
+    const row = this.#registry.rowOf(this.#places.root).row;
+    if (!sameReservation(row, this.#unreserved ? undefined : this.#reservation)) {
+      throw new ContractError('conflict', `${this.#places.roots}: this owner's row changed`);
+    }
     const current = snapshotsOf(readServiceState(this.#files, this.#places));
-    for (const key of OWNED_KEYS) {
+    for (const key of SERVICE_FILES) {
       if (!sameSnapshot(current[key], this.#owned[key])) {
         throw new ContractError('conflict', `${this.#places[key]}: changed under its owner`);
       }
     }
   }
 
-  #assertWithin(transaction: RegistryTransaction): void {
-    this.#assertFiles();
-    transaction.assertHeld();
-  }
-
-  #encodeRegistration(registration: Registration): Uint8Array {
-    return bounded(encode(registration), PATHS_DOCUMENT_BYTES, this.#places.registration);
+  /**
+   * Runs a write; when it throws, asks `tookEffect` whether it went through
+   * anyway (an fsync failed after the rename or unlink): then it is done.
+   */
+  #settle(write: () => void, tookEffect: () => boolean): void {
+    try {
+      write();
+    } catch (error) {
+      let done = false;
+      try {
+        done = tookEffect();
+      } catch {
+        // Unreadable: the original error is the one to report.
+      }
+      if (!done) throw error;
+    }
   }
 
   #writeRegistration(next: Registration): void {
-    const bytes = this.#encodeRegistration(next);
-    this.#owned.registration = this.#files.replace(
-      this.#places.registration,
-      this.#owned.registration,
-      bytes,
-      PATHS_DOCUMENT_BYTES,
+    const path = this.#places.registration;
+    const bytes = bounded(encode(next), FILE_BYTES.registration, path);
+    const expected = this.#owned.registration;
+    if (expected === undefined) throw new ContractError('conflict', `${path}: not held`);
+    let written: FileSnapshot | undefined;
+    this.#settle(
+      () => {
+        written = this.#files.replace(path, expected, bytes, FILE_BYTES.registration);
+      },
+      () => {
+        written = this.#files.read(path, FILE_BYTES.registration);
+        return written?.identity === sha256(bytes);
+      },
     );
+    this.#owned.registration = written;
     this.#registration = next;
   }
 
-  #removeOwned(key: 'capability' | 'ownerLock' | 'checkoutLock', path: string, step: () => void): void {
-    step();
+  /** One removal step of release: re-assert, then remove by compare-and-swap (skipped when already done). */
+  #removeOwned(key: 'capability' | 'ownerLock' | 'checkoutLock'): void {
     const expected = this.#owned[key];
-    if (expected === undefined) throw new ContractError('conflict', `${path}: not held`);
-    this.#files.remove(path, expected, DOCUMENT_BYTES);
+    if (expected === undefined) return;
+    this.assert();
+    const path = this.#places[key];
+    this.#settle(
+      () => this.#files.remove(path, expected, FILE_BYTES[key]),
+      () => this.#files.read(path, FILE_BYTES[key]) === undefined,
+    );
     this.#owned[key] = undefined;
   }
 }

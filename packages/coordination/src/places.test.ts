@@ -2,9 +2,10 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, sha256Hex } from '@leasehold/test-utils';
+import { NAMESPACE_ENTRIES, stateHomeLayout } from '@leasehold/registry';
+import { bytesOf, cleanUp, codeOf, handPlaces, sha256Hex } from '@leasehold/test-utils';
 import { makePlace } from '../test/functional-helpers.js';
-import { NAMESPACE_ENTRIES, PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
+import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
 
 afterEach(cleanUp);
 
@@ -84,6 +85,33 @@ describe('workspacePlaces', () => {
     expect(places.registration).toBe(`${places.service}/registration.json`);
     expect(places.ownerLock).toBe(`${places.service}/owner.lock`);
     expect(places.capability).toBe(`${places.service}/local-capability.json`);
+  });
+
+  it("spreads the state home's shared layout, the registry's own, and agrees with the paths computed by hand", () => {
+    const root = '/home/someone/project';
+    const places = workspacePlaces(root, '/state');
+    const hand = handPlaces('/state', root);
+    expect(places).toMatchObject(stateHomeLayout('/state'));
+    expect(places).toMatchObject({
+      stateHome: '/state',
+      namespace: hand.namespace,
+      staging: hand.staging,
+      journal: hand.journal,
+      registry: '/state/v1/registry',
+      registryFormat: hand.registryFormat,
+      roots: hand.roots,
+      registryLock: hand.registryLock,
+      workspaces: '/state/v1/workspaces',
+      root,
+      privateRoot: hand.privateRoot,
+      checkoutLock: hand.checkoutLock,
+      service: hand.service,
+      format: hand.format,
+      config: hand.config,
+      registration: hand.registration,
+      ownerLock: hand.ownerLock,
+      capability: hand.capability,
+    });
   });
 
   it('gives two roots two private roots, even when one is a prefix of the other', () => {

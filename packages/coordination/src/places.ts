@@ -2,10 +2,8 @@ import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { ContractError, absolutePath, sha256 } from '@leasehold/contracts';
-import { NAMESPACE_FOLDER } from '@leasehold/registry';
+import { stateHomeLayout, type StateHomeLayout } from '@leasehold/registry';
 
-/** The only names allowed in the namespace folder `<stateHome>/v1`. */
-export const NAMESPACE_ENTRIES = ['registry', 'journal', 'workspaces'] as const;
 /** The only names allowed in a workspace's private root. */
 export const PRIVATE_ROOT_ENTRIES = ['checkout.lock', 'service'] as const;
 /** The only names allowed in a service folder; the last three belong to the service and are never read. */
@@ -21,12 +19,12 @@ export const SERVICE_ENTRIES = [
   'history',
 ] as const;
 
-/** Every path Leasehold uses for one workspace in one state home. */
-export interface WorkspacePlaces {
+/**
+ * Every path Leasehold uses for one workspace in one state home: the state
+ * home's shared layout (from the registry) and the workspace's own files.
+ */
+export interface WorkspacePlaces extends StateHomeLayout {
   readonly root: string;
-  readonly stateHome: string;
-  readonly namespace: string;
-  readonly workspaces: string;
   readonly privateRoot: string;
   readonly checkoutLock: string;
   readonly service: string;
@@ -38,23 +36,18 @@ export interface WorkspacePlaces {
   readonly capability: string;
 }
 
-function checkedPath(path: string, label: string): string {
-  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', `${label}: not an absolute, normalised path`);
-  return path;
-}
-
-/** The places of `root` (absolute, normalised) under `stateHome`. */
+/**
+ * The places of `root` (absolute, normalised) under `stateHome`.
+ * @throws ContractError `refused` for a root or state home that is not absolute and normalised.
+ */
 export function workspacePlaces(root: string, stateHome: string): WorkspacePlaces {
   checkedPath(root, 'workspace root');
-  const namespace = join(checkedPath(stateHome, 'state home'), NAMESPACE_FOLDER);
-  const workspaces = join(namespace, 'workspaces');
-  const privateRoot = join(workspaces, sha256(new TextEncoder().encode(root)).slice(0, 32));
+  const layout = stateHomeLayout(stateHome);
+  const privateRoot = join(layout.workspaces, sha256(new TextEncoder().encode(root)).slice(0, 32));
   const service = join(privateRoot, 'service');
   return {
+    ...layout,
     root,
-    stateHome,
-    namespace,
-    workspaces,
     privateRoot,
     checkoutLock: join(privateRoot, 'checkout.lock'),
     service,
@@ -65,6 +58,11 @@ export function workspacePlaces(root: string, stateHome: string): WorkspacePlace
     ownerLock: join(service, 'owner.lock'),
     capability: join(service, 'local-capability.json'),
   };
+}
+
+function checkedPath(path: string, label: string): string {
+  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', `${label}: not an absolute, normalised path`);
+  return path;
 }
 
 /**

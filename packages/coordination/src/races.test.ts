@@ -1,8 +1,15 @@
-import { unlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
 import { cleanUp, countsOf, endpointOf, handPlaces, makeWorkspace, messageOf, pathExists, type SpawnedChild } from '@leasehold/test-utils';
-import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, type TestPlace } from '../test/process-helpers.js';
+import {
+  OWNER_CONFIG,
+  makePlace,
+  spawnFixture,
+  stagingLeftovers,
+  stepAt,
+  type StepperPlan,
+  type TestPlace,
+} from '../test/process-helpers.js';
 import { ServiceCoordination } from './index.js';
 
 afterEach(cleanUp);
@@ -33,17 +40,19 @@ function registryOf(place: TestPlace): Registry {
   return new Registry(place.stateHome);
 }
 
-describe('processes racing acquire (SPEC 8.1)', () => {
+describe('processes racing acquire (SPEC 10.1, 10.6)', () => {
   it(`${RACERS} processes acquiring one root at once: exactly one wins, the others are refused`, async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'shared');
-    // The default lock wait (2 s): a loser that waits longer answers `busy`, which is a correct refusal too.
     const plans = Array.from({ length: RACERS }, (_, index): RacerPlan => ({
       workspace: root,
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
       endpoint: endpointOf(41_000 + index),
       then: 'hold',
+      // Generous, so that every loser gets the lock at last (however slow the disk) and finds the
+      // winner's row: the outcome depends on exclusion alone, never on disk speed.
+      lockWaitMs: 60_000,
     }));
     const results = await race(plans);
     console.log(`one root, ${RACERS} racers:`, countsOf(results.map((result) => result.outcome)));
@@ -51,19 +60,20 @@ describe('processes racing acquire (SPEC 8.1)', () => {
     const winners = results.filter((result) => result.outcome === 'won');
     expect(winners).toHaveLength(1);
     const winner = winners[0]!;
-    for (const loser of results.filter((result) => result !== winner)) {
-      // No writer fails in this race, so no lock is ever left behind: `quarantine` would be a
-      // false fence. (It once came from a loser that read another loser's lock, which was then
-      // removed by a holder that exited before the liveness check: see Registry#shortHold.)
-      expect(['conflict', 'busy'], loser.racer.lines.join('\n')).toContain(loser.outcome);
-      expect(await loser.racer.closed).toMatchObject({ code: 0, signal: null });
-    }
+    const losers = results.filter((result) => result !== winner);
+    // Every loser is refused by the winner's row: no writer fails in this race, so no lock is
+    // left behind (`quarantine` would be a false fence) and none waits out the bound (`busy`).
+    expect(countsOf(losers.map((loser) => loser.outcome)), losers.map((loser) => loser.racer.lines.join('\n')).join('\n')).toEqual({
+      conflict: RACERS - 1,
+    });
+    for (const loser of losers) expect(await loser.racer.closed).toMatchObject({ code: 0, signal: null });
 
     // Every loser has exited: the registry is unlocked and holds exactly the winner's row.
-    const peek = registryOf(place).peek();
-    expect(peek.locked).toBe(false);
-    expect(peek.entries).toHaveLength(1);
-    expect(peek.entries[0]).toMatchObject({ root, endpoint: winner.plan.endpoint, pid: winner.racer.pid });
+    const registry = registryOf(place);
+    expect(registry.readLock()).toBeUndefined();
+    const { entries } = registry.list();
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({ root, endpoint: winner.plan.endpoint, pid: winner.racer.pid });
     expect(new ServiceCoordination(root, { stateHome: place.stateHome }).inspect()).toMatchObject({
       status: 'unavailable',
       owner: { pid: winner.racer.pid, endpoint: winner.plan.endpoint, phase: 'idle' },
@@ -72,7 +82,8 @@ describe('processes racing acquire (SPEC 8.1)', () => {
     winner.racer.send('release');
     await messageOf(winner.racer, 'released');
     expect(await winner.racer.closed).toMatchObject({ code: 0, signal: null });
-    expect(registryOf(place).peek()).toMatchObject({ entries: [], locked: false });
+    expect(registryOf(place).list().entries).toEqual([]);
+    expect(registryOf(place).readLock()).toBeUndefined();
     expect(new ServiceCoordination(root, { stateHome: place.stateHome }).inspect().status).toBe('stopped');
   });
 
@@ -100,7 +111,7 @@ describe('processes racing acquire (SPEC 8.1)', () => {
     }
 
     const places = handPlaces(place.stateHome, '/');
-    expect(registryOf(place).peek()).toMatchObject({ entries: [], locked: false });
+    expect(registryOf(place).list().entries).toEqual([]);
     expect(pathExists(places.registryLock)).toBe(false);
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
     for (const plan of plans) {
@@ -108,25 +119,27 @@ describe('processes racing acquire (SPEC 8.1)', () => {
     }
   });
 
-  it(`${RACERS} processes acquiring disjoint roots while a killed writer's staged folder waits to be swept: all win`, async () => {
+  it(`${RACERS} processes acquiring disjoint roots over a killed writer's registry lock and staged folder: all win`, async () => {
     const place = makePlace();
-    // A writer dies while publishing its service folder: its staged folder stays in the staging
-    // folder, next to its lock and its row. The lock is deleted by hand, so other roots are free.
+    // A writer dies inside its registry transaction while publishing its service folder: its
+    // registry lock, its staged folder and its row stay. Nothing is removed by hand.
     const crashedRoot = makeWorkspace(place, 'crashed');
-    const crashed = spawnFixture('crasher.mjs', {
+    const crashedPlaces = handPlaces(place.stateHome, crashedRoot);
+    const plan: StepperPlan = {
       workspace: crashedRoot,
       stateHome: place.stateHome,
-      operation: 'acquire',
       config: OWNER_CONFIG,
       endpoint: endpointOf(42_999),
-      killBefore: 'create-folder rename',
-    });
+      during: 'acquire',
+      at: stepAt('create-folder', 'rename', crashedPlaces.service),
+      then: 'kill',
+    };
+    const crashed = spawnFixture('stepper.mjs', plan);
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
-    const places = handPlaces(place.stateHome, '/');
     expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`))]);
-    unlinkSync(places.registryLock);
+    expect(registryOf(place).readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
 
-    // Every racer's first transaction sweeps the same dead writer's folder at once.
+    // Every racer's first transaction finds the same dead lock and the same dead writer's folder at once.
     const plans = Array.from({ length: RACERS }, (_, index): RacerPlan => ({
       workspace: makeWorkspace(place, `sweeper-${index}`),
       stateHome: place.stateHome,
@@ -136,15 +149,21 @@ describe('processes racing acquire (SPEC 8.1)', () => {
       lockWaitMs: 60_000, // as above: the outcome must not depend on disk speed
     }));
     const results = await race(plans);
-    console.log(`${RACERS} disjoint roots, racing sweepers:`, countsOf(results.map((result) => result.outcome)));
+    console.log(`${RACERS} disjoint roots, racing over a dead lock and its staged folder:`, countsOf(results.map((result) => result.outcome)));
     for (const { racer, outcome } of results) {
       const end = await racer.closed;
       expect({ outcome, code: end.code }, end.stderr).toEqual({ outcome: 'won', code: 0 });
     }
 
+    const registry = registryOf(place);
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
-    expect(pathExists(places.registryLock)).toBe(false);
+    expect(registry.readLock()).toBeUndefined();
+    expect(registry.readMarkers()).toEqual([]);
     // The dead writer's row still fences its root: only recovery lifts it.
-    expect(registryOf(place).peek().entries.map((entry) => entry.root)).toEqual([crashedRoot]);
+    expect(registry.list().entries.map((entry) => entry.root)).toEqual([crashedRoot]);
+    expect(new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).inspect()).toEqual({
+      status: 'unavailable',
+      reason: 'a registry row has no service state',
+    });
   });
 });

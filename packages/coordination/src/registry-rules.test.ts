@@ -1,26 +1,29 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { encode, REGISTRY_ENTRIES, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, replaceFile } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, namesIn, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
+  ambiguousHolders,
   configFor,
   coordinationFor,
+  goneHolder,
   makePlace,
   makeWorkspace,
+  registryLockBytes,
   registryPaths,
   registryRows,
   reservationFor,
   stateTreeOf,
   unchangedCodeOf,
+  writeRows,
   type TestPlace,
 } from '../test/functional-helpers.js';
-import { Checkout, ServiceCoordination } from './index.js';
+import { Checkout, ServiceCoordination, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
 
@@ -107,7 +110,7 @@ describe('a full registry', () => {
     const list = Array.from({ length: REGISTRY_ENTRIES }, (_, index) =>
       reservationFor(place.stateHome, join(place.tmp, 'full', `r${index}`), `http://127.0.0.1:${20000 + index}`),
     );
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(list));
+    await writeRows(place, list);
     return list;
   }
 
@@ -133,7 +136,7 @@ describe('a full registry', () => {
   it('admits a new owner again once one reservation is gone', async () => {
     const place = makePlace();
     const list = await fill(place);
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(list.slice(1)));
+    await writeRows(place, list.slice(1));
     const lease = await coordinationFor(place, 'room').acquire(ANY_PORT, BOUND);
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
     await lease.release();
@@ -234,8 +237,9 @@ describe('rows and locks the service state does not explain', () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'row-only');
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([row]));
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row has no service state' });
+    await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
+    // The row names this process, which is live: a passing state of its acquire, for all inspect can tell.
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row has no service state', inProgress: true });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('quarantine');
@@ -247,8 +251,8 @@ describe('rows and locks the service state does not explain', () => {
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const rows = registryRows(place.stateHome);
     await lease.release();
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries(rows));
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
+    await writeRows(place, rows);
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration', inProgress: true });
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
   });
 
@@ -256,43 +260,128 @@ describe('rows and locks the service state does not explain', () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'initialised-row');
     await coordination.initialize(ANY_PORT);
-    const row = reservationFor(place.stateHome, coordination.root, BOUND);
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([row]));
+    const row = { ...reservationFor(place.stateHome, coordination.root, BOUND), ...goneHolder() };
+    await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
+    // Its process is gone: no longer in progress, a fence for recovery.
     expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
   });
 
-  it("a live writer's registry lock: inspect and localAccess unavailable, acquire busy after the bound, the owner unaffected", async () => {
+});
+
+describe('registry locks: a short hold of the table, never a fence', () => {
+  /** Places `registry.lock` by hand, as a holder that has it for a transaction of `root`. */
+  function placeLock(place: TestPlace, holder: Parameters<typeof registryLockBytes>[0], root: string): void {
+    replaceFile(place.tmp, registryPaths(place.stateHome).lock, registryLockBytes(holder, root));
+  }
+
+  it("a live holder's lock (another workspace's transaction in progress): inspect and localAccess unaffected; writers busy after the bound", async () => {
     const place = makePlace();
-    const coordination = coordinationFor(place, 'locked');
+    const stopped = coordinationFor(place, 'stopped');
+    const stoppedEpoch = await stopped.acquire(ANY_PORT, 'http://127.0.0.1:40003').then(async (lease) => {
+      await lease.release();
+      return lease.registration.epoch;
+    });
+    const coordination = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 20 });
     const lease = await coordination.acquire(ANY_PORT, BOUND);
-    const lock = encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: false });
-    replaceFile(place.tmp, registryPaths(place.stateHome).lock, lock);
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry transaction is in progress' });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    const held = coordination.inspect();
+    placeLock(place, currentProcess(), makeWorkspace(place, 'busy-elsewhere'));
+
+    // Readers never look at the lock.
+    expect(coordination.inspect()).toEqual(held);
+    expect(held).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
+    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: stoppedEpoch });
+    expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+    expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
+    lease.assert();
+    lease.phase('stopping');
+    lease.assert();
+
+    // Writers wait for the live holder, then give up: busy, with nothing written.
     const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
     expect(await unchangedCodeOf(place.stateHome, () => waiting.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('busy');
-    lease.assert();
+    expect(await unchangedCodeOf(place.stateHome, () => new Checkout(waiting.root, { stateHome: place.stateHome, lockWaitMs: 20 }).acquire())).toBe('busy');
+    // Release stops at its registry transaction, every other fence already gone; the row and the
+    // checkout lock stay, naming this live process: in progress.
+    expect(await codeOfAsync(() => lease.release())).toBe('busy');
+    expect(existsSync(coordination.places.capability)).toBe(false);
+    expect(existsSync(coordination.places.ownerLock)).toBe(false);
+    expect(existsSync(coordination.places.checkoutLock)).toBe(true);
+    expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
+    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', inProgress: true });
+
+    // Once the hold is over, the same release goes on from where it stopped.
     rmSync(registryPaths(place.stateHome).lock);
-    expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+    await lease.release();
+    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(registryRows(place.stateHome)).toEqual([]);
+    (await waiting.acquire(ANY_PORT, 'http://127.0.0.1:40002')).assert();
   });
 
-  it('a retained registry lock, or one of another host: quarantine at once, and a retained one fences the owner', async () => {
+  it("a dead holder's lock is taken over at once (no wait) by acquire, release, initialize and the checkout lock", async () => {
     const place = makePlace();
-    const coordination = coordinationFor(place, 'retained');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
-    const other = coordinationFor(place, 'other');
+    const options = { stateHome: place.stateHome, lockWaitMs: 0 };
+    const coordination = new ServiceCoordination(makeWorkspace(place, 'taker'), options);
     const lockPath = registryPaths(place.stateHome).lock;
-    replaceFile(place.tmp, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 1, host: 'another-host', retained: false }));
-    expect(coordination.inspect().status).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+    const registry = new Registry(place.stateHome);
+    const takenOver = async (action: () => Promise<unknown>) => {
+      const dead = goneHolder();
+      placeLock(place, dead, makeWorkspace(place, 'crashed'));
+      expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: dead.pid } });
+      await action();
+      expect(existsSync(lockPath)).toBe(false);
+      // No take-over marker is left behind, and nothing else is in the registry folder.
+      expect(namesIn(registryPaths(place.stateHome).folder)).toEqual(['format.json', 'roots.json']);
+    };
+    await new Registry(place.stateHome).transaction(place.tmp, () => undefined);
+
+    await takenOver(() => coordination.initialize(ANY_PORT));
+    let lease: OwnerLease | undefined;
+    await takenOver(async () => {
+      lease = await coordination.acquire(ANY_PORT, BOUND);
+    });
+    if (lease === undefined) throw new Error('unreachable');
+    // A transaction that refuses takes the lock over too, and removes it all the same.
+    await takenOver(async () => expect(await codeOfAsync(() => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict'));
     lease.assert();
-    replaceFile(place.tmp, lockPath, encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }));
-    expect(coordination.inspect().status).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
-    expect(codeOf(() => lease.assert())).toBe('quarantine');
-    expect(await unchangedCodeOf(place.stateHome, () => lease.release())).toBe('quarantine');
+    await takenOver(() => lease!.release());
+    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(registryRows(place.stateHome)).toEqual([]);
+    const checkout = new Checkout(makeWorkspace(place, 'tool'), options);
+    await takenOver(async () => (await checkout.acquire()).release());
   });
+
+  for (const name of ['another host', 'another PID namespace']) {
+    it(`a lock of a holder on ${name} cannot be told gone: quarantine on acquire and release, readers unaffected`, async () => {
+      const place = makePlace();
+      const ambiguous = ambiguousHolders().find((candidate) => candidate.name === name)!.holder;
+      const coordination = coordinationFor(place, 'held');
+      const lease = await coordination.acquire(ANY_PORT, BOUND);
+      const held = coordination.inspect();
+      const other = coordinationFor(place, 'other');
+      placeLock(place, ambiguous, makeWorkspace(place, 'elsewhere'));
+
+      expect(coordination.inspect()).toEqual(held);
+      expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+      lease.assert();
+      expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+      const error = await other.acquire(ANY_PORT, 'http://127.0.0.1:40002').catch((caught: unknown) => caught);
+      // The message names the lock and its holder, and how to look into it.
+      expect(String((error as Error).message)).toContain(registryPaths(place.stateHome).lock);
+      expect(String((error as Error).message)).toContain(`pid ${ambiguous.pid} on ${ambiguous.host}`);
+      expect(String((error as Error).message)).toContain('leasehold doctor');
+      expect(await unchangedCodeOf(place.stateHome, () => other.initialize(ANY_PORT))).toBe('quarantine');
+      expect(await unchangedCodeOf(place.stateHome, () => new Checkout(other.root, { stateHome: place.stateHome }).acquire())).toBe('quarantine');
+      // Release stops at its transaction; after an operator removed the lock it goes on.
+      expect(await codeOfAsync(() => lease.release())).toBe('quarantine');
+      expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
+      expect(coordination.inspect()).toMatchObject({ status: 'unavailable', inProgress: true });
+      rmSync(registryPaths(place.stateHome).lock);
+      await lease.release();
+      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+      (await other.acquire(ANY_PORT, 'http://127.0.0.1:40002')).assert();
+    });
+  }
 });
 
 describe('a live registration whose row is not its reservation', () => {
@@ -302,11 +391,13 @@ describe('a live registration whose row is not its reservation', () => {
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const [row] = registryRows(place.stateHome);
     if (row === undefined) throw new Error('expected a row');
-    await new Registry(place.stateHome).transaction((transaction) => transaction.writeEntries([{ ...row, endpoint: 'http://127.0.0.1:40002' }]));
+    await writeRows(place, [{ ...row, endpoint: 'http://127.0.0.1:40002' }]);
     expect(coordination.inspect()).toEqual({
       status: 'unavailable',
       reason: 'the registry row is not the registration',
       owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle' },
+      // The row names this live process: for all the files tell, a passing state.
+      inProgress: true,
     });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(codeOf(() => lease.assert())).toBe('conflict');

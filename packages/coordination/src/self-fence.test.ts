@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { ContractError, encode, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
@@ -8,10 +8,13 @@ import { bytesOf, cleanUp, codeOf, codeOfAsync, replaceFile } from '@leasehold/t
 import {
   ANY_PORT,
   BOUND,
+  ambiguousHolders,
   coordinationFor,
+  goneHolder,
   makePlace,
   policyBytes,
   readJson,
+  registryLockBytes,
   registryPaths,
   rewriteJson,
   stateTreeOf,
@@ -96,16 +99,6 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
     code: 'conflict',
     change: ({ place }) => replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
   },
-  {
-    name: 'a retained registry.lock appearing',
-    code: 'quarantine',
-    change: ({ place }) =>
-      replaceFile(
-        place.tmp,
-        registryPaths(place.stateHome).lock,
-        encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...currentProcess(), retained: true }),
-      ),
-  },
 ];
 
 describe('watch: the self-fence', () => {
@@ -147,6 +140,15 @@ describe('watch: the self-fence', () => {
       replaceFile(place.tmp, registryPaths(place.stateHome).roots, readFileSync(registryPaths(place.stateHome).roots));
       lease.assert();
     }
+    // A registry lock is no fence, whoever holds it: live, gone or one that cannot be told.
+    const holders = [currentProcess(), goneHolder(), ...ambiguousHolders().map(({ holder }) => holder)];
+    for (const holder of holders) {
+      replaceFile(place.tmp, registryPaths(place.stateHome).lock, registryLockBytes(holder, others[0]!.root));
+      lease.assert();
+      expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
+      expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+    }
+    rmSync(registryPaths(place.stateHome).lock);
     lease.phase('stopping');
     lease.assert();
     stop();
@@ -166,4 +168,72 @@ describe('watch: the self-fence', () => {
     for (let attempt = 0; attempt < 5; attempt += 1) expect(codeOf(() => lease.assert())).toBe('unavailable');
     expect(calls).toEqual([]);
   });
+});
+
+describe('the state home itself', () => {
+  /** A stopped workspace next to the owned one, in the same state home. */
+  async function withStopped(owner: Owned): Promise<{ stopped: ServiceCoordination; epoch: string }> {
+    const stopped = coordinationFor(owner.place, 'stopped');
+    const lease = await stopped.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    await lease.release();
+    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    return { stopped, epoch: lease.registration.epoch };
+  }
+
+  /** What an unsafe state home must give: unavailable reads, a refused lease, onLost once. */
+  async function expectFencedOut(owner: Owned, stopped: ServiceCoordination, watch: ReturnType<typeof watchOf>, problem: string): Promise<void> {
+    const { coordination, lease, place } = owner;
+    for (const reader of [stopped, coordination]) {
+      const inspection = reader.inspect();
+      expect(inspection).toMatchObject({ status: 'unavailable' });
+      if (inspection.status !== 'unavailable') throw new Error('unreachable');
+      expect(inspection.reason).toBe(`refused: ${place.stateHome}: ${problem}`);
+      expect(codeOf(() => reader.localAccess())).toBe('unavailable');
+      expect(codeOf(() => reader.configuration())).toBe('refused');
+    }
+    const error = await watch.lost;
+    expect(ContractError.is(error, 'refused')).toBe(true);
+    expect(watch.calls).toEqual([error]);
+    expect(codeOf(() => lease.assert())).toBe('refused');
+    expect(codeOf(() => lease.localAccess())).toBe('refused');
+    expect(codeOf(() => lease.phase('stopping'))).toBe('refused');
+    expect(await codeOfAsync(() => lease.release())).toBe('refused');
+    expect(watch.calls).toHaveLength(1);
+  }
+
+  it('with mode 0755: inspect unavailable (not stopped), localAccess unavailable, the lease refused and lost', async () => {
+    const owner = await owned();
+    const { stopped, epoch } = await withStopped(owner);
+    const watch = watchOf(owner.lease);
+    owner.lease.assert();
+    chmodSync(owner.place.stateHome, 0o755);
+    const before = stateTreeOf(owner.place.stateHome);
+    await expectFencedOut(owner, stopped, watch, 'folder has group or other permission bits');
+    expect(stateTreeOf(owner.place.stateHome)).toEqual(before);
+    // Safe again: the reads answer as before; the lost lease stays lost and touches nothing.
+    chmodSync(owner.place.stateHome, 0o700);
+    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch });
+    expect(owner.coordination.localAccess().epoch).toBe(owner.lease.registration.epoch);
+    expect(codeOf(() => owner.lease.assert())).toBe('refused');
+  });
+
+  for (const target of ['a copy of it', 'the same folder, moved aside'] as const) {
+    it(`replaced by a symbolic link to ${target} under a live owner: localAccess unavailable, the lease refused and lost`, async () => {
+      const owner = await owned();
+      const { stopped } = await withStopped(owner);
+      const watch = watchOf(owner.lease);
+      owner.lease.assert();
+      const { stateHome } = owner.place;
+      const elsewhere = join(owner.place.tmp, 'state-elsewhere');
+      if (target === 'a copy of it') {
+        cpSync(stateHome, elsewhere, { recursive: true });
+        rmSync(stateHome, { recursive: true });
+      } else {
+        // The very same inodes: only the link differs.
+        renameSync(stateHome, elsewhere);
+      }
+      symlinkSync(elsewhere, stateHome);
+      await expectFencedOut(owner, stopped, watch, 'folder is a symbolic link');
+    });
+  }
 });

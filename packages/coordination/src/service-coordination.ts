@@ -1,9 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   ContractError,
-  DOCUMENT_BYTES,
-  PATHS_DOCUMENT_BYTES,
-  REGISTRY_ENTRIES,
   decode,
   encode,
   endpoint,
@@ -14,23 +11,20 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
+import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { Rollback } from './rollback.js';
+import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
+import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
 import {
-  PrivateFiles,
-  currentProcess,
-  retryingReads,
-  type FileSnapshot,
-  type PrivateFilesHooks,
-} from '@leasehold/private-files';
-import { Registry, rootsOverlap, type RegistryPeek, type RegistryTransaction } from '@leasehold/registry';
-import { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
-import { NAMESPACE_ENTRIES, defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
-import { readRecoveryState, releaseDeadOwner, type RecoveryState } from './recovery-surface.js';
-import {
-  HOST_CONFIG_BYTES,
-  checkServiceState,
+  FILE_BYTES,
+  assertFiles,
   bounded,
+  checkServiceState,
   endpointAdmits,
   readServiceState,
+  snapshotsOf,
+  type FileSnapshots,
   type ServiceState,
 } from './service-state.js';
 
@@ -42,12 +36,6 @@ export interface CoordinationOptions {
   /** Bound of the registry lock wait, in milliseconds (default 2000). */
   readonly lockWaitMs?: number;
 }
-
-/**
- * The reason `inspect` gives while any registry transaction runs: a passing
- * state, which a caller may simply ask again about.
- */
-export const TRANSACTION_IN_PROGRESS = 'a registry transaction is in progress';
 
 /** Who holds a workspace, as files show it (never the capability). */
 export interface OwnerSummary {
@@ -63,7 +51,16 @@ export type Inspection =
   | { readonly status: 'absent' }
   | { readonly status: 'stopped'; readonly epoch: string | null }
   | { readonly status: 'stopping' | 'quarantined'; readonly owner: OwnerSummary }
-  | { readonly status: 'unavailable'; readonly reason: string; readonly owner?: OwnerSummary };
+  | {
+      readonly status: 'unavailable';
+      readonly reason: string;
+      readonly owner?: OwnerSummary;
+      /**
+       * True when the files are between two states of a live process's acquire
+       * or release of this workspace: a passing state, worth asking again about.
+       */
+      readonly inProgress?: true;
+    };
 
 /** What a local client needs to reach the owner. Holds the secret: never print it. */
 export interface LocalAccess {
@@ -120,10 +117,12 @@ export class ServiceCoordination {
 
   /**
    * What the files say of this workspace. Never throws: anything it cannot
-   * prove (a registry transaction in progress, a change while reading, any
-   * broken rule) is `unavailable`. A live owner in phase `idle` is
-   * `unavailable` too: files alone cannot prove a live, authenticated owner;
-   * a client proves that over the transport.
+   * prove (a state between two steps of another process, a change while
+   * reading, any broken rule, an unsafe state home) is `unavailable`. A live
+   * owner in phase `idle` is `unavailable` too: files alone cannot prove a
+   * live, authenticated owner; a client proves that over the transport. Other
+   * workspaces' transactions never change the answer: it reads only this
+   * root's row of the table.
    */
   inspect(): Inspection {
     try {
@@ -135,13 +134,14 @@ export class ServiceCoordination {
 
   /**
    * Creates the service folder with `format.json` and `config.json`, in one
-   * atomic publication. Idempotent for the same config.
+   * atomic publication, inside a registry transaction for this root.
+   * Idempotent for the same config.
    * @throws ContractError `conflict` (another config), `quarantine` (a registry row without service state),
    * `refused` (invalid config or state), `busy`/`quarantine` from the registry lock.
    */
   async initialize(config: OwnerConfig): Promise<void> {
     const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
-    await this.#registry.transaction((transaction) => {
+    await this.#registry.transaction(this.root, (transaction) => {
       const state = this.#selectedState();
       if (state.service) {
         if (state.config?.snapshot.identity !== sha256(configBytes)) {
@@ -149,24 +149,30 @@ export class ServiceCoordination {
         }
         return;
       }
-      if (transaction.entries.some((entry) => entry.root === this.root)) {
-        throw new ContractError('quarantine', `${this.#registry.rootsPath}: a row for this root has no service state`);
+      if (transaction.rowOf(this.root) !== undefined) {
+        throw new ContractError('quarantine', `${this.places.roots}: a row for this root has no service state`);
       }
+      transaction.assertHeld();
       this.#publishServiceFolder(configBytes);
     });
   }
 
   /**
    * Makes this process the owner. Refusals, first that applies: `boundEndpoint`
-   * not concrete or not the config's (`conflict`); a row with an overlapping
-   * root or the same endpoint (`conflict`); a full registry (`capacity`); a
-   * state that breaks a rule of SPEC 5.2 (`refused`: it is read as a whole
-   * before it is judged); a registration that is not stopped (`quarantine`);
-   * a held checkout lock or another config (`conflict`). Then, in this
-   * order: the reservation, the service folder (new workspaces only, then
-   * `initializeNew`), the checkout lock, `owner.lock`, the capability, and the
-   * registration in phase `idle`. A failure after the reservation keeps it as
-   * a visible fence (the registry lock is retained).
+   * not concrete or not the config's (`conflict`); then, in a registry
+   * transaction, a row with an overlapping root or the same endpoint
+   * (`conflict`); a full registry (`capacity`); a state that breaks a rule of
+   * the selected state (`refused`); a registration that is not stopped
+   * (`quarantine`); a held checkout lock or another config (`conflict`).
+   *
+   * Inside the transaction the reservation is published first, then (for a
+   * workspace with no service state) the service folder; from then on the
+   * row fences the root, and the rest runs outside the lock: `initializeNew`,
+   * the checkout lock, `owner.lock`, the capability, the registration in phase
+   * `idle`, each after re-asserting the row and every file written so far.
+   * A failure after the reservation rolls back what this call wrote, in
+   * reverse order, ending with the row; a rollback step that fails leaves the
+   * rest as a visible fence, which `recover` clears once this process exits.
    */
   async acquire(
     config: OwnerConfig,
@@ -177,18 +183,65 @@ export class ServiceCoordination {
     if (!endpoint.safeParse(boundEndpoint).success || !endpointAdmits(config.endpoint, boundEndpoint)) {
       throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
     }
-    return this.#registry.transaction(async (transaction) => {
-      this.#refuseAcquire(transaction, boundEndpoint);
-      const state = this.#selectedState();
-      if (state.registration !== undefined && state.registration.value.phase !== 'stopped') {
-        throw new ContractError('quarantine', `${this.places.registration}: phase ${state.registration.value.phase}, not stopped`);
+    const owner = currentProcess();
+    const reservation: Reservation = {
+      root: this.root,
+      stateHome: this.stateHome,
+      configIdentity: sha256(configBytes),
+      endpoint: boundEndpoint,
+      epoch: randomUUID(),
+      pid: owner.pid,
+      host: owner.host,
+      processStart: owner.processStart,
+      ownerToken: randomUUID(),
+    };
+    const registration: Registration = { schema: 'leasehold.registration/1', ...reservation, checkoutToken: randomUUID(), phase: 'idle' };
+    const documents = this.#ownerDocuments(registration);
+    const rollback = new Rollback(this.#files, this.#registry, this.places, reservation);
+    const owned: FileSnapshots = {};
+    const state = await this.#reserve(reservation, configBytes, config.policyIdentity, rollback, owned);
+    try {
+      const step = () => {
+        // Outside the lock: another workspace's transaction may rename roots.json under this read.
+        if (!sameReservation(retryingReads(() => this.#registry.rowOf(this.root)).row, reservation)) {
+          throw new ContractError('conflict', `${this.places.roots}: this acquire's row changed`);
+        }
+        assertFiles(this.#files, this.places, owned);
+      };
+      if (!state.service && initializeNew !== undefined) {
+        step();
+        // The handle works only while initializeNew runs: a late write would change the owner's files under it.
+        let open = true;
+        const initializing = () => {
+          if (!open) throw new ContractError('conflict', `${this.places.hostConfig}: initializeNew has returned`);
+          step();
+        };
+        try {
+          await initializeNew(this.#newWorkspace(config, owned, initializing));
+        } finally {
+          open = false;
+        }
       }
-      if (state.checkoutLock !== undefined) throw new ContractError('conflict', `${this.places.checkoutLock}: held`);
-      if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-        throw new ContractError('conflict', `${this.places.config}: another config exists`);
-      }
-      return this.#acquireWithin(transaction, state, config, configBytes, boundEndpoint, initializeNew);
-    });
+      owned.checkoutLock = this.#create('checkoutLock', documents.checkoutLock, rollback, step);
+      owned.ownerLock = this.#create('ownerLock', documents.ownerLock, rollback, step);
+      owned.capability = this.#create('capability', documents.capability, rollback, step);
+      step();
+      const previous = state.registration?.snapshot;
+      rollback.registration(documents.registration, previous);
+      owned.registration =
+        previous === undefined
+          ? this.#files.create(this.places.registration, documents.registration, FILE_BYTES.registration)
+          : this.#files.replace(this.places.registration, previous, documents.registration, FILE_BYTES.registration);
+    } catch (error) {
+      if (await rollback.run()) throw error;
+      // The rollback stopped part-way. Where what is left is the whole
+      // ownership this call meant to create, the call completes and says so
+      // rather than reject and leave an owner that nobody holds.
+      const whole = this.#wholeOwnership(reservation, documents.registration);
+      if (whole === undefined) throw error;
+      return new OwnerLease(this.places, this.#files, this.#registry, registration, whole);
+    }
+    return new OwnerLease(this.places, this.#files, this.#registry, registration, { ...snapshotsOf(state), ...owned } as Required<FileSnapshots>);
   }
 
   /**
@@ -201,7 +254,7 @@ export class ServiceCoordination {
 
   /**
    * Endpoint, epoch and capability of a registered, not stopped owner whose
-   * exact row is in an unlocked registry.
+   * exact row is in the table.
    * @throws ContractError `unavailable` otherwise (the message says why, never the secret).
    */
   localAccess(): LocalAccess {
@@ -213,58 +266,68 @@ export class ServiceCoordination {
     }
   }
 
-  /**
-   * What fences this workspace, for recovery: every fence with the process it
-   * names and that process's liveness, and a digest of every file read (the
-   * capability by its stamp only). Strictly decoded, but without the
-   * cross-file rules, which a crashed owner's files may break. Changes
-   * nothing but dead writers' staging leftovers (`sweepStaging: false` keeps
-   * even those, and then a dead writer's second link is `refused`).
-   * @throws ContractError `refused` (unsafe or malformed file, invalid registry), `conflict` (files kept changing).
-   */
-  recoveryState(options: { readonly sweepStaging?: boolean } = {}): RecoveryState {
-    const sweep = options.sweepStaging ?? true;
-    return retryingReads(() => readRecoveryState(this.#files, this.#registry, this.places, sweep));
-  }
-
-  /**
-   * Releases a dead owner's fences as `state` saw them, in release order,
-   * under the registry lock (taking over a dead holder's). Before every effect
-   * it calls `beforeEffect()` and re-asserts that every holder is absent, the
-   * lock is held and every file is as `state` saw it. This is the only way to
-   * write around the selected-state rules, and it can only do what a
-   * release would have done for an owner that is provably gone.
-   * @throws ContractError `quarantine` (a holder is not absent), `conflict` (a file changed),
-   * `refused` (a state of another workspace), and whatever `beforeEffect` throws.
-   */
-  async releaseDeadOwner(state: RecoveryState, beforeEffect: () => void): Promise<void> {
-    await releaseDeadOwner(this.#files, this.#registry, this.places, state, beforeEffect);
+  /** The current files as an owner's snapshots, when they are exactly the ownership of `reservation`. */
+  #wholeOwnership(reservation: Reservation, registrationBytes: Uint8Array): Required<FileSnapshots> | undefined {
+    try {
+      return retryingReads(() => {
+        const { row, state } = this.#consistentRead();
+        const whole = state.registration?.snapshot.identity === sha256(registrationBytes) && sameReservation(row, reservation);
+        return whole ? snapshotsOf(state) : undefined;
+      });
+    } catch {
+      return undefined;
+    }
   }
 
   #selectedState(): ServiceState {
-    this.#files.entries(this.places.namespace, NAMESPACE_ENTRIES);
+    this.#registry.checkStateHome();
     const state = readServiceState(this.#files, this.places);
     checkServiceState(state, this.places);
     return state;
   }
 
-  #inspectOnce(): Inspection {
-    const peek = this.#registry.peek();
-    if (peek.locked) return { status: 'unavailable', reason: TRANSACTION_IN_PROGRESS };
+  /**
+   * This root's row and the selected state as one consistent read: the row
+   * read before and after the state is the same (files of this workspace
+   * change only while its row is there, or in the transaction that adds or
+   * removes it). A row that moved is a race with a writer, read again.
+   */
+  #consistentRead(): { row: Reservation | undefined; state: ServiceState } {
+    const before = this.#registry.rowOf(this.root).row;
     const state = this.#selectedState();
-    this.#registry.assertUnchanged(peek);
-    const row = peek.entries.find((entry) => entry.root === this.root);
+    const row = this.#registry.rowOf(this.root).row;
+    if (!sameReservation(before, row)) throw new ContractError('conflict', `${this.places.roots}: this root's row changed while read`);
+    return { row, state };
+  }
+
+  #inspectOnce(): Inspection {
+    let read: { row: Reservation | undefined; state: ServiceState };
+    try {
+      read = this.#consistentRead();
+    } catch (error) {
+      if (ContractError.is(error, 'conflict')) throw error;
+      // A state that breaks a cross-file rule while a live process's row is
+      // there is that process between two steps.
+      let row: Reservation | undefined;
+      try {
+        row = this.#registry.rowOf(this.root).row;
+      } catch {
+        row = undefined;
+      }
+      return this.#unavailable(reasonOf(error), row);
+    }
+    const { row, state } = read;
     const registration = state.registration?.value;
     if (!state.service) {
-      return row === undefined ? { status: 'absent' } : { status: 'unavailable', reason: 'a registry row has no service state' };
+      return row === undefined ? { status: 'absent' } : this.#unavailable('a registry row has no service state', row);
     }
     if (registration === undefined || registration.phase === 'stopped') {
-      if (row !== undefined) return { status: 'unavailable', reason: 'a registry row outlived its registration' };
+      if (row !== undefined) return this.#unavailable('a registry row outlived its registration', row);
       return { status: 'stopped', epoch: registration?.epoch ?? null };
     }
     const owner = summaryOf(registration);
     if (!sameReservation(row, reservationOf(registration))) {
-      return { status: 'unavailable', reason: 'the registry row is not the registration', owner };
+      return this.#unavailable('the registry row is not the registration', row ?? registration, owner);
     }
     if (registration.phase === 'idle') {
       return { status: 'unavailable', reason: 'idle: only the transport can prove a live owner', owner };
@@ -272,139 +335,133 @@ export class ServiceCoordination {
     return { status: registration.phase, owner };
   }
 
+  /**
+   * An `unavailable` answer, marked in progress when the process the files
+   * name is live (another step of its acquire or release is coming).
+   */
+  #unavailable(reason: string, holder?: { pid: number; host: string; processStart?: string | undefined }, owner?: OwnerSummary): Inspection {
+    const live = holder !== undefined && ownerStatus(holder.pid, holder.host, holder.processStart) === 'live';
+    return {
+      status: 'unavailable',
+      reason,
+      ...(owner === undefined ? {} : { owner }),
+      ...(live ? { inProgress: true as const } : {}),
+    };
+  }
+
   #localAccessOnce(): LocalAccess {
-    const peek: RegistryPeek = this.#registry.peek();
-    if (peek.locked) throw new ContractError('unavailable', `${this.root}: a registry transaction is in progress`);
-    const state = this.#selectedState();
-    this.#registry.assertUnchanged(peek);
+    const { row, state } = this.#consistentRead();
     const registration = state.registration?.value;
     if (registration === undefined || registration.phase === 'stopped' || state.capability === undefined) {
       throw new ContractError('unavailable', `${this.root}: no registered owner`);
     }
-    const row = peek.entries.find((entry) => entry.root === this.root);
     if (!sameReservation(row, reservationOf(registration))) {
       throw new ContractError('unavailable', `${this.root}: the registry row is not the registration`);
     }
     return { endpoint: registration.endpoint, epoch: registration.epoch, capability: state.capability.value.capability };
   }
 
-  #refuseAcquire(transaction: RegistryTransaction, boundEndpoint: string): void {
-    const clash = transaction.entries.find((entry) => rootsOverlap(entry.root, this.root) || entry.endpoint === boundEndpoint);
-    if (clash !== undefined) {
-      const what = rootsOverlap(clash.root, this.root) ? 'an overlapping root' : 'the same endpoint';
-      throw new ContractError('conflict', `${this.#registry.rootsPath}: another owner holds ${what}`);
+  /**
+   * The registry transaction of acquire: refusals in order, then the
+   * reservation, then the service folder of a new workspace. A failure after
+   * the reservation undoes it in the same transaction.
+   */
+  async #reserve(
+    reservation: Reservation,
+    configBytes: Uint8Array,
+    policyIdentity: string,
+    rollback: Rollback,
+    owned: FileSnapshots,
+  ): Promise<ServiceState> {
+    return this.#registry.transaction(this.root, (transaction) => {
+      transaction.admit(reservation);
+      const state = this.#selectedState();
+      this.#refuseState(state, configBytes);
+      rollback.row();
+      try {
+        transaction.reserve(reservation);
+        if (state.service) {
+          Object.assign(owned, { format: state.format?.snapshot, config: state.config?.snapshot, hostConfig: state.hostConfig });
+        } else {
+          transaction.assertHeld();
+          rollback.serviceFolder(this.#serviceFolderBytes(configBytes), policyIdentity);
+          Object.assign(owned, this.#publishServiceFolder(configBytes));
+        }
+      } catch (error) {
+        rollback.runWithin(transaction);
+        throw error;
+      }
+      return state;
+    });
+  }
+
+  #refuseState(state: ServiceState, configBytes: Uint8Array): void {
+    if (state.registration !== undefined && state.registration.value.phase !== 'stopped') {
+      throw new ContractError('quarantine', `${this.places.registration}: phase ${state.registration.value.phase}, not stopped`);
     }
-    if (transaction.entries.length >= REGISTRY_ENTRIES) {
-      throw new ContractError('capacity', `${this.#registry.rootsPath}: ${REGISTRY_ENTRIES} reservations already`);
+    if (state.checkoutLock !== undefined) throw new ContractError('conflict', `${this.places.checkoutLock}: held`);
+    if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
+      throw new ContractError('conflict', `${this.places.config}: another config exists`);
     }
   }
 
-  #publishServiceFolder(configBytes: Uint8Array): { format: FileSnapshot; config: FileSnapshot } {
-    const formatBytes = bounded(
+  /** Every document of the owner, encoded and bounded before the first write. */
+  #ownerDocuments(registration: Registration) {
+    const { epoch, ownerToken, checkoutToken, pid, host, processStart } = registration;
+    return {
+      checkoutLock: bounded(
+        encode({ schema: 'leasehold.checkout-lock/1', token: checkoutToken, pid, host, processStart }),
+        FILE_BYTES.checkoutLock,
+        this.places.checkoutLock,
+      ),
+      ownerLock: bounded(encode({ schema: 'leasehold.owner-lock/1', epoch, token: ownerToken, pid, host }), FILE_BYTES.ownerLock, this.places.ownerLock),
+      capability: bounded(
+        encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') }),
+        FILE_BYTES.capability,
+        this.places.capability,
+      ),
+      registration: bounded(encode(registration), FILE_BYTES.registration, this.places.registration),
+    };
+  }
+
+  /** One create step of acquire: re-assert, register its undo, publish. */
+  #create(key: 'checkoutLock' | 'ownerLock' | 'capability' | 'hostConfig', bytes: Uint8Array, rollback: Rollback, step: () => void) {
+    step();
+    rollback.file(key, bytes);
+    return this.#files.create(this.places[key], bytes, FILE_BYTES[key]);
+  }
+
+  #serviceFolderBytes(configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {
+    const format = bounded(
       encode({ schema: 'leasehold.service-format/1', root: this.root, stateHome: this.stateHome, configIdentity: sha256(configBytes) }),
-      PATHS_DOCUMENT_BYTES,
+      FILE_BYTES.format,
       this.places.format,
     );
+    return { format, config: configBytes };
+  }
+
+  #publishServiceFolder(configBytes: Uint8Array): FileSnapshots {
+    const bytes = this.#serviceFolderBytes(configBytes);
     this.#files.directory(this.places.privateRoot, true);
     // format.json and config.json appear together or not at all: a crash
     // here can never leave a half-initialised service folder.
-    this.#files.createFolder(this.places.service, { 'format.json': formatBytes, 'config.json': configBytes });
-    const format = this.#files.read(this.places.format, PATHS_DOCUMENT_BYTES);
-    const config = this.#files.read(this.places.config);
+    this.#files.createFolder(this.places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
+    const format = this.#files.read(this.places.format, FILE_BYTES.format);
+    const config = this.#files.read(this.places.config, FILE_BYTES.config);
     if (format === undefined || config === undefined) throw new ContractError('conflict', `${this.places.service}: changed while published`);
-    return { format, config };
+    return { format, config, hostConfig: undefined };
   }
 
-  async #acquireWithin(
-    transaction: RegistryTransaction,
-    state: ServiceState,
-    config: OwnerConfig,
-    configBytes: Uint8Array,
-    boundEndpoint: string,
-    initializeNew: ((workspace: NewWorkspace) => void | Promise<void>) | undefined,
-  ): Promise<OwnerLease> {
-    const owner = currentProcess();
-    const epoch = randomUUID();
-    const reservation: Reservation = {
-      root: this.root,
-      stateHome: this.stateHome,
-      configIdentity: sha256(configBytes),
-      endpoint: boundEndpoint,
-      epoch,
-      pid: owner.pid,
-      host: owner.host,
-      processStart: owner.processStart,
-      ownerToken: randomUUID(),
-    };
-    const registration: Registration = { schema: 'leasehold.registration/1', ...reservation, checkoutToken: randomUUID(), phase: 'idle' };
-    // Every document is encoded and bounded before the first write.
-    const entries = [...transaction.entries, reservation];
-    transaction.encodeEntries(entries);
-    const documents = {
-      checkoutLock: bounded(
-        encode({ schema: 'leasehold.checkout-lock/1', token: registration.checkoutToken, pid: owner.pid, host: owner.host, processStart: owner.processStart }),
-        DOCUMENT_BYTES,
-        this.places.checkoutLock,
-      ),
-      ownerLock: bounded(
-        encode({ schema: 'leasehold.owner-lock/1', epoch, token: reservation.ownerToken, pid: owner.pid, host: owner.host }),
-        DOCUMENT_BYTES,
-        this.places.ownerLock,
-      ),
-      capability: bounded(
-        encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') }),
-        DOCUMENT_BYTES,
-        this.places.capability,
-      ),
-      registration: bounded(encode(registration), PATHS_DOCUMENT_BYTES, this.places.registration),
-    };
-
-    // The reservation is published before anything else changes: from here
-    // on, every crash leaves a row that fences this root until recovery.
-    transaction.writeEntries(entries);
-    const owned: Partial<OwnedFiles> = {};
-    const step = () => {
-      transaction.assertHeld();
-      for (const key of ['format', 'config', 'hostConfig', 'checkoutLock', 'ownerLock', 'capability'] as const) {
-        if (key in owned) this.#files.assert(this.places[key], owned[key], key === 'hostConfig' ? HOST_CONFIG_BYTES : PATHS_DOCUMENT_BYTES);
-      }
-    };
-    if (state.service) {
-      owned.format = state.format!.snapshot;
-      owned.config = state.config!.snapshot;
-      owned.hostConfig = state.hostConfig;
-    } else {
-      step();
-      Object.assign(owned, this.#publishServiceFolder(configBytes), { hostConfig: undefined });
-      if (initializeNew !== undefined) {
-        await initializeNew(this.#newWorkspace(config, owned, step));
-      }
-    }
-    step();
-    owned.checkoutLock = this.#files.create(this.places.checkoutLock, documents.checkoutLock);
-    step();
-    owned.ownerLock = this.#files.create(this.places.ownerLock, documents.ownerLock);
-    step();
-    owned.capability = this.#files.create(this.places.capability, documents.capability);
-    step();
-    const previous = state.registration?.snapshot;
-    owned.registration =
-      previous === undefined
-        ? this.#files.create(this.places.registration, documents.registration, PATHS_DOCUMENT_BYTES)
-        : this.#files.replace(this.places.registration, previous, documents.registration, PATHS_DOCUMENT_BYTES);
-    return new OwnerLease(this.places, this.#files, this.#registry, registration, owned as OwnedFiles);
-  }
-
-  #newWorkspace(config: OwnerConfig, owned: Partial<OwnedFiles>, step: () => void): NewWorkspace {
+  #newWorkspace(config: OwnerConfig, owned: FileSnapshots, step: () => void): NewWorkspace {
     return {
       root: this.root,
       writeHostConfig: (bytes) => {
         if (sha256(bytes) !== config.policyIdentity) {
           throw new ContractError('refused', `${this.places.hostConfig}: not the policy the config names`);
         }
-        bounded(bytes, HOST_CONFIG_BYTES, this.places.hostConfig);
+        bounded(bytes, FILE_BYTES.hostConfig, this.places.hostConfig);
         step();
-        owned.hostConfig = this.#files.create(this.places.hostConfig, bytes, HOST_CONFIG_BYTES);
+        owned.hostConfig = this.#files.create(this.places.hostConfig, bytes, FILE_BYTES.hostConfig);
       },
     };
   }

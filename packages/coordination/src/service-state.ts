@@ -18,10 +18,26 @@ import {
 } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
 import type { z } from 'zod';
+import { NAMESPACE_ENTRIES } from '@leasehold/registry';
 import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, type WorkspacePlaces } from './places.js';
 
-/** Bound of `host-config.json`, the service's own policy document. */
-export const HOST_CONFIG_BYTES = PATHS_DOCUMENT_BYTES;
+/** The files of one workspace that Leasehold reads; each key is also the name of its path in `WorkspacePlaces`. */
+export const SERVICE_FILES = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'checkoutLock'] as const;
+export type ServiceFile = (typeof SERVICE_FILES)[number];
+
+/** The byte bound of each file, the one table every read, write and assertion uses. */
+export const FILE_BYTES: Readonly<Record<ServiceFile, number>> = {
+  format: PATHS_DOCUMENT_BYTES,
+  config: DOCUMENT_BYTES,
+  hostConfig: PATHS_DOCUMENT_BYTES,
+  registration: PATHS_DOCUMENT_BYTES,
+  ownerLock: DOCUMENT_BYTES,
+  capability: DOCUMENT_BYTES,
+  checkoutLock: DOCUMENT_BYTES,
+};
+
+/** Snapshots of some service files, as a writer left them; `undefined` means "must be absent". */
+export type FileSnapshots = Partial<Record<ServiceFile, FileSnapshot | undefined>>;
 
 /** A file as read: its snapshot and its decoded value. */
 export interface Document<T> {
@@ -47,37 +63,63 @@ export interface ServiceState {
 
 function readDocument<Schema extends z.ZodType>(
   files: PrivateFiles,
-  path: string,
+  places: WorkspacePlaces,
+  key: ServiceFile,
   schema: Schema,
-  maxBytes: number,
 ): Document<z.output<Schema>> | undefined {
-  const snapshot = files.read(path, maxBytes);
+  const snapshot = files.read(places[key], FILE_BYTES[key]);
   if (snapshot === undefined) return undefined;
-  return { snapshot, value: decodeBytes(schema, snapshot.bytes, maxBytes, path) };
+  return { snapshot, value: decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], places[key]) };
 }
 
 /**
- * Reads the private root and the service folder: only allowed names, every
- * file safe and strictly decoded.
+ * Reads the namespace, the private root and the service folder: only allowed
+ * names, every file safe and strictly decoded.
  * @throws ContractError `refused` (unexpected entry, unsafe or malformed file), `conflict` (a file changed while read).
  */
 export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): ServiceState {
+  files.entries(places.namespace, NAMESPACE_ENTRIES);
   files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
-  const checkoutLock = readDocument(files, places.checkoutLock, checkoutLockSchema, DOCUMENT_BYTES);
+  const checkoutLock = readDocument(files, places, 'checkoutLock', checkoutLockSchema);
   const service = files.directory(places.service);
   if (service) files.entries(places.service, SERVICE_ENTRIES);
-  const read = <Schema extends z.ZodType>(path: string, schema: Schema, maxBytes: number) =>
-    service ? readDocument(files, path, schema, maxBytes) : undefined;
+  const read = <Schema extends z.ZodType>(key: ServiceFile, schema: Schema) =>
+    service ? readDocument(files, places, key, schema) : undefined;
   return {
     service,
-    format: read(places.format, serviceFormatSchema, PATHS_DOCUMENT_BYTES),
-    config: read(places.config, ownerConfigSchema, DOCUMENT_BYTES),
-    hostConfig: service ? files.read(places.hostConfig, HOST_CONFIG_BYTES) : undefined,
-    registration: read(places.registration, registrationSchema, PATHS_DOCUMENT_BYTES),
-    ownerLock: read(places.ownerLock, ownerLockSchema, DOCUMENT_BYTES),
-    capability: read(places.capability, localCapabilitySchema, DOCUMENT_BYTES),
+    format: read('format', serviceFormatSchema),
+    config: read('config', ownerConfigSchema),
+    hostConfig: service ? files.read(places.hostConfig, FILE_BYTES.hostConfig) : undefined,
+    registration: read('registration', registrationSchema),
+    ownerLock: read('ownerLock', ownerLockSchema),
+    capability: read('capability', localCapabilitySchema),
     checkoutLock,
   };
+}
+
+/** The snapshot of each service file in a state just read. */
+export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapshot | undefined> {
+  return {
+    format: state.format?.snapshot,
+    config: state.config?.snapshot,
+    hostConfig: state.hostConfig,
+    registration: state.registration?.snapshot,
+    ownerLock: state.ownerLock?.snapshot,
+    capability: state.capability?.snapshot,
+    checkoutLock: state.checkoutLock?.snapshot,
+  };
+}
+
+/**
+ * The one "these files are still as I wrote them" check: each file named in
+ * `expected` is exactly its snapshot (or absent for `undefined`), read with
+ * its own bound.
+ * @throws ContractError `conflict` (a file changed), `refused` (a file became unsafe).
+ */
+export function assertFiles(files: PrivateFiles, places: WorkspacePlaces, expected: FileSnapshots): void {
+  for (const key of SERVICE_FILES) {
+    if (key in expected) files.assert(places[key], expected[key], FILE_BYTES[key]);
+  }
 }
 
 /**

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encode, type OwnerConfig, type Reservation } from '@leasehold/contracts';
-import { currentProcess } from '@leasehold/private-files';
+import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
 import {
   bytesOf,
   codeOfAsync,
@@ -95,6 +96,46 @@ export function registryPaths(stateHome: string): { folder: string; format: stri
 /** The reservations in roots.json, read directly. */
 export function registryRows(stateHome: string): Reservation[] {
   return readJson(registryPaths(stateHome).roots).entries as Reservation[];
+}
+
+/**
+ * Writes `roots.json` by hand with exactly `rows` (canonical bytes, a new inode), after one empty
+ * registry transaction has made the registry if there was none.
+ */
+export async function writeRows(place: TestPlace, rows: readonly Reservation[]): Promise<void> {
+  const paths = registryPaths(place.stateHome);
+  if (!existsSync(paths.roots)) await new Registry(place.stateHome).transaction(place.tmp, () => undefined);
+  replaceFile(place.tmp, paths.roots, encode({ schema: 'leasehold.registry/1', entries: rows }));
+}
+
+/** This process's `processStart` with one of its fields changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
+function processStartWith(field: 'bootId' | 'pidNamespace', value: string): string {
+  const parts = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(currentProcess().processStart ?? '');
+  if (parts === null) throw new Error('these tests need a Linux process start');
+  const [, bootId, pidNamespace, startTime] = parts;
+  return field === 'bootId' ? `linux:${value}:${pidNamespace}:${startTime}` : `linux:${bootId}:${value}:${startTime}`;
+}
+
+/** A holder that is proved gone: this pid as it was on another boot (`ownerStatus` says `absent`). */
+export function goneHolder(): ProcessIdentity {
+  const holder = { ...currentProcess(), processStart: processStartWith('bootId', randomUUID()) };
+  expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
+  return holder;
+}
+
+/** Holders that cannot be told from here (`ambiguous`): one on another host, one in another PID namespace. */
+export function ambiguousHolders(): { readonly name: string; readonly holder: ProcessIdentity }[] {
+  const holders: { readonly name: string; readonly holder: ProcessIdentity }[] = [
+    { name: 'another host', holder: { pid: 1, host: 'another-host' } },
+    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith('pidNamespace', '1') } },
+  ];
+  for (const { holder } of holders) expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
+  return holders;
+}
+
+/** The bytes of a `registry.lock` held by `holder` for a transaction of `root`. */
+export function registryLockBytes(holder: ProcessIdentity, root: string): Uint8Array {
+  return encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...holder, root });
 }
 
 /** `treeOf` of `root` without a folder's size and times; its inode, mode, owner, link count and names still show. */

@@ -56,6 +56,27 @@ export function spawnFixture(fixture: string, plan: unknown): SpawnedChild {
   return spawnChild(join(PROCESS_FIXTURES, fixture), [JSON.stringify(plan)]);
 }
 
+/** The plan of `process-fixtures/stepper.mjs`: a writer stopped (killed or paused) at one step. */
+export interface StepperPlan {
+  readonly workspace: string;
+  readonly stateHome: string;
+  readonly config: OwnerConfig;
+  readonly endpoint: string;
+  readonly lockWaitMs?: number;
+  /** Which operation's steps are watched. */
+  readonly during: 'acquire' | 'release';
+  /** The step to stop at, `<operation> <action> <absolute path>` (see `stepAt`). */
+  readonly at: string;
+  /** Stop at the step after `at` instead (a step whose path is a staged temp, say). */
+  readonly after?: boolean;
+  readonly then: 'kill' | 'pause';
+}
+
+/** A step as `StepperPlan.at` names it. */
+export function stepAt(operation: string, action: string, path: string): string {
+  return `${operation} ${action} ${path}`;
+}
+
 /** Whether the workspace's `checkout.lock` exists (by hand). */
 export function checkoutLockExists(stateHome: string, root: string): boolean {
   return pathExists(handPlaces(stateHome, root).checkoutLock);
@@ -71,6 +92,8 @@ const DOCUMENTS: readonly { readonly pattern: RegExp; readonly schema: Parameter
   { pattern: /^registry\/format\.json$/, schema: registryFormatSchema, maxBytes: DOCUMENT_BYTES },
   { pattern: /^registry\/roots\.json$/, schema: registrySchema, maxBytes: REGISTRY_BYTES },
   { pattern: /^registry\/registry\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
+  // A take-over marker holds the lock document of the writer taking a dead holder's lock over.
+  { pattern: /^registry\/takeover-[0-9a-f-]{36}\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
   { pattern: /^workspaces\/[0-9a-f]{32}\/checkout\.lock$/, schema: checkoutLockSchema, maxBytes: DOCUMENT_BYTES },
   { pattern: /^workspaces\/[0-9a-f]{32}\/service\/format\.json$/, schema: serviceFormatSchema, maxBytes: PATHS_DOCUMENT_BYTES },
   { pattern: /^workspaces\/[0-9a-f]{32}\/service\/config\.json$/, schema: ownerConfigSchema, maxBytes: DOCUMENT_BYTES },
