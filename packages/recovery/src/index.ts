@@ -1,4 +1,3 @@
-export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from '@leasehold/coordination';
 export { Journal, RECOVERY_RECORD_BYTES, currentOperator, type JournalRecord } from './journal.js';
 export {
   prepareRecoveryRelease,
@@ -6,5 +5,7 @@ export {
   recoverySnapshot,
   type RecoverOptions,
   type RecoveryGrant,
+  type RecoveryOptions,
   type RecoveryOutcome,
 } from './recover.js';
+export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-state.js';

@@ -1,11 +1,11 @@
-import { lstatSync, readFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
-import { cleanUp, handPlaces, jsonOf, makeWorkspace } from '@leasehold/test-utils';
-import { coordinationOf, deadOwner, grant, journalRecords, makePlace } from '../test/helpers.js';
-import { RECOVERY_RECORD_BYTES, currentOperator, recover, recoverySnapshot } from './index.js';
+import { cleanUp, codeOf, handPlaces, jsonOf, makeWorkspace, replaceFile } from '@leasehold/test-utils';
+import { deadOwner, journalRecords, makePlace, placesOf, recoverWith, snapshotOf } from '../test/helpers.js';
+import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './index.js';
 
 afterEach(cleanUp);
 
@@ -24,9 +24,8 @@ describe('the journal record', () => {
     expect(registration.pid).toBe(pid);
     const owner = { pid, host: registration.host, processStart: registration.processStart };
 
-    const coordination = coordinationOf(place, root);
-    const snapshot = recoverySnapshot(coordination);
-    const outcome = await recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant });
+    const snapshot = snapshotOf(place, root);
+    const outcome = await recoverWith(place, root, snapshot.digest);
 
     const names = journalRecords(place.stateHome);
     expect(names).toHaveLength(1);
@@ -61,5 +60,38 @@ describe('the journal record', () => {
     // The same fences the snapshot showed (which also gives the registration's phase).
     expect(record.fences).toEqual(snapshot.fences.map(({ kind, path: where, holder }) => (holder === undefined ? { kind, path: where } : { kind, path: where, holder })));
     expect(snapshot.fences.find((fence) => fence.kind === 'registration')?.phase).toBe('idle');
+  });
+});
+
+describe('Journal (SPEC 6: the durable bridge)', () => {
+  it('assertDurable holds while the record is unchanged, and is conflict once it is removed or rewritten', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'workspace');
+    await deadOwner(place, root);
+    const journal = new Journal(placesOf(place, root));
+    const state = snapshotOf(place, root);
+    expect(journal.folder).toBe(handPlaces(place.stateHome, root).journal);
+
+    const kept = journal.record(state, currentOperator());
+    journal.assertDurable(kept);
+    const rewritten = journal.record(state, currentOperator());
+    replaceFile(place.scratch, rewritten.path, readFileSync(rewritten.path));
+    expect(codeOf(() => journal.assertDurable(rewritten))).toBe('conflict');
+    const removed = journal.record(state, currentOperator());
+    rmSync(removed.path);
+    expect(codeOf(() => journal.assertDurable(removed))).toBe('conflict');
+    journal.assertDurable(kept);
+    expect(journalRecords(place.stateHome)).toEqual([basename(kept.path), basename(rewritten.path)].sort());
+  });
+
+  it('refuses to write into a journal folder that is not private, writing nothing', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'workspace');
+    await deadOwner(place, root);
+    const journal = handPlaces(place.stateHome, root).journal;
+    mkdirSync(journal, { mode: 0o700 });
+    chmodSync(journal, 0o755);
+    expect(codeOf(() => new Journal(placesOf(place, root)).record(snapshotOf(place, root), currentOperator()))).toBe('refused');
+    expect(journalRecords(place.stateHome)).toEqual([]);
   });
 });

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { encode, type Fence, type RecoveryRecord } from '@leasehold/contracts';
-import type { RecoveryState } from '@leasehold/coordination';
+import type { StateHomeLayout } from '@leasehold/registry';
 import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import type { RecoveryState } from './recovery-state.js';
 
 /** Largest recovery record: 64 fences may each name a 4096-character path. */
 export const RECOVERY_RECORD_BYTES = 524288;
@@ -38,9 +39,9 @@ export class Journal {
   readonly folder: string;
   readonly #files: PrivateFiles;
 
-  constructor(namespace: string, hooks?: PrivateFilesHooks) {
-    this.folder = join(namespace, 'journal');
-    this.#files = new PrivateFiles(namespace, hooks === undefined ? {} : { hooks });
+  constructor(layout: StateHomeLayout, hooks?: PrivateFilesHooks) {
+    this.folder = layout.journal;
+    this.#files = new PrivateFiles(layout.namespace, hooks === undefined ? {} : { hooks });
   }
 
   /**

@@ -1,7 +1,25 @@
 import { ContractError, hash } from '@leasehold/contracts';
-import type { RecoveryState, ServiceCoordination } from '@leasehold/coordination';
-import type { PrivateFilesHooks } from '@leasehold/private-files';
+import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
+import { PrivateFiles, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { releaseDeadOwner } from './dead-owner-release.js';
 import { Journal, currentOperator } from './journal.js';
+import { readRecoveryState, type RecoveryState } from './recovery-state.js';
+
+/** Where and how recovery reads and writes. */
+export interface RecoveryOptions {
+  /** Defaults to `defaultStateHome()`. */
+  readonly stateHome?: string;
+  /** Handed to every PrivateFiles recovery uses (tests only). */
+  readonly hooks?: PrivateFilesHooks;
+  /** Bound of the registry lock wait, in milliseconds (default 2000). */
+  readonly lockWaitMs?: number;
+  /**
+   * `recoverySnapshot` only: remove dead writers' staging leftovers first
+   * (default true). Without it a dead writer's second link reads `refused`.
+   */
+  readonly sweepStaging?: boolean;
+}
 
 /** A one-shot permission to release a dead owner's fences, as one snapshot saw them. */
 export interface RecoveryGrant {
@@ -9,7 +27,9 @@ export interface RecoveryGrant {
   readonly state: RecoveryState;
   /**
    * Releases the fences in release order; `assertDurable()` runs before every effect.
-   * @throws ContractError `consumed-grant` on a second call; otherwise as `ServiceCoordination.releaseDeadOwner`.
+   * @throws ContractError `consumed-grant` on a second call; `quarantine` (a holder is no longer absent),
+   * `conflict` (a file or the row changed), `busy`/`quarantine` from the registry lock, and whatever
+   * `assertDurable` or the authority check throws.
    */
   release(assertDurable: () => void): Promise<void>;
 }
@@ -19,39 +39,48 @@ export type RecoveryOutcome =
   | { readonly recovered: false; readonly reason: 'clear' }
   | { readonly recovered: true; readonly record: string };
 
-export interface RecoverOptions {
+export interface RecoverOptions extends RecoveryOptions {
   /** The digest of the snapshot the operator reviewed. */
   readonly expectedDigest: string;
   /** Throws to deny; called first and before every effect. */
   readonly assertAuthority: () => void;
-  /** Handed to the journal's PrivateFiles (tests only). */
-  readonly hooks?: PrivateFilesHooks;
+}
+
+/** The files, registry and places recovery works with, built from its options. */
+interface Tools {
+  readonly places: WorkspacePlaces;
+  readonly files: PrivateFiles;
+  readonly registry: Registry;
+}
+
+function toolsOf(workspace: string, options: RecoveryOptions): Tools {
+  const places = workspacePlaces(workspace, options.stateHome ?? defaultStateHome());
+  const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
+  return {
+    places,
+    files: new PrivateFiles(places.namespace, hooks),
+    registry: new Registry(places.stateHome, { ...hooks, ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }) }),
+  };
+}
+
+function snapshotOf(tools: Tools, sweepStaging: boolean): RecoveryState {
+  return retryingReads(() => readRecoveryState(tools.files, tools.registry, tools.places, sweepStaging));
 }
 
 /**
- * The fences of the workspace, the processes they name with their liveness,
- * and the digest to confirm. Changes nothing (it sweeps only dead writers'
- * staging leftovers).
- * @throws ContractError `refused` (unsafe or malformed file), `conflict` (files kept changing).
+ * The fences of the workspace (a root from `resolveWorkspace`), the processes
+ * they name with their liveness, and the digest to confirm. Changes nothing
+ * but dead writers' staging leftovers.
+ * @throws ContractError `refused` (unsafe or malformed file, invalid registry), `conflict` (files kept changing).
  */
-export function recoverySnapshot(coordination: ServiceCoordination): RecoveryState {
-  return coordination.recoveryState();
+export function recoverySnapshot(workspace: string, options: RecoveryOptions = {}): RecoveryState {
+  return snapshotOf(toolsOf(workspace, options), options.sweepStaging ?? true);
 }
 
-/**
- * Checks authority, the digest and that every holder is absent, and returns
- * a one-shot grant.
- * @throws ContractError `refused` (malformed digest), `conflict` (the state changed since the digest),
- * `quarantine` (a holder is live or cannot be told, named in the message), and whatever `assertAuthority` throws.
- */
-export function prepareRecoveryRelease(
-  coordination: ServiceCoordination,
-  expectedDigest: string,
-  assertAuthority: () => void,
-): RecoveryGrant {
+function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => void): RecoveryGrant {
   if (!hash.safeParse(expectedDigest).success) throw new ContractError('refused', 'digest: not a SHA-256 hex digest');
   assertAuthority();
-  const state = coordination.recoveryState();
+  const state = snapshotOf(tools, true);
   if (state.digest !== expectedDigest) {
     throw new ContractError('conflict', `${state.root}: the state changed since the digest was taken; review it again`);
   }
@@ -66,7 +95,7 @@ export function prepareRecoveryRelease(
     release: async (assertDurable) => {
       if (used) throw new ContractError('consumed-grant', `${state.root}: this recovery grant was already used`);
       used = true;
-      await coordination.releaseDeadOwner(state, () => {
+      await releaseDeadOwner(tools.files, tools.registry, tools.places, state, () => {
         assertAuthority();
         assertDurable();
       });
@@ -75,14 +104,30 @@ export function prepareRecoveryRelease(
 }
 
 /**
+ * Checks authority, the digest and that every holder is absent, and returns
+ * a one-shot grant.
+ * @throws ContractError `refused` (malformed digest), `conflict` (the state changed since the digest),
+ * `quarantine` (a holder is live or cannot be told, named in the message), and whatever `assertAuthority` throws.
+ */
+export function prepareRecoveryRelease(
+  workspace: string,
+  expectedDigest: string,
+  assertAuthority: () => void,
+  options: RecoveryOptions = {},
+): RecoveryGrant {
+  return grantFor(toolsOf(workspace, options), expectedDigest, assertAuthority);
+}
+
+/**
  * Recovers the workspace: grant, journal record, then every effect, each
  * after proving the record is still there unchanged.
  * @throws ContractError as `prepareRecoveryRelease` and `RecoveryGrant.release`.
  */
-export async function recover(coordination: ServiceCoordination, options: RecoverOptions): Promise<RecoveryOutcome> {
-  const grant = prepareRecoveryRelease(coordination, options.expectedDigest, options.assertAuthority);
+export async function recover(workspace: string, options: RecoverOptions): Promise<RecoveryOutcome> {
+  const tools = toolsOf(workspace, options);
+  const grant = grantFor(tools, options.expectedDigest, options.assertAuthority);
   if (grant.state.clear) return { recovered: false, reason: 'clear' };
-  const journal = new Journal(coordination.places.namespace, options.hooks);
+  const journal = new Journal(tools.places, options.hooks);
   const record = journal.record(grant.state, currentOperator());
   await grant.release(() => journal.assertDurable(record));
   return { recovered: true, record: record.path };

@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DOCUMENT_BYTES, decodeBytes, encode, registryLockSchema } from '@leasehold/contracts';
+import { encode } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
   cleanUp,
   codeOf,
   codeOfAsync,
+  endpointOf,
   handPlaces,
+  jsonOf,
   makeWorkspace,
-  messageOf,
+  namesIn,
   pathExists,
   replaceFile,
   serviceFences,
@@ -18,23 +21,30 @@ import {
 } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
-  PARENT_ENDPOINT,
   coordinationOf,
   deadOwner,
   errorOf,
-  grant,
+  finishRecovery,
+  grantOf,
   journalRecords,
   liveOwner,
   makePlace,
   ownerPlan,
+  recoverWith,
+  rowsOf,
+  snapshotOf,
   spawnFixture,
   writeByHand,
-  type RecovererPlan,
   type TestPlace,
 } from '../test/helpers.js';
-import { prepareRecoveryRelease, recover, recoverySnapshot } from './index.js';
+import { recover } from './index.js';
 
 afterEach(cleanUp);
+
+// SPEC 6 and 10.5: recovery acts only for absent holders, only with the
+// current digest, only once; authority and the durable bridge are crossed
+// before every effect, and a failure of either stops it with the remaining
+// fences in place. A failed recovery never leaves a registry lock behind.
 
 /** A denial of authority, as an operator tool would throw it. */
 class AuthorityDenied extends Error {
@@ -54,26 +64,24 @@ async function deadOwnerPlace(): Promise<{ place: TestPlace; root: string; pid: 
   return { place, root, pid };
 }
 
-/** The fences a dead idle owner leaves, by hand: everything but a registry lock. */
-const IDLE_OWNER_FENCES = ['registry row', 'owner.lock', 'local-capability.json', 'registration (idle)'];
+/** The service fences a dead idle owner leaves (SPEC 10), by hand. */
+const IDLE_OWNER_FENCES = ['registry row', 'owner.lock', 'local-capability.json', 'registration (idle)', "checkout.lock (a registration's)"];
 
-/** Finishes with a new snapshot: recovered, `stopped`, and a new owner acquires and releases. */
-async function finishRecovery(place: TestPlace, root: string): Promise<void> {
-  const coordination = coordinationOf(place, root);
-  const snapshot = recoverySnapshot(coordination);
-  for (const { status } of snapshot.holders) expect(status).toBe('absent');
-  expect(await recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant })).toMatchObject({ recovered: true });
-  expect(serviceFences(place.stateHome, root)).toEqual([]);
-  expect(pathExists(handPlaces(place.stateHome, root).checkoutLock)).toBe(false);
-  expect(coordination.inspect().status).toBe('stopped');
-  await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
-  expect(coordination.inspect().status).toBe('stopped');
+/** The names in the registry folder: no lock and no take-over marker once every writer is done. */
+function registryFolder(place: TestPlace): string[] {
+  return namesIn(dirname(handPlaces(place.stateHome, '/').registryLock));
 }
 
-/** Writes a registry lock by hand, as a writer on another host or in another container would leave it. */
-function lockByHand(place: TestPlace, holder: { pid: number; host: string; processStart?: string }): void {
-  const lock = { schema: 'leasehold.registry-lock/1', token: randomUUID(), ...holder, retained: false };
-  writeByHand(handPlaces(place.stateHome, '/').registryLock, encode(lock));
+/** Writes a registry lock by hand, as a writer on another host, in another container or before a reboot would leave it. */
+function lockByHand(place: TestPlace, root: string, holder: { pid: number; host: string; processStart?: string }): Buffer {
+  const bytes = Buffer.from(encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...holder, root }));
+  writeByHand(handPlaces(place.stateHome, '/').registryLock, bytes);
+  return bytes;
+}
+
+/** Rewrites a JSON document by hand (a new file, canonical bytes), changed by `change`. */
+function rewriteJson(place: TestPlace, path: string, change: (document: Record<string, unknown>) => Record<string, unknown>): void {
+  replaceFile(place.scratch, path, encode(change(jsonOf(path) as Record<string, unknown>)));
 }
 
 /** This boot's id, PID namespace and start time, from this process's `processStart`. */
@@ -83,169 +91,314 @@ function processStartParts(): { bootId: string; pidNamespace: string; startTime:
   return { bootId: match[1]!, pidNamespace: match[2]!, startTime: match[3]! };
 }
 
-describe('holders: only absent ones are recovered (SPEC 6)', () => {
+/** The same process start in another PID namespace of this boot: `ambiguous`. */
+function inAnotherPidNamespace(processStart: string): string {
+  const { pidNamespace } = processStartParts();
+  return processStart.replace(`:${pidNamespace}:`, `:${BigInt(pidNamespace) + 1n}:`);
+}
+
+describe('holders: only absent ones are recovered (SPEC 6, 10.5)', () => {
   it('a live holder is quarantine, named with its pid, and nothing changes', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');
     const owner = await liveOwner(place, root);
-    const coordination = coordinationOf(place, root);
-    const snapshot = recoverySnapshot(coordination);
+    const snapshot = snapshotOf(place, root);
     expect(snapshot.holders.map(({ holder, status }) => [holder.pid, status])).toEqual([[owner.pid, 'live']]);
     const before = stateListing(place.stateHome);
 
-    const prepared = await errorOf(() => prepareRecoveryRelease(coordination, snapshot.digest, grant));
+    const prepared = await errorOf(() => grantOf(place, root, snapshot.digest));
     expect(prepared).toMatchObject({ code: 'quarantine' });
     expect((prepared as Error).message).toContain(`process ${owner.pid} on ${hostname()} is live`);
-    const recovered = await errorOf(() => recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant }));
+    const recovered = await errorOf(() => recoverWith(place, root, snapshot.digest));
     expect(recovered).toMatchObject({ code: 'quarantine' });
     expect((recovered as Error).message).toContain(`process ${owner.pid}`);
 
     expect(stateListing(place.stateHome)).toEqual(before);
     expect(journalRecords(place.stateHome)).toEqual([]);
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
+    expect(coordinationOf(place, root).inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
   });
 
   const ambiguous = [
-    { name: 'a registry lock naming another host', holder: () => ({ pid: 4242, host: 'elsewhere.invalid' }) },
+    { name: 'another host', change: (registration: Record<string, unknown>) => ({ ...registration, host: 'elsewhere.invalid' }) },
     {
-      name: 'a registry lock naming another PID namespace of this host',
-      holder: () => {
-        const { bootId, pidNamespace, startTime } = processStartParts();
-        return { pid: process.pid, host: hostname(), processStart: `linux:${bootId}:${BigInt(pidNamespace) + 1n}:${startTime}` };
-      },
+      name: 'another PID namespace of this host',
+      change: (registration: Record<string, unknown>) => ({ ...registration, processStart: inAnotherPidNamespace(String(registration.processStart)) }),
     },
   ];
-  for (const { name, holder } of ambiguous) {
-    it(`an ambiguous holder (${name}) is quarantine, and nothing changes`, async () => {
-      const { place, root } = await deadOwnerPlace();
-      const named = holder();
-      lockByHand(place, named);
-      const coordination = coordinationOf(place, root);
-      const snapshot = recoverySnapshot(coordination);
-      expect(snapshot.fences[0]).toMatchObject({ kind: 'registry-lock', holder: named });
-      expect(snapshot.holders.find(({ holder: { pid } }) => pid === named.pid)?.status).toBe('ambiguous');
+  for (const { name, change } of ambiguous) {
+    it(`an ambiguous holder (a registration naming ${name}) is quarantine, and nothing changes`, async () => {
+      const { place, root, pid } = await deadOwnerPlace();
+      const registration = handPlaces(place.stateHome, root).registration;
+      rewriteJson(place, registration, change);
+      const named = jsonOf(registration) as { host: string };
+      const snapshot = snapshotOf(place, root);
+      expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({ holder: { pid, host: named.host } });
+      expect(snapshot.holders.map(({ status }) => status)).toContain('ambiguous');
       const before = stateListing(place.stateHome);
 
-      for (const attempt of [
-        () => prepareRecoveryRelease(coordination, snapshot.digest, grant),
-        () => recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant }),
-      ]) {
+      for (const attempt of [() => grantOf(place, root, snapshot.digest), () => recoverWith(place, root, snapshot.digest)]) {
         const error = await errorOf(attempt);
         expect(error).toMatchObject({ code: 'quarantine' });
-        expect((error as Error).message).toContain(`process ${named.pid} on ${named.host} is ambiguous`);
+        expect((error as Error).message).toContain(`process ${pid} on ${named.host} is ambiguous`);
       }
       expect(stateListing(place.stateHome)).toEqual(before);
-      expect(coordination.inspect().status).toBe('unavailable');
+      expect(journalRecords(place.stateHome)).toEqual([]);
+      expect(coordinationOf(place, root).inspect().status).toBe('unavailable');
     });
   }
+});
 
-  it('a registry lock of another boot names a holder that is absent: recovered (the reboot case)', async () => {
+describe("registry locks: not a fence; a dead writer's is taken over by recovery's own transaction (SPEC 4, 6)", () => {
+  it('a lock of another boot names an absent holder: recovery takes it over (the reboot case)', async () => {
     const { place, root } = await deadOwnerPlace();
     const { pidNamespace, startTime } = processStartParts();
-    const named = { pid: process.pid, host: hostname(), processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}` };
-    lockByHand(place, named);
-    const coordination = coordinationOf(place, root);
-    expect(recoverySnapshot(coordination).holders.find(({ holder: { pid } }) => pid === named.pid)?.status).toBe('absent');
+    lockByHand(place, '/elsewhere', { pid: process.pid, host: hostname(), processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}` });
+    const snapshot = snapshotOf(place, root);
+    // Neither a fence nor a holder of this workspace.
+    expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+    expect(snapshot.holders.map(({ holder }) => holder.pid)).not.toContain(process.pid);
+    expect(await recoverWith(place, root, snapshot.digest)).toMatchObject({ recovered: true });
+    expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
+    expect(serviceFences(place.stateHome, root)).toEqual([]);
+    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_030))).release();
+  });
+
+  it("a dead owner's lock left inside its release: taken over and removed, whether recovery succeeds or its bridge fails inside the transaction", async () => {
+    for (const bridgeFails of [true, false]) {
+      const place = makePlace();
+      const root = makeWorkspace(place, 'workspace');
+      // Killed in release's transaction, after taking the lock, before the row's removal was renamed into place.
+      const owner = spawnFixture('owner.mjs', {
+        ...ownerPlan(place, root, 'release'),
+        killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
+      });
+      expect(await owner.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
+      const places = handPlaces(place.stateHome, root);
+      expect(jsonOf(places.registryLock)).toMatchObject({ pid: owner.pid, root });
+      expect(serviceFences(place.stateHome, root)).toEqual(['registry row', "checkout.lock (a registration's)"]);
+      const granted = grantOf(place, root, snapshotOf(place, root).digest);
+      let crossings = 0;
+      const down = new BridgeDown('journal unreachable');
+      const outcome = await errorOf(async () => {
+        await granted.release(() => {
+          crossings += 1;
+          // Crossing 1 is before the transaction, 2 inside it before the row's removal.
+          if (bridgeFails && crossings === 2) throw down;
+        });
+        throw new Error('recovered');
+      });
+      expect(registryFolder(place), `bridge fails: ${bridgeFails}`).toEqual(['format.json', 'roots.json']);
+      if (bridgeFails) {
+        expect(outcome).toBe(down);
+        expect(serviceFences(place.stateHome, root)).toEqual(['registry row', "checkout.lock (a registration's)"]);
+        // The failed recovery's process (this one) recovers again at once: it left no lock of its own.
+        await finishRecovery(place, root);
+      } else {
+        expect(outcome).toMatchObject({ message: 'recovered' });
+        expect(crossings).toBe(3);
+        expect(serviceFences(place.stateHome, root)).toEqual([]);
+        expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+      }
+      await cleanUp();
+    }
+  });
+
+  it('a lock whose holder is ambiguous stops recovery at its transaction: quarantine, naming it; the row and checkout lock stay', async () => {
+    const { place, root } = await deadOwnerPlace();
+    const places = handPlaces(place.stateHome, root);
+    const lockBytes = lockByHand(place, '/elsewhere', { pid: 4242, host: 'elsewhere.invalid' });
+    const snapshot = snapshotOf(place, root);
+    const error = await errorOf(() => recoverWith(place, root, snapshot.digest));
+    expect(error).toMatchObject({ code: 'quarantine' });
+    expect((error as Error).message).toContain('pid 4242 on elsewhere.invalid');
+    // The effects before the transaction ran; the row and the checkout lock, which go in it, stay.
+    expect(serviceFences(place.stateHome, root)).toEqual(['registry row', "checkout.lock (a registration's)"]);
+    expect(readFileSync(places.registryLock).equals(lockBytes)).toBe(true);
+    expect(journalRecords(place.stateHome)).toHaveLength(1);
+    expect(coordinationOf(place, root).inspect().status).toBe('unavailable');
+    // The operator made sure that process is gone, and removed its lock (as `leasehold doctor` says).
+    rmSync(places.registryLock);
     await finishRecovery(place, root);
   });
 });
 
-describe('the digest: only the state the operator saw (SPEC 6)', () => {
+describe('the digest: only the state the operator saw (SPEC 6, 10.5)', () => {
   const rewritten = [
     { name: 'registration.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).registration },
     { name: 'local-capability.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).capability },
     { name: 'owner.lock', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).ownerLock },
     { name: 'checkout.lock', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).checkoutLock },
-    { name: 'roots.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).roots },
-    { name: 'registry format.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).registryFormat },
+    { name: 'service format.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).format },
+    { name: 'config.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).config },
   ];
-  for (const { name, path } of rewritten) {
-    it(`is stale (conflict) once ${name} is rewritten with identical bytes, and nothing changes`, async () => {
+  /** Changes of this workspace's files that make the digest stale. */
+  const staleMakers = [
+    ...rewritten.map(({ name, path }) => ({
+      name: `${name} rewritten with identical bytes`,
+      make: (place: TestPlace, root: string) => {
+        const file = path(place, root);
+        replaceFile(place.scratch, file, readFileSync(file));
+      },
+    })),
+    {
+      name: "this root's row removed from roots.json",
+      make: (place: TestPlace, root: string) =>
+        rewriteJson(place, handPlaces(place.stateHome, root).roots, (table) => ({
+          ...table,
+          entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root),
+        })),
+    },
+  ];
+
+  for (const { name, make } of staleMakers) {
+    it(`is stale (conflict) once ${name}, and nothing changes`, async () => {
       const { place, root } = await deadOwnerPlace();
-      const coordination = coordinationOf(place, root);
-      const stale = recoverySnapshot(coordination).digest;
-      const file = path(place, root);
-      replaceFile(place.scratch, file, readFileSync(file));
-      const fresh = recoverySnapshot(coordination).digest;
+      const stale = snapshotOf(place, root).digest;
+      make(place, root);
+      const fresh = snapshotOf(place, root).digest;
       expect(fresh).not.toBe(stale);
       const before = stateListing(place.stateHome);
+      const fences = serviceFences(place.stateHome, root);
 
-      expect(codeOf(() => prepareRecoveryRelease(coordination, stale, grant))).toBe('conflict');
-      expect(await codeOfAsync(recover(coordination, { expectedDigest: stale, assertAuthority: grant }))).toBe('conflict');
+      expect(codeOf(() => grantOf(place, root, stale))).toBe('conflict');
+      expect(await codeOfAsync(recoverWith(place, root, stale))).toBe('conflict');
       expect(stateListing(place.stateHome)).toEqual(before);
       expect(journalRecords(place.stateHome)).toEqual([]);
-      expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
+      expect(serviceFences(place.stateHome, root)).toEqual(fences);
 
       // The new digest is the one to confirm.
-      expect(await recover(coordination, { expectedDigest: fresh, assertAuthority: grant })).toMatchObject({ recovered: true });
-      expect(coordination.inspect().status).toBe('stopped');
+      expect(await recoverWith(place, root, fresh)).toMatchObject({ recovered: true });
+      expect(coordinationOf(place, root).inspect().status).toBe('stopped');
     });
   }
 
-  for (const { name, path } of rewritten) {
-    it(`is checked again under the registry lock: ${name} rewritten between the grant and its release is conflict`, async () => {
+  for (const { name, make } of staleMakers) {
+    it(`is checked again before every effect: ${name} between the grant and its release is conflict, before any effect`, async () => {
       const { place, root } = await deadOwnerPlace();
-      const coordination = coordinationOf(place, root);
-      const grantMade = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
-      const file = path(place, root);
-      replaceFile(place.scratch, file, readFileSync(file));
+      const granted = grantOf(place, root, snapshotOf(place, root).digest);
+      make(place, root);
       const before = stateListing(place.stateHome);
+      const fences = serviceFences(place.stateHome, root);
       let crossings = 0;
       expect(
         await codeOfAsync(
-          grantMade.release(() => {
+          granted.release(() => {
             crossings += 1;
           }),
         ),
       ).toBe('conflict');
       expect(crossings).toBe(1);
       expect(stateListing(place.stateHome)).toEqual(before);
-      expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
+      expect(serviceFences(place.stateHome, root)).toEqual(fences);
       await finishRecovery(place, root);
+    });
+  }
+
+  /** What does not make the digest stale: the rest of the table, the registry's format and the lock (SPEC 6). */
+  const notStaleMakers = [
+    {
+      name: 'roots.json rewritten with identical bytes',
+      make: async (place: TestPlace) => replaceFile(place.scratch, handPlaces(place.stateHome, '/').roots, readFileSync(handPlaces(place.stateHome, '/').roots)),
+    },
+    {
+      name: 'the registry format.json rewritten with identical bytes',
+      make: async (place: TestPlace) =>
+        replaceFile(place.scratch, handPlaces(place.stateHome, '/').registryFormat, readFileSync(handPlaces(place.stateHome, '/').registryFormat)),
+    },
+    {
+      name: "another workspace's row added (a live owner, this process) and another's added and removed",
+      make: async (place: TestPlace) => {
+        await coordinationOf(place, makeWorkspace(place, 'other')).acquire(OWNER_CONFIG, endpointOf(45_020));
+        await (await coordinationOf(place, makeWorkspace(place, 'third')).acquire(OWNER_CONFIG, endpointOf(45_021))).release();
+      },
+    },
+  ];
+  for (const { name, make } of notStaleMakers) {
+    it(`is not stale when ${name}: the first digest recovers, also when it happens between the grant and its release`, async () => {
+      for (const between of [false, true]) {
+        const { place, root } = await deadOwnerPlace();
+        const digest = snapshotOf(place, root).digest;
+        const granted = between ? grantOf(place, root, digest) : undefined;
+        const rows = () => rowsOf(place.stateHome).filter((row) => row.root !== root);
+        await make(place);
+        const others = rows();
+        expect(snapshotOf(place, root).digest).toBe(digest);
+        if (granted === undefined) expect(await recoverWith(place, root, digest)).toMatchObject({ recovered: true });
+        else await granted.release(() => {});
+        expect(serviceFences(place.stateHome, root)).toEqual([]);
+        expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+        // The other rows are exactly as they were.
+        expect(rows()).toEqual(others);
+        await cleanUp();
+      }
     });
   }
 
   it('a malformed digest is refused before authority is asked, and nothing changes', async () => {
     const { place, root } = await deadOwnerPlace();
-    const coordination = coordinationOf(place, root);
-    const digest = recoverySnapshot(coordination).digest;
+    const digest = snapshotOf(place, root).digest;
     const before = stateListing(place.stateHome);
     let asked = 0;
     const counted = () => {
       asked += 1;
     };
     for (const malformed of ['', 'not a digest', digest.slice(1), `${digest}0`, digest.toUpperCase(), `${digest.slice(0, 63)}g`]) {
-      expect(codeOf(() => prepareRecoveryRelease(coordination, malformed, counted)), malformed).toBe('refused');
-      expect(await codeOfAsync(recover(coordination, { expectedDigest: malformed, assertAuthority: counted })), malformed).toBe('refused');
+      expect(codeOf(() => grantOf(place, root, malformed, counted)), malformed).toBe('refused');
+      expect(await codeOfAsync(recover(root, { stateHome: place.stateHome, expectedDigest: malformed, assertAuthority: counted })), malformed).toBe('refused');
     }
     expect(asked).toBe(0);
     expect(stateListing(place.stateHome)).toEqual(before);
   });
 });
 
-describe('authority and the one-shot grant (SPEC 6)', () => {
+// The guard (authority, then the durable bridge) is crossed before every effect:
+// 1 registration stopped, 2 capability removed, 3 owner.lock removed, 4 before the registry transaction,
+// 5 inside it before the row's removal, 6 before the checkout lock's removal. There is no seventh.
+const REMAINING_AFTER: Record<number, string[]> = {
+  1: IDLE_OWNER_FENCES,
+  2: ['registry row', 'owner.lock', 'local-capability.json', "checkout.lock (a registration's)"],
+  3: ['registry row', 'owner.lock', "checkout.lock (a registration's)"],
+  4: ['registry row', "checkout.lock (a registration's)"],
+  5: ['registry row', "checkout.lock (a registration's)"],
+  6: ["checkout.lock (a registration's)"],
+};
+
+describe('authority and the one-shot grant (SPEC 6, 10.5)', () => {
   it('authority denied: the operator tool error itself, and nothing changes', async () => {
     const { place, root } = await deadOwnerPlace();
-    const coordination = coordinationOf(place, root);
-    const digest = recoverySnapshot(coordination).digest;
+    const digest = snapshotOf(place, root).digest;
     const before = stateListing(place.stateHome);
     const denial = new AuthorityDenied('not allowed to recover this workspace');
     const deny = () => {
       throw denial;
     };
-    expect(await errorOf(() => prepareRecoveryRelease(coordination, digest, deny))).toBe(denial);
-    expect(await errorOf(() => recover(coordination, { expectedDigest: digest, assertAuthority: deny }))).toBe(denial);
+    expect(await errorOf(() => grantOf(place, root, digest, deny))).toBe(denial);
+    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: deny }))).toBe(denial);
     expect(stateListing(place.stateHome)).toEqual(before);
     expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
   });
 
+  it('authority withdrawn part-way stops it before the next effect, with the remaining fences in place and no lock', async () => {
+    const { place, root } = await deadOwnerPlace();
+    const denial = new AuthorityDenied('authority withdrawn');
+    let calls = 0;
+    // Call 1 makes the grant; then one call per crossing: the fourth call is crossing 3.
+    const withdrawn = () => {
+      calls += 1;
+      if (calls === 4) throw denial;
+    };
+    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: snapshotOf(place, root).digest, assertAuthority: withdrawn }))).toBe(denial);
+    expect(serviceFences(place.stateHome, root)).toEqual(REMAINING_AFTER[3]);
+    expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
+    await finishRecovery(place, root);
+  });
+
   it('a grant is used once: a second release is consumed-grant, after a success or a failure', async () => {
     const { place, root } = await deadOwnerPlace();
-    const coordination = coordinationOf(place, root);
-    const digest = recoverySnapshot(coordination).digest;
+    const digest = snapshotOf(place, root).digest;
 
     // A failure consumes it too.
-    const failing = prepareRecoveryRelease(coordination, digest, grant);
+    const failing = grantOf(place, root, digest);
     const down = new BridgeDown('journal unreachable');
     expect(
       await errorOf(() =>
@@ -257,176 +410,82 @@ describe('authority and the one-shot grant (SPEC 6)', () => {
     expect(await codeOfAsync(failing.release(() => {}))).toBe('consumed-grant');
     expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
 
-    const granted = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
+    const granted = grantOf(place, root, snapshotOf(place, root).digest);
     let calls = 0;
     await granted.release(() => {
       calls += 1;
     });
-    // Once before the first effect, then once before each of the five effects.
-    expect(calls).toBe(6);
-    expect(coordination.inspect().status).toBe('stopped');
+    expect(calls).toBe(Object.keys(REMAINING_AFTER).length);
+    expect(coordinationOf(place, root).inspect().status).toBe('stopped');
     const after = stateListing(place.stateHome);
     expect(await codeOfAsync(granted.release(() => {}))).toBe('consumed-grant');
     expect(stateListing(place.stateHome)).toEqual(after);
   });
 });
 
-describe('a durable bridge that fails stops recovery with the remaining fences in place (SPEC 6, 8.5)', () => {
-  it('before the first effect, with a fresh registry lock: the lock is removed and nothing else changed', async () => {
-    const { place, root } = await deadOwnerPlace();
-    const coordination = coordinationOf(place, root);
-    const grantMade = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
-    const before = stateListing(place.stateHome);
-    const down = new BridgeDown('journal unreachable');
-    let calls = 0;
-    const bridge = () => {
-      calls += 1;
-      throw down;
-    };
-    expect(await errorOf(() => grantMade.release(bridge))).toBe(down);
-    expect(calls).toBe(1);
-    expect(pathExists(handPlaces(place.stateHome, root).registryLock)).toBe(false);
-    expect(stateListing(place.stateHome)).toEqual(before);
-    expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
-    await finishRecovery(place, root);
-  });
-
-  it("before the first effect, with a taken-over lock: the dead holder's lock is put back byte-identical", async () => {
-    const place = makePlace();
-    const root = makeWorkspace(place, 'workspace');
-    // An owner killed inside release after taking the registry lock (release steps 1-5), before its first write.
-    const owner = spawnFixture('owner.mjs', ownerPlan(place, root, 'release', 6));
-    expect(await owner.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
-    const places = handPlaces(place.stateHome, root);
-    const coordination = coordinationOf(place, root);
-    const grantMade = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
-    const before = stateListing(place.stateHome);
-    const lockBefore = before['v1/registry/registry.lock'];
-    expect(lockBefore).toMatchObject({ kind: 'file' });
-    const down = new BridgeDown('journal unreachable');
-    expect(
-      await errorOf(() =>
-        grantMade.release(() => {
-          throw down;
-        }),
-      ),
-    ).toBe(down);
-
-    const after = stateListing(place.stateHome);
-    const lockAfter = after['v1/registry/registry.lock'];
-    // Put back by a rename of a staged copy: the same bytes (a new file, though the freed inode number may be reused).
-    expect(lockAfter).toMatchObject({ kind: 'file', bytes: (lockBefore as { bytes: string }).bytes });
-    const withoutLock = (listing: typeof before) => Object.fromEntries(Object.entries(listing).filter(([name]) => name !== 'v1/registry/registry.lock'));
-    expect(withoutLock(after)).toEqual(withoutLock(before));
-    expect(decodeBytes(registryLockSchema, readFileSync(places.registryLock), DOCUMENT_BYTES, 'registry.lock')).toMatchObject({
-      pid: owner.pid,
-      retained: false,
-    });
-    expect(serviceFences(place.stateHome, root)).toEqual(['registry.lock', ...IDLE_OWNER_FENCES]);
-    await finishRecovery(place, root);
-  });
-
-  // The bridge is crossed once before the first effect, then before each effect:
-  // 1 start, 2 registration stopped, 3 row removed, 4 capability removed, 5 owner.lock removed, 6 checkout lock removed.
-  // A recovery run in a child that then exits, so that the lock it keeps names a process that is gone.
-  const remainingAfter: Record<number, string[]> = {
-    1: IDLE_OWNER_FENCES,
-    2: IDLE_OWNER_FENCES,
-    3: ['registry.lock', 'registry row', 'owner.lock', 'local-capability.json'],
-    4: ['registry.lock', 'owner.lock', 'local-capability.json'],
-    5: ['registry.lock', 'owner.lock'],
-    6: ['registry.lock'],
-  };
-  it('at every crossing (in a child that then exits): stops there, the remaining fences and a retained lock stay', async () => {
+describe('a durable bridge that fails stops recovery with the remaining fences in place (SPEC 6, 10.5)', () => {
+  it('at every crossing: stops there, the remaining fences stay, its registry lock is removed, and this process recovers at once', async () => {
     for (let failAt = 1; failAt <= 7; failAt += 1) {
       const { place, root } = await deadOwnerPlace();
-      const places = handPlaces(place.stateHome, root);
-      const coordination = coordinationOf(place, root);
-      const plan: RecovererPlan = {
-        workspace: root,
-        stateHome: place.stateHome,
-        scratch: place.scratch,
-        digest: recoverySnapshot(coordination).digest,
-        bridgeFailsAt: failAt,
-      };
+      const granted = grantOf(place, root, snapshotOf(place, root).digest);
       const before = stateListing(place.stateHome);
-      const child = spawnFixture('recoverer.mjs', plan);
-      const reported = await messageOf(child, 'failed');
-      expect(await child.closed).toMatchObject({ code: 0, signal: null });
+      const down = new BridgeDown('the durable bridge is down');
+      let calls = 0;
+      const outcome = await errorOf(async () => {
+        await granted.release(() => {
+          calls += 1;
+          if (calls === failAt) throw down;
+        });
+        throw new Error('completed');
+      });
+      expect(registryFolder(place), `fails at ${failAt}`).toEqual(['format.json', 'roots.json']);
       if (failAt === 7) {
         // There is no seventh crossing: the recovery completes.
-        expect(reported).toEqual({ failed: null, calls: 6 });
+        expect(outcome).toMatchObject({ message: 'completed' });
+        expect(calls).toBe(6);
         expect(serviceFences(place.stateHome, root)).toEqual([]);
-        expect(coordination.inspect().status).toBe('stopped');
+        expect(coordinationOf(place, root).inspect().status).toBe('stopped');
         await cleanUp();
         continue;
       }
-      expect(reported, `fails at ${failAt}`).toEqual({ failed: 'the durable bridge is down', calls: failAt });
-      expect(serviceFences(place.stateHome, root), `fails at ${failAt}`).toEqual(remainingAfter[failAt]);
-      expect(pathExists(places.checkoutLock), `fails at ${failAt}: the checkout lock goes last`).toBe(true);
-      expect(['absent', 'stopped'], `fails at ${failAt}`).not.toContain(coordination.inspect().status);
-      if (failAt <= 2) {
-        // Nothing written: its fresh lock was removed, and nothing else changed.
-        expect(stateListing(place.stateHome), `fails at ${failAt}`).toEqual(before);
-      } else {
-        const lock = decodeBytes(registryLockSchema, readFileSync(places.registryLock), DOCUMENT_BYTES, 'registry.lock');
-        expect(lock, `fails at ${failAt}`).toMatchObject({ pid: child.pid, retained: true });
-        expect(await codeOfAsync(coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)), `fails at ${failAt}`).toBe('quarantine');
-      }
-      await finishRecovery(place, root);
+      expect(outcome, `fails at ${failAt}`).toBe(down);
+      expect(calls, `fails at ${failAt}`).toBe(failAt);
+      expect(serviceFences(place.stateHome, root), `fails at ${failAt}`).toEqual(REMAINING_AFTER[failAt]);
+      expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), `fails at ${failAt}: the checkout lock goes last`).toBe(true);
+      expect(['absent', 'stopped'], `fails at ${failAt}`).not.toContain(coordinationOf(place, root).inspect().status);
+      if (failAt === 1) expect(stateListing(place.stateHome), 'nothing written').toEqual(before);
+      expect(await codeOfAsync(coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_030))), `fails at ${failAt}`).not.toBe('no error');
+      await finishRecovery(place, root, `fails at ${failAt}`);
       await cleanUp();
     }
-  });
-
-  it('between effects in this process: the retained lock names a live process (this one), so a new recovery is quarantine', async () => {
-    const { place, root } = await deadOwnerPlace();
-    const places = handPlaces(place.stateHome, root);
-    const coordination = coordinationOf(place, root);
-    const grantMade = prepareRecoveryRelease(coordination, recoverySnapshot(coordination).digest, grant);
-    const down = new BridgeDown('journal unreachable');
-    let calls = 0;
-    const bridge = () => {
-      calls += 1;
-      if (calls === 3) throw down;
-    };
-    expect(await errorOf(() => grantMade.release(bridge))).toBe(down);
-    expect(serviceFences(place.stateHome, root)).toEqual(remainingAfter[3]);
-    const lock = decodeBytes(registryLockSchema, readFileSync(places.registryLock), DOCUMENT_BYTES, 'registry.lock');
-    expect(lock).toMatchObject({ pid: process.pid, retained: true });
-
-    // The failed recovery's process is this test process, still running: its retained lock
-    // cannot be proven abandoned, so recovery refuses until this process has exited (the
-    // child-process test above shows the recovery that follows).
-    const snapshot = recoverySnapshot(coordination);
-    expect(snapshot.holders.find(({ holder }) => holder.pid === process.pid)?.status).toBe('live');
-    const refused = await errorOf(() => recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant }));
-    expect(refused).toMatchObject({ code: 'quarantine' });
-    expect((refused as Error).message).toContain(`process ${process.pid} on ${hostname()} is live`);
-    expect(serviceFences(place.stateHome, root)).toEqual(remainingAfter[3]);
   });
 
   for (const how of ['remove', 'rewrite'] as const) {
     it(`a journal record ${how === 'remove' ? 'removed' : 'rewritten with identical bytes'} between effects stops it: conflict, fences remain`, async () => {
       const { place, root } = await deadOwnerPlace();
       const places = handPlaces(place.stateHome, root);
-      const coordination = coordinationOf(place, root);
+      let tampered = false;
       // Right after the first effect's last step (the service folder's fsync after the registration's rename).
-      const plan: RecovererPlan = {
-        workspace: root,
-        stateHome: place.stateHome,
-        scratch: place.scratch,
-        digest: recoverySnapshot(coordination).digest,
-        tamper: { at: { operation: 'replace', action: 'fsync-directory', path: places.service }, how },
+      const hooks = {
+        beforeMutation(step: { operation: string; action: string; path: string }) {
+          if (tampered || step.operation !== 'replace' || step.action !== 'fsync-directory' || step.path !== places.service) return;
+          tampered = true;
+          const [name, ...others] = journalRecords(place.stateHome);
+          if (name === undefined || others.length > 0) throw new Error('expected one journal record');
+          const record = join(places.journal, name);
+          if (how === 'remove') rmSync(record);
+          else {
+            // The same bytes in a new file: a new incarnation, so a new stamp.
+            const copy = join(place.scratch, 'record-copy');
+            writeFileSync(copy, readFileSync(record), { mode: 0o600, flag: 'wx' });
+            renameSync(copy, record);
+          }
+        },
       };
-      const child = spawnFixture('recoverer.mjs', plan);
-      expect(await messageOf(child, 'tampered')).toEqual({ tampered: how });
-      expect(await messageOf(child, 'failed')).toEqual({ failed: 'conflict' });
-      expect(await child.closed).toMatchObject({ code: 0, signal: null });
-
-      expect(serviceFences(place.stateHome, root)).toEqual(remainingAfter[3]);
-      expect(pathExists(places.checkoutLock)).toBe(true);
-      const lock = decodeBytes(registryLockSchema, readFileSync(places.registryLock), DOCUMENT_BYTES, 'registry.lock');
-      expect(lock).toMatchObject({ pid: child.pid, retained: true });
+      expect(await codeOfAsync(recoverWith(place, root, snapshotOf(place, root).digest, { hooks }))).toBe('conflict');
+      expect(tampered).toBe(true);
+      expect(serviceFences(place.stateHome, root)).toEqual(REMAINING_AFTER[2]);
+      expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
       expect(journalRecords(place.stateHome)).toHaveLength(how === 'remove' ? 0 : 1);
       await finishRecovery(place, root);
     });

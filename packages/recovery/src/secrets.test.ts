@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { MutationStep } from '@leasehold/private-files';
 import {
+  caughtErrors,
   cleanUp,
   handPlaces,
   killAndReap,
@@ -19,18 +21,20 @@ import {
   capabilityOf,
   coordinationOf,
   errorOf,
-  grant,
+  grantOf,
+  ioError,
   journalRecords,
   liveOwner,
   makePlace,
+  recoverWith,
+  snapshotOf,
   spawnFixture,
   type RecovererPlan,
 } from '../test/helpers.js';
-import { prepareRecoveryRelease, recover, recoverySnapshot } from './index.js';
 
 afterEach(cleanUp);
 
-// SPEC 1.4 and 8.4: the capability's bytes appear in no output, error,
+// SPEC 1.4 and 10.4: the capability's bytes appear in no output, error,
 // digest or record. The capability is read by hand from its file while the
 // owner runs; every form of it is searched for: the token, its SHA-256, the
 // SHA-256 of the file (its identity), and the raw 32 bytes in hex and base64.
@@ -61,7 +65,7 @@ function expectNoSecret(texts: readonly string[], secrets: readonly string[], wh
   }
 }
 
-describe('the capability never shows (SPEC 8.4)', () => {
+describe('the capability never shows (SPEC 1.4, 10.4)', () => {
   it('in no snapshot, digest, error, record or child output', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');
@@ -71,31 +75,31 @@ describe('the capability never shows (SPEC 8.4)', () => {
     const secrets = secretForms(capability, readFileSync(places.capability));
     // The search finds the secret where it does live: in its own file.
     expect(readFileSync(places.capability, 'utf8')).toContain(secrets[0]);
-    const coordination = coordinationOf(place, root);
     const errors: { what: string; error: unknown }[] = [];
     const snapshots: string[] = [];
 
     // While the owner lives: quarantine.
-    const live = recoverySnapshot(coordination);
+    const live = snapshotOf(place, root);
     snapshots.push(JSON.stringify(live));
-    errors.push({ what: 'quarantine (prepare)', error: await errorOf(() => prepareRecoveryRelease(coordination, live.digest, grant)) });
-    errors.push({ what: 'quarantine (recover)', error: await errorOf(() => recover(coordination, { expectedDigest: live.digest, assertAuthority: grant })) });
+    errors.push({ what: 'quarantine (prepare)', error: await errorOf(() => grantOf(place, root, live.digest)) });
+    errors.push({ what: 'quarantine (recover)', error: await errorOf(() => recoverWith(place, root, live.digest)) });
     expect(await killAndReap(owner)).toMatchObject({ signal: 'SIGKILL' });
 
     // The digest covers the capability by its stamp: rewritten with identical bytes, the digest changes.
-    const dead = recoverySnapshot(coordination);
+    const dead = snapshotOf(place, root);
     snapshots.push(JSON.stringify(dead));
+    const grantedBefore = grantOf(place, root, dead.digest);
     replaceFile(place.scratch, places.capability, readFileSync(places.capability));
-    const rewritten = recoverySnapshot(coordination);
+    const rewritten = snapshotOf(place, root);
     snapshots.push(JSON.stringify(rewritten));
     expect(rewritten.digest).not.toBe(dead.digest);
     expect(rewritten.fences).toEqual(dead.fences);
 
-    errors.push({ what: 'stale digest', error: await errorOf(() => recover(coordination, { expectedDigest: dead.digest, assertAuthority: grant })) });
-    errors.push({ what: 'malformed digest', error: await errorOf(() => prepareRecoveryRelease(coordination, capability, grant)) });
-    // A state whose capability changed since it was read: the effect's own check names the file, not its bytes.
-    errors.push({ what: 'changed capability (releaseDeadOwner)', error: await errorOf(() => coordination.releaseDeadOwner(dead, () => {})) });
-    const used = prepareRecoveryRelease(coordination, rewritten.digest, grant);
+    errors.push({ what: 'stale digest', error: await errorOf(() => recoverWith(place, root, dead.digest)) });
+    errors.push({ what: 'malformed digest', error: await errorOf(() => grantOf(place, root, capability)) });
+    // A grant whose capability changed since its snapshot: the effect's own check names the file, not its bytes.
+    errors.push({ what: 'changed capability (release)', error: await errorOf(() => grantedBefore.release(() => {})) });
+    const used = grantOf(place, root, rewritten.digest);
     errors.push({
       what: 'bridge down',
       error: await errorOf(() =>
@@ -105,6 +109,13 @@ describe('the capability never shows (SPEC 8.4)', () => {
       ),
     });
     errors.push({ what: 'consumed grant', error: await errorOf(() => used.release(() => {})) });
+    // An I/O error right at the capability's removal (a failing disk reports the path, never the bytes).
+    const failing = {
+      beforeMutation(step: MutationStep) {
+        if (step.operation === 'remove' && step.path === places.capability) throw ioError(step);
+      },
+    };
+    errors.push({ what: 'EIO at the capability', error: await errorOf(() => recoverWith(place, root, snapshotOf(place, root).digest, { hooks: failing })) });
     expect(errors.map(({ error }) => (error as { code?: string }).code)).toEqual([
       'quarantine',
       'quarantine',
@@ -113,21 +124,28 @@ describe('the capability never shows (SPEC 8.4)', () => {
       'conflict',
       undefined,
       'consumed-grant',
+      'EIO',
     ]);
+    expect(pathExists(places.capability)).toBe(true);
 
     // A recovery in a child, whose every output line and error output is searched too.
-    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, scratch: place.scratch, digest: recoverySnapshot(coordination).digest };
+    const last = snapshotOf(place, root);
+    snapshots.push(JSON.stringify(last));
+    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: last.digest };
     const child = spawnFixture('recoverer.mjs', plan);
     expect(await messageOf(child, 'done')).toMatchObject({ outcome: { recovered: true } });
     const end = await child.closed;
     expect(end).toMatchObject({ code: 0, signal: null });
     expect(pathExists(places.capability)).toBe(false);
     const records = journalRecords(place.stateHome).map((name) => readFileSync(join(places.journal, name), 'utf8'));
-    expect(records).toHaveLength(1);
+    // The recovery that failed at the capability, and the child's.
+    expect(records).toHaveLength(2);
 
     for (const { what, error } of errors) expectNoSecret(renderingsOf(error), secrets, what);
+    for (const error of caughtErrors) expectNoSecret(renderingsOf(error), secrets, 'an error caught by codeOf');
     expectNoSecret(snapshots, secrets, 'a snapshot');
-    expectNoSecret(records, secrets, 'the journal record');
+    expectNoSecret([dead.digest, rewritten.digest, last.digest], secrets, 'a digest');
+    expectNoSecret(records, secrets, 'a journal record');
     expectNoSecret([...child.lines, end.stderr], secrets, 'the recovering child');
     // Nothing else under the state home holds it once the capability file is gone.
     const leftovers = Object.values(stateListing(place.stateHome)).flatMap((entry) =>
@@ -136,6 +154,7 @@ describe('the capability never shows (SPEC 8.4)', () => {
     expect(leftovers.length).toBeGreaterThan(0);
     expectNoSecret(leftovers, secrets, 'a file left under the state home');
 
+    const coordination = coordinationOf(place, root);
     expect(coordination.inspect().status).toBe('stopped');
     await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
   });

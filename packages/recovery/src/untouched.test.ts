@@ -8,14 +8,14 @@ import {
   changedEntries,
   coordinationOf,
   deadOwner,
-  grant,
   journalRecords,
   makePlace,
+  recoverWith,
   rowsOf,
+  snapshotOf,
   spawnFixture,
   writeByHand,
 } from '../test/helpers.js';
-import { recover, recoverySnapshot } from './index.js';
 
 afterEach(cleanUp);
 
@@ -54,7 +54,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     expect(heldRow).toMatchObject({ pid: process.pid, endpoint: PARENT_ENDPOINT });
 
     const coordination = coordinationOf(place, dead);
-    const snapshot = recoverySnapshot(coordination);
+    const snapshot = snapshotOf(place, dead);
     const deadPlaces = handPlaces(place.stateHome, dead);
     // Only the dead owner's files and its row are fences of this workspace.
     for (const fence of snapshot.fences) {
@@ -72,7 +72,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     expect(snapshot.holders[0]?.status).toBe('absent');
 
     const before = stateListing(place.stateHome);
-    expect(await recover(coordination, { expectedDigest: snapshot.digest, assertAuthority: grant })).toMatchObject({ recovered: true });
+    expect(await recoverWith(place, dead, snapshot.digest)).toMatchObject({ recovered: true });
     const after = stateListing(place.stateHome);
 
     const [record] = journalRecords(place.stateHome);

@@ -1,21 +1,28 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import type { OwnerConfig } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { ServiceCoordination, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
+import type { MutationStep, PrivateFilesHooks } from '@leasehold/private-files';
 import {
+  codeOfAsync,
   endpointOf,
   handPlaces,
   jsonOf,
   killAndReap,
+  listingOutsideStaging,
   makeTemporaryFolder,
   messageOf,
   namesIn,
+  pathExists,
+  serviceFences,
   sha256Hex,
   spawnChild,
   type ListedEntry,
   type SpawnedChild,
 } from '@leasehold/test-utils';
+import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
@@ -110,16 +117,63 @@ export interface OwnerPlan {
   readonly config: OwnerConfig;
   readonly endpoint: string;
   readonly killAt?: number | 'end' | 'hold';
+  /** SIGKILL before the first step that is exactly this one. */
+  readonly killBefore?: MutationStep;
+}
+
+/** One owner run of owners.mjs: its workspace and the steps that fail with EIO. */
+export interface OwnerRun {
+  readonly workspace: string;
+  readonly stateHome: string;
+  readonly endpoint: string;
+  /** The counted step (from 1) that fails. */
+  readonly failAt?: number;
+  /** Every step exactly like one of these fails. */
+  readonly failOn?: readonly MutationStep[];
+}
+
+export interface OwnersPlan {
+  readonly operation: OwnerPlan['operation'];
+  readonly config: OwnerConfig;
+  readonly runs: readonly OwnerRun[];
+  /** How the process ends after the last run. */
+  readonly end: 'exit' | 'kill';
+}
+
+/** What owners.mjs or a batch of recoverer.mjs reported for one run. */
+export interface RunReport {
+  readonly run: number;
+  /** The code (or errno code) the operation failed with; null when it still succeeded. */
+  readonly failed: string | null;
+  readonly steps: number;
+  /** The step that failed first, as `shownStep` takes it. */
+  readonly step: MutationStep | null;
 }
 
 export interface RecovererPlan {
   readonly workspace: string;
   readonly stateHome: string;
-  readonly scratch: string;
   readonly digest: string;
   readonly killAt?: number;
-  readonly bridgeFailsAt?: number;
-  readonly tamper?: { readonly at: { operation: string; action: string; path: string }; readonly how: 'remove' | 'rewrite' };
+}
+
+/** A batch of recoverer.mjs: one recovery per run, each failing with EIO at its own step. */
+export interface RecoverersPlan {
+  readonly runs: readonly { readonly workspace: string; readonly stateHome: string; readonly digest: string; readonly failAt: number }[];
+}
+
+/**
+ * Runs a batch fixture (owners.mjs, or recoverer.mjs with runs) to its end
+ * and answers its reports, one per run, in order; the process ended as
+ * `expected` says.
+ */
+export async function runBatch(fixture: string, plan: OwnersPlan | RecoverersPlan, expected: 'exit' | 'kill' = 'exit'): Promise<RunReport[]> {
+  const child = spawnFixture(fixture, plan);
+  const end = await child.closed;
+  expect(end, end.stderr).toMatchObject(expected === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
+  const reports = child.lines.filter((line) => line.startsWith('{"run":')).map((line) => JSON.parse(line) as RunReport);
+  expect(reports.map(({ run }) => run)).toEqual(plan.runs.map((_, index) => index));
+  return reports;
 }
 
 /** The plan of an owner child for `root`. */
@@ -153,4 +207,120 @@ export async function liveOwner(place: TestPlace, root: string): Promise<Spawned
   const child = spawnFixture('owner.mjs', ownerPlan(place, root, 'acquire', 'hold'));
   await messageOf(child, 'held');
   return child;
+}
+
+// ---- Recovery as an operator runs it. ----
+
+/** `recoverySnapshot` of `root` in the test's state home. */
+export function snapshotOf(place: TestPlace, root: string): RecoveryState {
+  return recoverySnapshot(root, { stateHome: place.stateHome });
+}
+
+/** `recover` of `root` in the test's state home with `digest`, authority granted. */
+export function recoverWith(place: TestPlace, root: string, digest: string, options: { hooks?: PrivateFilesHooks } = {}): Promise<RecoveryOutcome> {
+  return recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: grant, ...options });
+}
+
+/** `prepareRecoveryRelease` of `root` in the test's state home. */
+export function grantOf(place: TestPlace, root: string, digest: string, assertAuthority: () => void = grant): RecoveryGrant {
+  return prepareRecoveryRelease(root, digest, assertAuthority, { stateHome: place.stateHome });
+}
+
+/**
+ * Finishes with a new snapshot: its holders are absent, `recover` with its
+ * digest succeeds, no service fence or checkout lock is left, `inspect` is
+ * `stopped` (or `absent` when the owner died before its service folder), and a new owner acquires and releases.
+ */
+export async function finishRecovery(place: TestPlace, root: string, label = root): Promise<void> {
+  const coordination = coordinationOf(place, root);
+  const snapshot = snapshotOf(place, root);
+  for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
+  expect(await recoverWith(place, root, snapshot.digest), label).toMatchObject({ recovered: true });
+  expect(serviceFences(place.stateHome, root), label).toEqual([]);
+  expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), label).toBe(false);
+  expect(['absent', 'stopped'], label).toContain(coordination.inspect().status);
+  await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
+  expect(coordination.inspect().status, label).toBe('stopped');
+}
+
+// ---- What a dead writer left, judged by hand (SPEC 10.3). ----
+
+/** The code a new `acquire` must answer in this state, worked out by hand from SPEC 5.2-5.3. */
+export function expectedAcquireCode(place: TestPlace, root: string): string {
+  const places = handPlaces(place.stateHome, root);
+  if (rowsOf(place.stateHome).some((row) => row.root === root)) return 'conflict'; // a row for this root
+  const registration = jsonOf(places.registration) as { phase: string; checkoutToken: string } | undefined;
+  const ownerFiles = [places.ownerLock, places.capability, places.checkoutLock].map(pathExists);
+  if (registration !== undefined && registration.phase !== 'stopped') return ownerFiles.every(Boolean) ? 'quarantine' : 'refused';
+  if (ownerFiles[0] === true || ownerFiles[1] === true) return 'refused'; // SPEC 5.2 rule 5
+  const checkout = jsonOf(places.checkoutLock) as { token: string } | undefined;
+  if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'conflict';
+  return 'no error';
+}
+
+/**
+ * SPEC 10.3 on a state left by a dead writer: `inspect` is never `absent` or
+ * `stopped` while a service fence remains, and a new `acquire` by this
+ * process is refused with the code the state calls for, changing nothing
+ * outside the staging folder. The acquire is tried only when no registry lock
+ * is left (its transaction would take the dead writer's lock over, which is
+ * what the recovery that follows must show) and when the state calls for a
+ * refusal. (Likewise with a take-over marker left, which the acquire's
+ * transaction would sweep.) Returns what `inspect` answered.
+ */
+export async function judgeFenced(place: TestPlace, root: string, label: string): Promise<string> {
+  const coordination = coordinationOf(place, root);
+  const fences = serviceFences(place.stateHome, root);
+  const inspected = coordination.inspect().status;
+  if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspected);
+  const registryFolder = dirname(handPlaces(place.stateHome, root).registryLock);
+  if (namesIn(registryFolder).some((name) => name === 'registry.lock' || name.startsWith('takeover-'))) return inspected;
+  const expected = expectedAcquireCode(place, root);
+  if (fences.length > 0) expect(expected, `${label}: fences ${fences.join(', ')}`).not.toBe('no error');
+  if (expected === 'no error') return inspected;
+  const before = listingOutsideStaging(place.stateHome);
+  const code = await codeOfAsync(coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT));
+  expect(code, `${label}: acquire with fences ${fences.join(', ')}`).toBe(expected);
+  expect(listingOutsideStaging(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
+  return inspected;
+}
+
+/** Every path SPEC 5.1 names for `root`, from the package (to build a recovery journal). */
+export function placesOf(place: TestPlace, root: string): WorkspacePlaces {
+  return workspacePlaces(root, place.stateHome);
+}
+
+/** An error shaped as node:fs reports a failing disk (the fixtures throw the same). */
+export function ioError(step: MutationStep): Error {
+  return Object.assign(new Error(`EIO: i/o error, ${step.action} '${step.path}'`), { code: 'EIO', errno: -5, syscall: step.action, path: step.path });
+}
+
+/** Hooks that throw `ioError` at the `failAt`-th mutating step (counted from 1), and record every step. */
+export function failingHooks(failAt: number): { hooks: PrivateFilesHooks; steps: MutationStep[] } {
+  const steps: MutationStep[] = [];
+  return {
+    steps,
+    hooks: {
+      beforeMutation(step) {
+        steps.push({ ...step });
+        if (steps.length === failAt) throw ioError(step);
+      },
+    },
+  };
+}
+
+/**
+ * Runs `work` for every item, at most `width` at a time (each item has its
+ * own place, so they share nothing but this process), and answers the
+ * results in item order. A child starting for one item overlaps this
+ * process's work on another.
+ */
+export async function inTurns<T, R>(items: readonly T[], width: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let index = next++; index < items.length; index = next++) results[index] = await work(items[index]!, index);
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return results;
 }
