@@ -208,6 +208,35 @@ describe('the example daemon', () => {
     }
   });
 
+  it('serves beside the daemons of other workspaces in the same state home, started and stopped together', async () => {
+    const place = makePlace();
+    const roots = ['a', 'b', 'c'].map((name) => {
+      const folder = join(place.tmp, name);
+      mkdirSync(folder, { mode: 0o700 });
+      return resolveWorkspace(folder);
+    });
+    const untouched = join(place.tmp, 'untouched');
+    mkdirSync(untouched, { mode: 0o700 });
+    const daemons = roots.map((workspace) => startDaemon({ ...place, workspace }));
+    const readies = await Promise.all(daemons.map((daemon) => daemon.next()));
+    readies.forEach((ready, index) => expect(ready).toMatchObject({ event: 'ready', pid: daemons[index]!.child.pid }));
+    for (const [index, workspace] of roots.entries()) {
+      const coordination = new ServiceCoordination(workspace, { stateHome: place.stateHome });
+      expect(coordination.localAccess()).toMatchObject({ endpoint: readies[index]!.endpoint, epoch: readies[index]!.epoch });
+    }
+    // A workspace nobody serves reads absent while the others run.
+    expect(new ServiceCoordination(resolveWorkspace(untouched), { stateHome: place.stateHome }).inspect()).toEqual({ status: 'absent' });
+
+    for (const daemon of daemons) daemon.child.kill('SIGTERM');
+    const released = await Promise.all(daemons.map((daemon) => daemon.next()));
+    expect(released).toEqual(readies.map((ready) => ({ event: 'released', epoch: ready.epoch })));
+    expect(await Promise.all(daemons.map((daemon) => daemon.exited))).toEqual(roots.map(() => ({ code: 0, signal: null })));
+    for (const [index, workspace] of roots.entries()) {
+      const coordination = new ServiceCoordination(workspace, { stateHome: place.stateHome });
+      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: readies[index]!.epoch });
+    }
+  });
+
   it('exits 2 and touches nothing when its registration is replaced by the same bytes (it lost its lease)', async () => {
     const place = makePlace();
     const daemon = startDaemon(place, ['--watch-ms', '20']);

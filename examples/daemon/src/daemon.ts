@@ -160,7 +160,7 @@ async function main(): Promise<void> {
     try {
       owner.phase('stopping'); // clients that inspect now read `stopping`
       await closeServer(server); // no request is answered after this line
-      await owner.release(); // registration stopped, row, capability, owner.lock, checkout lock last
+      await owner.release(); // registration stopped, capability, owner.lock; then the row and the checkout lock last
       exitWith(0, { event: 'released', epoch: owner.registration.epoch });
     } catch (error) {
       // A lost lease, a busy registry, …: the library wrote nothing it could

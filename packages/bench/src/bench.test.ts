@@ -22,6 +22,7 @@ const SECTIONS = [
   '5. Scale',
   '6. Contention',
   '7. fsyncs per operation',
+  '8. Readers under churn',
 ];
 
 const ROWS = [
@@ -45,7 +46,14 @@ const ROWS = [
   'acquire + release, reused workspace, 63 other reservations',
   'acquire + release, reused workspace, 255 other reservations',
   'inspect(), 255 other reservations',
-  '16 processes acquire + release at once, wall time',
+  '16 disjoint owners acquire + release at once, wall time',
+  'the same 16 one at a time (sum)',
+  'phase(stopping), reused workspace',
+  'recover() of a dead owner',
+  'registry transaction, nothing written',
+  'registry transaction, a dead writer’s lock taken over',
+  'inspect() of the untouched workspace answered stopped',
+  'busy answers to the writers (acquire or release)',
 ];
 
 const FIGURES = [
@@ -81,7 +89,22 @@ const FIGURES = [
   'contention/cycle',
 ];
 
-const FSYNC_COUNTS = ['files.create', 'files.replace', 'files.read', 'files.remove', 'acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused', 'inspect', 'local-access'];
+const FSYNC_COUNTS = [
+  'files.create',
+  'files.replace',
+  'files.read',
+  'files.remove',
+  'acquire.fresh',
+  'release.fresh',
+  'acquire.reused',
+  'phase',
+  'release.reused',
+  'recovery',
+  'registry.transaction',
+  'registry.takeover',
+  'inspect',
+  'local-access',
+];
 
 function runBench(): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -102,9 +125,10 @@ describe('pnpm bench --quick', () => {
     for (const section of SECTIONS) expect(stdout).toContain(section);
     for (const row of ROWS) expect(stdout).toContain(row);
     expect(stdout).toMatch(/Contention: busy answers \d+ of \d+/);
+    expect(stdout).toMatch(/^Targets: \d+ of \d+ met; busy \d+ \((met|MISSED)\); readers [\d.]+ % stopped \((met|MISSED)\)\.$/m);
 
     const result = JSON.parse(readFileSync(jsonPath, 'utf8'));
-    expect(result.schema).toBe('leasehold.bench/1');
+    expect(result.schema).toBe('leasehold.bench/2');
     expect(result.settings.quick).toBe(true);
     const figures = new Map<string, Record<string, unknown>>(result.figures.map((figure: { id: string }) => [figure.id, figure]));
     expect([...figures.keys()].sort()).toEqual([...FIGURES].sort());
@@ -116,12 +140,28 @@ describe('pnpm bench --quick', () => {
     }
     expect(isNumber(result.contention.busy)).toBe(true);
     expect(result.contention.cycles).toBe(result.contention.processes * result.contention.trials);
+    expect(figures.get('contention/serial')?.target).toBe(0.5);
+
+    // Readers under churn: every read counted once, by what it answered; the writers really churned.
+    const { availability } = result;
+    expect(availability.writers).toBe(8);
+    expect(availability.reads).toBe(result.settings.availabilityReads);
+    const answered = Object.values(availability.answers as Record<string, number>).reduce((sum, count) => sum + count, 0);
+    expect(answered).toBe(availability.reads);
+    expect(availability.stopped).toBe(availability.answers.stopped ?? 0);
+    expect(availability.cycles).toBeGreaterThanOrEqual(availability.writers);
+    for (const key of ['busy', 'failed', 'churnMs']) expect(isNumber(availability[key]), key).toBe(true);
+    expect(isNumber(availability.inspect.median)).toBe(true);
 
     const counts = new Map<string, Record<string, unknown>>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
     expect([...counts.keys()].sort()).toEqual([...FSYNC_COUNTS].sort());
     for (const count of counts.values()) {
       for (const key of ['file', 'folder', 'total', 'publications', 'minimum']) expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
+      expect(count.minimum, `${count.id}`).toBe((count.total as number) - (count.avoidable as unknown[]).length);
     }
+    // What follows a crash was really measured: recovery wrote, and the take-over replaced a dead writer's lock.
+    expect(counts.get('recovery')?.total).toBeGreaterThan(0);
+    expect((counts.get('registry.takeover')?.kinds as { replace: number }).replace).toBe(1);
     expect(result.machine.node).toBe(process.version);
   });
 });

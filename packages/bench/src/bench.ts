@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { measureAvailability } from './availability.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
 import { computeFigures, figureSpecs, summariesOf } from './figures.js';
 import { fileOperations } from './file-operations.js';
@@ -13,28 +14,32 @@ import { formatProfile, profileOperation } from './profile.js';
 import { formatReport, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
 
-const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--profile <operation> [--samples n] [--profile-out file]]
+const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads n] [--profile <operation> [--samples n] [--profile-out file]]
 
-  --quick        a reduced run (fewer rounds and contention trials), under 30 s
+  --quick        a reduced run (fewer rounds, contention trials and reads), under 30 s
   --json [file]  also write the figures as JSON (default bench-results.json; "-" for stdout)
   --rounds n     kept rounds (default 200, quick 15)
+  --reads n      inspect() calls of the reader-availability measure (default 20000, quick 2000)
   --profile op   instead of the benchmark, profile one operation (CPU, self time by function)
                  e.g. files.create, cycle.1, cycle.256, inspect.1, inspect.256, local-access
 `;
 
 const PROCESSES = 16;
+/** Writers churning while the reader-availability measure reads (issue #9). */
+const CHURNING_WRITERS = 8;
 
 interface Options {
   quick: boolean;
   json: string | undefined;
   rounds: number | undefined;
+  reads: number | undefined;
   profile: string | undefined;
   samples: number;
   profileOut: string | undefined;
 }
 
 function parseOptions(argv: readonly string[]): Options {
-  const options: Options = { quick: false, json: undefined, rounds: undefined, profile: undefined, samples: 200, profileOut: undefined };
+  const options: Options = { quick: false, json: undefined, rounds: undefined, reads: undefined, profile: undefined, samples: 200, profileOut: undefined };
   const count = (value: string | undefined, flag: string): number => {
     const parsed = Number(value);
     if (!Number.isInteger(parsed) || parsed < 1) throw new Error(`${flag} needs a positive whole number`);
@@ -59,6 +64,10 @@ function parseOptions(argv: readonly string[]): Options {
         break;
       case '--rounds':
         options.rounds = count(value, argument);
+        index += 1;
+        break;
+      case '--reads':
+        options.reads = count(value, argument);
         index += 1;
         break;
       case '--profile':
@@ -95,6 +104,8 @@ function settingsOf(options: Options, operations: number): Settings {
     operations,
     processes: PROCESSES,
     contentionTrials: options.quick ? 2 : 8,
+    availabilityWriters: CHURNING_WRITERS,
+    availabilityReads: options.reads ?? (options.quick ? 2_000 : 20_000),
   };
 }
 
@@ -153,6 +164,8 @@ async function main(): Promise<void> {
       },
       progress: progress(settings.quick ? 'bench --quick' : 'bench'),
     });
+    process.stderr.write(`readers under churn: ${settings.availabilityReads} inspect() calls, ${CHURNING_WRITERS} writers\n`);
+    const availability = await measureAvailability(place, pool, CHURNING_WRITERS, settings.availabilityReads);
     await pool.stop();
     pool = undefined;
 
@@ -164,8 +177,8 @@ async function main(): Promise<void> {
       labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
       labels.set(`${operation.id}:release`, operation.label.replace('acquire + release', 'release'));
     }
-    labels.set('contention.wall', `${PROCESSES} processes acquire + release at once, wall time`);
-    labels.set('contention.serial', `the same ${PROCESSES} cycles one at a time (sum)`);
+    labels.set('contention.wall', `${PROCESSES} disjoint owners acquire + release at once, wall time`);
+    labels.set('contention.serial', `the same ${PROCESSES} one at a time (sum)`);
     const counted = (id: string): FsyncCount => {
       const found = fsyncs.find((entry) => entry.id === id);
       if (found === undefined) throw new Error(`no fsync count for ${id}`);
@@ -189,7 +202,7 @@ async function main(): Promise<void> {
     const summaries = summariesOf(series);
     const outcomes = trials.flatMap((trial) => trial.outcomes);
     const result: BenchResult = {
-      schema: 'leasehold.bench/1',
+      schema: 'leasehold.bench/2',
       startedAt: startedAt.toISOString(),
       durationMs: elapsed(start),
       unit: 'ms',
@@ -210,6 +223,7 @@ async function main(): Promise<void> {
         transactions: Math.max(...trials.map((trial) => trial.transactions)),
         idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
       },
+      availability,
       fsyncs,
     };
     const report = formatReport(result);

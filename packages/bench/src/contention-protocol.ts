@@ -1,11 +1,35 @@
 /** Messages between the benchmark and its contention workers (item 6 of issue #6). */
 
-/** Parent to worker: run one acquire + release now, or leave. */
-export type WorkerCommand = { readonly type: 'go' } | { readonly type: 'exit' };
+/**
+ * Parent to worker: run one acquire + release now (`go`); cycle acquire +
+ * release without pause until told to stop (`churn`, `stop-churn`); or leave.
+ */
+export type WorkerCommand =
+  | { readonly type: 'go' }
+  | { readonly type: 'churn' }
+  | { readonly type: 'stop-churn' }
+  | { readonly type: 'exit' };
 
-/** Worker to parent: loaded and waiting, or one cycle done with its outcome. */
+/** What one worker's churn did, from `churn` to `stop-churn`. */
+export interface ChurnCounts {
+  /** Acquire + release cycles finished. */
+  readonly cycles: number;
+  /** Cycles that met `busy`, in acquire or in release (a release is retried until it succeeds). */
+  readonly busy: number;
+  /** Cycles that failed otherwise (another ContractError code, or an error). */
+  readonly failed: number;
+  /** Milliseconds from `churn` to the end of the last cycle. */
+  readonly milliseconds: number;
+}
+
+/**
+ * Worker to parent: loaded and waiting; one cycle done with its outcome; the
+ * first churn cycle done (the churn is under way); or the churn stopped.
+ */
 export type WorkerReport =
   | { readonly type: 'ready' }
+  | { readonly type: 'churning' }
+  | ({ readonly type: 'churned' } & ChurnCounts)
   | {
       readonly type: 'done';
       /**

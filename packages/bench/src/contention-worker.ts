@@ -8,12 +8,14 @@ import { elapsed, now } from './harness.js';
 
 // One contention worker: a process that owns one workspace root (disjoint
 // from every other worker's) in a shared state home, with the DEFAULT lock
-// wait, and runs one acquire + release each time the parent says `go`. The
-// parent warms it up with untimed serial passes. Its only hook records when
-// it held the registry lock (a function call per mutating system call).
+// wait, and runs one acquire + release each time the parent says `go`, or
+// cycles without pause from `churn` to `stop-churn` (the writers of the
+// reader-availability measure). The parent warms it up with untimed serial
+// passes. Its only hook records when it held the registry lock (a function
+// call per mutating system call).
 
 const options = parseWorkerArgv(process.argv.slice(2));
-const lockPath = new Registry(options.stateHome).lockPath;
+const lockPath = new Registry(options.stateHome).layout.registryLock;
 // The only hook: when this worker links and unlinks the registry lock, so the
 // parent can tell how much of the wall time the lock was held at all.
 let held: [string, string][] = [];
@@ -64,10 +66,40 @@ async function cycle(): Promise<string> {
   }
 }
 
+let churning = false;
+
+/** Cycles until `stop-churn`, then reports what it did. */
+async function churn(): Promise<void> {
+  churning = true;
+  const start = now();
+  let cycles = 0;
+  let busy = 0;
+  let failed = 0;
+  while (churning) {
+    const outcome = await cycle();
+    cycles += 1;
+    if (outcome === 'busy') busy += 1;
+    else if (outcome !== 'ok') failed += 1;
+    if (cycles === 1) send({ type: 'churning' });
+    held = []; // nobody reads the lock intervals of a churn
+    // Let the parent's `stop-churn` in: a cycle that never waits for the lock yields to no macrotask.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  send({ type: 'churned', cycles, busy, failed, milliseconds: elapsed(start) });
+}
+
 process.on('disconnect', () => process.exit(0));
 process.on('message', (command: WorkerCommand) => {
   if (command.type === 'exit') {
     process.disconnect();
+    return;
+  }
+  if (command.type === 'churn') {
+    void churn();
+    return;
+  }
+  if (command.type === 'stop-churn') {
+    churning = false;
     return;
   }
   held = [];

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { workerArgv, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
+import { workerArgv, type ChurnCounts, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
 import { boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now } from './harness.js';
 
@@ -57,6 +57,17 @@ async function nextDone(worker: Worker): Promise<Extract<WorkerReport, { type: '
   return report;
 }
 
+async function nextOf<T extends WorkerReport['type']>(worker: Worker, type: T): Promise<Extract<WorkerReport, { type: T }>> {
+  const report = await nextReport(worker);
+  if (report.type !== type) throw new Error(`contention worker: expected ${type}, got ${report.type}`);
+  return report as Extract<WorkerReport, { type: T }>;
+}
+
+/** A churn under way: `stop` ends it and answers each worker's counts. */
+export interface Churn {
+  stop(): Promise<ChurnCounts[]>;
+}
+
 function command(worker: Worker, message: WorkerCommand): void {
   worker.process.send(message);
 }
@@ -67,9 +78,12 @@ function command(worker: Worker, message: WorkerCommand): void {
  */
 export class ContentionPool {
   readonly #workers: Worker[];
+  /** The state home every worker's workspace is in. */
+  readonly stateHome: string;
 
-  private constructor(workers: Worker[]) {
+  private constructor(workers: Worker[], stateHome: string) {
     this.#workers = workers;
+    this.stateHome = stateHome;
   }
 
   /**
@@ -97,7 +111,7 @@ export class ContentionPool {
       });
       return worker;
     });
-    const pool = new ContentionPool(workers);
+    const pool = new ContentionPool(workers, stateHome);
     try {
       for (const worker of workers) {
         const report = await nextReport(worker);
@@ -117,6 +131,23 @@ export class ContentionPool {
     const concurrent = await this.#concurrent();
     const { total, lockHeld } = serial ?? (await this.#serial());
     return { ...concurrent, serial: total, serialLockHeld: lockHeld };
+  }
+
+  /**
+   * The first `count` workers cycle acquire + release without pause, each on
+   * its own workspace; resolves once every one has finished a first cycle.
+   */
+  async churn(count: number): Promise<Churn> {
+    const churners = this.#workers.slice(0, count);
+    if (churners.length !== count) throw new Error(`contention pool: ${count} churners asked, ${this.#workers.length} workers`);
+    for (const worker of churners) command(worker, { type: 'churn' });
+    await Promise.all(churners.map((worker) => nextOf(worker, 'churning')));
+    return {
+      stop: async () => {
+        for (const worker of churners) command(worker, { type: 'stop-churn' });
+        return Promise.all(churners.map((worker) => nextOf(worker, 'churned')));
+      },
+    };
   }
 
   /** Tells every worker to leave and waits for them. */

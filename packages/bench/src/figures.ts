@@ -14,7 +14,7 @@ export interface FigureSpec {
   readonly baseline: readonly BaselinePart[];
   /** A shorter name for a baseline of several parts. */
   readonly baselineLabel?: string;
-  /** The largest ratio issue #6 accepts, when it sets one. */
+  /** The largest ratio the issues accept (#6, and #9 for contention), when they set one. */
   readonly target?: number;
   readonly note?: string;
 }
@@ -41,7 +41,7 @@ export const SECTIONS = {
   cycle: '3. Ownership cycle',
   hot: '4. Hot paths',
   scale: '5. Scale (reservations already in the registry)',
-  contention: '6. Contention (16 processes, 16 disjoint roots, default lock wait)',
+  contention: '6. Contention (16 processes, 16 disjoint roots, one state home, default lock wait)',
 } as const;
 
 const part = (series: string, times = 1): BaselinePart => ({ series, times });
@@ -54,7 +54,7 @@ export interface CyclePublications {
   readonly reusedKinds: { readonly create: number; readonly replace: number; readonly remove: number };
 }
 
-/** Every figure of issue #6, items 1 to 6. */
+/** Every figure of issue #6, items 1 to 6, with issue #9's contention target. */
 export function figureSpecs(publications: CyclePublications, processes: number): FigureSpec[] {
   const { floors, files, cycle, hot, scale, contention } = SECTIONS;
   const bothFsyncs = [part('floor.fsync-file'), part('floor.fsync-folder')];
@@ -109,7 +109,14 @@ export function figureSpecs(publications: CyclePublications, processes: number):
     { id: 'scale.inspect.64', section: scale, series: 'inspect.64', baseline: [part('inspect.1')] },
     { id: 'scale.inspect.256', section: scale, series: 'inspect.256', baseline: [part('inspect.1')], target: 2 },
 
-    { id: 'contention/serial', section: contention, series: 'contention.wall', baseline: [part('contention.serial')], target: 1.3 },
+    {
+      id: 'contention/serial',
+      section: contention,
+      series: 'contention.wall',
+      baseline: [part('contention.serial')],
+      target: 0.5,
+      note: "issue #9's target: the lock is held for the table write only, so disjoint owners overlap (issue #6 asked <= 1.3x)",
+    },
     {
       id: 'contention/cycle',
       section: contention,

@@ -83,7 +83,8 @@ export async function fillRegistry(stateHome: string, othersFolder: string, coun
     ...(owner.processStart === undefined ? {} : { processStart: owner.processStart }),
     ownerToken: randomUUID(),
   }));
-  await new Registry(stateHome).transaction((transaction) => {
-    transaction.writeEntries([...transaction.entries, ...others]);
-  });
+  const registry = new Registry(stateHome);
+  for (const reservation of others) {
+    await registry.transaction(reservation.root, (transaction) => transaction.reserve(reservation));
+  }
 }

@@ -1,11 +1,17 @@
-import { join } from 'node:path';
+import { fork } from 'node:child_process';
+import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ServiceCoordination } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
+import { recover, recoverySnapshot } from '@leasehold/recovery';
+import { Registry, TAKEOVER_MARKER } from '@leasehold/registry';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
 
-// Item 7 of issue #6: the fsyncs each operation makes, seen through the
-// beforeMutation hook (called before every mutating system call), and the
-// minimum the protocol needs.
+// Item 7 of issue #6 and the fsync row of issue #9: the fsyncs each operation
+// makes, seen through the beforeMutation hook (called before every mutating
+// system call), and the minimum the protocol needs.
+
+const CRASH_WORKER = fileURLToPath(new URL('./crash-worker.js', import.meta.url));
 
 /** Why one fsync is made. */
 export type FsyncReason =
@@ -13,17 +19,29 @@ export type FsyncReason =
   | 'contents-before-publication'
   /** The folder that a link, rename, unlink or mkdir changed, so the change survives a crash. */
   | 'publication'
-  /** The registry folder right after `registry.lock` is linked: see `AVOIDABLE`. */
-  | 'registry-lock-link';
+  /** The registry folder right after `registry.lock` or a take-over marker is linked or renamed into place: see `AVOIDABLE`. */
+  | 'registry-lock-link'
+  /** The registry folder right after `registry.lock` or a take-over marker is unlinked: see `AVOIDABLE`. */
+  | 'registry-lock-removal';
 
 /** The fsyncs the protocol does not need, with the argument. */
 export const AVOIDABLE: Readonly<Partial<Record<FsyncReason, string>>> = {
   'registry-lock-link':
-    'the registry folder fsync right after registry.lock is linked. It makes the lock durable while the ' +
-    'transaction runs, which matters only if the machine crashes first, and then it is not needed: every ' +
-    'holder is gone after a reboot and SPEC 8.3 keeps every crash state fenced with the lock deleted by hand. ' +
-    'In the cycle, the roots.json replace that follows fsyncs the same folder anyway.',
+    'the registry folder fsync right after registry.lock (or a take-over marker) is linked or renamed into place. ' +
+    'Whether the lock survives a crash does not matter: after a crash its holder is gone, and a lock whose holder ' +
+    'is gone is taken over by the next writer, so the lock is never a fence (SPEC 1.2, 4). Its contents fsync stays: a ' +
+    'later folder fsync (the roots.json replace) can make the link durable, and a torn lock reads as refused.',
+  'registry-lock-removal':
+    'the registry folder fsync right after registry.lock (or a take-over marker) is unlinked. A removal lost in a ' +
+    'crash brings back a lock whose holder is gone, which the next writer takes over; nothing the transaction wrote ' +
+    'depends on it (an unlink whose folder fsync fails already counts as removed).',
 };
+
+/** Whether `path` is the registry lock or a take-over marker (in the registry folder). */
+function isRegistryLock(path: string): boolean {
+  const name = basename(path);
+  return basename(dirname(path)) === 'registry' && (name === 'registry.lock' || TAKEOVER_MARKER.test(name));
+}
 
 /** The fsyncs of one operation. */
 export interface FsyncCount {
@@ -61,8 +79,9 @@ export function fsyncReasons(steps: readonly MutationStep[]): FsyncReason[] {
     if (step.action !== 'fsync-directory') return;
     // createFolder fsyncs the staged folder before its rename: contents, not a publication.
     if (step.operation === 'create-folder' && steps[index + 1]?.action === 'rename') reasons.push('contents-before-publication');
-    else if (published?.action === 'link' && published.path.endsWith('/registry/registry.lock')) reasons.push('registry-lock-link');
-    else reasons.push('publication');
+    else if (published !== undefined && isRegistryLock(published.path)) {
+      reasons.push(published.action === 'unlink' ? 'registry-lock-removal' : 'registry-lock-link');
+    } else reasons.push('publication');
     published = undefined;
   });
   return reasons;
@@ -92,10 +111,37 @@ export function countOf(id: string, label: string, steps: readonly MutationStep[
   };
 }
 
+/** Runs the crash worker in `mode` to its end: it dies holding what `mode` says. */
+function crash(mode: 'owner' | 'registry-writer', stateHome: string, workspace: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = fork(CRASH_WORKER, [mode, stateHome, workspace, boundEndpoint()], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child.once('error', reject);
+    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`crash worker (${mode}) exited ${signal ?? code}`))));
+  });
+}
+
+/** The ids of every count, in the order they are printed. */
+export const FSYNC_COUNT_IDS = [
+  'files.create',
+  'files.replace',
+  'files.remove',
+  'files.read',
+  'acquire.fresh',
+  'release.fresh',
+  'acquire.reused',
+  'phase',
+  'release.reused',
+  'recovery',
+  'registry.transaction',
+  'registry.takeover',
+  'inspect',
+  'local-access',
+] as const;
+
 /**
  * Runs each counted operation once with a recording hook, after a warm-up
  * that makes the folders every later call finds in place (the staging
- * folder, the registry, the workspaces folder).
+ * folder, the registry, the workspaces folder, the journal).
  */
 export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   let steps: MutationStep[] = [];
@@ -129,7 +175,27 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   const reused = await measure('acquire.reused', 'acquire, reused workspace', () => coordination.acquire(CONFIG, endpoint));
   await measure('inspect', 'inspect() of a held workspace', () => coordination.inspect());
   await measure('local-access', 'localAccess() of a held workspace', () => coordination.localAccess());
-  await measure('release.reused', 'release, reused workspace', () => reused.release());
-  const order = ['files.create', 'files.replace', 'files.remove', 'files.read', 'acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused', 'inspect', 'local-access'];
+  await measure('phase', 'phase(stopping), reused workspace', () => reused.phase('stopping'));
+  await measure('release.reused', 'release, reused workspace (from stopping)', () => reused.release());
+
+  // Recovery of an owner that died holding its workspace: one first (it makes the journal folder), then the counted one.
+  const assertAuthority = () => undefined;
+  for (const counted of [false, true]) {
+    const crashed = place.workspace();
+    await crash('owner', stateHome, crashed);
+    const { digest } = recoverySnapshot(crashed, { stateHome });
+    const recovery = () => recover(crashed, { stateHome, hooks, expectedDigest: digest, assertAuthority });
+    const outcome = counted ? await measure('recovery', 'recover() of a dead owner', recovery) : await recovery();
+    if (!outcome.recovered) throw new Error('fsync count: the crashed owner had nothing to recover');
+  }
+
+  // A registry transaction that writes nothing, free, then after a writer died inside one.
+  const registry = new Registry(stateHome, { hooks });
+  const root = place.workspace();
+  await measure('registry.transaction', 'registry transaction, nothing written', () => registry.transaction(root, () => undefined));
+  await crash('registry-writer', stateHome, place.workspace());
+  await measure('registry.takeover', 'registry transaction, a dead writer’s lock taken over', () => registry.transaction(root, () => undefined));
+
+  const order: readonly string[] = FSYNC_COUNT_IDS;
   return counts.sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id));
 }

@@ -1,3 +1,4 @@
+import type { AvailabilityResult } from './availability.js';
 import type { FsyncCount } from './fsync-counts.js';
 import { AVOIDABLE } from './fsync-counts.js';
 import type { Figure } from './figures.js';
@@ -12,6 +13,10 @@ export interface Settings {
   readonly operations: number;
   readonly processes: number;
   readonly contentionTrials: number;
+  /** Writer processes churning during the reader-availability measure. */
+  readonly availabilityWriters: number;
+  /** inspect() calls of that measure. */
+  readonly availabilityReads: number;
 }
 
 /** What the contention trials saw. */
@@ -37,7 +42,7 @@ export interface ContentionResult {
 
 /** Everything one run measured: what `--json` writes. */
 export interface BenchResult {
-  readonly schema: 'leasehold.bench/1';
+  readonly schema: 'leasehold.bench/2';
   readonly startedAt: string;
   readonly durationMs: number;
   readonly unit: 'ms';
@@ -46,6 +51,8 @@ export interface BenchResult {
   readonly series: Readonly<Record<string, Summary & { readonly label: string }>>;
   readonly figures: readonly Figure[];
   readonly contention: ContentionResult;
+  /** Issue #9: inspect() of an untouched, stopped workspace while other workspaces' writers churn. */
+  readonly availability: AvailabilityResult;
   readonly fsyncs: readonly FsyncCount[];
 }
 
@@ -76,6 +83,32 @@ function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<n
       .join('  ')
       .trimEnd(),
   );
+}
+
+/** `part` of `whole` as a percentage with two decimals (100 % only when all). */
+function percent(part: number, whole: number): string {
+  if (part === whole) return '100 %';
+  return `${Math.min(99.99, (100 * part) / whole).toFixed(2)} %`;
+}
+
+/** Section 8: what a reader of a quiet workspace saw while other workspaces' writers churned. */
+export function formatAvailability(availability: AvailabilityResult): string[] {
+  const { writers, reads, stopped, answers, busy, failed, cycles } = availability;
+  const wrong = Object.entries(answers).filter(([answer]) => answer !== 'stopped');
+  const rows = [
+    ['measure', 'this run', 'target'],
+    [`inspect() of the untouched workspace answered stopped`, `${stopped} of ${reads} (${percent(stopped, reads)})`, `100 % ${stopped === reads ? 'met' : 'MISSED'}`],
+    [`busy answers to the writers (acquire or release)`, `${busy} of ${cycles} cycles`, `0 ${busy === 0 ? 'met' : 'MISSED'}`],
+    [`other failures of the writers`, `${failed} of ${cycles} cycles`, ''],
+    [`inspect() under the churn, median / p99`, `${formatDuration(availability.inspect.median)} / ${formatDuration(availability.inspect.p99)}`, ''],
+    [`writers' cycles per second (all ${writers})`, (cycles / (availability.churnMs / 1000)).toFixed(0), ''],
+  ];
+  const lines = [
+    `8. Readers under churn (${writers} processes acquire + release their own workspaces without pause; this process inspects a 9th, stopped, untouched one)`,
+    ...table(rows, new Set()).map((line) => `  ${line}`),
+  ];
+  if (wrong.length > 0) lines.push(`  wrong answers: ${wrong.map(([answer, count]) => `${answer} ${count}`).join(', ')}; e.g. ${availability.wrongReasons.join(' | ')}`);
+  return lines;
 }
 
 /** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
@@ -144,12 +177,22 @@ export function formatReport(result: BenchResult): string {
     ]),
   ];
   lines.push(...table(fsyncRows, new Set([1, 2, 3, 4, 5])).map((line) => `  ${line}`));
+  lines.push('  minimum: one contents fsync per file published, one folder fsync per publication that must survive a crash; none for the registry lock\'s own link and unlink (see below).');
   const reasons = new Set(result.fsyncs.flatMap((count) => count.avoidable));
   for (const reason of reasons) lines.push(`  ${reason}: ${AVOIDABLE[reason]}`);
 
+  lines.push('', ...formatAvailability(result.availability));
+
   const targeted = result.figures.filter((figure) => figure.target !== null);
   const missed = targeted.filter((figure) => figure.met === false);
-  lines.push('', `Targets: ${targeted.length - missed.length} of ${targeted.length} met; busy ${contention.busy === 0 ? '0 (met)' : `${contention.busy} (MISSED)`}.`);
+  const { availability } = result;
+  const busy = contention.busy + availability.busy;
+  const available = availability.stopped === availability.reads;
+  lines.push(
+    '',
+    `Targets: ${targeted.length - missed.length} of ${targeted.length} met; busy ${busy === 0 ? '0 (met)' : `${busy} (MISSED)`}; ` +
+      `readers ${percent(availability.stopped, availability.reads)} stopped (${available ? 'met' : 'MISSED'}).`,
+  );
   for (const figure of missed) {
     lines.push(`  missed: ${figure.label} against ${figure.baseline.label}: ${figure.ratio.toFixed(2)}x, target <= ${figure.target!.toFixed(2)}x`);
   }

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
@@ -12,6 +12,7 @@ import {
   deadPid,
   json,
   killAll,
+  registryWriter,
   removeSandboxes,
   sandbox,
   type Result,
@@ -57,11 +58,14 @@ function expectOk(result: Result, label: string): void {
 }
 
 /**
- * Runs a suggested fix in `sh -c`. A suggested `leasehold recover` shows the
+ * Runs a suggested fix in `sh -c` (the command after a proviso for the person,
+ * who has checked it). A suggested `leasehold recover` shows the
  * digest and the command that acts on it; that command is run next, as the
  * person reading it would.
  */
-async function applyFix(box: Sandbox, fix: string): Promise<void> {
+async function applyFix(box: Sandbox, suggested: string): Promise<void> {
+  // "make sure that process is gone, then: rm P": the person checks, then runs the command.
+  const fix = suggested.startsWith(PROVISO) ? suggested.slice(PROVISO.length) : suggested;
   const first = await box.shell(fix);
   expectOk(first, fix);
   if (!fix.startsWith('leasehold recover ')) return;
@@ -85,19 +89,29 @@ async function servesAgain(box: Sandbox, workspace: string): Promise<void> {
   await servedAndStopped(box, workspace);
 }
 
-/** A registry lock kept by a writer that failed after a write (`retained`), naming a process that is gone. */
-async function writeRetainedLock(box: Sandbox): Promise<string> {
-  const lockPath = join(box.namespace, 'registry', 'registry.lock');
+/** The words before the command in the fix of a lock whose holder this host cannot tell. */
+const PROVISO = 'make sure that process is gone, then: ';
+
+/** A host name that is not this one: its processes read `ambiguous` here. */
+const OTHER_HOST = 'build-7.other-host.invalid';
+
+/** Writes a registry lock (or take-over marker) document at `path` naming `holder`, as a writer would. */
+function writeLock(path: string, holder: { token?: string; pid: number; host: string; root: string }): string {
   const lock = decode(registryLockSchema, {
     schema: 'leasehold.registry-lock/1',
-    token: randomUUID(),
-    pid: await deadPid(),
-    host: hostname(),
-    retained: true,
+    token: holder.token ?? randomUUID(),
+    pid: holder.pid,
+    host: holder.host,
+    root: holder.root,
   });
-  writeFileSync(lockPath, encode(lock), { mode: 0o600, flag: 'wx' });
-  chmodSync(lockPath, 0o600);
-  return lockPath;
+  writeFileSync(path, encode(lock), { mode: 0o600, flag: 'wx' });
+  chmodSync(path, 0o600);
+  return lock.token;
+}
+
+/** The names in the registry folder. */
+function registryFolder(box: Sandbox): string[] {
+  return readdirSync(join(box.namespace, 'registry')).sort();
 }
 
 describe('leasehold doctor', () => {
@@ -109,50 +123,89 @@ describe('leasehold doctor', () => {
     await expectClean(box);
   });
 
-  it('finds a retained registry lock, and its recover fix lifts it', async () => {
+  it('finds a registry lock whose holder is on another host; once that process is gone, rm clears it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const epoch = await servedAndStopped(box, workspace);
+    const lockPath = join(box.namespace, 'registry', 'registry.lock');
+    writeLock(lockPath, { pid: 4242, host: OTHER_HOST, root: box.workspace('elsewhere') });
+
+    // Every writer is fenced off: this host cannot tell whether that holder is still writing.
+    const blocked = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(blocked.code).toBe(1);
+    expect(json(blocked).error).toBe('quarantine');
+    // Readers never look at the lock.
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', epoch });
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      { file: lockPath, problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`), fix: `${PROVISO}rm ${lockPath}` },
+    ]);
+    const human = await cli(['doctor', '--state-home', box.stateHome]);
+    expect(human.stdout.split('\n')).toEqual([lockPath, `  problem: ${findings[0]!.problem}`, `  fix:     ${PROVISO}rm ${lockPath}`, '', '']);
+
+    await applyFix(box, findings[0]!.fix);
+    await expectClean(box);
+    await servesAgain(box, workspace);
+    expect(registryFolder(box)).toEqual(['format.json', 'roots.json']);
+  });
+
+  it('finds a take-over marker whose holder is on another host; once that process is gone, rm clears it', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     await servedAndStopped(box, workspace);
-    const lockPath = await writeRetainedLock(box);
+    // A dead writer's lock, which a writer of another host began to take over.
+    const registry = join(box.namespace, 'registry');
+    const deadToken = writeLock(join(registry, 'registry.lock'), { pid: await deadPid(), host: hostname(), root: box.workspace('crashed') });
+    const markerPath = join(registry, `takeover-${deadToken}.lock`);
+    writeLock(markerPath, { pid: 4242, host: OTHER_HOST, root: box.workspace('elsewhere') });
 
     const blocked = await cli(['serve', ...box.place(workspace), '--json']);
     expect(blocked.code).toBe(1);
     expect(json(blocked).error).toBe('quarantine');
 
+    // The dead writer's lock is no finding: only the marker of the holder nobody here can tell.
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
-    const about = findings.filter((finding) => finding.file === lockPath);
-    expect(about.length).toBeGreaterThanOrEqual(1);
-    expect(about[0]!.problem).toMatch(/retained/);
-    // Recovered through a root no row registers, so that no live owner can block it.
-    expect(about[0]!.fix).toBe(`leasehold recover --workspace / --state-home ${box.stateHome}`);
-    expect(findings.every((finding) => finding.file === lockPath && finding.fix.startsWith('leasehold recover '))).toBe(true);
-
-    await applyFix(box, about[0]!.fix);
+    expect(findings).toEqual([
+      { file: markerPath, problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`), fix: `${PROVISO}rm ${markerPath}` },
+    ]);
+    await applyFix(box, findings[0]!.fix);
     await expectClean(box);
+    expect(registryFolder(box)).toEqual(['format.json', 'registry.lock', 'roots.json']);
+
+    // The next writer takes the dead lock over, and leaves the folder clean.
     await servesAgain(box, workspace);
+    expect(registryFolder(box)).toEqual(['format.json', 'roots.json']);
+    await expectClean(box);
   });
 
-  it('suggests a recovery for a retained registry lock that a live owner does not block', async () => {
+  it('finds nothing in a dead writer’s registry lock or take-over marker: the next serve takes them over', async () => {
     const box = sandbox();
-    const live = box.workspace('live');
-    // A long watch interval: this owner does not re-check its files while the test runs.
-    const { server, ready } = await box.serve(live, ['--watch-ms', '3600000']);
-    await writeRetainedLock(box);
+    const workspace = box.workspace('ws');
+    const epoch = await servedAndStopped(box, workspace);
+    const lockPath = join(box.namespace, 'registry', 'registry.lock');
 
-    const { findings } = await doctor(box);
-    const about = findings.filter((finding) => finding.file === join(box.namespace, 'registry', 'registry.lock'));
-    expect(about).toHaveLength(1);
-    // Recovering through the live owner's root would be refused ("a holder is not gone").
-    expect(about[0]!.fix).not.toBe(`leasehold recover --workspace ${live} --state-home ${box.stateHome}`);
-    await applyFix(box, about[0]!.fix);
+    // A writer inside its transaction for another root: its lock is a transaction in progress, no finding.
+    const writer = await registryWriter(box.stateHome, box.workspace('other'));
+    const held = JSON.parse(readFileSync(lockPath, 'utf8')) as { token: string; pid: number };
+    expect(held.pid).toBe(writer.pid);
     await expectClean(box);
-    // The live owner was left alone, and still serves.
-    const status = await cli(['status', ...box.place(live), '--json']);
-    expect(status.code).toBe(0);
-    expect(json(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
-    expect(json(await cli(['stop', ...box.place(live), '--json']))).toEqual({ stopped: true, epoch: ready.epoch });
-    expect((await server.exit()).code).toBe(0);
+    // Readers never look at the lock: status and list answer while it is held.
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', epoch });
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
+
+    // Killed inside the transaction: its lock stays, naming a process that is gone. A second
+    // writer that died while taking it over left its marker too.
+    expect((await writer.kill9()).signal).toBe('SIGKILL');
+    writeLock(join(box.namespace, 'registry', `takeover-${held.token}.lock`), { pid: await deadPid(), host: hostname(), root: workspace });
+    expect(registryFolder(box)).toEqual(['format.json', 'registry.lock', 'roots.json', `takeover-${held.token}.lock`]);
+    await expectClean(box);
+
+    await servesAgain(box, workspace);
+    expect(registryFolder(box)).toEqual(['format.json', 'roots.json']);
+    await expectClean(box);
   });
 
   it('finds a dead writer’s staging leftover, and rm fixes it', async () => {

@@ -12,6 +12,7 @@ import {
   json,
   jsonLines,
   killAll,
+  registryWriter,
   removeSandboxes,
   sandbox,
   snapshotTree,
@@ -223,6 +224,40 @@ describe('leasehold, end to end through the built binary', () => {
     expect(lines.at(-2)).toBe(`If its owner crashed, see: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
     const listed = await cli(['list', '--state-home', box.stateHome]);
     expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, ready.endpoint, String(server.pid), 'absent']);
+  });
+
+  it('one crash blocks nobody else: other workspaces serve past its fences and a dead registry writer, and its digest still holds', async () => {
+    const box = sandbox();
+    const crashed = box.workspace('crashed');
+    const { server, ready } = await box.serve(crashed);
+    await server.kill9();
+    const review = json(await cli(['recover', ...box.place(crashed), '--json']));
+    expect(review.ownerStatus).toBe('absent');
+    const digest = review.digest as string;
+
+    // A registry writer killed inside its transaction: its lock stays, naming a process that is gone.
+    const writer = await registryWriter(box.stateHome, box.workspace('writer'));
+    await writer.kill9();
+    expect(readdirSync(join(box.namespace, 'registry'))).toContain('registry.lock');
+
+    // Another workspace serves (taking the dead lock over), is listed beside the crashed one, and stops, twice.
+    const untouched = box.workspace('untouched');
+    const busy = box.workspace('busy');
+    for (let round = 0; round < 2; round += 1) {
+      const { server: other, ready: otherReady } = await box.serve(busy);
+      const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
+      expect(listed.entries.map((entry) => entry.root).sort()).toEqual([busy, crashed].sort());
+      expect(json(await cli(['stop', ...box.place(busy), '--json']))).toEqual({ stopped: true, epoch: otherReady.epoch });
+      expect((await other.exit()).code).toBe(0);
+    }
+    expect(readdirSync(join(box.namespace, 'registry')).sort()).toEqual(['format.json', 'roots.json']);
+    expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({ status: 'absent', epoch: null });
+
+    // The digest reviewed before all that still names the crashed workspace's state: it recovers.
+    const recovered = await cli(['recover', ...box.place(crashed), '--digest', digest, '--yes', '--json']);
+    expect(recovered.code).toBe(0);
+    expect(json(recovered)).toEqual({ recovered: true });
+    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', epoch: ready.epoch });
   });
 
   it('takes its places from options after the command, from LEASEHOLD_STATE_HOME, and from the current folder', async () => {

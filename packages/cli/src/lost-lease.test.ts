@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { replaceFile } from '@leasehold/test-utils';
@@ -6,6 +6,7 @@ import {
   capabilitiesSeen,
   capabilityLeaks,
   cli,
+  json,
   jsonLines,
   killAll,
   removeSandboxes,
@@ -90,8 +91,52 @@ describe('a server whose files change under it', () => {
     expect(snapshotTree(box.stateHome)).toEqual(afterChange);
   });
 
+  it('exits 4 and touches nothing when the state home itself is replaced by a symbolic link', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
+    // The whole state home moved aside, and a link to it put in its place.
+    const moved = join(box.folder, 'moved-state');
+    renameSync(box.stateHome, moved);
+    symlinkSync(moved, box.stateHome);
+    const afterChange = snapshotTree(moved);
+
+    const ended = await server.exit();
+    expectLost(ended, ready.epoch);
+    expect(snapshotTree(moved)).toEqual(afterChange);
+    // Readers check the state home too: not running, and no access handed out.
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(status.code).toBe(3);
+    expect(json(status)).toMatchObject({ status: 'unavailable', reason: expect.stringContaining(box.stateHome) });
+    expect(snapshotTree(moved)).toEqual(afterChange);
+
+    rmSync(box.stateHome);
+    renameSync(moved, box.stateHome);
+  });
+
+  it('exits 4 when the state home is opened to others (mode 755), and no workspace reads stopped', async () => {
+    const box = sandbox();
+    const quiet = box.workspace('quiet');
+    const { server: first, ready: quietReady } = await box.serve(quiet);
+    expect(json(await cli(['stop', ...box.place(quiet), '--json']))).toEqual({ stopped: true, epoch: quietReady.epoch });
+    expect((await first.exit()).code).toBe(0);
+    const workspace = box.workspace('ws');
+    const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
+    chmodSync(box.stateHome, 0o755);
+
+    expectLost(await server.exit(), ready.epoch);
+    for (const root of [workspace, quiet]) {
+      const status = await cli(['status', ...box.place(root), '--json']);
+      expect(status.code).toBe(3);
+      expect(json(status)).toMatchObject({ status: 'unavailable', reason: expect.stringContaining(box.stateHome) });
+    }
+
+    chmodSync(box.stateHome, 0o700);
+    expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({ status: 'stopped', epoch: quietReady.epoch });
+  });
+
   it('leaks no capability in any output or state file of this test file', () => {
-    expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(3);
+    expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(6);
     expect(capabilityLeaks()).toEqual([]);
   });
 });

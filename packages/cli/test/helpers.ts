@@ -248,6 +248,18 @@ export async function checkoutHolder(workspace: string, stateHome: string): Prom
 
 const CHECKOUT_HOLDER = fileURLToPath(new URL('./fixtures/checkout-holder.mjs', import.meta.url));
 
+/**
+ * A registry writer inside its transaction for `root` (test/fixtures/registry-writer.mjs),
+ * once it holds the registry lock: kill it to leave a dead writer's lock behind.
+ */
+export async function registryWriter(stateHome: string, root: string): Promise<Background> {
+  const writer = new Background(process.execPath, [REGISTRY_WRITER, stateHome, root]);
+  await writer.until((stdout) => (stdout.includes('"event":"in-transaction"') ? true : undefined), 'transaction');
+  return writer;
+}
+
+const REGISTRY_WRITER = fileURLToPath(new URL('./fixtures/registry-writer.mjs', import.meta.url));
+
 /** Kills every process still running (SIGKILL) and waits for each. */
 export async function killAll(): Promise<void> {
   const running = [...children];

@@ -9,15 +9,10 @@ import {
   registrationSchema,
   serviceFormatSchema,
 } from '@leasehold/contracts';
-import {
-  NAMESPACE_ENTRIES,
-  PRIVATE_ROOT_ENTRIES,
-  SERVICE_ENTRIES,
-  ServiceCoordination,
-  workspacePlaces,
-} from '@leasehold/coordination';
+import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, workspacePlaces } from '@leasehold/coordination';
 import { PrivateFiles, ownerStatus } from '@leasehold/private-files';
-import { NAMESPACE_FOLDER, REGISTRY_FOLDER_ENTRIES, Registry } from '@leasehold/registry';
+import { recoverySnapshot } from '@leasehold/recovery';
+import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout } from '@leasehold/registry';
 import { placeOptions, shellQuote, stateHomeOf, type CommandContext } from '../context.js';
 import { registryEntries, rootExists } from './list.js';
 
@@ -89,7 +84,9 @@ function checkAllowed(scope: Scope, folder: string, allowed: (name: string) => b
 function checkStrays(scope: Scope): void {
   const { namespace } = scope;
   checkAllowed(scope, namespace, (name) => name === '.staging' || (NAMESPACE_ENTRIES as readonly string[]).includes(name));
-  checkAllowed(scope, join(namespace, 'registry'), (name) => (REGISTRY_FOLDER_ENTRIES as readonly string[]).includes(name));
+  checkAllowed(scope, join(namespace, 'registry'), (name) =>
+    REGISTRY_FOLDER_ENTRIES.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name))),
+  );
   checkAllowed(scope, join(namespace, 'journal'), (name) => /^[0-9TZ]+-[0-9a-f-]{36}\.json$/.test(name));
   const workspaces = join(namespace, 'workspaces');
   checkAllowed(scope, workspaces, (name) => /^[0-9a-f]{32}$/.test(name));
@@ -133,15 +130,22 @@ function guarded<T>(scope: Scope, read: () => T): T | undefined {
   }
 }
 
-function checkRegistryLock(scope: Scope, someRoot: string): void {
-  const lock = guarded(scope, () => scope.registry.readLock());
-  if (lock === undefined || (lock.holder === 'live' && !lock.lock.retained)) return;
-  const why = lock.lock.retained ? 'retained by a writer that failed' : `its holder (pid ${lock.lock.pid} on ${lock.lock.host}) is ${lock.holder}`;
-  scope.findings.push({
-    file: scope.registry.lockPath,
-    problem: `the registry lock is a fence: ${why}; every acquire answers quarantine`,
-    fix: `leasehold recover ${placeOptions(someRoot, scope.stateHome)}`,
-  });
+/**
+ * A registry lock (or take-over marker) whose holder cannot be told from
+ * here (another host or PID namespace): every transaction answers
+ * quarantine until a person has checked that holder is gone. A dead
+ * holder's lock is no finding: the next writer takes it over.
+ */
+function checkRegistryLock(scope: Scope): void {
+  const locks = [guarded(scope, () => scope.registry.readLock()), ...(guarded(scope, () => scope.registry.readMarkers()) ?? [])];
+  for (const lock of locks) {
+    if (lock === undefined || lock.holder !== 'ambiguous') continue;
+    scope.findings.push({
+      file: lock.path,
+      problem: `held by pid ${lock.lock.pid} on ${lock.lock.host}, which this host cannot tell live or gone; every acquire and release answers quarantine`,
+      fix: `make sure that process is gone, then: rm ${shellQuote(lock.path)}`,
+    });
+  }
 }
 
 /** The workspace roots Leasehold knows of: registered rows, and service formats. */
@@ -165,7 +169,7 @@ function checkDeletedRoots(scope: Scope, rows: ReturnType<typeof registryEntries
     if (rootExists(row.root)) continue;
     const live = ownerStatus(row.pid, row.host, row.processStart) === 'live';
     scope.findings.push({
-      file: scope.registry.rootsPath,
+      file: scope.registry.layout.roots,
       problem: `${row.root} is registered but its folder no longer exists (owner pid ${row.pid} is ${live ? 'live' : 'not live'})`,
       fix: live ? `leasehold stop ${placeOptions(row.root, scope.stateHome)}` : `leasehold recover ${placeOptions(row.root, scope.stateHome)}`,
     });
@@ -173,10 +177,9 @@ function checkDeletedRoots(scope: Scope, rows: ReturnType<typeof registryEntries
 }
 
 function checkWorkspace(scope: Scope, root: string, registered: boolean): void {
-  const coordination = new ServiceCoordination(root, { stateHome: scope.stateHome });
-  const places = coordination.places;
+  const places = workspacePlaces(root, scope.stateHome);
   if (registered && !rootExists(root)) return; // reported with the registry
-  const state = guarded(scope, () => coordination.recoveryState({ sweepStaging: false }));
+  const state = guarded(scope, () => recoverySnapshot(root, { stateHome: scope.stateHome, sweepStaging: false }));
   if (state !== undefined && !state.clear && state.holders.every(({ status }) => status === 'absent')) {
     const remaining = state.fences.filter(
       (fence) => fence.kind !== 'service-format' && fence.kind !== 'service-config' && fence.phase !== 'stopped',
@@ -208,7 +211,7 @@ function checkPlainCheckout(scope: Scope, path: string, registrationPath: string
 }
 
 function findings(stateHome: string): Finding[] {
-  const namespace = join(stateHome, NAMESPACE_FOLDER);
+  const { namespace } = stateHomeLayout(stateHome);
   const scope: Scope = {
     stateHome,
     namespace,
@@ -222,9 +225,7 @@ function findings(stateHome: string): Finding[] {
   checkStrays(scope);
   checkStaging(scope);
   const rows = guarded(scope, () => registryEntries(scope.registry)) ?? [];
-  // Recover the registry lock through a root no row registers: a registered root's own live owner
-  // would make that recovery refuse. '/' overlaps every root, so when it is registered it is the only row.
-  checkRegistryLock(scope, rows.some((row) => row.root === '/') ? stateHome : '/');
+  checkRegistryLock(scope);
   checkDeletedRoots(scope, rows);
   const registered = new Set(rows.map((row) => row.root));
   const known = knownRoots(scope, [...registered]);

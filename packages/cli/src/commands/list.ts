@@ -14,7 +14,7 @@ export function rootExists(root: string): boolean {
 
 /** The registry's entries, read again when a writer raced the read. */
 export function registryEntries(registry: Registry) {
-  return retryingReads(() => registry.peek().entries);
+  return retryingReads(() => registry.list().entries);
 }
 
 /** `leasehold list`: every reservation in the state home with its owner's liveness. */

@@ -1,7 +1,6 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
 import { recover as recoverWorkspace, recoverySnapshot, type RecoveryState } from '@leasehold/recovery';
 import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
@@ -61,10 +60,9 @@ async function confirmed(context: CommandContext): Promise<boolean> {
 export async function recover(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
   const stateHome = stateHomeOf(context);
-  const coordination = new ServiceCoordination(root, { stateHome });
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    describe(context, recoverySnapshot(coordination), placeOptions(root, stateHome));
+    describe(context, recoverySnapshot(root, { stateHome }), placeOptions(root, stateHome));
     return 0;
   }
   if (!(await confirmed(context))) {
@@ -75,7 +73,7 @@ export async function recover(context: CommandContext): Promise<number> {
   const assertAuthority = () => {
     if (statSync(stateHome).uid !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`);
   };
-  const outcome = await recoverWorkspace(coordination, { expectedDigest: digest, assertAuthority });
+  const outcome = await recoverWorkspace(root, { stateHome, expectedDigest: digest, assertAuthority });
   context.output.record(outcome.recovered ? { recovered: true } : { recovered: false, reason: outcome.reason });
   context.output.say(
     outcome.recovered

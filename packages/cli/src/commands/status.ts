@@ -1,4 +1,4 @@
-import { ServiceCoordination, TRANSACTION_IN_PROGRESS, type Inspection, type OwnerSummary } from '@leasehold/coordination';
+import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
 import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
@@ -72,18 +72,15 @@ function nextStep(report: StatusReport, options: string): string {
   }
 }
 
-/** How long `status` asks again while other workspaces' registry transactions run. */
+/** How long `status` asks again while a live process is between two steps of this workspace's acquire or release. */
 const SETTLE_MS = 1000;
 
-/**
- * `inspect`, asked again for up to a second while it only says that some
- * registry transaction is running (any workspace's acquire or release).
- */
+/** `inspect`, asked again for up to a second while it says a live process's acquire or release is in progress. */
 async function settledInspection(coordination: ServiceCoordination): Promise<Inspection> {
   const deadline = Date.now() + SETTLE_MS;
   for (;;) {
     const inspection = coordination.inspect();
-    const passing = inspection.status === 'unavailable' && inspection.reason === TRANSACTION_IN_PROGRESS;
+    const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
     if (!passing || Date.now() >= deadline) return inspection;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
