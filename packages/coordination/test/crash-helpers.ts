@@ -1,5 +1,5 @@
 import { posix } from 'node:path';
-import { createSteps, listingOutsideStaging, removeSteps, replaceSteps } from '@leasehold/test-utils';
+import { createFolderSteps, createSteps, listingOutsideStaging, removeSteps, replaceSteps } from '@leasehold/test-utils';
 
 // ---- The expected step lists, written from SPEC 3 (how private-files publishes), 4 (the registry
 // transaction) and 5.3 (the order of acquire, phase and release). ----
@@ -26,14 +26,7 @@ const STATE_HOME_MADE = [
 const SERVICE_FOLDER_PUBLISHED = [
   ...madeFolder('directory', 'state/v1/workspaces'),
   ...madeFolder('directory', WORKSPACE),
-  `create-folder mkdir ${STAGING}/<folder>`,
-  `create-folder write ${STAGING}/<folder>/format.json`,
-  `create-folder fsync ${STAGING}/<folder>/format.json`,
-  `create-folder write ${STAGING}/<folder>/config.json`,
-  `create-folder fsync ${STAGING}/<folder>/config.json`,
-  `create-folder fsync-directory ${STAGING}/<folder>`,
-  `create-folder rename ${SERVICE}`,
-  `create-folder fsync-directory ${WORKSPACE}`,
+  ...createFolderSteps(SERVICE, ['format.json', 'config.json']),
 ];
 
 /**

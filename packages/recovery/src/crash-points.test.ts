@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   countsOf,
+  createFolderSteps,
   createSteps,
   endpointOf,
   handPlaces,
@@ -61,16 +62,7 @@ const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(
 const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
 const lockTaken = createSteps(`${REGISTRY}/registry.lock`);
 const lockRemoved = removeSteps(`${REGISTRY}/registry.lock`);
-const serviceFolderPublished = [
-  `create-folder mkdir ${STAGING}/<folder>`,
-  `create-folder write ${STAGING}/<folder>/format.json`,
-  `create-folder fsync ${STAGING}/<folder>/format.json`,
-  `create-folder write ${STAGING}/<folder>/config.json`,
-  `create-folder fsync ${STAGING}/<folder>/config.json`,
-  `create-folder fsync-directory ${STAGING}/<folder>`,
-  `create-folder rename ${SERVICE}`,
-  `create-folder fsync-directory ${WORKSPACE}`,
-];
+const serviceFolderPublished = createFolderSteps(SERVICE, ['format.json', 'config.json']);
 /** After the transaction, outside the lock: the owner's files in SPEC 5.3 order (the registration follows). */
 const ownerFilesCreated = [
   ...createSteps(`${WORKSPACE}/checkout.lock`),

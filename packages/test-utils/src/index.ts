@@ -8,6 +8,6 @@ export { endpointOf } from './endpoints.js';
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { handPlaces, serviceFences, type HandPlaces } from './hand-places.js';
-export { createSteps, removeSteps, replaceSteps, shownStep } from './shown-steps.js';
+export { createFolderSteps, createSteps, removeSteps, replaceSteps, shownStep } from './shown-steps.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';

@@ -42,3 +42,14 @@ export function replaceSteps(path: string): string[] {
 export function removeSteps(path: string): string[] {
   return [`remove unlink ${path}`, `remove fsync-directory ${posix.dirname(path)}`];
 }
+
+/** The shown steps of a private-files createFolder of `path` with `names` (SPEC 3): staged whole, renamed into place. */
+export function createFolderSteps(path: string, names: readonly string[]): string[] {
+  return [
+    `create-folder mkdir ${STAGING}/<folder>`,
+    ...names.flatMap((name) => [`create-folder write ${STAGING}/<folder>/${name}`, `create-folder fsync ${STAGING}/<folder>/${name}`]),
+    `create-folder fsync-directory ${STAGING}/<folder>`,
+    `create-folder rename ${path}`,
+    `create-folder fsync-directory ${posix.dirname(path)}`,
+  ];
+}
