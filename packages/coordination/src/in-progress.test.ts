@@ -122,6 +122,16 @@ const POINTS: readonly { readonly name: string; readonly point: (places: HandPla
       dead: unavailable(`refused: ${places.checkoutLock}: still carries the stopped registration`, false),
     }),
   },
+  {
+    name: 'release, inside its transaction, row removed, before the checkout lock is removed',
+    // No row names the process any more: the stopped registration does.
+    point: (places) => ({
+      during: 'release',
+      at: () => stepAt('remove', 'unlink', places.checkoutLock),
+      live: unavailable(`refused: ${places.checkoutLock}: still carries the stopped registration`, true),
+      dead: unavailable(`refused: ${places.checkoutLock}: still carries the stopped registration`, false),
+    }),
+  },
 ];
 
 /** Starts a stepper that pauses at `point` (after acquire for a release point) and waits until it is paused. */

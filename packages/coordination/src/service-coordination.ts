@@ -306,15 +306,7 @@ export class ServiceCoordination {
       read = this.#consistentRead();
     } catch (error) {
       if (ContractError.is(error, 'conflict')) throw error;
-      // A state that breaks a cross-file rule while a live process's row is
-      // there is that process between two steps.
-      let row: Reservation | undefined;
-      try {
-        row = this.#registry.rowOf(this.root).row;
-      } catch {
-        row = undefined;
-      }
-      return this.#unavailable(reasonOf(error), row);
+      return this.#unavailable(reasonOf(error), this.#namedProcess());
     }
     const { row, state } = read;
     const registration = state.registration?.value;
@@ -333,6 +325,19 @@ export class ServiceCoordination {
       return { status: 'unavailable', reason: 'idle: only the transport can prove a live owner', owner };
     }
     return { status: registration.phase, owner };
+  }
+
+  /**
+   * The process the files name when they break a cross-file rule: the row's,
+   * else the registration's (release removes the row just before the checkout
+   * lock). When it is live, the state is that process between two steps.
+   */
+  #namedProcess(): Reservation | Registration | undefined {
+    try {
+      return this.#registry.rowOf(this.root).row ?? readServiceState(this.#files, this.places).registration?.value;
+    } catch {
+      return undefined;
+    }
   }
 
   /**
