@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// The repository's layer check (SPEC 1.5, STYLE habit 5): the layer order,
-// the `workspace:` ranges and the public entry points are enforced here, in
-// the test run, so they never depend on someone noticing them in review.
+// The repository's layer check (SPEC 1.5, STYLE habit 5): which package may
+// use which, the `workspace:` ranges and the public entry points are enforced
+// here, in the test run, so they never depend on someone noticing them in review.
 //
 // Usage: node tooling/scripts/check-layers.mjs [repoRoot]
 // Prints one OK line and exits 0, or one line per violation and exits 1.
@@ -9,11 +9,40 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-/** The layers, lowest first: a layered package may depend only on layers to its left. */
-export const layers = ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'cli'];
+/**
+ * The layers (SPEC diagram), each with every layer it may depend on: the
+ * layers below it, transitively closed, so a line here is the whole answer.
+ * Layers are a DAG, not a line: recovery and transport are siblings above
+ * coordination (neither may use the other), and etcd sits on private-files.
+ * A package that is neither here nor in `helpers` is refused, so a new one
+ * is placed deliberately. An entry whose folder does not exist yet is fine.
+ */
+export const layers = {
+  contracts: [],
+  'private-files': ['contracts'],
+  registry: ['contracts', 'private-files'],
+  coordination: ['contracts', 'private-files', 'registry'],
+  recovery: ['contracts', 'private-files', 'registry', 'coordination'],
+  transport: ['contracts', 'private-files', 'registry', 'coordination'],
+  etcd: ['contracts', 'private-files'],
+  cli: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd'],
+};
+
+/**
+ * Private helper packages, each with the layers it may depend on. A helper is
+ * never published and a layer or an example uses it only as a devDependency.
+ * test-utils stays on contracts: every other layer dev-depends on it, so
+ * anything higher would close a cycle in the workspace graph.
+ */
+export const helpers = {
+  'test-utils': ['contracts'],
+  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd'],
+};
 
 const scope = '@leasehold/';
-const layerDiagram = layers.join(' <- ');
+// Examples (examples/<folder>, named @leasehold/example-<folder>) are
+// downstream users: they may use every published layer, never the other way.
+const examplePrefix = `${scope}example-`;
 const runtimeFields = ['dependencies', 'peerDependencies', 'optionalDependencies'];
 const devFields = ['devDependencies'];
 // pnpm publishes `workspace:^` as a caret range, so users can dedupe packages
@@ -37,7 +66,57 @@ const loadingCalls = new Set([
 ]);
 
 /**
- * Checks every package under `<repoRoot>/packages`.
+ * What is wrong with a layer map: a name that is not a layer, a layer that
+ * may use itself (or, through closure, a cycle), or a set that is not
+ * transitively closed. `helpers` may name layers only.
+ * @param {Record<string, string[]>} layerMap
+ * @param {Record<string, string[]>} [helperMap]
+ * @returns {string[]}
+ */
+export function layerMapProblems(layerMap, helperMap = {}) {
+  const problems = [];
+  for (const [layer, below] of Object.entries(layerMap)) {
+    for (const lower of below) {
+      if (lower === layer) {
+        problems.push(`layer ${layer} may use itself`);
+      } else if (!Object.hasOwn(layerMap, lower)) {
+        problems.push(`layer ${layer} may use ${lower}, which is not a layer`);
+      } else {
+        const missing = layerMap[lower].filter((name) => !below.includes(name));
+        if (missing.length > 0) {
+          problems.push(`layer ${layer} may use ${lower} but not what ${lower} may use: ${missing.join(', ')} (the map must be transitively closed)`);
+        }
+      }
+    }
+  }
+  for (const [helper, uses] of Object.entries(helperMap)) {
+    if (Object.hasOwn(layerMap, helper)) problems.push(`${helper} is both a layer and a helper`);
+    for (const name of uses) {
+      if (!Object.hasOwn(layerMap, name)) problems.push(`helper ${helper} may use ${name}, which is not a layer`);
+    }
+  }
+  return problems;
+}
+
+{
+  const problems = layerMapProblems(layers, helpers);
+  if (problems.length > 0) throw new Error(`check-layers: the layer map is wrong: ${problems.join('; ')}`);
+}
+
+/** Each layer with the layers directly below it (the map without its transitive edges). */
+export function describeLayers(layerMap = layers) {
+  return Object.entries(layerMap)
+    .filter(([, below]) => below.length > 0)
+    .map(([layer, below]) => {
+      const direct = below.filter((lower) => !below.some((other) => layerMap[other]?.includes(lower)));
+      return `${layer} > ${direct.join(', ')}`;
+    })
+    .join('; ');
+}
+
+/**
+ * Checks every package under `<repoRoot>/packages`, and every example under
+ * `<repoRoot>/examples` when that folder exists.
  * @param {string} repoRoot the monorepo root (holds `packages/` and `tooling/`)
  * @returns {{ violations: string[], packages: number, files: number }}
  * @throws {Error} when `<repoRoot>/packages` is not a folder
@@ -63,17 +142,25 @@ function loadRepository(root) {
   if (!existsSync(packagesDir) || !statSync(packagesDir).isDirectory()) {
     throw new Error(`check-layers: ${packagesDir} is not a folder`);
   }
-  // A folder without package.json is not a workspace package to pnpm (it may
-  // be one being started), so there is nothing in it to build, publish or check.
-  const packages = readdirSync(packagesDir, { withFileTypes: true })
-    .filter((entry) => entry.isDirectory() && existsSync(join(packagesDir, entry.name, 'package.json')))
-    .map((entry) => loadPackage(join(packagesDir, entry.name), entry.name))
-    .sort((left, right) => left.folder.localeCompare(right.folder));
+  const examplesDir = join(root, 'examples');
+  const packages = [
+    ...listPackages(packagesDir, 'packages'),
+    ...(existsSync(examplesDir) && statSync(examplesDir).isDirectory() ? listPackages(examplesDir, 'examples') : []),
+  ];
   const byName = new Map(packages.map((workspacePackage) => [workspacePackage.name, workspacePackage]));
   return { root, packagesDir, toolingDir: join(root, 'tooling'), packages, byName };
 }
 
-function loadPackage(dir, folder) {
+// A folder without package.json is not a workspace package to pnpm (it may
+// be one being started), so there is nothing in it to build, publish or check.
+function listPackages(parentDir, parent) {
+  return readdirSync(parentDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && existsSync(join(parentDir, entry.name, 'package.json')))
+    .map((entry) => loadPackage(join(parentDir, entry.name), parent, entry.name))
+    .sort((left, right) => left.folder.localeCompare(right.folder));
+}
+
+function loadPackage(dir, parent, folder) {
   const manifestFile = join(dir, 'package.json');
   let manifest;
   try {
@@ -82,40 +169,91 @@ function loadPackage(dir, folder) {
     manifest = undefined;
   }
   const name = typeof manifest?.name === 'string' ? manifest.name : undefined;
+  const isExample = parent === 'examples';
   return {
     dir,
     folder,
     manifestFile,
     manifest,
     name,
-    label: name ?? `packages/${folder}`,
-    layer: layerOf(name),
+    label: name ?? `${parent}/${folder}`,
+    expectedName: isExample ? examplePrefix + folder : scope + folder,
+    where: `${parent}/${folder}`,
+    kind: isExample ? 'example' : kindOf(name),
     isPrivate: manifest?.private === true,
   };
 }
 
-/** The index of a package name in the layer order, or -1 when it is not a layer. */
-function layerOf(name) {
-  return layers.findIndex((layer) => name === scope + layer);
+/** `layer`, `helper` or `unknown` for a name under packages/. */
+function kindOf(name) {
+  const shortName = name?.startsWith(scope) ? name.slice(scope.length) : undefined;
+  if (shortName !== undefined && Object.hasOwn(layers, shortName)) return 'layer';
+  if (shortName !== undefined && Object.hasOwn(helpers, shortName)) return 'helper';
+  return 'unknown';
+}
+
+const qualify = (shortNames) => shortNames.map((shortName) => scope + shortName);
+
+/**
+ * What a package may use: at runtime, and in all (runtime plus dev-only, the
+ * helpers); `because` says why another name is refused. Undefined for a
+ * package that is not placed (it is refused for that alone).
+ */
+function allowanceOf(workspacePackage) {
+  const shortName = workspacePackage.name?.slice(scope.length);
+  const helperNames = qualify(Object.keys(helpers));
+  const list = (names) => (names.length === 0 ? 'none' : names.join(', '));
+  if (workspacePackage.kind === 'layer') {
+    const below = layers[shortName];
+    return {
+      runtime: new Set(qualify(below)),
+      all: new Set([...qualify(below), ...helperNames]),
+      because: `which is not below it in the layers (${shortName} may use: ${list(below)})`,
+      who: 'a layered package',
+    };
+  }
+  if (workspacePackage.kind === 'helper') {
+    const uses = helpers[shortName];
+    return {
+      runtime: new Set(qualify(uses)),
+      all: new Set(qualify(uses)),
+      because: `which the helper ${shortName} may not use (it may use: ${list(uses)})`,
+      who: 'a helper',
+    };
+  }
+  if (workspacePackage.kind === 'example') {
+    const published = Object.keys(layers);
+    return {
+      runtime: new Set(qualify(published)),
+      all: new Set([...qualify(published), ...helperNames]),
+      because: 'which is not a layer; an example may use the layers (and helpers as devDependencies) only',
+      who: 'an example',
+    };
+  }
+  return undefined;
 }
 
 function checkManifest(workspacePackage, repo, report) {
-  const { manifest, manifestFile, name, folder } = workspacePackage;
+  const { manifest, manifestFile, name, kind } = workspacePackage;
   if (typeof manifest !== 'object' || manifest === null || Array.isArray(manifest)) {
     report(manifestFile, 'package.json is not a JSON object');
     return;
   }
   // Folders are the short names, so a path under packages/ tells whose code it is.
-  if (name !== scope + folder) {
-    report(manifestFile, `folder packages/${folder} must hold the package "${scope + folder}", not ${JSON.stringify(name)}`);
+  if (name !== workspacePackage.expectedName) {
+    report(manifestFile, `folder ${workspacePackage.where} must hold the package "${workspacePackage.expectedName}", not ${JSON.stringify(name)}`);
   }
-  if (workspacePackage.layer === -1 && !workspacePackage.isPrivate) {
-    report(manifestFile, `is published but not in the layer order ${layerDiagram}: place it in the order or make it "private": true`);
+  if (kind === 'unknown') {
+    report(manifestFile, 'is not in the layer map (tooling/scripts/check-layers.mjs): place it as a layer, with the layers it may use, or as a private helper');
+  }
+  if ((kind === 'helper' || kind === 'example') && !workspacePackage.isPrivate) {
+    report(manifestFile, `is ${kind === 'helper' ? 'a helper' : 'an example'}, so it must be "private": true`);
   }
   if (!existsSync(join(workspacePackage.dir, 'README.md'))) {
     report(manifestFile, 'has no README.md');
   }
-  checkExportsMap(workspacePackage, report);
+  // An example is an application: nothing imports it, so it needs no entry point.
+  if (kind !== 'example') checkExportsMap(workspacePackage, report);
   checkDependencies(workspacePackage, repo, report);
   checkImportsField(workspacePackage, repo, report);
 }
@@ -168,15 +306,14 @@ function dependencyProblems(workspacePackage, dependency, field, range, repo) {
   if (!repo.byName.has(dependency)) {
     problems.push(`depends on ${dependency} (${field}), which is not a package in this workspace`);
   }
-  if (workspacePackage.layer === -1) return problems;
-  const dependencyLayer = layerOf(dependency);
-  if (dependencyLayer >= workspacePackage.layer) {
-    problems.push(`depends on ${dependency} (${field}), which is not below it in the layer order ${layerDiagram}`);
-  }
-  // A helper outside the order could itself depend on any layer, so a layered
-  // package that ships with it would close a cycle around the order.
-  if (dependencyLayer === -1 && isRuntime) {
-    problems.push(`depends at runtime on ${dependency} (${field}), which is not in the layer order; a layered package may use a helper package only as a devDependency`);
+  const allowance = allowanceOf(workspacePackage);
+  if (allowance === undefined) return problems;
+  if (!allowance.all.has(dependency)) {
+    problems.push(`depends on ${dependency} (${field}), ${allowance.because}`);
+  } else if (isRuntime && !allowance.runtime.has(dependency)) {
+    // A helper could itself depend on any layer, so a package that ships
+    // with it would close a cycle around the layers.
+    problems.push(`depends at runtime on ${dependency} (${field}), which is a helper, not a layer; ${allowance.who} may use a helper package only as a devDependency`);
   }
   return problems;
 }
@@ -254,8 +391,10 @@ function internalSpecifierProblems(specifier, workspacePackage) {
   if (!declaredDependencies(workspacePackage.manifest).has(name)) {
     problems.push(`imports "${name}", which is not declared in its package.json`);
   }
-  if (workspacePackage.layer !== -1 && layerOf(name) >= workspacePackage.layer) {
-    problems.push(`imports "${name}", which is not below it in the layer order ${layerDiagram}`);
+  // Whether a helper is imported at runtime is judged on the manifest.
+  const allowance = allowanceOf(workspacePackage);
+  if (allowance !== undefined && !allowance.all.has(name)) {
+    problems.push(`imports "${name}", ${allowance.because}`);
   }
   return problems;
 }
@@ -487,7 +626,7 @@ function main() {
   const { violations, packages, files } = checkLayers(repoRoot);
   const checked = `${packages} package${packages === 1 ? '' : 's'}, ${files} source file${files === 1 ? '' : 's'}`;
   if (violations.length === 0) {
-    console.log(`check-layers: OK, ${checked} (${layerDiagram})`);
+    console.log(`check-layers: OK, ${checked} (${describeLayers()})`);
     return 0;
   }
   for (const violation of violations) console.error(violation);
