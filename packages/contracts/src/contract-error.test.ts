@@ -26,6 +26,30 @@ describe('ContractError', () => {
     expect(Object.hasOwn(new ContractError('refused', 'unsafe file'), 'cause')).toBe(false);
   });
 
+  it('carries the path it is about, next to the cause, and has none when none is given', () => {
+    const cause = new Error('EACCES');
+    const error = new ContractError('refused', '/state/v1/registry/roots.json: unsafe file', { path: '/state/v1/registry/roots.json', cause });
+    expect(error.path).toBe('/state/v1/registry/roots.json');
+    expect(error.cause).toBe(cause);
+    expect(error.message).toBe('/state/v1/registry/roots.json: unsafe file');
+    const withoutCause = new ContractError('conflict', 'a: changed', { path: '/a' });
+    expect(withoutCause.path).toBe('/a');
+    expect(Object.hasOwn(withoutCause, 'cause')).toBe(false);
+    const withoutPath = new ContractError('refused', 'unsafe file', { cause });
+    expect(withoutPath.path).toBeUndefined();
+    expect(Object.hasOwn(withoutPath, 'path')).toBe(false);
+    expect(Object.hasOwn(new ContractError('refused', 'unsafe file'), 'path')).toBe(false);
+  });
+
+  it('keeps its path read-only and in JSON, where a tool reading the error finds it', () => {
+    const error = new ContractError('refused', 'x: unsafe', { path: '/x' });
+    expect(JSON.parse(JSON.stringify(error))).toEqual({ name: 'ContractError', code: 'refused', path: '/x' });
+    expect(() => {
+      (error as { path?: string }).path = '/elsewhere';
+    }).toThrow(TypeError);
+    expect(error.path).toBe('/x');
+  });
+
   it('lists exactly the codes of the specification', () => {
     expect([...CONTRACT_ERROR_CODES]).toEqual([
       'refused',
@@ -101,5 +125,17 @@ describe('ContractError.is', () => {
     expect(BuiltContractError.is(source)).toBe(true);
     expect(BuiltContractError.is(source, 'busy')).toBe(true);
     expect(BuiltContractError.is(source, 'refused')).toBe(false);
+  });
+
+  it('keeps the path of an error from another copy, so a consumer narrowing with is() can act on it', async () => {
+    const BuiltContractError = await builtCopy();
+    const caught: unknown = new BuiltContractError('refused', '/s/v1/workspaces/ab/service/format.json: a byte-order mark', {
+      path: '/s/v1/workspaces/ab/service/format.json',
+    });
+    if (!ContractError.is(caught, 'refused')) throw new Error('not recognised');
+    expect(caught.path).toBe('/s/v1/workspaces/ab/service/format.json');
+    const pathless: unknown = new BuiltContractError('refused', 'digest: not a SHA-256 hex digest');
+    if (!ContractError.is(pathless)) throw new Error('not recognised');
+    expect(pathless.path).toBeUndefined();
   });
 });

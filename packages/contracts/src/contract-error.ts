@@ -15,18 +15,31 @@ export type ContractErrorCode = (typeof CONTRACT_ERROR_CODES)[number];
 // apart, so two copies can meet in one process and `instanceof` would then lie.
 const BRAND = Symbol.for('leasehold.contract-error');
 
+/** What a ContractError may carry besides its code and message. */
+export interface ContractErrorOptions {
+  /** The error this one was made from. */
+  readonly cause?: unknown;
+  /** The absolute path of the file or folder the error is about, for tools that act on it (never parse the message). */
+  readonly path?: string;
+}
+
 /**
  * The one error type of Leasehold. `code` is stable API; the message names a
- * file or a JSON path, never the offending value and never a secret.
+ * file or a JSON path, never the offending value and never a secret. `path`,
+ * when given, is the file or folder the error is about.
  */
 export class ContractError extends Error {
   readonly code: ContractErrorCode;
+  /** The file or folder the error is about, when it is about one. */
+  declare readonly path?: string;
   declare readonly [BRAND]: true;
 
-  constructor(code: ContractErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: ContractErrorCode, message: string, options?: ContractErrorOptions) {
+    super(message, options); // Error keeps `cause` only when the key is given
     this.name = 'ContractError';
     this.code = code;
+    // Own and enumerable only when given, like `cause`: an error about no file has no `path` key.
+    if (options?.path !== undefined) Object.defineProperty(this, 'path', { value: options.path, enumerable: true });
     Object.defineProperty(this, BRAND, { value: true });
   }
 

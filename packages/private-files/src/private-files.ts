@@ -81,12 +81,14 @@ interface StagedTemp {
   pending: boolean;
 }
 
+/** `refused` about the file or folder at `path` (absolute), which the error carries as its `path`. */
 function refused(path: string, problem: string): ContractError {
-  return new ContractError('refused', `${path}: ${problem}`);
+  return new ContractError('refused', `${path}: ${problem}`, { path });
 }
 
+/** `conflict` about the file or folder at `path` (absolute), which the error carries as its `path`. */
 function conflict(path: string, problem: string): ContractError {
-  return new ContractError('conflict', `${path}: ${problem}`);
+  return new ContractError('conflict', `${path}: ${problem}`, { path });
 }
 
 function stampOf(stats: BigIntStats): string {
@@ -165,7 +167,8 @@ export class PrivateFiles {
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
-    if (!absolutePath.safeParse(root).success) throw refused('root', 'not an absolute, normalised path');
+    // No `path`: the input is not one.
+    if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
     this.staging = join(root, STAGING_FOLDER);
     this.#hooks = options.hooks;
@@ -437,7 +440,8 @@ export class PrivateFiles {
 
   /** `path` itself, once proven absolute, normalised and strictly inside the root. */
   #inside(path: string): string {
-    if (!absolutePath.safeParse(path).success) throw refused('path', 'not an absolute, normalised path');
+    // No `path`: the input is not one.
+    if (!absolutePath.safeParse(path).success) throw new ContractError('refused', 'path: not an absolute, normalised path');
     if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
       throw refused(path, 'outside the root');
     }

@@ -1,0 +1,95 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ContractError } from '@leasehold/contracts';
+import { cleanUp } from '@leasehold/test-utils';
+import { makeRoot } from '../test/helpers.js';
+import { PrivateFiles } from './index.js';
+
+afterEach(cleanUp);
+
+/** The error `action` throws; the test fails when it throws none, or not a ContractError. */
+function contractErrorOf(action: () => unknown): ContractError {
+  try {
+    action();
+  } catch (error) {
+    if (ContractError.is(error)) return error;
+    throw error;
+  }
+  throw new Error('expected a ContractError, none was thrown');
+}
+
+/** What a tool acting on the error sees: its code and the path it carries (never parsed from the message). */
+function codeAndPath(action: () => unknown): { code: string; path: string | undefined; named: boolean } {
+  const error = contractErrorOf(action);
+  return { code: error.code, path: error.path, named: error.path !== undefined && error.message.startsWith(`${error.path}: `) };
+}
+
+function writePlain(path: string, content: string, mode = 0o600): void {
+  writeFileSync(path, content, { mode });
+  chmodSync(path, mode);
+}
+
+// SPEC 2.1: a ContractError about a file or folder carries it as `path`,
+// so that `leasehold doctor` and other tools never parse a message.
+describe('refused and conflict errors carry the path they are about', () => {
+  it('refused: an open mode, a symbolic link, a second link, a FIFO, a stray name, an oversized file', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const open = join(root, 'open.json');
+    writePlain(open, '{}', 0o644);
+    expect(codeAndPath(() => files.read(open))).toEqual({ code: 'refused', path: open, named: true });
+
+    const target = join(root, 'target.json');
+    writePlain(target, '{}');
+    const link = join(root, 'link.json');
+    symlinkSync(target, link);
+    expect(codeAndPath(() => files.read(link))).toEqual({ code: 'refused', path: link, named: true });
+
+    const linked = join(root, 'linked.json');
+    linkSync(target, linked);
+    expect(codeAndPath(() => files.read(linked))).toEqual({ code: 'refused', path: linked, named: true });
+
+    const fifo = join(root, 'fifo');
+    execFileSync('mkfifo', ['-m', '600', fifo]);
+    expect(codeAndPath(() => files.read(fifo))).toEqual({ code: 'refused', path: fifo, named: true });
+
+    const folder = join(root, 'folder');
+    mkdirSync(folder, { mode: 0o700 });
+    writePlain(join(folder, 'stray'), 'x');
+    expect(codeAndPath(() => files.entries(folder, ['allowed']))).toEqual({ code: 'refused', path: folder, named: true });
+
+    const large = join(folder, 'large');
+    writePlain(large, 'x'.repeat(64));
+    expect(codeAndPath(() => files.read(large, 16))).toEqual({ code: 'refused', path: large, named: true });
+  });
+
+  it('refused: a level above the file that is unsafe names that level, not the file', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const folder = join(root, 'shared');
+    mkdirSync(folder, { mode: 0o700 });
+    writePlain(join(folder, 'file.json'), '{}');
+    chmodSync(folder, 0o755);
+    expect(codeAndPath(() => files.read(join(folder, 'file.json')))).toEqual({ code: 'refused', path: folder, named: true });
+  });
+
+  it('conflict: a file that already exists, and one that changed since it was read', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const path = join(root, 'file.json');
+    const first = files.create(path, new TextEncoder().encode('{"n":1}'));
+    expect(codeAndPath(() => files.create(path, new TextEncoder().encode('{"n":2}')))).toEqual({ code: 'conflict', path, named: true });
+    files.replace(path, first, new TextEncoder().encode('{"n":3}'));
+    expect(codeAndPath(() => files.remove(path, first))).toEqual({ code: 'conflict', path, named: true });
+  });
+
+  it('carries no path for an input that is not a path, and keeps the message as it was', () => {
+    expect(codeAndPath(() => new PrivateFiles('relative/root'))).toEqual({ code: 'refused', path: undefined, named: false });
+    expect(contractErrorOf(() => new PrivateFiles('relative/root')).message).toBe('root: not an absolute, normalised path');
+    const files = new PrivateFiles(makeRoot());
+    expect(codeAndPath(() => files.read('not/absolute'))).toEqual({ code: 'refused', path: undefined, named: false });
+    expect(contractErrorOf(() => files.read('not/absolute')).message).toBe('path: not an absolute, normalised path');
+  });
+});
