@@ -28,15 +28,17 @@ interface Finding {
   readonly file: string;
   readonly problem: string;
   readonly fix: string;
+  readonly kind: string;
+  readonly workspace: string | null;
 }
 
-/** `doctor --json`: its exit status and findings, each exactly `{ file, problem, fix }`. */
+/** `doctor --json`: its exit status and findings, each exactly `{ file, problem, fix, kind, workspace }`. */
 async function doctor(box: Sandbox): Promise<{ code: number | null; findings: Finding[] }> {
   const result = await cli(['doctor', '--state-home', box.stateHome, '--json']);
   const document = json(result) as { findings: Finding[] };
   expect(Object.keys(document)).toEqual(['findings']);
   for (const finding of document.findings) {
-    expect(Object.keys(finding).sort()).toEqual(['file', 'fix', 'problem']);
+    expect(Object.keys(finding).sort()).toEqual(['file', 'fix', 'kind', 'problem', 'workspace']);
     expect(finding.file).toMatch(/^\//);
     expect(finding.problem).not.toBe('');
   }
@@ -109,6 +111,21 @@ function writeLock(path: string, holder: { token?: string; pid: number; host: st
   return lock.token;
 }
 
+/** A byte-order mark: `parse` refuses a file that starts with one. */
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** The private root of `workspace` (SPEC 5.1: the first 32 hex of the SHA-256 of its root), computed by hand. */
+function privateRootOf(box: Sandbox, workspace: string): string {
+  return join(box.namespace, 'workspaces', sha256(new TextEncoder().encode(workspace)).slice(0, 32));
+}
+
+/** Rewrites a JSON file in place by hand (same inode and mode), as canonical JSON. */
+function rewriteJson(path: string, change: (value: Record<string, unknown>) => void): void {
+  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  change(value);
+  writeFileSync(path, encode(value));
+}
+
 /** The names in the registry folder. */
 function registryFolder(box: Sandbox): string[] {
   return readdirSync(join(box.namespace, 'registry')).sort();
@@ -140,10 +157,16 @@ describe('leasehold doctor', () => {
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { file: lockPath, problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`), fix: `${PROVISO}rm ${lockPath}` },
+      {
+        kind: 'ambiguous-registry-lock',
+        file: lockPath,
+        workspace: null,
+        problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`),
+        fix: `${PROVISO}rm ${lockPath}`,
+      },
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
-    expect(human.stdout.split('\n')).toEqual([lockPath, `  problem: ${findings[0]!.problem}`, `  fix:     ${PROVISO}rm ${lockPath}`, '', '']);
+    expect(human.stdout.split('\n')).toEqual([lockPath, `  problem:   ${findings[0]!.problem}`, `  fix:       ${PROVISO}rm ${lockPath}`, '', '']);
 
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
@@ -169,7 +192,13 @@ describe('leasehold doctor', () => {
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { file: markerPath, problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`), fix: `${PROVISO}rm ${markerPath}` },
+      {
+        kind: 'ambiguous-takeover-marker',
+        file: markerPath,
+        workspace: null,
+        problem: expect.stringContaining(`pid 4242 on ${OTHER_HOST}`),
+        fix: `${PROVISO}rm ${markerPath}`,
+      },
     ]);
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
@@ -218,7 +247,9 @@ describe('leasehold doctor', () => {
 
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
-    expect(findings).toEqual([{ file: leftover, problem: expect.stringContaining('staging leftover'), fix: `rm -r ${leftover}` }]);
+    expect(findings).toEqual([
+      { kind: 'staging-leftover', file: leftover, workspace: null, problem: expect.stringContaining('staging leftover'), fix: `rm -r ${leftover}` },
+    ]);
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
   });
@@ -239,7 +270,13 @@ describe('leasehold doctor', () => {
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { file: lockPath, problem: expect.stringContaining(`pid ${holder.pid} on ${hostname()}`), fix: `rm ${lockPath}` },
+      {
+        kind: 'dead-checkout-lock',
+        file: lockPath,
+        workspace: null, // never served: nothing names the workspace of that private root
+        problem: expect.stringContaining(`pid ${holder.pid} on ${hostname()}`),
+        fix: `rm ${lockPath}`,
+      },
     ]);
     const stillBlocked = await cli(['serve', ...box.place(workspace), '--json']);
     expect(stillBlocked.code).toBe(1);
@@ -267,19 +304,19 @@ describe('leasehold doctor', () => {
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { file: service!, problem: expect.stringContaining('mode 755'), fix: `chmod 700 ${service!}` },
-      { file: registration, problem: expect.stringContaining('mode 644'), fix: `chmod 600 ${registration}` },
+      { kind: 'open-mode', file: service!, workspace: null, problem: expect.stringContaining('mode 755'), fix: `chmod 700 ${service!}` },
+      { kind: 'open-mode', file: registration, workspace: null, problem: expect.stringContaining('mode 644'), fix: `chmod 600 ${registration}` },
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
     expect(human.code).toBe(3);
     expect(human.stdout.split('\n')).toEqual([
       service!,
-      `  problem: ${findings[0]!.problem}`,
-      `  fix:     chmod 700 ${service!}`,
+      `  problem:   ${findings[0]!.problem}`,
+      `  fix:       chmod 700 ${service!}`,
       '',
       registration,
-      `  problem: ${findings[1]!.problem}`,
-      `  fix:     chmod 600 ${registration}`,
+      `  problem:   ${findings[1]!.problem}`,
+      `  fix:       chmod 600 ${registration}`,
       '',
       '',
     ]);
@@ -309,7 +346,9 @@ describe('leasehold doctor', () => {
     expect(code).toBe(3);
     expect(findings).toEqual([
       {
+        kind: 'deleted-root',
         file: join(box.namespace, 'registry', 'roots.json'),
+        workspace,
         problem: expect.stringContaining(`${workspace} is registered but its folder no longer exists`),
         fix: `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
       },
@@ -334,8 +373,8 @@ describe('leasehold doctor', () => {
     expect(findings).toHaveLength(2);
     expect(findings).toEqual(
       expect.arrayContaining([
-        { file: strayInNamespace, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInNamespace}` },
-        { file: strayInService, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInService}` },
+        { kind: 'stray-entry', file: strayInNamespace, workspace: null, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInNamespace}` },
+        { kind: 'stray-entry', file: strayInService, workspace, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInService}` },
       ]),
     );
     for (const finding of findings) await applyFix(box, finding.fix);
@@ -355,7 +394,9 @@ describe('leasehold doctor', () => {
     expect(code).toBe(3);
     expect(findings).toEqual([
       {
-        file: expect.stringMatching(new RegExp(`^${box.namespace}/`)),
+        kind: 'dead-owner',
+        file: join(box.namespace, 'registry', 'roots.json'),
+        workspace,
         problem: expect.stringContaining(`the owner of ${workspace} is gone`),
         fix: `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
       },
@@ -365,6 +406,85 @@ describe('leasehold doctor', () => {
     const status = await cli(['status', ...box.place(workspace), '--json']);
     expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch });
     await servesAgain(box, workspace);
+  });
+
+  it('names the full path and workspace of a service/format.json with a byte-order mark, and still reports that workspace’s other findings', async () => {
+    const box = sandbox();
+    const broken = box.workspace('broken');
+    const other = box.workspace('other');
+    for (const workspace of [broken, other]) await (await box.serve(workspace)).server.kill9();
+    const service = join(privateRootOf(box, broken), 'service');
+    const format = join(service, 'format.json');
+    const formatBytes = readFileSync(format);
+    writeFileSync(format, Buffer.concat([BOM, formatBytes]));
+    const stray = join(service, 'notes.txt');
+    writeFileSync(stray, 'x', { mode: 0o600, flag: 'wx' });
+
+    const roots = join(box.namespace, 'registry', 'roots.json');
+    const recoverFix = (workspace: string) => `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`;
+    const perWorkspace = new Map([
+      [
+        privateRootOf(box, broken),
+        [
+          { kind: 'unreadable', file: format, workspace: broken, problem: expect.stringContaining('byte-order mark'), fix: expect.stringContaining(`repair or restore ${format} by hand`) },
+          { kind: 'dead-owner', file: roots, workspace: broken, problem: expect.stringContaining('fix the findings above first'), fix: recoverFix(broken) },
+        ],
+      ],
+      [privateRootOf(box, other), [{ kind: 'dead-owner', file: roots, workspace: other, problem: expect.stringContaining(`the owner of ${other} is gone`), fix: recoverFix(other) }]],
+    ]);
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      { kind: 'stray-entry', file: stray, workspace: broken, problem: expect.stringContaining('stray'), fix: `rm -r ${stray}` },
+      ...[...perWorkspace.keys()].sort().flatMap((key) => perWorkspace.get(key)!),
+    ]);
+    const human = await cli(['doctor', '--state-home', box.stateHome]);
+    expect(human.stdout).toContain(`${format}\n  workspace: ${broken}\n  problem:   ${findings.find(({ file }) => file === format)!.problem}\n`);
+
+    // Repaired by hand, as the fix says: then both are ordinary crashed owners, and recover.
+    await applyFix(box, findings[0]!.fix); // the stray's rm
+    writeFileSync(format, formatBytes);
+    const repaired = await doctor(box);
+    expect(repaired.findings.map(({ kind, workspace }) => ({ kind, workspace }))).toEqual(
+      [...perWorkspace.keys()].sort().map((key) => ({ kind: 'dead-owner', workspace: key === privateRootOf(box, broken) ? broken : other })),
+    );
+    for (const finding of repaired.findings) await applyFix(box, finding.fix);
+    await expectClean(box);
+    await servesAgain(box, broken);
+  });
+
+  it('finds a workspace fenced by a dead owner of another PID namespace (it reads ambiguous), naming it and where to recover', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    // The same owner as a container sharing this state home writes it: another PID namespace in every processStart.
+    const inOtherNamespace = (value: Record<string, unknown>) => {
+      value.processStart = String(value.processStart).replace(/^(linux:[0-9a-f-]{36}):[0-9]+:/, '$1:1:');
+    };
+    const roots = join(box.namespace, 'registry', 'roots.json');
+    const privateRoot = privateRootOf(box, workspace);
+    rewriteJson(roots, (value) => {
+      for (const entry of value.entries as Record<string, unknown>[]) if (entry.root === workspace) inOtherNamespace(entry);
+    });
+    rewriteJson(join(privateRoot, 'service', 'registration.json'), inOtherNamespace);
+    rewriteJson(join(privateRoot, 'checkout.lock'), inOtherNamespace);
+
+    // recover cannot act here: it cannot prove that process gone.
+    const shown = json(await cli(['recover', ...box.place(workspace), '--json']));
+    expect(shown.ownerStatus).toBe('ambiguous');
+
+    const { code, findings } = await doctor(box);
+    expect(code).toBe(3);
+    expect(findings).toEqual([
+      {
+        kind: 'ambiguous-owner',
+        file: roots,
+        workspace,
+        problem: expect.stringContaining(`fenced by pid ${server.pid} on ${hostname()}, which this host cannot tell live or gone`),
+        fix: `make sure pid ${server.pid} on ${hostname()} is gone, then, from inside the PID namespace (the container) it ran in: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+      },
+    ]);
   });
 
   it('leaks no capability in any output or state file of this test file', () => {

@@ -19,6 +19,7 @@ export {
 export {
   FILE_BYTES,
   SERVICE_FILES,
+  SERVICE_SCHEMAS,
   assertFiles,
   readServiceState,
   snapshotsOf,

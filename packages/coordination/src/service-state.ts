@@ -36,6 +36,17 @@ export const FILE_BYTES: Readonly<Record<ServiceFile, number>> = {
   checkoutLock: DOCUMENT_BYTES,
 };
 
+/** The schema of each file (`host-config.json` is the service's own: read, never decoded). */
+export const SERVICE_SCHEMAS = {
+  format: serviceFormatSchema,
+  config: ownerConfigSchema,
+  hostConfig: undefined,
+  registration: registrationSchema,
+  ownerLock: ownerLockSchema,
+  capability: localCapabilitySchema,
+  checkoutLock: checkoutLockSchema,
+} as const satisfies Readonly<Record<ServiceFile, z.ZodType | undefined>>;
+
 /** Snapshots of some service files, as a writer left them; `undefined` means "must be absent". */
 export type FileSnapshots = Partial<Record<ServiceFile, FileSnapshot | undefined>>;
 
@@ -61,15 +72,16 @@ export interface ServiceState {
   readonly checkoutLock: Document<CheckoutLock> | undefined;
 }
 
-function readDocument<Schema extends z.ZodType>(
+type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
+
+function readDocument<Key extends DecodedFile>(
   files: PrivateFiles,
   places: WorkspacePlaces,
-  key: ServiceFile,
-  schema: Schema,
-): Document<z.output<Schema>> | undefined {
+  key: Key,
+): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
   const snapshot = files.read(places[key], FILE_BYTES[key]);
   if (snapshot === undefined) return undefined;
-  return { snapshot, value: decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], places[key]) };
+  return { snapshot, value: decodeBytes(SERVICE_SCHEMAS[key], snapshot.bytes, FILE_BYTES[key], places[key]) as z.output<(typeof SERVICE_SCHEMAS)[Key]> };
 }
 
 /**
@@ -80,19 +92,18 @@ function readDocument<Schema extends z.ZodType>(
 export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): ServiceState {
   files.entries(places.namespace, NAMESPACE_ENTRIES);
   files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
-  const checkoutLock = readDocument(files, places, 'checkoutLock', checkoutLockSchema);
+  const checkoutLock = readDocument(files, places, 'checkoutLock');
   const service = files.directory(places.service);
   if (service) files.entries(places.service, SERVICE_ENTRIES);
-  const read = <Schema extends z.ZodType>(key: ServiceFile, schema: Schema) =>
-    service ? readDocument(files, places, key, schema) : undefined;
+  const read = <Key extends DecodedFile>(key: Key) => (service ? readDocument(files, places, key) : undefined);
   return {
     service,
-    format: read('format', serviceFormatSchema),
-    config: read('config', ownerConfigSchema),
+    format: read('format'),
+    config: read('config'),
     hostConfig: service ? files.read(places.hostConfig, FILE_BYTES.hostConfig) : undefined,
-    registration: read('registration', registrationSchema),
-    ownerLock: read('ownerLock', ownerLockSchema),
-    capability: read('capability', localCapabilitySchema),
+    registration: read('registration'),
+    ownerLock: read('ownerLock'),
+    capability: read('capability'),
     checkoutLock,
   };
 }

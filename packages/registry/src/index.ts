@@ -5,6 +5,7 @@ export {
   REGISTRY_FOLDER_ENTRIES,
   TAKEOVER_MARKER,
   stateHomeLayout,
+  takeoverMarker,
   type StateHomeLayout,
 } from './layout.js';
 export {
