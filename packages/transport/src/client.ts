@@ -1,0 +1,123 @@
+import { request as httpRequest } from 'node:http';
+import { ContractError } from '@leasehold/contracts';
+import { ServiceCoordination, type Inspection } from '@leasehold/coordination';
+import { addressOf } from './address.js';
+import type { OwnerStatusBody } from './handler.js';
+
+/** One answer of the owner. */
+export interface Reply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** The body parsed as JSON, or undefined when it is not JSON. */
+  readonly body: unknown;
+}
+
+/** A proven owner: it answered with the epoch its files record. */
+export interface Connection {
+  readonly endpoint: string;
+  readonly epoch: string;
+  /** The owner's status as it answered the challenge. */
+  readonly status: OwnerStatusBody;
+  /**
+   * An authenticated call (the right `Host`, the bearer capability).
+   * @throws ContractError `unavailable` when the owner does not answer in time.
+   */
+  request(method: string, path: string, body?: unknown): Promise<Reply>;
+}
+
+export interface ConnectOptions {
+  /** Defaults to `defaultStateHome()`. */
+  readonly stateHome?: string;
+  /** How long one request may take, in milliseconds (default 3000). */
+  readonly timeoutMs?: number;
+  /**
+   * How long to ask again while the files show a live process between two
+   * steps of its acquire or release of this workspace (default 1000 ms).
+   */
+  readonly settleMs?: number;
+}
+
+const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+/** A call to `endpoint` with the capability; never prints or returns it. */
+function call(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<Reply> {
+  const address = addressOf(endpoint);
+  const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(
+      {
+        host: address.hostname,
+        port: address.port,
+        method,
+        path,
+        headers: {
+          host: address.hostHeader,
+          authorization: `Bearer ${capability}`,
+          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(payload.byteLength) }),
+        },
+        timeout: timeoutMs,
+      },
+      (incoming) => {
+        const chunks: Buffer[] = [];
+        incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+        incoming.on('end', () => {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            parsed = undefined;
+          }
+          resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: parsed });
+        });
+        incoming.on('error', reject);
+      },
+    );
+    outgoing.on('timeout', () => outgoing.destroy(new Error('no answer in time')));
+    outgoing.on('error', (error: NodeJS.ErrnoException) =>
+      reject(new ContractError('unavailable', `${endpoint}: no answer (${error.code ?? error.message})`)),
+    );
+    outgoing.end(payload);
+  });
+}
+
+/** Inspect, asked again while a live process is between two steps of this workspace. */
+async function settled(coordination: ServiceCoordination, settleMs: number): Promise<Inspection> {
+  const deadline = Date.now() + settleMs;
+  for (;;) {
+    const inspection = coordination.inspect();
+    const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
+    if (!passing || Date.now() >= deadline) return inspection;
+    await pause(10);
+  }
+}
+
+/**
+ * Proves the workspace's owner live: reads its access material, challenges
+ * it (`GET /v1/status` with the right `Host` and bearer) and resolves only
+ * when it answers with the recorded epoch.
+ * @throws ContractError `unavailable` with the reason: not running, no answer, another epoch answered,
+ * the capability refused.
+ */
+export async function connect(workspace: string, options: ConnectOptions = {}): Promise<Connection> {
+  const coordination = new ServiceCoordination(workspace, options.stateHome === undefined ? {} : { stateHome: options.stateHome });
+  const timeoutMs = options.timeoutMs ?? 3000;
+  const inspection = await settled(coordination, options.settleMs ?? 1000);
+  if (inspection.status === 'absent' || inspection.status === 'stopped') {
+    throw new ContractError('unavailable', `${coordination.root}: not running (${inspection.status})`);
+  }
+  const access = coordination.localAccess();
+  const reply = await call(access.endpoint, access.capability, timeoutMs, 'GET', '/v1/status');
+  const status = reply.body as Partial<OwnerStatusBody> | undefined;
+  if (reply.status !== 200) {
+    throw new ContractError('unavailable', `${access.endpoint}: the owner answered ${reply.status}, not its status`);
+  }
+  if (status?.epoch !== access.epoch) {
+    throw new ContractError('unavailable', `${access.endpoint}: another epoch answered`);
+  }
+  return {
+    endpoint: access.endpoint,
+    epoch: access.epoch,
+    status: status as OwnerStatusBody,
+    request: (method, path, body) => call(access.endpoint, access.capability, timeoutMs, method, path, body),
+  };
+}

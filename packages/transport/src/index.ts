@@ -1,0 +1,12 @@
+export { addressOf, endpointOf, type LoopbackAddress } from './address.js';
+export { connect, type ConnectOptions, type Connection, type Reply } from './client.js';
+export {
+  DEFAULT_LIMITS,
+  ownerHandler,
+  readBody,
+  type OwnerHandlerOptions,
+  type OwnerRoutes,
+  type OwnerStatusBody,
+  type TransportLimits,
+} from './handler.js';
+export { serveOwner, type ServeOptions, type ServeOutcome, type Serving } from './owner.js';

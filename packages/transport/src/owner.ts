@@ -1,0 +1,179 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ContractError, sha256, type OwnerConfig } from '@leasehold/contracts';
+import { ServiceCoordination, type OwnerLease } from '@leasehold/coordination';
+import type { PrivateFilesHooks } from '@leasehold/private-files';
+import { addressOf, endpointOf } from './address.js';
+import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
+
+/** What a serving owner is, once it has acquired (no secret). */
+export interface Serving {
+  readonly root: string;
+  readonly endpoint: string;
+  readonly epoch: string;
+  readonly pid: number;
+  /** The lease, for the owner's own routes (its `registration`, `phase`). */
+  readonly lease: OwnerLease;
+}
+
+/** Why `serveOwner` ended after a clean stop and release. */
+export type ServeOutcome =
+  | { readonly reason: 'signal'; readonly signal: NodeJS.Signals }
+  | { readonly reason: 'stop' }
+  | { readonly reason: 'abort' };
+
+export interface ServeOptions {
+  /** The owner's policy document, published as `host-config.json`; the config's `policyIdentity` is its SHA-256. */
+  readonly policy: Uint8Array;
+  /** Where to listen: `http://127.0.0.1:PORT` or `http://[::1]:PORT`; port 0 (the default) is any free port. */
+  readonly endpoint?: string;
+  /** Defaults to `defaultStateHome()`. */
+  readonly stateHome?: string;
+  /** The owner's own routes, reached only after the Host and bearer checks. */
+  readonly routes?: OwnerRoutes;
+  /** How often the lease re-asserts its files (the self-fence), in milliseconds (default 1000). */
+  readonly watchIntervalMs?: number;
+  /** The signals that stop the owner cleanly (default SIGINT and SIGTERM). */
+  readonly signals?: readonly NodeJS.Signals[];
+  /** Stops the owner cleanly when aborted. */
+  readonly signal?: AbortSignal;
+  /** Bounds against hostile local clients (see `DEFAULT_LIMITS`). */
+  readonly limits?: Partial<TransportLimits>;
+  /** Called once the owner has acquired and serves. */
+  readonly onServing?: (serving: Serving) => void;
+  /** Bound of the registry lock wait, in milliseconds (default 2000). */
+  readonly lockWaitMs?: number;
+  /** Handed to every PrivateFiles used (tests only). */
+  readonly hooks?: PrivateFilesHooks;
+}
+
+function listen(server: Server, port: number, hostname: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      const code = error.code === 'EADDRINUSE' ? 'conflict' : 'refused';
+      reject(new ContractError(code, `${hostname}:${port}: cannot listen (${error.code ?? 'error'})`));
+    });
+    server.listen(port, hostname, () => resolve((server.address() as AddressInfo).port));
+  });
+}
+
+function boundedServer(limits: TransportLimits): Server {
+  const server = createServer({
+    maxHeaderSize: limits.headerBytes,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Node enforces the two timeouts above only when it checks its connections (every 30 s by
+    // default): check often enough that a silent client is dropped about when its time is up.
+    connectionsCheckingInterval: Math.max(1, Math.min(1000, limits.headersTimeoutMs)),
+  });
+  server.maxConnections = limits.connections;
+  return server;
+}
+
+/**
+ * Closes the listener. With `now`, drops every connection at once; else lets
+ * requests in flight finish, for at most `drainMs`: closing a server also
+ * stops Node's head and request timeouts, so a silent or half-sent
+ * connection would otherwise hold the drain for ever.
+ */
+function closeListener(server: Server, now: boolean, drainMs: number): Promise<void> {
+  return new Promise((closed) => {
+    const cut = setTimeout(() => server.closeAllConnections(), now ? 0 : drainMs);
+    server.close(() => {
+      clearTimeout(cut);
+      closed();
+    });
+    if (now) server.closeAllConnections();
+    else server.closeIdleConnections();
+  });
+}
+
+/** Answers every request 503 until the owner has acquired: nothing is vouched for yet. */
+function starting(_request: IncomingMessage, response: ServerResponse): void {
+  response.writeHead(503, { 'content-type': 'application/json', 'cache-control': 'no-store', connection: 'close' });
+  response.end(`${JSON.stringify({ error: 'starting' })}\n`);
+}
+
+/**
+ * The owner's whole life cycle on the loopback transport: binds the listener
+ * (default any free port on 127.0.0.1), acquires the workspace with the bound
+ * endpoint, serves `/v1/status`, `/v1/stop` and the owner's routes, and
+ * watches the lease. On a stop signal, an authenticated `POST /v1/stop` or
+ * an abort, it goes `stopping`, drains, releases and resolves. When the lease
+ * is lost (its files changed under it) it closes the listener at once,
+ * touches no file, and rejects with the reason. A stop signal that arrives
+ * during acquire is honoured after it, so acquire is never cut in half.
+ * @throws ContractError `refused` (a bad endpoint, an unsafe state), `conflict` (the port is taken, another owner),
+ * `quarantine`, `capacity`, `busy` from acquire, and the lost lease's error.
+ */
+export async function serveOwner(workspace: string, options: ServeOptions): Promise<ServeOutcome> {
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const requested = addressOf(options.endpoint ?? 'http://127.0.0.1:0');
+  const config: OwnerConfig = {
+    schema: 'leasehold.owner-config/1',
+    endpoint: options.endpoint ?? 'http://127.0.0.1:0',
+    policyIdentity: sha256(options.policy),
+  };
+  // Stop requests are recorded from the start and acted on once serving.
+  let pending: ServeOutcome | undefined;
+  let stop: (outcome: ServeOutcome) => void = (outcome) => {
+    pending ??= outcome;
+  };
+  const onSignal = (signal: NodeJS.Signals) => stop({ reason: 'signal', signal });
+  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  for (const signal of signals) process.on(signal, onSignal);
+  const onAbort = () => stop({ reason: 'abort' });
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const server = boundedServer(limits);
+  server.on('request', starting);
+  try {
+    const port = await listen(server, requested.port, requested.hostname);
+    const bound = endpointOf(requested.hostname, port);
+    const coordination = new ServiceCoordination(workspace, {
+      ...(options.stateHome === undefined ? {} : { stateHome: options.stateHome }),
+      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+    });
+    const lease = await coordination.acquire(config, bound, (fresh) => fresh.writeHostConfig(options.policy));
+    if (options.signal?.aborted === true) onAbort();
+    return await new Promise<ServeOutcome>((resolve, reject) => {
+      let ending = false;
+      const stopWatching = lease.watch(options.watchIntervalMs ?? 1000, (error) => {
+        if (ending) return;
+        ending = true;
+        // Our files changed under us: stop serving at once, and touch nothing.
+        void closeListener(server, true, 0).then(() => reject(error));
+      });
+      stop = (outcome) => {
+        if (ending) return;
+        ending = true;
+        stopWatching();
+        void (async () => {
+          lease.phase('stopping');
+          await closeListener(server, false, limits.requestTimeoutMs);
+          await lease.release();
+          return outcome;
+        })().then(resolve, (error: unknown) => {
+          server.closeAllConnections();
+          reject(error);
+        });
+      };
+      server.off('request', starting);
+      server.on(
+        'request',
+        ownerHandler({ lease, onStop: () => stop({ reason: 'stop' }), limits, ...(options.routes === undefined ? {} : { routes: options.routes }) }),
+      );
+      const { epoch } = lease.registration;
+      options.onServing?.({ root: coordination.root, endpoint: bound, epoch, pid: process.pid, lease });
+      if (pending !== undefined) stop(pending);
+    });
+  } catch (error) {
+    server.closeAllConnections();
+    server.close();
+    throw error;
+  } finally {
+    for (const signal of signals) process.off(signal, onSignal);
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
