@@ -1,16 +1,20 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { join, relative } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
-import { cleanUp, codeOf, makeTemporaryFolder, replaceFile, sha256Hex } from '@leasehold/test-utils';
+import { Registry } from '@leasehold/registry';
+import { cleanUp, codeOf, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild } from '@leasehold/test-utils';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
 const DAEMON = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
+// The built `leasehold` command (a devDependency, so turbo builds it first): the operator's tool.
+const LEASEHOLD = join(dirname(createRequire(import.meta.url).resolve('@leasehold/cli/package.json')), 'dist', 'bin.js');
 
 interface Place {
   readonly tmp: string;
@@ -45,7 +49,9 @@ afterEach(async () => {
 });
 
 beforeAll(() => {
-  if (!existsSync(DAEMON)) throw new Error(`${DAEMON} is missing: run \`pnpm run build\` first`);
+  for (const built of [DAEMON, LEASEHOLD]) {
+    if (!existsSync(built)) throw new Error(`${built} is missing: run \`pnpm run build\` first`);
+  }
 });
 
 /** A private temp folder holding a workspace folder and a state home (created by the daemon). */
@@ -125,6 +131,24 @@ function get(endpoint: string, path: string, headers: Record<string, string>): P
     outgoing.on('error', reject);
     outgoing.end();
   });
+}
+
+interface Command {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs the real `leasehold ARGS --workspace W --state-home S` to its end. */
+async function leasehold(place: Place, ...args: string[]): Promise<Command> {
+  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome]);
+  const { code, stderr } = await child.closed;
+  return { code, stdout: child.lines.map((line) => `${line}\n`).join(''), stderr };
+}
+
+/** The one JSON line of a `--json` command. */
+function jsonLine(command: Command): Record<string, unknown> {
+  return JSON.parse(command.stdout) as Record<string, unknown>;
 }
 
 /** Every entry under `folder`: its kind, inode, size, change time and the SHA-256 of a file's bytes. */
@@ -208,6 +232,77 @@ describe('the example daemon', () => {
     }
   });
 
+  it('is running for the real `leasehold status`, answers /hello only with the bearer, and stops with `leasehold stop`', async () => {
+    const place = makePlace();
+    const daemon = startDaemon(place);
+    const ready = await daemon.next();
+
+    const status = await leasehold(place, 'status', '--json');
+    expect(status.code).toBe(0);
+    expect(jsonLine(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid });
+    const human = await leasehold(place, 'status');
+    expect(human.code).toBe(0);
+    expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
+
+    // Its own route sits behind the transport's checks.
+    const { capability } = new ServiceCoordination(place.workspace, { stateHome: place.stateHome }).localAccess();
+    const hello = await get(ready.endpoint as string, '/hello', { authorization: `Bearer ${capability}` });
+    expect(hello.status).toBe(200);
+    expect(JSON.parse(hello.body)).toEqual({ epoch: ready.epoch, message: expect.any(String) });
+    expect((await get(ready.endpoint as string, '/hello', {})).status).toBe(401);
+    expect((await get(ready.endpoint as string, '/hello', { authorization: 'Bearer wrong' })).status).toBe(401);
+
+    const stop = await leasehold(place, 'stop', '--json');
+    expect(stop.code).toBe(0);
+    expect(jsonLine(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(await daemon.next()).toEqual({ event: 'released', epoch: ready.epoch });
+    expect(await daemon.exited).toEqual({ code: 0, signal: null });
+    const stopped = await leasehold(place, 'status', '--json');
+    expect(stopped.code).toBe(3);
+    expect(jsonLine(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    for (const output of [daemon.output(), status.stdout, human.stdout, stop.stdout, stop.stderr]) expect(output).not.toContain(capability);
+  });
+
+  it('after kill -9 reads unavailable to `leasehold status`, and `leasehold recover` brings it to stopped', async () => {
+    const place = makePlace();
+    const daemon = startDaemon(place);
+    const ready = await daemon.next();
+    daemon.child.kill('SIGKILL');
+    expect(await daemon.exited).toEqual({ code: null, signal: 'SIGKILL' });
+
+    const crashed = await leasehold(place, 'status', '--json');
+    expect(crashed.code).toBe(3);
+    expect(jsonLine(crashed)).toEqual({
+      status: 'unavailable',
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: ready.pid,
+      reason: expect.stringContaining('is gone: it crashed'),
+    });
+    // A stop cannot reach it either, and a new daemon is not the owner until recovery.
+    expect((await leasehold(place, 'stop', '--json')).code).toBe(1);
+    const blocked = startDaemon(place);
+    expect(await blocked.next()).toEqual({ event: 'refused', code: 'conflict' });
+    expect(await blocked.exited).toEqual({ code: 1, signal: null });
+
+    const review = await leasehold(place, 'recover', '--json');
+    expect(review.code).toBe(0);
+    const { digest, ownerStatus } = jsonLine(review);
+    expect(ownerStatus).toBe('absent');
+    const recovered = await leasehold(place, 'recover', '--json', '--digest', digest as string, '--yes');
+    expect(recovered.code).toBe(0);
+    expect(jsonLine(recovered)).toEqual({ recovered: true });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch });
+
+    // And it serves again, with a new epoch.
+    const again = startDaemon(place);
+    const next = await again.next();
+    expect(next).toMatchObject({ event: 'ready' });
+    expect(next.epoch).not.toBe(ready.epoch);
+    expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({ stopped: true, epoch: next.epoch });
+    expect(await again.exited).toEqual({ code: 0, signal: null });
+  });
+
   it('serves beside the daemons of other workspaces in the same state home, started and stopped together', async () => {
     const place = makePlace();
     const roots = ['a', 'b', 'c'].map((name) => {
@@ -259,7 +354,7 @@ describe('the example daemon', () => {
     expect(daemon.output()).not.toContain(capability);
   });
 
-  it('on SIGTERM after its files changed (before the self-fence saw it), reports release-failed and touches nothing', async () => {
+  it('on SIGTERM after its files changed (before the self-fence saw it), reports lost and touches nothing', async () => {
     const place = makePlace();
     // A self-fence that will not fire during this test: the signal finds the change first.
     const daemon = startDaemon(place, ['--watch-ms', '3600000']);
@@ -272,10 +367,45 @@ describe('the example daemon', () => {
     const before = treeOf(place.stateHome);
 
     daemon.child.kill('SIGTERM');
-    expect(await daemon.next()).toEqual({ event: 'release-failed', code: 'conflict' });
-    expect(await daemon.exited).toEqual({ code: 1, signal: null });
+    // The stop asserts the lease before its first write (phase `stopping`): it writes nothing.
+    expect(await daemon.next()).toEqual({ event: 'lost', code: 'conflict' });
+    expect(await daemon.exited).toEqual({ code: 2, signal: null });
     expect(treeOf(place.stateHome)).toEqual(before);
     expect(daemon.output()).not.toContain(capability);
+  });
+
+  it('reports release-failed when its release finds the registry held by a live writer, and recovery clears what is left', async () => {
+    const place = makePlace();
+    const daemon = startDaemon(place);
+    const ready = await daemon.next();
+    expect(ready).toMatchObject({ event: 'ready' });
+
+    // This test process holds the registry lock (for another root) while the daemon releases.
+    const other = join(place.tmp, 'other');
+    let inside!: () => void;
+    let letGo!: () => void;
+    const entered = new Promise<void>((resolve) => (inside = resolve));
+    const holding = new Registry(place.stateHome).transaction(other, () => {
+      inside();
+      return new Promise<void>((resolve) => (letGo = resolve));
+    });
+    await entered;
+    daemon.child.kill('SIGTERM');
+    // It went `stopping` and `stopped`, dropped its capability and owner.lock, then waited for the lock: busy.
+    expect(await daemon.next()).toEqual({ event: 'release-failed', code: 'busy' });
+    expect(await daemon.exited).toEqual({ code: 1, signal: null });
+    letGo();
+    await holding;
+
+    // Its row and checkout lock remain, naming a process that is gone: not stopped until recovered.
+    const status = await leasehold(place, 'status', '--json');
+    expect(status.code).toBe(3);
+    expect(jsonLine(status).status).not.toBe('stopped');
+    const review = jsonLine(await leasehold(place, 'recover', '--json'));
+    expect(review).toMatchObject({ ownerStatus: 'absent', digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    const recovered = await leasehold(place, 'recover', '--json', '--digest', review.digest as string, '--yes');
+    expect(recovered.code).toBe(0);
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch });
   });
 
   it('reports a workspace that is not a folder as refused, and exits 1', async () => {

@@ -13,6 +13,7 @@ import { ownershipOperations } from './ownership-operations.js';
 import { formatProfile, profileOperation } from './profile.js';
 import { formatReport, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
+import { transportOperations } from './transport-operations.js';
 
 const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads n] [--profile <operation> [--samples n] [--profile-out file]]
 
@@ -136,6 +137,7 @@ async function main(): Promise<void> {
   const place = new BenchPlace();
   let pool: ContentionPool | undefined;
   let closeOwnership: (() => Promise<void>) | undefined;
+  let closeTransport: (() => Promise<void>) | undefined;
   const interrupted = () => {
     place.remove();
     process.exit(130);
@@ -145,7 +147,9 @@ async function main(): Promise<void> {
   try {
     const ownership = await ownershipOperations(place);
     closeOwnership = ownership.close;
-    const operations = [...fileOperations(place), ...ownership.operations];
+    const transport = await transportOperations(place);
+    closeTransport = transport.close;
+    const operations = [...fileOperations(place), ...ownership.operations, ...transport.operations];
     if (options.profile !== undefined) return await profile(options, operations);
 
     const settings = settingsOf(options, operations.length);
@@ -241,6 +245,7 @@ async function main(): Promise<void> {
   } finally {
     await pool?.stop();
     await closeOwnership?.();
+    await closeTransport?.();
     place.remove();
     process.off('SIGINT', interrupted);
     process.off('SIGTERM', interrupted);

@@ -101,6 +101,13 @@ export function figureSpecs(publications: CyclePublications, processes: number):
     { id: 'inspect/reads', section: hot, series: 'inspect.1', baseline: [part('files.read', 10)], target: 1 },
     { id: 'local-access/proper-lockfile', section: hot, series: 'local-access', baseline: [part('proper-lockfile.check')] },
     { id: 'local-access/reads', section: hot, series: 'local-access', baseline: [part('files.read', 10)] },
+    {
+      id: 'connect/http-get',
+      section: hot,
+      series: 'transport.connect',
+      baseline: [part('http.get')],
+      note: "issue #10: connect() settles inspect(), reads localAccess(), then two Host- and bearer-checked round trips, each re-asserting the owner's lease, against one bare round trip",
+    },
 
     { id: 'scale.cycle.64', section: scale, series: 'cycle.64', baseline: [part('cycle.1')] },
     { id: 'scale.cycle.256', section: scale, series: 'cycle.256', baseline: [part('cycle.1')], target: 2 },

@@ -1,8 +1,8 @@
 import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
+import { connect } from '@leasehold/transport';
 import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
-import { callService } from '../transport.js';
 
 /** Exit status of `status` when the workspace is not running. */
 export const NOT_RUNNING_EXIT = 3;
@@ -18,16 +18,13 @@ export interface StatusReport {
 
 /**
  * Files cannot prove that an owner is live; the transport can. `running`
- * only when the service answered GET /v1/status, authenticated with the
- * capability, with the recorded epoch.
+ * only when `connect` resolves: the owner answered GET /v1/status,
+ * authenticated with the capability, with the recorded epoch.
  */
-export async function challenge(coordination: ServiceCoordination): Promise<StatusReport | undefined> {
+async function challenge(root: string, stateHome: string): Promise<StatusReport | undefined> {
   try {
-    const access = coordination.localAccess();
-    const reply = await callService(access.endpoint, access.capability, 'GET', '/v1/status');
-    const body = reply.body as { epoch?: unknown; pid?: unknown } | undefined;
-    if (reply.status !== 200 || body?.epoch !== access.epoch) return undefined;
-    return { status: 'running', epoch: access.epoch, endpoint: access.endpoint, pid: Number(body.pid) };
+    const { epoch, endpoint, status } = await connect(root, { stateHome });
+    return { status: 'running', epoch, endpoint, pid: status.pid };
   } catch {
     return undefined;
   }
@@ -93,7 +90,7 @@ export async function status(context: CommandContext): Promise<number> {
   const coordination = new ServiceCoordination(root, { stateHome });
   const inspection = await settledInspection(coordination);
   const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
-  const answered = owner === undefined ? undefined : await challenge(coordination);
+  const answered = owner === undefined ? undefined : await challenge(root, stateHome);
   const report = answered ?? silentOwner(reportOf(inspection), owner);
   const { output } = context;
   output.record({ ...report });
