@@ -3,6 +3,7 @@ import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
+import { cleanUp, killAndReap } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilitiesSeen,
@@ -22,6 +23,7 @@ import {
 afterEach(async () => {
   await killAll();
   removeSandboxes();
+  await cleanUp();
 });
 
 interface Finding {
@@ -264,7 +266,7 @@ describe('leasehold doctor', () => {
     expect(whileHeld.code).toBe(1);
     expect(json(whileHeld).error).toBe('conflict');
 
-    expect((await holder.kill9()).signal).toBe('SIGKILL');
+    expect((await killAndReap(holder)).signal).toBe('SIGKILL');
     const [privateRoot] = readdirSync(join(box.namespace, 'workspaces'));
     const lockPath = join(box.namespace, 'workspaces', privateRoot!, 'checkout.lock');
     const { code, findings } = await doctor(box);

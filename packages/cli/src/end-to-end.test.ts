@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { treeOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilityLeaks,
@@ -14,7 +15,6 @@ import {
   registryWriter,
   removeSandboxes,
   sandbox,
-  snapshotTree,
   type Sandbox,
 } from '../test/helpers.js';
 
@@ -80,7 +80,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(json(blocked).error).toBe('conflict');
 
     // recover --json shows the fences, an absent owner and the digest; it changes nothing.
-    const beforeReview = snapshotTree(box.stateHome);
+    const beforeReview = treeOf(box.stateHome);
     const review = await cli(['recover', ...place, '--json']);
     expect(review.code).toBe(0);
     const reviewed = json(review);
@@ -96,11 +96,11 @@ describe('leasehold, end to end through the built binary', () => {
     ]);
     const digest = reviewed.digest as string;
     // A review may sweep dead writers' staging leftovers; there are none here, so nothing changed.
-    expect(snapshotTree(box.stateHome)).toEqual(beforeReview);
+    expect(treeOf(box.stateHome)).toEqual(beforeReview);
 
     // A wrong digest is refused and changes nothing: bytes, inodes and times of every file.
     const wrongDigest = digest.startsWith('0') ? `1${digest.slice(1)}` : `0${digest.slice(1)}`;
-    const beforeWrong = snapshotTree(box.stateHome);
+    const beforeWrong = treeOf(box.stateHome);
     const wrong = await cli(['recover', ...place, '--digest', wrongDigest, '--yes', '--json']);
     expect(wrong.code).toBe(1);
     expect(json(wrong)).toEqual({ error: 'conflict', message: expect.any(String), remedy: expect.any(String) });
@@ -112,7 +112,7 @@ describe('leasehold, end to end through the built binary', () => {
     const unconfirmed = await cli(['recover', ...place, '--digest', digest, '--json']);
     expect(unconfirmed.code).toBe(1);
     expect(json(unconfirmed).error).toBe('refused');
-    expect(snapshotTree(box.stateHome)).toEqual(beforeWrong);
+    expect(treeOf(box.stateHome)).toEqual(beforeWrong);
 
     // The human review: plain text with the root, the digest and the exact next command.
     const humanReview = await cli(['recover', ...place]);

@@ -1,7 +1,7 @@
 import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { replaceFile } from '@leasehold/test-utils';
+import { replaceFile, treeOf } from '@leasehold/test-utils';
 import {
   capabilityLeaks,
   cli,
@@ -10,7 +10,6 @@ import {
   killAll,
   removeSandboxes,
   sandbox,
-  snapshotTree,
   type Result,
 } from '../test/helpers.js';
 
@@ -42,18 +41,18 @@ describe('a server whose files change under it', () => {
 
     // Same bytes, same mode, a new inode: written beside the state home, then renamed over.
     replaceFile(box.folder, registration, bytes);
-    const afterChange = snapshotTree(box.stateHome);
+    const afterChange = treeOf(box.stateHome);
 
     const ended = await server.exit();
     expectLost(ended, ready.epoch);
-    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+    expect(treeOf(box.stateHome)).toEqual(afterChange);
     expect(readFileSync(registration)).toEqual(bytes);
 
     // It no longer answers: the listener is closed, and status cannot call it running.
     const status = await cli(['status', ...box.place(workspace), '--json']);
     expect(status.code).toBe(3);
     expect(jsonLines(status.stdout)[0]!.status).toBe('unavailable');
-    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+    expect(treeOf(box.stateHome)).toEqual(afterChange);
   });
 
   it('exits 4 and touches nothing when a file is dropped into its service folder', async () => {
@@ -62,11 +61,11 @@ describe('a server whose files change under it', () => {
     const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
     const [service] = box.serviceFolders();
     writeFileSync(join(service!, 'extra.json'), '{}', { mode: 0o600, flag: 'wx' });
-    const afterChange = snapshotTree(box.stateHome);
+    const afterChange = treeOf(box.stateHome);
 
     const ended = await server.exit();
     expectLost(ended, ready.epoch);
-    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+    expect(treeOf(box.stateHome)).toEqual(afterChange);
   });
 
   it('says so to a person on stderr without --json, and still exits 4', async () => {
@@ -84,12 +83,12 @@ describe('a server whose files change under it', () => {
     ]);
     const [service] = box.serviceFolders();
     writeFileSync(join(service!, 'extra.json'), '{}', { mode: 0o600, flag: 'wx' });
-    const afterChange = snapshotTree(box.stateHome);
+    const afterChange = treeOf(box.stateHome);
     const ended = await server.exit();
     expect(ended.code).toBe(4);
     expect(ended.stderr).toMatch(/^leasehold: lost the workspace \(.+\); stopped serving without touching its files\n$/);
     expect(ended.stdout).not.toContain('{');
-    expect(snapshotTree(box.stateHome)).toEqual(afterChange);
+    expect(treeOf(box.stateHome)).toEqual(afterChange);
   });
 
   it('exits 4 and touches nothing when the state home itself is replaced by a symbolic link', async () => {
@@ -100,16 +99,16 @@ describe('a server whose files change under it', () => {
     const moved = join(box.folder, 'moved-state');
     renameSync(box.stateHome, moved);
     symlinkSync(moved, box.stateHome);
-    const afterChange = snapshotTree(moved);
+    const afterChange = treeOf(moved);
 
     const ended = await server.exit();
     expectLost(ended, ready.epoch);
-    expect(snapshotTree(moved)).toEqual(afterChange);
+    expect(treeOf(moved)).toEqual(afterChange);
     // Readers check the state home too: not running, and no access handed out.
     const status = await cli(['status', ...box.place(workspace), '--json']);
     expect(status.code).toBe(3);
     expect(json(status)).toMatchObject({ status: 'unavailable', reason: expect.stringContaining(box.stateHome) });
-    expect(snapshotTree(moved)).toEqual(afterChange);
+    expect(treeOf(moved)).toEqual(afterChange);
 
     rmSync(box.stateHome);
     renameSync(moved, box.stateHome);

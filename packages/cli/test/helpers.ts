@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sha256Hex } from '@leasehold/test-utils';
+import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 
 /** The built `leasehold` binary; the tests run it as a real process. */
 export const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -239,14 +239,15 @@ function readyTable(stdout: string): Ready | undefined {
   return { event: 'ready', endpoint: row('endpoint'), epoch: row('epoch'), pid: Number(row('pid')) };
 }
 
-/** A plain tool holding the workspace's checkout lock (test/fixtures/checkout-holder.mjs), once it holds it. */
-export async function checkoutHolder(workspace: string, stateHome: string): Promise<Background> {
-  const holder = new Background(process.execPath, [CHECKOUT_HOLDER, workspace, stateHome]);
-  await holder.until((stdout) => (stdout.includes('"event":"checked-out"') ? true : undefined), 'checkout');
+/**
+ * A plain tool holding the workspace's checkout lock (test-utils' shared checkout-holder fixture,
+ * given the built coordination), once it holds it; `cleanUp` of test-utils kills it if it still runs.
+ */
+export async function checkoutHolder(workspace: string, stateHome: string): Promise<SpawnedChild> {
+  const holder = spawnSharedFixture('checkout-holder', { workspace, stateHome }, { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') });
+  await messageOf(holder, 'held');
   return holder;
 }
-
-const CHECKOUT_HOLDER = fileURLToPath(new URL('./fixtures/checkout-holder.mjs', import.meta.url));
 
 /**
  * A registry writer inside its transaction for `root` (test/fixtures/registry-writer.mjs),
@@ -274,7 +275,7 @@ export class Sandbox {
   readonly binFolder: string;
 
   constructor() {
-    this.folder = realpathSync(mkdtempSync(join(tmpdir(), 'leasehold-cli-')));
+    this.folder = makeTemporaryFolder('leasehold-cli-');
     this.stateHome = join(this.folder, 'state');
     this.binFolder = join(this.folder, 'bin');
     mkdirSync(this.binFolder);
@@ -316,14 +317,14 @@ export class Sandbox {
   /** The service folders that exist (one per workspace ever served). */
   serviceFolders(): string[] {
     const workspaces = join(this.namespace, 'workspaces');
-    return safeNames(workspaces).map((name) => join(workspaces, name, 'service'));
+    return namesIn(workspaces).map((name) => join(workspaces, name, 'service'));
   }
 
   /** Every capability file now present: `{ path, epoch, capability }`, as a client with file access reads it. */
   capabilities(): Array<{ path: string; epoch: string; capability: string }> {
     return this.serviceFolders()
       .map((service) => join(service, 'local-capability.json'))
-      .filter((path) => lstatOrUndefined(path) !== undefined)
+      .filter((path) => pathExists(path))
       .map((path) => {
         const document = JSON.parse(readFileSync(path, 'utf8')) as { epoch: string; capability: string };
         return { path, epoch: document.epoch, capability: document.capability };
@@ -337,9 +338,8 @@ export class Sandbox {
 
   /** Adds every file under the state home (capability files excepted) to the transcript, then removes the folder. */
   remove(): void {
-    for (const path of walk(this.stateHome)) {
-      const stats = lstatSync(path);
-      if (stats.isFile() && !path.endsWith('/local-capability.json')) transcript.push(readFileSync(path, 'latin1'));
+    for (const [path, entry] of Object.entries(treeOf(this.stateHome))) {
+      if (entry.kind === 'file' && basename(path) !== 'local-capability.json') transcript.push(Buffer.from(entry.content, 'hex').toString('latin1'));
     }
     rmSync(this.folder, { recursive: true, force: true });
   }
@@ -357,61 +357,6 @@ export function sandbox(): Sandbox {
 /** Removes every sandbox `sandbox` made (each adds its state home's files to the transcript first). */
 export function removeSandboxes(): void {
   for (const made of sandboxes.splice(0)) made.remove();
-}
-
-function lstatOrUndefined(path: string) {
-  try {
-    return lstatSync(path, { bigint: true });
-  } catch {
-    return undefined;
-  }
-}
-
-function safeNames(folder: string): string[] {
-  try {
-    return readdirSync(folder).sort();
-  } catch {
-    return [];
-  }
-}
-
-/** Every path under `root` (root included), folders before their contents. */
-export function walk(root: string): string[] {
-  const stats = lstatOrUndefined(root);
-  if (stats === undefined) return [];
-  const paths = [root];
-  if (stats.isDirectory()) for (const name of safeNames(root)) paths.push(...walk(join(root, name)));
-  return paths;
-}
-
-/** One file's incarnation: what it holds and which inode, with what times and mode. */
-export interface Entry {
-  readonly type: 'file' | 'folder' | 'other';
-  readonly inode: bigint;
-  readonly mtimeNs: bigint;
-  readonly ctimeNs: bigint;
-  readonly mode: number;
-  readonly links: bigint;
-  readonly sha256?: string;
-}
-
-/** Every path under `root` with its bytes (hashed), inode, mtime, ctime, mode and link count. */
-export function snapshotTree(root: string): Map<string, Entry> {
-  const snapshot = new Map<string, Entry>();
-  for (const path of walk(root)) {
-    const stats = lstatSync(path, { bigint: true });
-    const type = stats.isFile() ? 'file' : stats.isDirectory() ? 'folder' : 'other';
-    snapshot.set(path, {
-      type,
-      inode: stats.ino,
-      mtimeNs: stats.mtimeNs,
-      ctimeNs: stats.ctimeNs,
-      mode: Number(stats.mode),
-      links: stats.nlink,
-      ...(type === 'file' ? { sha256: sha256Hex(readFileSync(path)) } : {}),
-    });
-  }
-  return snapshot;
 }
 
 /** A process that has exited (and been reaped): its pid names nobody now. */

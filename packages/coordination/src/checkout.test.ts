@@ -2,14 +2,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, killAndReap, modeOf, replaceFile } from '@leasehold/test-utils';
+import { cleanUp, codeOf, killAndReap, modeOf, replaceFile, spawnSharedFixture } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
+  FIXTURE_MODULES,
   coordinationFor,
   makePlace,
   reservationFor,
-  spawnFixture,
   stateTreeOf,
   unchangedCodeOf,
   type TestPlace,
@@ -118,7 +118,7 @@ describe('the plain checkout lock and a service row', () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'row-over-tool');
     const checkout = checkoutOf(place, coordination.root);
-    const child = spawnFixture('checkout-holder.mjs', [place.stateHome, coordination.root]);
+    const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
     await child.line((line) => line.startsWith('{"held"'));
     await killAndReap(child);
     const dead = inspected(checkout);
@@ -134,7 +134,7 @@ describe('breakIfAbsent', () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'dead-tool');
     const checkout = checkoutOf(place, coordination.root);
-    const child = spawnFixture('checkout-holder.mjs', [place.stateHome, coordination.root]);
+    const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
     const token = (JSON.parse(await child.line((line) => line.startsWith('{"held"'))) as { held: string }).held;
 
     const alive = inspected(checkout);

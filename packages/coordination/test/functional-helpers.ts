@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { encode, type OwnerConfig, type Reservation } from '@leasehold/contracts';
 import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
@@ -11,16 +10,15 @@ import {
   makeTemporaryFolder,
   replaceFile,
   sha256Hex,
-  spawnChild,
   treeOf,
-  type SpawnedChild,
+  type FixtureModules,
   type TreeEntry,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
 import { ServiceCoordination, resolveWorkspace, type WorkspacePlaces } from '../src/index.js';
 
-/** The folder of the child-process scripts; they import the built package by its name. */
-export const FIXTURES = fileURLToPath(new URL('./functional-fixtures/', import.meta.url));
+/** What the shared fixtures of @leasehold/test-utils load: the built package, resolved here (test-utils may not depend on it). */
+export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
 
 /** One test's temp folder: `tmp` (resolved, 0700) and the state home `<tmp>/state` (not created). */
 export interface TestPlace {
@@ -156,9 +154,4 @@ export async function unchangedCodeOf(root: string, action: () => Promise<unknow
 /** The capability in a workspace's local-capability.json. */
 export function capabilityIn(places: WorkspacePlaces): string {
   return readJson(places.capability).capability as string;
-}
-
-/** Spawns `node <fixture> ...args` from the fixtures folder; `cleanUp` kills it if it still runs. */
-export function spawnFixture(fixture: string, args: readonly string[]): SpawnedChild {
-  return spawnChild(join(FIXTURES, fixture), args);
 }

@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, namesIn, sha256Hex } from '@leasehold/test-utils';
-import { OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnFixture, writeByHand, type TestPlace } from '../test/helpers.js';
+import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnFixture, writeByHand, type TestPlace } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
 afterEach(cleanUp);
@@ -101,7 +101,7 @@ describe('diagnose: nothing to report', () => {
 
     const served = makeWorkspace(place, 'served');
     const lease = await coordinationOf(place, served).acquire(OWNER_CONFIG, endpointOf(45_102));
-    const tool = spawnFixture('checkout-holder.mjs', { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome });
+    const tool = spawnSharedFixture('checkout-holder', { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome }, FIXTURE_MODULES);
     await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);
     await lease.release();
@@ -349,7 +349,7 @@ describe('diagnose: owners', () => {
     const place = makePlace();
     const never = makeWorkspace(place, 'never-served');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_109);
-    const tools = [never, stopped].map((workspace) => spawnFixture('checkout-holder.mjs', { workspace, stateHome: place.stateHome }));
+    const tools = [never, stopped].map((workspace) => spawnSharedFixture('checkout-holder', { workspace, stateHome: place.stateHome }, FIXTURE_MODULES));
     for (const tool of tools) await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);
     for (const tool of tools) expect((await killAndReap(tool)).signal).toBe('SIGKILL');

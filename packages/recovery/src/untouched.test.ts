@@ -1,8 +1,9 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkout } from '@leasehold/coordination';
-import { cleanUp, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, stateListing } from '@leasehold/test-utils';
+import { cleanUp, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
 import {
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   changedEntries,
@@ -13,7 +14,6 @@ import {
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnFixture,
   writeByHand,
 } from '../test/helpers.js';
 
@@ -36,9 +36,9 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     const held = makeWorkspace(place, 'held');
 
     await deadOwner(place, dead);
-    const liveTool = spawnFixture('checkout-holder.mjs', { workspace: toolHeld, stateHome: place.stateHome });
+    const liveTool = spawnSharedFixture('checkout-holder', { workspace: toolHeld, stateHome: place.stateHome }, FIXTURE_MODULES);
     await messageOf(liveTool, 'held');
-    const deadTool = spawnFixture('checkout-holder.mjs', { workspace: toolDied, stateHome: place.stateHome });
+    const deadTool = spawnSharedFixture('checkout-holder', { workspace: toolDied, stateHome: place.stateHome }, FIXTURE_MODULES);
     await messageOf(deadTool, 'held');
     expect(await killAndReap(deadTool)).toMatchObject({ signal: 'SIGKILL' });
     const strayCoordination = coordinationOf(place, stray);

@@ -19,6 +19,7 @@ import {
   serviceFences,
   sha256Hex,
   spawnChild,
+  type FixtureModules,
   type ListedEntry,
   type SpawnedChild,
 } from '@leasehold/test-utils';
@@ -26,6 +27,9 @@ import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, 
 
 /** The folder of the child-process scripts; they import the built packages by name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+
+/** What the shared fixtures of @leasehold/test-utils load: the built coordination, resolved here (test-utils may not depend on it). */
+export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
 
 /** The one config every test uses: any port on 127.0.0.1. */
 export const OWNER_CONFIG: OwnerConfig = {

@@ -10,8 +10,9 @@
 // prints {"missed":true} and exits 1.
 //
 // Usage: node stepper.mjs '<plan as JSON>' (see StepperPlan in ../process-helpers.ts).
-import { readSync, writeSync } from 'node:fs';
+import { writeSync } from 'node:fs';
 import { ServiceCoordination } from '@leasehold/coordination';
+import { readLineSync } from '@leasehold/test-utils';
 
 const plan = JSON.parse(process.argv[2]);
 let watching = plan.during === 'acquire';
@@ -23,22 +24,11 @@ function say(message) {
   writeSync(1, `${JSON.stringify(message)}\n`);
 }
 
-/** One line of stdin, read synchronously a byte at a time (nothing is read ahead). */
-function readLine() {
-  const byte = Buffer.alloc(1);
-  let line = '';
-  for (;;) {
-    if (readSync(0, byte, 0, 1, null) === 0) throw new Error('stdin closed');
-    if (byte[0] === 0x0a) return line;
-    line += String.fromCharCode(byte[0]);
-  }
-}
-
 function stop(step) {
   stopped = true;
   say({ at: { operation: step.operation, action: step.action, path: step.path } });
   if (plan.then === 'kill') process.kill(process.pid, 'SIGKILL');
-  for (let line = readLine(); line !== 'go'; line = readLine());
+  for (let line = readLineSync(); line !== 'go'; line = readLineSync());
 }
 
 const hooks = {
@@ -66,7 +56,7 @@ if (plan.during === 'acquire' && !stopped) {
 }
 say({ acquired: { epoch: lease.registration.epoch } });
 for (;;) {
-  const line = readLine();
+  const line = readLineSync();
   if (line === 'exit') process.exit(0);
   if (line !== 'release') continue;
   watching = plan.during === 'release';
