@@ -14,6 +14,8 @@ import {
   pathExists,
   serviceFences,
   shownStep,
+  spawnSharedFixture,
+  type CrasherPlan,
   type ListedEntry,
 } from '@leasehold/test-utils';
 import {
@@ -26,9 +28,9 @@ import {
   RELEASE_ABSORBED,
   RELEASE_STEPS,
   ioErrorCodeOf,
-  type CrashPlan,
 } from '../test/crash-helpers.js';
-import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, undecodableFiles, type TestPlace } from '../test/process-helpers.js';
+import { FIXTURE_MODULES } from '../test/functional-helpers.js';
+import { OWNER_CONFIG, makePlace, stagingLeftovers, undecodableFiles, type TestPlace } from '../test/process-helpers.js';
 import { ServiceCoordination, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
@@ -61,7 +63,7 @@ interface Prepared {
 
 interface OperationCase {
   readonly name: string;
-  readonly operation: CrashPlan['operation'];
+  readonly operation: CrasherPlan['operation'];
   /** Brings the fresh place to the state the operation starts from; answers the pids of writers killed on the way. */
   readonly prepare?: (place: TestPlace, root: string) => Promise<readonly number[]>;
   readonly expectedSteps: readonly string[];
@@ -81,7 +83,7 @@ const CASES: readonly OperationCase[] = [
     operation: 'acquire',
     prepare: async (place, root) => {
       // A first writer dies right before publishing the registry lock: its staged temp is left, and no fence.
-      const first = spawnFixture('crasher.mjs', { ...crasherPlan('acquire', place, root), killBefore: 'create link' });
+      const first = spawnSharedFixture('crasher', { ...crasherPlan('acquire', place, root), killBefore: { operation: 'create', action: 'link' } }, FIXTURE_MODULES);
       expect(await first.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
       expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${first.pid}\\..*\\.tmp$`))]);
       expect(serviceFences(place.stateHome, root)).toEqual([]);
@@ -124,14 +126,14 @@ async function preparedPlace(operationCase: OperationCase): Promise<Prepared> {
   return { place, root, otherRoot, deadPids };
 }
 
-function crasherPlan(operation: CrashPlan['operation'], place: TestPlace, root: string, extra: Partial<CrashPlan> = {}): CrashPlan {
+function crasherPlan(operation: CrasherPlan['operation'], place: TestPlace, root: string, extra: Partial<CrasherPlan> = {}): CrasherPlan {
   return { workspace: root, stateHome: place.stateHome, operation, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT, ...extra };
 }
 
 /** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from the SPEC. */
 async function dryRun(operationCase: OperationCase): Promise<readonly string[]> {
   const dry = await preparedPlace(operationCase);
-  const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, dry.place, dry.root));
+  const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, dry.place, dry.root), FIXTURE_MODULES);
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, dry.place, dry.root));
@@ -259,7 +261,7 @@ describe('a writer killed (SIGKILL) before any mutating step (SPEC 10.3)', () =>
       const judgements: Judgement[] = [];
       for (const killAt of crashPoints) {
         const prepared = await preparedPlace(operationCase);
-        const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, prepared.place, prepared.root, { killAt }));
+        const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { killAt }), FIXTURE_MODULES);
         const end = await child.closed;
         expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
         const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
@@ -287,7 +289,7 @@ describe('a writer failing with an I/O error at any mutating step, then exiting 
         const failCode = ioErrorCodeOf(step);
         const label = `${operationCase.name}, ${failCode} at step ${failAt}: ${step}`;
         const prepared = await preparedPlace(operationCase);
-        const child = spawnFixture('crasher.mjs', crasherPlan(operationCase.operation, prepared.place, prepared.root, { failAt, failCode }));
+        const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { failAt, failCode }), FIXTURE_MODULES);
         const failed = (await messageOf(child, 'failed')).failed as { outcome: string; code?: string; message?: string };
         const end = await child.closed;
         expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: 0, signal: null });

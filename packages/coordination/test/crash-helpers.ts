@@ -133,17 +133,3 @@ export function contentListing(stateHome: string): Record<string, string> {
     Object.entries(listingOutsideStaging(stateHome)).map(([path, entry]) => [path, entry.kind === 'folder' ? 'folder' : entry.bytes]),
   );
 }
-
-/** The plan `crasher.mjs` reads. */
-export interface CrashPlan {
-  readonly workspace: string;
-  readonly stateHome: string;
-  readonly operation: 'acquire' | 'phase' | 'release';
-  readonly config: unknown;
-  readonly endpoint: string;
-  readonly killAt?: number | 'end';
-  readonly killBefore?: string;
-  readonly failAt?: number;
-  readonly failCode?: string;
-  readonly lockWaitMs?: number;
-}

@@ -32,7 +32,7 @@ import {
   recoverWith,
   snapshotOf,
   runBatch,
-  spawnFixture,
+  spawnOwner,
   type OwnerPlan,
   type TestPlace,
 } from '../test/helpers.js';
@@ -184,7 +184,7 @@ async function dryRun(operationCase: OperationCase): Promise<string[]> {
   const place = makePlace();
   const root = makeWorkspace(place, 'workspace');
   await operationCase.prepare?.(place, root);
-  const child = spawnFixture('owner.mjs', ownerPlan(place, root, operationCase.operation));
+  const child = spawnOwner(ownerPlan(place, root, operationCase.operation));
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, place, root));
@@ -206,7 +206,7 @@ async function preparedPlace(operationCase: OperationCase): Promise<{ place: Tes
 /** A fresh place where the owner child was killed before step `killAt` (or after the last step). */
 async function killed(operationCase: OperationCase, killAt: number | 'end', stepCount: number): Promise<{ place: TestPlace; root: string }> {
   const { place, root } = await preparedPlace(operationCase);
-  const child = spawnFixture('owner.mjs', ownerPlan(place, root, operationCase.operation, killAt));
+  const child = spawnOwner(ownerPlan(place, root, operationCase.operation, killAt));
   const end = await child.closed;
   expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
   expect(messagesOf(child, 'step').map((message) => (message.step as { n: number }).n).at(-1)).toBe(killAt === 'end' ? stepCount : killAt);
@@ -299,7 +299,7 @@ describe('recovery from every crash point of an owner (SPEC 10.3)', () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');
     const coordination = coordinationOf(place, root);
-    const owner = spawnFixture('owner.mjs', ownerPlan(place, root, 'acquire', 'hold'));
+    const owner = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
     await messageOf(owner, 'held');
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
     expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });

@@ -7,7 +7,7 @@ import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
 import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnFixture, writeByHand, type TestPlace } from '../test/helpers.js';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnOwner, writeByHand, type TestPlace } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
 afterEach(cleanUp);
@@ -384,7 +384,7 @@ describe('diagnose: unreadable files', () => {
     const h = handPlaces(place.stateHome, healthy);
     const s = handPlaces(place.stateHome, stopped);
     // healthy's owner died too, on its own endpoint.
-    const child = spawnFixture('owner.mjs', {
+    const child = spawnOwner({
       workspace: healthy,
       stateHome: place.stateHome,
       operation: 'acquire',

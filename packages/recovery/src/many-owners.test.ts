@@ -25,6 +25,7 @@ import {
   rowsOf,
   snapshotOf,
   spawnFixture,
+  spawnOwner,
   type TestPlace,
 } from '../test/helpers.js';
 import { recover } from './index.js';
@@ -123,7 +124,7 @@ describe("other workspaces' churn never invalidates a recovery (SPEC 10.6)", () 
     // Another root's owner killed in its acquire's transaction, after its row, before its service folder was renamed into place.
     const other = makeWorkspace(place, 'other');
     const otherPlaces = handPlaces(place.stateHome, other);
-    const crashed = spawnFixture('owner.mjs', {
+    const crashed = spawnOwner({
       ...ownerPlan(place, other, 'acquire'),
       endpoint: endpointOf(45_400),
       killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },

@@ -33,7 +33,7 @@ import {
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnFixture,
+  spawnOwner,
   writeByHand,
   type TestPlace,
 } from '../test/helpers.js';
@@ -168,7 +168,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
       const place = makePlace();
       const root = makeWorkspace(place, 'workspace');
       // Killed in release's transaction, after taking the lock, before the row's removal was renamed into place.
-      const owner = spawnFixture('owner.mjs', {
+      const owner = spawnOwner({
         ...ownerPlan(place, root, 'release'),
         killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
       });

@@ -19,6 +19,8 @@ import {
   serviceFences,
   sha256Hex,
   spawnChild,
+  spawnSharedFixture,
+  type CrasherPlan,
   type FixtureModules,
   type ListedEntry,
   type SpawnedChild,
@@ -113,16 +115,12 @@ export function changedEntries(before: Record<string, ListedEntry>, after: Recor
   return [...names].filter((name) => JSON.stringify(before[name]) !== JSON.stringify(after[name])).sort();
 }
 
-/** Plans the fixtures take (see the comments at the top of each). */
-export interface OwnerPlan {
-  readonly workspace: string;
-  readonly stateHome: string;
-  readonly operation: 'acquire' | 'phase' | 'release';
-  readonly config: OwnerConfig;
-  readonly endpoint: string;
-  readonly killAt?: number | 'end' | 'hold';
-  /** SIGKILL before the first step that is exactly this one. */
-  readonly killBefore?: MutationStep;
+/** The plan of an owner child: the shared crasher fixture of @leasehold/test-utils (see its header). */
+export type OwnerPlan = CrasherPlan;
+
+/** Spawns an owner child (the shared crasher fixture) with `plan`; `cleanUp` kills it if it is still running. */
+export function spawnOwner(plan: OwnerPlan): SpawnedChild {
+  return spawnSharedFixture('crasher', plan, FIXTURE_MODULES);
 }
 
 /** One owner run of owners.mjs: its workspace and the steps that fail with EIO. */
@@ -198,7 +196,7 @@ export function ownerPlan(place: TestPlace, root: string, operation: OwnerPlan['
  * read by hand while it was alive.
  */
 export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: number; capability: string }> {
-  const child = spawnFixture('owner.mjs', ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
   await messageOf(child, 'held');
   const capability = capabilityOf(place.stateHome, root);
   const end = await killAndReap(child);
@@ -208,7 +206,7 @@ export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: 
 
 /** A live owner: a child that acquired `root` and holds it until the test ends. */
 export async function liveOwner(place: TestPlace, root: string): Promise<SpawnedChild> {
-  const child = spawnFixture('owner.mjs', ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
   await messageOf(child, 'held');
   return child;
 }

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import type { OwnerConfig } from '@leasehold/contracts';
 import { spawnChild, type SpawnedChild } from './child-process.js';
 
 /**
@@ -14,9 +15,38 @@ export interface CheckoutHolderPlan {
   readonly stateHome: string;
 }
 
+/** A mutating step as fixtures/crasher.mjs matches it: `path` omitted matches any path. */
+export interface CrasherStep {
+  readonly operation: string;
+  readonly action: string;
+  readonly path?: string;
+}
+
+/**
+ * The plan of fixtures/crasher.mjs: one coordination operation (`acquire` counted from the start;
+ * `phase` and `release` after an uncounted acquire) whose counted mutating steps are reported as
+ * `{"step": ...}`, then `{"done": true, "steps": N}` or, with `failAt`, `{"failed": ..., "steps": N}`.
+ */
+export interface CrasherPlan {
+  readonly workspace: string;
+  readonly stateHome: string;
+  readonly operation: 'acquire' | 'phase' | 'release';
+  readonly config: OwnerConfig;
+  readonly endpoint: string;
+  readonly lockWaitMs?: number;
+  /** SIGKILL before step k; `end`: after reporting done; `hold`: report done and `{"held": true}`, then stay alive. */
+  readonly killAt?: number | 'end' | 'hold';
+  /** SIGKILL before the first step of this operation and action (and this path, when given). */
+  readonly killBefore?: CrasherStep;
+  /** Throw an Error with code `failCode` from the hook at step k (once), report the outcome, exit 0. */
+  readonly failAt?: number;
+  readonly failCode?: string;
+}
+
 /** Each shared fixture (packages/test-utils/fixtures/<name>.mjs) with its plan. */
 export interface SharedFixturePlans {
   readonly 'checkout-holder': CheckoutHolderPlan;
+  readonly crasher: CrasherPlan;
 }
 
 /** The absolute path of the shared fixture `name` (packages/test-utils/fixtures/<name>.mjs). */
