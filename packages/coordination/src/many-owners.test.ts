@@ -24,6 +24,7 @@ import {
 import {
   OWNER_CONFIG,
   makePlace,
+  spawnCyclers,
   spawnFixture,
   stagingLeftovers,
   stepAt,
@@ -39,16 +40,6 @@ const CYCLERS = 8;
 const ITERATIONS = 20;
 /** Reads made while a writer is provably inside its registry transaction (paused there, holding the lock). */
 const READS_WHILE_HELD = 50;
-
-/** The plan of `test/process-fixtures/cycler.mjs`. */
-interface CyclerPlan {
-  readonly workspace: string;
-  readonly stateHome: string;
-  readonly config: typeof OWNER_CONFIG;
-  readonly endpoint: string;
-  readonly iterations: number;
-  readonly lockWaitMs: number;
-}
 
 /** The workspaces this process watches: one stopped, one never used, one it owns (idle). */
 interface Readers {
@@ -136,18 +127,7 @@ describe('many owners, one state home (SPEC 10.6)', () => {
     const lost: unknown[] = [];
     const stopWatching = readers.lease.watch(5, (error) => lost.push(error));
 
-    const cyclers = Array.from({ length: CYCLERS }, (_, index) => {
-      const plan: CyclerPlan = {
-        workspace: makeWorkspace(place, `cycler-${index}`),
-        stateHome: place.stateHome,
-        config: OWNER_CONFIG,
-        endpoint: endpointOf(45_100 + index),
-        iterations: ITERATIONS,
-        // Generous, so that a writer never gives up (`busy`) however slow the disk is.
-        lockWaitMs: 60_000,
-      };
-      return spawnFixture('cycler.mjs', plan);
-    });
+    const cyclers = spawnCyclers(place, CYCLERS, 'cycler', 45_100, ITERATIONS);
     await Promise.all(cyclers.map((cycler) => messageOf(cycler, 'ready')));
 
     // First a writer provably inside its transaction: paused, holding the registry lock, just

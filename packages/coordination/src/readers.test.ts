@@ -1,23 +1,13 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, countsOf, endpointOf, handPlaces, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
-import { OWNER_CONFIG, makePlace, spawnFixture } from '../test/process-helpers.js';
+import { OWNER_CONFIG, makePlace, spawnCyclers } from '../test/process-helpers.js';
 import { ServiceCoordination, type Inspection } from './index.js';
 
 afterEach(cleanUp);
 
 const WRITERS = 3;
 const ITERATIONS = 30;
-
-/** The plan of `test/process-fixtures/cycler.mjs`. */
-interface CyclerPlan {
-  readonly workspace: string;
-  readonly stateHome: string;
-  readonly config: typeof OWNER_CONFIG;
-  readonly endpoint: string;
-  readonly iterations: number;
-  readonly lockWaitMs: number;
-}
 
 describe('readers racing writers', () => {
   it(`inspect, assert and watch stay truthful while ${WRITERS} processes acquire and release other roots`, async () => {
@@ -32,18 +22,7 @@ describe('readers racing writers', () => {
     const lost: unknown[] = [];
     const stopWatching = lease.watch(5, (error) => lost.push(error));
 
-    const writers = Array.from({ length: WRITERS }, (_, index) => {
-      const plan: CyclerPlan = {
-        workspace: makeWorkspace(place, `writer-${index}`),
-        stateHome: place.stateHome,
-        config: OWNER_CONFIG,
-        endpoint: endpointOf(43_001 + index),
-        iterations: ITERATIONS,
-        // Generous, so that a writer never gives up (`busy`) however slow the disk is.
-        lockWaitMs: 60_000,
-      };
-      return spawnFixture('cycler.mjs', plan);
-    });
+    const writers = spawnCyclers(place, WRITERS, 'writer', 43_001, ITERATIONS);
     await Promise.all(writers.map((writer) => messageOf(writer, 'ready')));
     let running = true;
     const ended = Promise.all(writers.map((writer) => writer.closed)).then((ends) => {

@@ -20,8 +20,10 @@ import {
 } from '@leasehold/contracts';
 import {
   handPlaces,
+  endpointOf,
   listingOutsideStaging,
   makeTemporaryFolder,
+  makeWorkspace,
   namesIn,
   pathExists,
   sha256Hex,
@@ -125,4 +127,33 @@ export function undecodableFiles(stateHome: string): string[] {
     }
   }
   return problems;
+}
+
+/** The plan of `test/process-fixtures/cycler.mjs`. */
+interface CyclerPlan {
+  readonly workspace: string;
+  readonly stateHome: string;
+  readonly config: OwnerConfig;
+  readonly endpoint: string;
+  readonly iterations: number;
+  readonly lockWaitMs: number;
+}
+
+/**
+ * `count` cyclers, each acquiring and releasing its own workspace `<prefix>-<i>` of `place`
+ * `iterations` times on `endpointOf(firstPort + i)`, once told `go`. Their lock wait is generous,
+ * so that a writer never gives up (`busy`) however slow the disk is.
+ */
+export function spawnCyclers(place: TestPlace, count: number, prefix: string, firstPort: number, iterations: number): SpawnedChild[] {
+  return Array.from({ length: count }, (_, index) => {
+    const plan: CyclerPlan = {
+      workspace: makeWorkspace(place, `${prefix}-${index}`),
+      stateHome: place.stateHome,
+      config: OWNER_CONFIG,
+      endpoint: endpointOf(firstPort + index),
+      iterations,
+      lockWaitMs: 60_000,
+    };
+    return spawnFixture('cycler.mjs', plan);
+  });
 }
