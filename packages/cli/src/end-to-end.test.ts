@@ -108,10 +108,10 @@ describe('leasehold, end to end through the built binary', () => {
     expect(wrongHuman.code).toBe(1);
     expect(wrongHuman.stdout).toBe('');
     expect(wrongHuman.stderr).toMatch(/^leasehold: conflict: /);
-    // The right digest without a confirmation, with no terminal to ask on: refused.
+    // The right digest without a confirmation, with no terminal to ask on: a usage error, nothing changed.
     const unconfirmed = await cli(['recover', ...place, '--digest', digest, '--json']);
-    expect(unconfirmed.code).toBe(1);
-    expect(json(unconfirmed).error).toBe('refused');
+    expect(unconfirmed.code).toBe(2);
+    expect(json(unconfirmed).error).toBe('usage');
     expect(treeOf(box.stateHome)).toEqual(beforeWrong);
 
     // The human review: plain text with the root, the digest and the exact next command.

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ContractError } from '@leasehold/contracts';
 import type { CommandContext } from './context.js';
@@ -133,6 +134,10 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     io.stdout.write(`${overview()}\n`);
     return name === undefined ? 2 : 0;
   }
+  if (name === '--version') {
+    io.stdout.write(`${version()}\n`);
+    return 0;
+  }
   const command = COMMANDS[name];
   const json = rest.includes('--json');
   if (command === undefined) {
@@ -160,6 +165,12 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
   } catch (error) {
     return reportError(io, values.json === true, error);
   }
+}
+
+/** This command's version, from the package.json it ships with. */
+function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return manifest.version;
 }
 
 function usageError(io: MainIO, json: boolean, message: string, help: string): number {

@@ -40,12 +40,14 @@ function describe(context: CommandContext, state: RecoveryState, options: string
   );
 }
 
-async function confirmed(context: CommandContext): Promise<boolean> {
+/** Exit status of `recover --digest D` that could not ask for a confirmation: a usage error. */
+export const UNCONFIRMED_EXIT = 2;
+
+/** Confirmed (`--yes`, or a yes at the terminal), refused, or `undefined` when there is no terminal to ask on. */
+async function confirmed(context: CommandContext): Promise<boolean | undefined> {
   if (context.values.yes === true) return true;
   const { stdin, stderr } = context.streams;
-  if (stdin.isTTY !== true) {
-    throw new ContractError('refused', 'recover: confirm with --yes (no terminal to ask on)');
-  }
+  if (stdin.isTTY !== true) return undefined;
   const prompt = createInterface({ input: stdin, output: stderr as NodeJS.WritableStream });
   const answer = await new Promise<string>((resolve) => prompt.question('Release these fences? [y/N] ', resolve));
   prompt.close();
@@ -65,7 +67,13 @@ export async function recover(context: CommandContext): Promise<number> {
     describe(context, recoverySnapshot(root, { stateHome }), placeOptions(root, stateHome));
     return 0;
   }
-  if (!(await confirmed(context))) {
+  const answer = await confirmed(context);
+  if (answer === undefined) {
+    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)' });
+    context.output.warn(`leasehold: recover --digest needs a confirmation: nothing changed. To recover: leasehold recover ${placeOptions(root, stateHome)} --digest ${digest} --yes`);
+    return UNCONFIRMED_EXIT;
+  }
+  if (!answer) {
     context.output.say('nothing changed');
     return 1;
   }
