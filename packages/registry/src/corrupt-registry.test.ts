@@ -2,7 +2,14 @@ import { chmodSync } from 'node:fs';
 import { encode, type Reservation } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
-import { TEST_ROOT, bytesOf, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
+import {
+  TEST_ROOT,
+  bytesOf,
+  failedTransaction,
+  makeStateHome,
+  reservation,
+  writePrivateFile,
+} from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
@@ -62,12 +69,7 @@ describe('a corrupt roots.json', () => {
 
     expect(await codeOfAsync(() => registry.list())).toBe('refused');
     expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
-    let ran = false;
-    const operation = () => {
-      ran = true;
-    };
-    expect(await codeOfAsync(registry.transaction(TEST_ROOT, operation))).toBe('refused');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
     expect(bytesOf(registry.layout.roots)).toBe(before);
     expect(bytesOf(registry.layout.registryFormat)).toBe(format);
     // SPEC 4 step 5: the failure came before any write, so the lock is removed.
@@ -75,8 +77,7 @@ describe('a corrupt roots.json', () => {
     expect(registry.readLock()).toBeUndefined();
     expect(namesIn(registry.layout.staging)).toEqual([]);
     // The corrupt file itself keeps refusing: nothing repaired or replaced it.
-    expect(await codeOfAsync(new Registry(stateHome).transaction(TEST_ROOT, operation))).toBe('refused');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(new Registry(stateHome), TEST_ROOT)).toEqual({ code: 'refused', ran: false });
     expect(bytesOf(registry.layout.roots)).toBe(before);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(await codeOfAsync(() => registry.list())).toBe('refused');

@@ -13,6 +13,7 @@ import {
 } from '@leasehold/test-utils';
 import {
   bytesOf,
+  failedTransaction,
   initialised,
   linksOf,
   lockAt,
@@ -38,16 +39,8 @@ describe('a live holder', () => {
     expect(state?.holder).toBe('live');
     const lock = bytesOf(registry.layout.registryLock);
 
-    let ran = false;
     const waiter = new Registry(stateHome, { lockWaitMs: 200 });
-    expect(
-      await codeOfAsync(
-        waiter.transaction('/srv/workspace-1', () => {
-          ran = true;
-        }),
-      ),
-    ).toBe('busy');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(waiter, '/srv/workspace-1')).toEqual({ code: 'busy', ran: false });
     // The wait took nothing from the holder.
     expect(bytesOf(registry.layout.registryLock)).toBe(lock);
     expect(markersIn(stateHome)).toEqual([]);

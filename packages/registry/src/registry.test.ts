@@ -31,6 +31,7 @@ import {
 import {
   TEST_ROOT,
   bytesOf,
+  failedTransaction,
   initialised,
   lockDocument,
   makeStateHome,
@@ -111,15 +112,7 @@ describe('Registry construction', () => {
   it.each(['relative/root', '/srv/a/', '/srv/../a', ''])('refuses a transaction for the root %j, writing nothing', async (root) => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
-    let ran = false;
-    expect(
-      await codeOfAsync(
-        registry.transaction(root, () => {
-          ran = true;
-        }),
-      ),
-    ).toBe('refused');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(registry, root)).toEqual({ code: 'refused', ran: false });
     expect(pathExists(stateHome)).toBe(false);
   });
 });
@@ -319,15 +312,7 @@ describe('initialisation states', () => {
     rmSync(registry.layout.registryFormat);
     expect(await codeOfAsync(() => registry.list())).toBe('refused');
     expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
-    let ran = false;
-    expect(
-      await codeOfAsync(
-        registry.transaction(TEST_ROOT, () => {
-          ran = true;
-        }),
-      ),
-    ).toBe('refused');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
     expect(bytesOf(registry.layout.roots)).toBe(roots);
     expect(pathExists(registry.layout.registryFormat)).toBe(false);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
@@ -435,15 +420,7 @@ describe('the names in the registry folder', () => {
     expect(await codeOfAsync(() => registry.list())).toBe('refused');
     expect(await codeOfAsync(() => registry.rowOf('/srv/a'))).toBe('refused');
     expect(await codeOfAsync(() => registry.readMarkers())).toBe('refused');
-    let ran = false;
-    expect(
-      await codeOfAsync(
-        registry.transaction(TEST_ROOT, () => {
-          ran = true;
-        }),
-      ),
-    ).toBe('refused');
-    expect(ran).toBe(false);
+    expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
     expect(stateOf(registry)).toEqual(before);
   });
 });

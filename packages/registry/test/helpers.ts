@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { RegistryLock, Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
+  codeOfAsync,
   isMissing,
   makeTemporaryFolder,
   messagesOf,
@@ -195,4 +196,15 @@ export function lockDocument(fields: Partial<RegistryLock> = {}): RegistryLock {
     root: '/srv/elsewhere',
     ...fields,
   };
+}
+
+/** The code a transaction of `root` fails with, and whether its operation ever ran (it must not, when refused). */
+export async function failedTransaction(registry: Registry, root: string): Promise<{ code: string; ran: boolean }> {
+  let ran = false;
+  const code = await codeOfAsync(
+    registry.transaction(root, () => {
+      ran = true;
+    }),
+  );
+  return { code, ran };
 }
