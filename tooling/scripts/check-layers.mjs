@@ -8,6 +8,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import ts from 'typescript';
 
 /**
  * The layers (SPEC diagram), each with every layer it may depend on: the
@@ -36,6 +37,9 @@ export const layers = {
  */
 export const helpers = {
   'test-utils': ['contracts'],
+  // package-checks reads READMEs and built entry points of any package, so it
+  // depends on none: even contracts can dev-depend on it.
+  'package-checks': [],
   bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd'],
 };
 
@@ -363,7 +367,7 @@ function isSourceOrFolderLink(path, name) {
 
 function checkSourceFile(file, workspacePackage, repo, report) {
   const source = readFileSync(file, 'utf8');
-  for (const { specifier, line } of findImportSpecifiers(source)) {
+  for (const { specifier, line } of findImportSpecifiers(source, file)) {
     for (const message of specifierProblems(specifier, file, workspacePackage, repo)) {
       report(`${file}:${line}`, message);
     }
@@ -438,184 +442,50 @@ function isInside(folder, path) {
 
 /**
  * The module specifiers a JavaScript or TypeScript source loads: `import` and
- * `export ... from`, bare `import 'x'`, `import type`, `import('x')`,
- * `require('x')` and a few resolver calls. Comments are skipped, and a string
- * only counts where a module is loaded. Specifiers built at run time
- * (`import(variable)`, templates with `${}`) cannot be seen.
+ * `export ... from`, bare `import 'x'`, `import type`, `import x = require('x')`,
+ * `typeof import('x')`, `import('x')`, `require('x')` and a few resolver
+ * calls. TypeScript's own parser reads the file, so a commented-out import, or
+ * one inside a string, regular expression or template, is not one. It walks
+ * the syntax tree because `ts.preProcessFile` misses the resolver and mock calls.
+ * Specifiers built at run time (`import(variable)`, templates with `${}`)
+ * cannot be seen.
  * @param {string} source
+ * @param {string} [fileName] picks the syntax (`.tsx` and `.jsx` allow JSX)
  * @returns {{ specifier: string, line: number }[]}
  */
-export function findImportSpecifiers(source) {
-  const tokens = tokenize(source);
+export function findImportSpecifiers(source, fileName = 'source.ts') {
+  const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.Latest, true);
   const found = [];
-  tokens.forEach((token, index) => {
-    if (token.type !== 'string') return;
-    const before = tokens[index - 1];
-    if (before === undefined) return;
-    const isFromClause = before.type === 'name' && ['from', 'import'].includes(before.value) && tokens[index - 2]?.value !== '.';
-    const isLoadingCall = before.type === 'punct' && before.value === '(' && loadingCalls.has(calleeBefore(tokens, index - 1));
-    if (isFromClause || isLoadingCall) found.push({ specifier: token.value, line: token.line });
-  });
+  const visit = (node) => {
+    const literal = loadedLiteral(node);
+    if (literal !== undefined) {
+      const { line } = file.getLineAndCharacterOfPosition(literal.getStart(file));
+      found.push({ specifier: literal.text, line: line + 1 });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
   return found;
 }
 
-/** The dotted name called by the `(` at `parenIndex`, e.g. `require.resolve`. */
-function calleeBefore(tokens, parenIndex) {
-  const parts = [];
-  let index = parenIndex - 1;
-  while (tokens[index]?.type === 'name') {
-    parts.unshift(tokens[index].value);
-    if (tokens[index - 1]?.type !== 'punct' || tokens[index - 1].value !== '.') break;
-    index -= 2;
-  }
-  return parts.join('.');
+/** The string literal naming the module `node` loads, if it loads one. */
+function loadedLiteral(node) {
+  let literal;
+  if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) literal = node.moduleSpecifier;
+  else if (ts.isExternalModuleReference(node)) literal = node.expression;
+  else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) literal = node.argument.literal;
+  else if (ts.isCallExpression(node) && loadingCalls.has(calleeName(node.expression))) literal = node.arguments[0];
+  return literal !== undefined && ts.isStringLiteralLike(literal) ? literal : undefined;
 }
 
-// After these words a `/` starts a regular expression, not a division.
-const keywordsBeforeExpression = new Set([
-  'return', 'typeof', 'case', 'do', 'else', 'in', 'of', 'new', 'delete', 'void', 'throw', 'instanceof', 'yield', 'await',
-]);
-
-/**
- * A small tokenizer: names, strings, punctuation. It exists so that a
- * commented-out import, or a quote inside a regular expression or template,
- * cannot hide or invent an import.
- */
-function tokenize(text) {
-  // A hashbang line is not JavaScript; blank it and keep the line count.
-  const source = text.startsWith('#!') ? text.replace(/^#![^\n]*/, '') : text;
-  const tokens = [];
-  const templateResumeDepths = [];
-  let braceDepth = 0;
-  let line = 1;
-  let index = 0;
-  const push = (type, value, startLine = line) => tokens.push({ type, value, line: startLine });
-  const advanceTo = (end) => {
-    line += countNewlines(source, index, end);
-    index = end;
-  };
-  const readTemplate = (start) => {
-    const chunk = readTemplateChunk(source, start);
-    if (chunk.opensExpression) {
-      templateResumeDepths.push(braceDepth);
-      push('template-head', '');
-    } else {
-      push(chunk.isWhole ? 'string' : 'template', chunk.text);
-    }
-    advanceTo(chunk.end);
-  };
-  while (index < source.length) {
-    const char = source[index];
-    const next = source[index + 1];
-    if (/\s/.test(char)) {
-      advanceTo(index + 1);
-    } else if (char === '/' && next === '/') {
-      const end = source.indexOf('\n', index);
-      advanceTo(end === -1 ? source.length : end);
-    } else if (char === '/' && next === '*') {
-      const end = source.indexOf('*/', index + 2);
-      advanceTo(end === -1 ? source.length : end + 2);
-    } else if (char === '"' || char === "'") {
-      const quoted = readQuoted(source, index);
-      push('string', quoted.text);
-      advanceTo(quoted.end);
-    } else if (char === '`') {
-      readTemplate(index);
-    } else if (char === '}' && templateResumeDepths.at(-1) === braceDepth) {
-      templateResumeDepths.pop();
-      readTemplate(index);
-    } else if (char === '/' && startsExpression(tokens.at(-1))) {
-      const end = regexEnd(source, index);
-      push(end === undefined ? 'punct' : 'regex', '/');
-      advanceTo(end ?? index + 1);
-    } else if (/[\p{ID_Start}$_]/u.test(char)) {
-      const name = /^[\p{ID_Continue}$\u200c\u200d]+/u.exec(source.slice(index, index + 256))[0];
-      push('name', name);
-      advanceTo(index + name.length);
-    } else if (/[0-9]/.test(char)) {
-      const number = /^[\w.]+/.exec(source.slice(index, index + 256))[0];
-      push('number', number);
-      advanceTo(index + number.length);
-    } else {
-      if (char === '{') braceDepth += 1;
-      if (char === '}') braceDepth -= 1;
-      push('punct', char);
-      advanceTo(index + 1);
-    }
-  }
-  return tokens;
-}
-
-function countNewlines(source, start, end) {
-  let count = 0;
-  for (let index = source.indexOf('\n', start); index !== -1 && index < end; index = source.indexOf('\n', index + 1)) {
-    count += 1;
-  }
-  return count;
-}
-
-function startsExpression(previous) {
-  if (previous === undefined) return true;
-  if (previous.type === 'name') return keywordsBeforeExpression.has(previous.value);
-  if (previous.type === 'punct') return ![')', ']'].includes(previous.value);
-  return previous.type === 'template-head';
-}
-
-/** A quoted string from `start` (its opening quote): its text and where it ends. */
-function readQuoted(source, start) {
-  const quote = source[start];
-  let text = '';
-  let index = start + 1;
-  while (index < source.length && source[index] !== quote && source[index] !== '\n') {
-    if (source[index] === '\\') {
-      text += source[index + 1] ?? '';
-      index += 2;
-    } else {
-      text += source[index];
-      index += 1;
-    }
-  }
-  return { text, end: Math.min(index + 1, source.length) };
-}
-
-/**
- * One literal piece of a template, from its opening backtick or the `}` that
- * closes a `${`: up to the closing backtick or the next `${`.
- */
-function readTemplateChunk(source, start) {
-  const isWhole = source[start] === '`';
-  let text = '';
-  let index = start + 1;
-  while (index < source.length) {
-    const char = source[index];
-    if (char === '\\') {
-      text += source[index + 1] ?? '';
-      index += 2;
-    } else if (char === '`') {
-      return { text, end: index + 1, isWhole, opensExpression: false };
-    } else if (char === '$' && source[index + 1] === '{') {
-      return { text, end: index + 2, isWhole: false, opensExpression: true };
-    } else {
-      text += char;
-      index += 1;
-    }
-  }
-  return { text, end: index, isWhole: false, opensExpression: false };
-}
-
-/** Where the regular expression starting at `start` ends, or undefined when it is not one. */
-function regexEnd(source, start) {
-  let inClass = false;
-  for (let index = start + 1; index < source.length; index += 1) {
-    const char = source[index];
-    if (char === '\n') return undefined;
-    if (char === '\\') index += 1;
-    else if (char === '[') inClass = true;
-    else if (char === ']') inClass = false;
-    else if (char === '/' && !inClass) {
-      const flags = /^[a-z]*/.exec(source.slice(index + 1, index + 17))[0];
-      return index + 1 + flags.length;
-    }
+/** The dotted name of a callee, e.g. `require.resolve`; undefined when it is not a plain name. */
+function calleeName(expression) {
+  if (expression.kind === ts.SyntaxKind.ImportKeyword) return 'import';
+  if (ts.isIdentifier(expression)) return expression.text;
+  if (ts.isMetaProperty(expression)) return `${ts.tokenToString(expression.keywordToken)}.${expression.name.text}`;
+  if (ts.isPropertyAccessExpression(expression) && ts.isIdentifier(expression.name)) {
+    const object = calleeName(expression.expression);
+    return object === undefined ? undefined : `${object}.${expression.name.text}`;
   }
   return undefined;
 }

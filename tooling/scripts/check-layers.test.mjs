@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -407,6 +407,22 @@ describe('the layer map', () => {
   });
 });
 
+describe('the package-checks helper', () => {
+  it('may be a devDependency of any layer, contracts included, and may use no layer itself', () => {
+    const packages = cleanPackages();
+    packages['package-checks'] = { manifest: { private: true, dependencies: { '@leasehold/contracts': 'workspace:^' } } };
+    packages.contracts.manifest = { devDependencies: { '@leasehold/package-checks': 'workspace:*' } };
+    packages.contracts.files['src/index.test.ts'] = "import { publicNames } from '@leasehold/package-checks';\n";
+
+    const { violations } = checkLayers(makeRepository(packages));
+
+    expect(helpers['package-checks']).toEqual([]);
+    expect(violations).toEqual([
+      '@leasehold/package-checks packages/package-checks/package.json: depends on @leasehold/contracts (dependencies), which the helper package-checks may not use (it may use: none)',
+    ]);
+  });
+});
+
 describe('examples', () => {
   /** The DAG repository and an example daemon that uses layers at runtime and test-utils in its tests. */
   function daemonExample() {
@@ -509,6 +525,59 @@ describe('findImportSpecifiers', () => {
   });
 });
 
+describe('findImportSpecifiers, reading a file as TypeScript does', () => {
+  it('finds resolver and mock calls by their whole dotted name only', () => {
+    const source = [
+      "const a = require.resolve('resolved');",
+      "const b = import.meta.resolve('meta-resolved');",
+      "vi.doMock('do-mocked'); await vi.importActual('actual'); await vi.importMock('import-mocked');",
+      "import c = require('import-equals');",
+      "loader.require('not-require'); other.import('not-import'); vi.fn('not-a-mock');",
+      '',
+    ].join('\n');
+
+    expect(findImportSpecifiers(source).map(({ specifier }) => specifier)).toEqual([
+      'resolved',
+      'meta-resolved',
+      'do-mocked',
+      'actual',
+      'import-mocked',
+      'import-equals',
+    ]);
+  });
+
+  it('counts lines after a hashbang, and is not misled by a regular expression after `)`', () => {
+    const source = [
+      '#!/usr/bin/env node',
+      "import a from 'after-hashbang';",
+      "if (a) /['\"]/.test(a) && require('after-regex');",
+      '',
+    ].join('\n');
+
+    expect(findImportSpecifiers(source, 'bin.mjs')).toEqual([
+      { specifier: 'after-hashbang', line: 2 },
+      { specifier: 'after-regex', line: 3 },
+    ]);
+  });
+
+  it('parses JSX in .tsx and .jsx files, where text that reads like an import is not one', () => {
+    const source = [
+      "import { render } from 'renderer';",
+      "export const Help = () => <p>import x from 'not-a-module'</p>;",
+      "export const lazy = () => import('lazy-view');",
+      '',
+    ].join('\n');
+
+    for (const fileName of ['help.tsx', 'help.jsx']) {
+      expect(findImportSpecifiers(source, fileName).map(({ specifier }) => specifier)).toEqual(['renderer', 'lazy-view']);
+    }
+  });
+
+  it('does not count an ambient module declaration, which loads nothing', () => {
+    expect(findImportSpecifiers("declare module 'augmented' {}\nexport {};\n")).toEqual([]);
+  });
+});
+
 describe('the check-layers command', () => {
   function run(repoRoot) {
     return spawnSync(process.execPath, [scriptFile, repoRoot], { encoding: 'utf8' });
@@ -543,5 +612,15 @@ describe('the real repository', () => {
 
     expect(result.violations).toEqual([]);
     expect(result.packages).toBeGreaterThan(0);
+  });
+
+  it('checks every workspace package, examples and package-checks included', () => {
+    const withManifest = (parent) =>
+      readdirSync(join(realRepoRoot, parent)).filter((folder) => existsSync(join(realRepoRoot, parent, folder, 'package.json')));
+    const workspacePackages = [...withManifest('packages').map((folder) => `packages/${folder}`), ...withManifest('examples').map((folder) => `examples/${folder}`)];
+
+    expect(workspacePackages).toContain('examples/daemon');
+    expect(workspacePackages).toContain('packages/package-checks');
+    expect(checkLayers(realRepoRoot).packages).toBe(workspacePackages.length);
   });
 });

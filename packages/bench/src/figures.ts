@@ -1,7 +1,7 @@
 import { summarize, type Summary } from './statistics.js';
 
 /** One part of a baseline: a series' median, `times` over. */
-export interface BaselinePart {
+interface BaselinePart {
   readonly series: string;
   readonly times: number;
 }
@@ -35,7 +35,7 @@ export interface Figure {
   readonly note: string | null;
 }
 
-export const SECTIONS = {
+const SECTIONS = {
   floors: '1. Floors (plain node:fs)',
   files: '2. private-files against the floors and its peers',
   cycle: '3. Ownership cycle',

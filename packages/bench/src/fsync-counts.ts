@@ -70,7 +70,7 @@ function publishes(step: MutationStep): boolean {
 }
 
 /** The reason of each fsync in `steps`. */
-export function fsyncReasons(steps: readonly MutationStep[]): FsyncReason[] {
+function fsyncReasons(steps: readonly MutationStep[]): FsyncReason[] {
   const reasons: FsyncReason[] = [];
   let published: MutationStep | undefined;
   steps.forEach((step, index) => {
@@ -88,7 +88,7 @@ export function fsyncReasons(steps: readonly MutationStep[]): FsyncReason[] {
 }
 
 /** Counts one run of `steps` for the operation `id`. */
-export function countOf(id: string, label: string, steps: readonly MutationStep[]): FsyncCount {
+function countOf(id: string, label: string, steps: readonly MutationStep[]): FsyncCount {
   const reasons = fsyncReasons(steps);
   const avoidable = reasons.filter((reason) => AVOIDABLE[reason] !== undefined);
   const file = steps.filter((step) => step.action === 'fsync').length;
@@ -121,7 +121,7 @@ function crash(mode: 'owner' | 'registry-writer', stateHome: string, workspace: 
 }
 
 /** The ids of every count, in the order they are printed. */
-export const FSYNC_COUNT_IDS = [
+const FSYNC_COUNT_IDS = [
   'files.create',
   'files.replace',
   'files.remove',

@@ -9,7 +9,7 @@ import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
 // scale of the registry, with proper-lockfile as the peer.
 
 /** The registry sizes of item 5: the measured workspace is the 1st, 64th and 256th reservation. */
-export const SCALES = [1, 64, 256] as const;
+const SCALES = [1, 64, 256] as const;
 
 /** Operations plus what they hold until the end of the run. */
 export interface OwnershipSuite {

@@ -3,7 +3,7 @@ import { Session } from 'node:inspector/promises';
 import type { Operation } from './harness.js';
 
 /** One function's share of a CPU profile. */
-export interface ProfileEntry {
+interface ProfileEntry {
   readonly name: string;
   /** Self time, in milliseconds. */
   readonly self: number;

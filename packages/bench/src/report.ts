@@ -92,7 +92,7 @@ function percent(part: number, whole: number): string {
 }
 
 /** Section 8: what a reader of a quiet workspace saw while other workspaces' writers churned. */
-export function formatAvailability(availability: AvailabilityResult): string[] {
+function formatAvailability(availability: AvailabilityResult): string[] {
   const { writers, reads, stopped, answers, busy, failed, cycles } = availability;
   const wrong = Object.entries(answers).filter(([answer]) => answer !== 'stopped');
   const rows = [

@@ -1,7 +1,9 @@
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
+import { SetupError } from './remedies.js';
 
 /** What every command receives. */
 export interface CommandContext {
@@ -13,13 +15,28 @@ export interface CommandContext {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
 }
 
-/** The state home: `--state-home`, else the default of SPEC 5.1. */
+/**
+ * The state home: `--state-home`, else `LEASEHOLD_STATE_HOME`, else
+ * `$XDG_STATE_HOME/leasehold`, else `~/.local/state/leasehold`. It need not
+ * exist: readers find it empty, writers create it with its parents.
+ */
 export function stateHomeOf(context: CommandContext): string {
   const given = context.values['state-home'];
-  if (typeof given !== 'string') return defaultStateHome(context.env);
+  if (typeof given !== 'string') return defaultStateHomeOf(context.env);
   const path = resolve(context.cwd, given);
-  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', '--state-home: not a usable path');
+  if (!absolutePath.safeParse(path).success) {
+    throw new SetupError('--state-home: not a usable path', 'pass --state-home a folder path (absolute, or relative to the current folder)');
+  }
   return path;
+}
+
+function defaultStateHomeOf(env: NodeJS.ProcessEnv): string {
+  try {
+    return defaultStateHome(env);
+  } catch (error) {
+    if (!ContractError.is(error, 'refused')) throw error;
+    throw new SetupError(error.message, 'set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR', { cause: error });
+  }
 }
 
 /**
@@ -35,7 +52,17 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
     return resolveWorkspace(path);
   } catch (error) {
     if (mayBeGone && absolutePath.safeParse(path).success) return path;
-    throw error;
+    if (!ContractError.is(error, 'refused')) throw error;
+    throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
+  }
+}
+
+/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
+export function rootExists(root: string): boolean {
+  try {
+    return realpathSync(root) === root;
+  } catch {
+    return false;
   }
 }
 
@@ -45,6 +72,6 @@ export function placeOptions(root: string, stateHome: string): string {
 }
 
 /** Quotes a path for a POSIX shell when it needs it. */
-export function shellQuote(value: string): string {
+function shellQuote(value: string): string {
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }

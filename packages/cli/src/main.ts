@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ContractError } from '@leasehold/contracts';
 import type { CommandContext } from './context.js';
 import { doctor } from './commands/doctor.js';
 import { list } from './commands/list.js';
@@ -9,7 +8,7 @@ import { serve } from './commands/serve.js';
 import { status } from './commands/status.js';
 import { stop } from './commands/stop.js';
 import { createOutput, type Streams } from './output.js';
-import { REMEDIES } from './remedies.js';
+import { problemOf } from './remedies.js';
 
 type OptionSpec = { type: 'string' | 'boolean'; short?: string };
 
@@ -111,15 +110,9 @@ export interface MainIO extends Streams {
 }
 
 function reportError(io: MainIO, json: boolean, error: unknown): number {
-  if (ContractError.is(error)) {
-    if (json) io.stdout.write(`${JSON.stringify({ error: error.code, message: error.message, remedy: REMEDIES[error.code] })}\n`);
-    else io.stderr.write(`leasehold: ${error.code}: ${error.message}\n  ${REMEDIES[error.code]}\n`);
-    return 1;
-  }
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'internal';
-  const message = error instanceof Error ? error.message : 'unexpected failure';
-  if (json) io.stdout.write(`${JSON.stringify({ error: code, message })}\n`);
-  else io.stderr.write(`leasehold: ${code}: ${message}\n`);
+  const { code, message, path, remedy } = problemOf(error);
+  if (json) io.stdout.write(`${JSON.stringify({ error: code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) })}\n`);
+  else io.stderr.write(`leasehold: ${code}: ${message}\n${remedy === undefined ? '' : `  ${remedy}\n`}`);
   return 1;
 }
 

@@ -1,8 +1,8 @@
-import type { ContractErrorCode } from '@leasehold/contracts';
+import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 
 /** One line a person can act on, for each error code. */
-export const REMEDIES: Record<ContractErrorCode, string> = {
-  refused: 'a file or an input breaks a rule; run `leasehold doctor` to see which and how to fix it',
+const REMEDIES: Record<ContractErrorCode, string> = {
+  refused: 'a file or an input breaks a rule (the message names it); for a file in the state home, `leasehold doctor` shows how to fix it',
   conflict: 'another owner, config or a newer state is in the way; check `leasehold status` and `leasehold list`',
   capacity: 'the registry is full; stop or recover unused workspaces (`leasehold list`)',
   quarantine: 'a crashed or unreachable owner blocks this; check `leasehold status`, then `leasehold recover` once it is gone',
@@ -10,3 +10,60 @@ export const REMEDIES: Record<ContractErrorCode, string> = {
   'consumed-grant': 'this recovery was already used; run `leasehold recover` again to review the current state',
   busy: 'another leasehold command holds the registry; try again in a moment',
 };
+
+/**
+ * A `refused` about what the command line names (a workspace folder that is
+ * not there, an unusable state home): its own remedy fits it better than the
+ * code's, which points at `leasehold doctor`.
+ */
+export class SetupError extends ContractError {
+  readonly remedy: string;
+
+  constructor(message: string, remedy: string, options?: ContractErrorOptions) {
+    super('refused', message, options);
+    this.remedy = remedy;
+  }
+}
+
+/** What a failure that reached the command is, for a person or a script: never a bare errno. */
+export interface Problem {
+  readonly code: string;
+  readonly message: string;
+  readonly path?: string;
+  readonly remedy?: string;
+}
+
+/** The remedies of the system errors a command line can run into (a path missing, a file in the way, no permission). */
+const SYSTEM_REMEDIES: Readonly<Record<string, string>> = {
+  ENOENT: 'that path does not exist: check --workspace and --state-home (or LEASEHOLD_STATE_HOME), or create the folder',
+  ENOTDIR: 'a file stands where a folder must be: check --workspace and --state-home, or move that file away',
+  EEXIST: 'a file stands where a folder must be: check --state-home, or move that file away',
+  EACCES: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
+  EPERM: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
+};
+
+interface SystemError {
+  readonly code: string;
+  readonly syscall?: string;
+  readonly path?: string;
+}
+
+function isSystemError(error: unknown): error is Error & SystemError {
+  return error instanceof Error && typeof (error as Partial<SystemError>).code === 'string';
+}
+
+/** The code, message, path and remedy of `error`, whatever threw it. */
+export function problemOf(error: unknown): Problem {
+  if (ContractError.is(error)) {
+    const remedy = error instanceof SetupError ? error.remedy : REMEDIES[error.code];
+    return { code: error.code, message: error.message, ...(error.path === undefined ? {} : { path: error.path }), remedy };
+  }
+  if (!isSystemError(error)) return { code: 'internal', message: error instanceof Error ? error.message : 'unexpected failure' };
+  const { code, syscall, path } = error;
+  // Node's message repeats the code and the path; say what happened to which path once.
+  const bare = error.message.startsWith(`${code}: `) ? error.message.slice(code.length + 2) : error.message;
+  const what = bare.replace(/, \w+ '.*'$/, '');
+  const message = path === undefined ? what : `${path}: ${what}${syscall === undefined ? '' : ` (${syscall})`}`;
+  const remedy = SYSTEM_REMEDIES[code];
+  return { code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) };
+}

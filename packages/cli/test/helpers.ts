@@ -7,10 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 
 /** The built `leasehold` binary; the tests run it as a real process. */
-export const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 
 /** A bound on every wait, so that a broken build fails a test instead of hanging it. */
-export const WAIT_BOUND_MS = 30_000;
+const WAIT_BOUND_MS = 30_000;
 
 /**
  * Every stdout and stderr of every process this test file ran, and every file
@@ -97,7 +97,7 @@ export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 /** Runs a process to its end and collects its output (into the transcript too). Killed after WAIT_BOUND_MS. */
-export async function runProcess(command: string, args: readonly string[], options: SpawnOptions = {}): Promise<Result> {
+async function runProcess(command: string, args: readonly string[], options: SpawnOptions = {}): Promise<Result> {
   const child = spawnTracked(command, args, options);
   let stdout = '';
   let stderr = '';

@@ -129,7 +129,7 @@ export type CheckoutLock = z.infer<typeof checkoutLockSchema>;
 export const holderSchema = z.strictObject({ pid, host, processStart: processStart.optional() });
 export type Holder = z.infer<typeof holderSchema>;
 
-/** The kinds of file that can fence a workspace (SPEC 6). */
+/** The kinds of file that can fence a workspace (keep it from a new owner until a recovery). */
 export const FENCE_KINDS = [
   'registry-row',
   'registry-initialisation',

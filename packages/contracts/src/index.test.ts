@@ -1,72 +1,92 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import * as contracts from './index.js';
-import { ContractError, DOCUMENT_BYTES, decodeBytes, encode, ownerLockSchema, type OwnerLock } from './index.js';
+import { namesMissingFrom, publicNames, runReadmeExample } from '@leasehold/package-checks';
+
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
 describe('the public entry point', () => {
-  it('exports exactly the documented API', () => {
-    expect(Object.keys(contracts).sort()).toEqual(
-      [
-        'CONTRACT_ERROR_CODES',
-        'ContractError',
-        'DOCUMENT_BYTES',
-        'FENCE_KINDS',
-        'MAX_DEPTH',
-        'PATHS_DOCUMENT_BYTES',
-        'PHASES',
-        'RECOVERY_RECORD_FENCES',
-        'REGISTRY_BYTES',
-        'REGISTRY_ENTRIES',
-        'absolutePath',
-        'anyPortEndpoint',
-        'capabilityToken',
-        'checkoutLockSchema',
-        'decode',
-        'decodeBytes',
-        'encode',
-        'endpoint',
-        'fenceSchema',
-        'hash',
-        'holderSchema',
-        'host',
-        'id',
-        'localCapabilitySchema',
-        'ownerConfigSchema',
-        'ownerLockSchema',
-        'parse',
-        'pid',
-        'processStart',
-        'recoveryRecordSchema',
-        'registrationSchema',
-        'registryFormatSchema',
-        'registryLockSchema',
-        'registrySchema',
-        'reservationSchema',
-        'safeDecode',
-        'serviceFormatSchema',
-        'sha256',
-        'text',
-      ].sort(),
-    );
-    expect(contracts.MAX_DEPTH).toBe(64);
+  it('exports exactly these names, values and types', () => {
+    expect(publicNames(PACKAGE)).toEqual([
+      'CONTRACT_ERROR_CODES',
+      'CheckoutLock',
+      'ContractError',
+      'ContractErrorCode',
+      'ContractErrorOptions',
+      'DOCUMENT_BYTES',
+      'DecodeResult',
+      'FENCE_KINDS',
+      'Fence',
+      'FenceKind',
+      'Holder',
+      'LocalCapability',
+      'MAX_DEPTH',
+      'OwnerConfig',
+      'OwnerLock',
+      'PATHS_DOCUMENT_BYTES',
+      'PHASES',
+      'Phase',
+      'RECOVERY_RECORD_FENCES',
+      'REGISTRY_BYTES',
+      'REGISTRY_ENTRIES',
+      'RecoveryRecord',
+      'Registration',
+      'Registry',
+      'RegistryFormat',
+      'RegistryLock',
+      'Reservation',
+      'ServiceFormat',
+      'absolutePath',
+      'anyPortEndpoint',
+      'capabilityToken',
+      'checkoutLockSchema',
+      'decode',
+      'decodeBytes',
+      'encode',
+      'endpoint',
+      'fenceSchema',
+      'hash',
+      'holderSchema',
+      'host',
+      'id',
+      'localCapabilitySchema',
+      'ownerConfigSchema',
+      'ownerLockSchema',
+      'parse',
+      'pid',
+      'processStart',
+      'recoveryRecordSchema',
+      'registrationSchema',
+      'registryFormatSchema',
+      'registryLockSchema',
+      'registrySchema',
+      'reservationSchema',
+      'safeDecode',
+      'serviceFormatSchema',
+      'sha256',
+      'text',
+    ]);
   });
 
-  it('runs the README example', () => {
-    const read = (bytes: Uint8Array): OwnerLock | 'refused' => {
-      try {
-        return decodeBytes(ownerLockSchema, bytes, DOCUMENT_BYTES, 'owner.lock');
-      } catch (error) {
-        if (ContractError.is(error, 'refused')) return 'refused';
-        throw error;
-      }
-    };
-    const lock: OwnerLock = {
-      schema: 'leasehold.owner-lock/1',
-      epoch: '0f8fad5b-d9cb-469f-a165-70867728950e',
-      token: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
-      pid: 4242,
-      host: 'build-01',
-    };
-    expect(read(encode(lock))).toEqual(lock);
-    expect(read(new TextEncoder().encode('{"schema":"leasehold.owner-lock/1"}'))).toBe('refused');
+  it('names every export in the README', () => {
+    expect(namesMissingFrom(README, publicNames(PACKAGE))).toEqual([]);
+  });
+
+  it('runs the README example as printed', async () => {
+    const epoch = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    const run = await runReadmeExample({ packageDir: PACKAGE });
+    expect(run).toEqual({
+      code: 0,
+      stdout: [
+        `{"epoch":"${epoch}","host":"build-01","pid":4242,"schema":"leasehold.owner-lock/1","token":"7c9e6679-7425-40de-944b-e07fc1f90ae7"}`,
+        `epoch ${epoch}, pid 4242`,
+        'owner.lock: missing key $.epoch; missing key $.token; missing key $.pid (and 1 more)',
+        'owner.lock: duplicate key at $.pid (offset 14)',
+        'owner.lock: wrong type at $.pid',
+        '',
+      ].join('\n'),
+      stderr: '',
+    });
   });
 });

@@ -1,3 +1,27 @@
+// What a caller of this package meets in its signatures, from the layers
+// below, so that one install is enough.
+export {
+  ContractError,
+  type CheckoutLock,
+  type ContractErrorCode,
+  type LocalCapability,
+  type OwnerConfig,
+  type OwnerLock,
+  type Phase,
+  type Registration,
+  type Reservation,
+  type ServiceFormat,
+} from '@leasehold/contracts';
+export type {
+  FileSnapshot,
+  MutationAction,
+  MutationOperation,
+  MutationStep,
+  OwnerStatus,
+  PrivateFiles,
+  PrivateFilesHooks,
+} from '@leasehold/private-files';
+export type { StateHomeLayout } from '@leasehold/registry';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
 export { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
 export {

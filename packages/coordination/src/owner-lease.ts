@@ -11,6 +11,7 @@ import {
 import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
+import type { LocalAccess } from './service-coordination.js';
 import { FILE_BYTES, SERVICE_FILES, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */
@@ -67,7 +68,7 @@ export class OwnerLease {
    * Holds the secret: never print it.
    * @throws ContractError as `assert`; `unavailable` once release removed the capability.
    */
-  localAccess(): { endpoint: string; epoch: string; capability: string } {
+  localAccess(): LocalAccess {
     this.assert();
     const snapshot = this.#owned.capability;
     if (snapshot === undefined) throw new ContractError('unavailable', `${this.#places.capability}: not held`);

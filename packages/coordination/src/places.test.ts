@@ -20,16 +20,24 @@ describe('resolveWorkspace', () => {
     expect(resolveWorkspace(real)).toBe(real);
   });
 
-  it('refuses a missing path', () => {
+  it('refuses a missing path (its parent missing too) with a ContractError naming it, never a raw ENOENT', () => {
     const { tmp } = makePlace();
-    expect(codeOf(() => resolveWorkspace(join(tmp, 'missing')))).toBe('refused');
+    const missing = join(tmp, 'no-such', 'workspace');
+    expect(() => resolveWorkspace(missing)).toThrow(
+      expect.objectContaining({
+        name: 'ContractError',
+        code: 'refused',
+        path: missing,
+        message: `${missing}: not an existing folder (ENOENT); pass the path of an existing workspace folder`,
+      }),
+    );
   });
 
   it('refuses a file, and a link to a file', () => {
     const { tmp } = makePlace();
     writeFileSync(join(tmp, 'file'), 'not a folder');
     symlinkSync(join(tmp, 'file'), join(tmp, 'file-link'));
-    expect(codeOf(() => resolveWorkspace(join(tmp, 'file')))).toBe('refused');
+    expect(() => resolveWorkspace(join(tmp, 'file'))).toThrow(`${join(tmp, 'file')}: not a folder; pass the path of an existing workspace folder`);
     expect(codeOf(() => resolveWorkspace(join(tmp, 'file-link')))).toBe('refused');
   });
 

@@ -1,6 +1,6 @@
 import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ContractError, absolutePath, sha256 } from '@leasehold/contracts';
 import { stateHomeLayout, type StateHomeLayout } from '@leasehold/registry';
 
@@ -68,17 +68,24 @@ function checkedPath(path: string, label: string): string {
 /**
  * The real path of an existing folder: the one name a workspace is known by,
  * whatever links led to it.
- * @throws ContractError `refused` when `path` is not an existing folder.
+ * @throws ContractError `refused`, naming `path`, when it is not an existing folder.
  */
 export function resolveWorkspace(path: string): string {
   let real: string;
+  let folder: boolean;
   try {
     real = realpathSync(path);
-  } catch {
-    throw new ContractError('refused', `${path}: not an existing folder`);
+    folder = statSync(real).isDirectory();
+  } catch (error) {
+    throw workspaceRefusal(path, `not an existing folder (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`, error);
   }
-  if (!statSync(real).isDirectory()) throw new ContractError('refused', `${path}: not a folder`);
+  if (!folder) throw workspaceRefusal(path, 'not a folder');
   return real;
+}
+
+function workspaceRefusal(path: string, why: string, cause?: unknown): ContractError {
+  const options = { path: resolve(path), ...(cause === undefined ? {} : { cause }) };
+  return new ContractError('refused', `${path}: ${why}; pass the path of an existing workspace folder`, options);
 }
 
 /**

@@ -154,7 +154,7 @@ function refuse(path: string, problem: string): never {
 }
 
 /**
- * The rules of SPEC 5.2: the selected state is valid only as a whole.
+ * The selected-state rules (the README's "The selected state"): valid only as a whole.
  * @throws ContractError `refused` naming the file and the broken rule.
  */
 export function checkServiceState(state: ServiceState, places: WorkspacePlaces): void {

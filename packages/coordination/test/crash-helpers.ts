@@ -6,10 +6,10 @@ import { createFolderSteps, createSteps, listingOutsideStaging, removeSteps, rep
 // Paths are shown relative to the test folder: `state` is the state home, `<ws>` the workspace's private root,
 // `<temp>` a staged file and `<folder>` a staged folder (see `shownStep`).
 
-export const STAGING = 'state/v1/.staging';
+const STAGING = 'state/v1/.staging';
 export const REGISTRY = 'state/v1/registry';
-export const WORKSPACE = 'state/v1/workspaces/<ws>';
-export const SERVICE = `${WORKSPACE}/service`;
+const WORKSPACE = 'state/v1/workspaces/<ws>';
+const SERVICE = `${WORKSPACE}/service`;
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
 const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];

@@ -15,7 +15,7 @@ import {
   type TreeEntry,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import { ServiceCoordination, resolveWorkspace, type WorkspacePlaces } from '../src/index.js';
+import { ServiceCoordination, resolveWorkspace } from '../src/index.js';
 
 /** What the shared fixtures of @leasehold/test-utils load: the built package, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
@@ -149,9 +149,4 @@ export async function unchangedCodeOf(root: string, action: () => Promise<unknow
   const code = await codeOfAsync(action);
   expect(stateTreeOf(root)).toEqual(before);
   return code;
-}
-
-/** The capability in a workspace's local-capability.json. */
-export function capabilityIn(places: WorkspacePlaces): string {
-  return readJson(places.capability).capability as string;
 }

@@ -25,14 +25,13 @@ import {
   makeTemporaryFolder,
   makeWorkspace,
   namesIn,
-  pathExists,
   sha256Hex,
   spawnChild,
   type SpawnedChild,
 } from '@leasehold/test-utils';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
-export const PROCESS_FIXTURES = fileURLToPath(new URL('./process-fixtures/', import.meta.url));
+const PROCESS_FIXTURES = fileURLToPath(new URL('./process-fixtures/', import.meta.url));
 
 /** The one config every process test uses: any port on 127.0.0.1. */
 export const OWNER_CONFIG: OwnerConfig = {
@@ -77,11 +76,6 @@ export interface StepperPlan {
 /** A step as `StepperPlan.at` names it. */
 export function stepAt(operation: string, action: string, path: string): string {
   return `${operation} ${action} ${path}`;
-}
-
-/** Whether the workspace's `checkout.lock` exists (by hand). */
-export function checkoutLockExists(stateHome: string, root: string): boolean {
-  return pathExists(handPlaces(stateHome, root).checkoutLock);
 }
 
 /** The names in the namespace's staging folder (by hand); empty when it does not exist. */

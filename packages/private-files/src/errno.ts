@@ -1,5 +1,5 @@
 /** The errno code of a Node system error, if it is one. */
-export function errnoOf(error: unknown): string | undefined {
+function errnoOf(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') {
     return error.code;
   }

@@ -2,23 +2,11 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ContractError } from '@leasehold/contracts';
 import { cleanUp } from '@leasehold/test-utils';
-import { makeRoot } from '../test/helpers.js';
+import { contractErrorOf, makeRoot } from '../test/helpers.js';
 import { PrivateFiles } from './index.js';
 
 afterEach(cleanUp);
-
-/** The error `action` throws; the test fails when it throws none, or not a ContractError. */
-function contractErrorOf(action: () => unknown): ContractError {
-  try {
-    action();
-  } catch (error) {
-    if (ContractError.is(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a ContractError, none was thrown');
-}
 
 /** What a tool acting on the error sees: its code and the path it carries (never parsed from the message). */
 function codeAndPath(action: () => unknown): { code: string; path: string | undefined; named: boolean } {

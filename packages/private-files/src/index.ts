@@ -1,3 +1,5 @@
+// Re-exported, so that a caller needs this one package to recognise its errors.
+export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export {
   PrivateFiles,
   STAGING_FOLDER,

@@ -91,6 +91,42 @@ function conflict(path: string, problem: string): ContractError {
   return new ContractError('conflict', `${path}: ${problem}`, { path });
 }
 
+/**
+ * Runs one system call on `path` after the folders above it were checked:
+ * ENOENT then means another process removed `path` or one of those folders
+ * meanwhile, a race the caller can retry (`conflict`), never a raw error.
+ */
+function unlessRemoved<T>(path: string, call: () => T): T {
+  try {
+    return call();
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
+    throw error;
+  }
+}
+
+/** `conflict` for a name another process removed after it was checked (ENOENT from the system call, kept as `cause`). */
+function removedMeanwhile(path: string, cause: unknown): ContractError {
+  return new ContractError('conflict', `${path}: it or a folder above it was removed meanwhile; read again`, { path, cause });
+}
+
+/** The nearest level of `path` (itself or above) that exists: under ENOTDIR, the file that stands where a folder should. */
+function firstLevelThere(path: string): string {
+  for (let level = path; ; level = dirname(level)) {
+    try {
+      lstatSync(level);
+      return level;
+    } catch {
+      if (level === dirname(level)) return level;
+    }
+  }
+}
+
+/** A folder above the root that cannot be made in: its parent is a dangling link (or was removed meanwhile). */
+function unreachableParent(path: string): ContractError {
+  return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
+}
+
 function stampOf(stats: BigIntStats): string {
   return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
 }
@@ -119,7 +155,7 @@ function checkDirectory(path: string, stats: BigIntStats): void {
 }
 
 function fsyncDirectory(path: string): void {
-  const descriptor = openSync(path, DIRECTORY_FLAGS);
+  const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
   try {
     fsyncSync(descriptor);
   } finally {
@@ -176,8 +212,10 @@ export class PrivateFiles {
 
   /**
    * Whether `path` is a safe folder (it and every folder from the root down).
-   * With `create`, makes the missing levels 0700, fsyncing each parent.
-   * @throws ContractError `refused` for an unsafe level or a path outside the root.
+   * With `create`, makes the missing levels 0700, fsyncing each parent: the
+   * root too, and the folders above a missing root (a fresh machine).
+   * @throws ContractError `refused` for an unsafe level or a path outside the root,
+   * `conflict` for a level another process removed meanwhile.
    */
   directory(path: string, create = false): boolean {
     return this.#walk(path, create ? 'directory' : undefined);
@@ -197,7 +235,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
    */
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes);
+    const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
     if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
     const temp = this.#stage('create', bytes);
     try {
@@ -206,10 +244,11 @@ export class PrivateFiles {
         linkSync(temp.staged, path);
       } catch (error) {
         if (isErrno(error, 'EEXIST')) throw conflict(path, 'already exists');
+        if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
         throw error;
       }
       this.#step('create', 'unlink', temp.staged);
-      unlinkSync(temp.staged);
+      unlessGone(() => unlinkSync(temp.staged));
       temp.pending = false;
       const published = fstatSync(temp.descriptor, { bigint: true });
       this.#step('create', 'fsync-directory', folder);
@@ -229,7 +268,7 @@ export class PrivateFiles {
    * missing parent, a file over `maxBytes`).
    */
   createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path);
+    const parent = this.#folderOf(path, 'new');
     for (const [name, bytes] of Object.entries(files)) {
       if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
       if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
@@ -238,7 +277,7 @@ export class PrivateFiles {
     this.#walk(this.staging, 'create-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
     this.#step('create-folder', 'mkdir', staged);
-    mkdirSync(staged, { mode: 0o700 });
+    unlessRemoved(staged, () => mkdirSync(staged, { mode: 0o700 }));
     let pending = true;
     try {
       for (const [name, bytes] of Object.entries(files)) this.#writeStagedFile(join(staged, name), bytes);
@@ -247,7 +286,7 @@ export class PrivateFiles {
       // rename() silently replaces an empty folder: check absence once more, right before it.
       if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
       this.#step('create-folder', 'rename', path);
-      renameSync(staged, path);
+      unlessRemoved(path, () => renameSync(staged, path));
       pending = false;
       this.#step('create-folder', 'fsync-directory', parent);
       fsyncDirectory(parent);
@@ -259,16 +298,16 @@ export class PrivateFiles {
   /**
    * Replaces the file when it is still exactly `expected`: staged temp, fsync, rename over, folder fsync.
    * The comparison runs right before the rename; callers that race other writers hold a lock around it.
-   * @throws ContractError `conflict` (the file is not `expected`), `refused` (unsafe path or file, over `maxBytes`).
+   * @throws ContractError `conflict` (the file is not `expected`, or gone with its folder), `refused` (unsafe path or file, over `maxBytes`).
    */
   replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes);
+    const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
     this.#expect(path, expected, maxBytes);
     const temp = this.#stage('replace', bytes);
     try {
       this.#expect(path, expected, maxBytes);
       this.#step('replace', 'rename', path);
-      renameSync(temp.staged, path);
+      unlessRemoved(path, () => renameSync(temp.staged, path));
       temp.pending = false;
       const published = fstatSync(temp.descriptor, { bigint: true });
       this.#step('replace', 'fsync-directory', folder);
@@ -281,13 +320,13 @@ export class PrivateFiles {
 
   /**
    * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync.
-   * @throws ContractError `conflict` (absent or not `expected`), `refused` (unsafe path or file).
+   * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES): void {
-    const folder = this.#folderOf(path);
+    const folder = this.#folderOf(path, 'read');
     this.#expect(path, expected, maxBytes);
     this.#step('remove', 'unlink', path);
-    unlinkSync(path);
+    unlessRemoved(path, () => unlinkSync(path));
     this.#step('remove', 'fsync-directory', folder);
     fsyncDirectory(folder);
   }
@@ -301,9 +340,9 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
    */
   removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path);
+    const parent = this.#folderOf(path, 'read');
     if (!this.#walk(path, undefined)) throw conflict(path, 'does not exist');
-    const names = readdirSync(path).sort();
+    const names = unlessRemoved(path, () => readdirSync(path)).sort();
     const wanted = Object.keys(expected).sort();
     if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
       throw conflict(path, 'does not hold exactly the expected files');
@@ -312,7 +351,7 @@ export class PrivateFiles {
     this.#walk(this.staging, 'remove-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
     this.#step('remove-folder', 'rename', path);
-    renameSync(path, staged);
+    unlessRemoved(path, () => renameSync(path, staged));
     this.#step('remove-folder', 'fsync-directory', parent);
     fsyncDirectory(parent);
     // From here the folder is gone; what is left is a staged leftover of this live writer.
@@ -337,7 +376,8 @@ export class PrivateFiles {
    */
   entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
     if (!this.#walk(folder, undefined)) return [];
-    const names = readdirSync(folder).filter((name) => !(folder === this.root && name === STAGING_FOLDER));
+    const listed = unlessRemoved(folder, () => readdirSync(folder));
+    const names = listed.filter((name) => !(folder === this.root && name === STAGING_FOLDER));
     const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
     if (!names.every(admitted)) throw refused(folder, 'holds an unexpected entry');
     return names.sort();
@@ -351,7 +391,7 @@ export class PrivateFiles {
   stagingEntries(): StagingEntry[] {
     if (!this.#walk(this.staging, undefined)) return [];
     const host = currentProcess().host;
-    return readdirSync(this.staging)
+    return unlessRemoved(this.staging, () => readdirSync(this.staging))
       .sort()
       .map((name) => {
         const writer = stagingWriter(name, host);
@@ -392,7 +432,7 @@ export class PrivateFiles {
 
   #writeStagedFile(path: string, bytes: Uint8Array): void {
     this.#step('create-folder', 'write', path);
-    const descriptor = openSync(path, TEMP_FLAGS, 0o600);
+    const descriptor = unlessRemoved(path, () => openSync(path, TEMP_FLAGS, 0o600));
     try {
       writeAll(descriptor, bytes);
       this.#step('create-folder', 'fsync', path);
@@ -454,17 +494,22 @@ export class PrivateFiles {
     return dirname(path);
   }
 
-  /** The folder of a file path below the root, which must exist and be safe. */
-  #folderOf(path: string): string {
+  /**
+   * The folder of a file path below the root, which must exist and be safe.
+   * Missing, it is `refused` for a new file (the caller makes folders) and
+   * `conflict` for one the caller read (it is gone, folder and all).
+   */
+  #folderOf(path: string, target: 'new' | 'read'): string {
     const folder = this.#parentOf(path);
-    if (!this.#walk(folder, undefined)) throw refused(path, 'its folder does not exist');
-    return folder;
+    if (this.#walk(folder, undefined)) return folder;
+    if (target === 'read') throw conflict(path, `absent: its folder ${folder} no longer exists; read again`);
+    throw refused(path, `its folder ${folder} does not exist; make it first with directory('${folder}', true)`);
   }
 
-  #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number): string {
+  #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number, target: 'new' | 'read'): string {
     // Bounds before anything is written, so an oversized write changes nothing.
     if (bytes.byteLength > maxBytes) throw refused(path, `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    return this.#folderOf(path);
+    return this.#folderOf(path, target);
   }
 
   /**
@@ -483,19 +528,34 @@ export class PrivateFiles {
         continue;
       }
       if (creating === undefined) return false;
-      this.#makeFolder(creating, current);
+      if (level === 0) this.#makeAncestors(creating);
+      this.#makeFolder(creating, current, true);
     }
     return true;
   }
 
-  #makeFolder(operation: MutationOperation, path: string): void {
+  /**
+   * Makes the missing folders above a missing root, top down, like
+   * `mkdir -p -m 700`: on a fresh machine even `~/.local/state` may not exist.
+   * They lie outside the root, so, like the ones that exist, they are not checked.
+   */
+  #makeAncestors(operation: MutationOperation): void {
+    const missing: string[] = [];
+    for (let folder = dirname(this.root); this.#lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
+    for (const folder of missing) this.#makeFolder(operation, folder, false);
+  }
+
+  /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
+  #makeFolder(operation: MutationOperation, path: string, inside: boolean): void {
     this.#step(operation, 'mkdir', path);
     try {
       mkdirSync(path, { mode: 0o700 });
     } catch (error) {
-      if (!isErrno(error, 'EEXIST')) throw error; // another writer made it first: checked below like any folder
+      // Below the root the parent was just checked, so ENOENT is a race; above it, a dangling link gives it too.
+      if (isErrno(error, 'ENOENT')) throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
+      if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
     }
-    checkDirectory(path, lstatSync(path, { bigint: true }));
+    if (inside) checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
     this.#step(operation, 'fsync-directory', dirname(path));
     fsyncDirectory(dirname(path));
   }
@@ -506,7 +566,7 @@ export class PrivateFiles {
       return lstatSync(path, { bigint: true });
     } catch (error) {
       if (isErrno(error, 'ENOENT')) return undefined;
-      if (isErrno(error, 'ENOTDIR')) throw refused(path, 'a level above it is not a folder');
+      if (isErrno(error, 'ENOTDIR')) throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
       throw error;
     }
   }
@@ -582,7 +642,8 @@ export class PrivateFiles {
     this.#walk(this.staging, operation);
     const staged = join(this.staging, stagingName(currentProcess()));
     this.#step(operation, 'write', staged);
-    const temp: StagedTemp = { staged, descriptor: openSync(staged, TEMP_FLAGS, 0o600), pending: true };
+    const descriptor = unlessRemoved(staged, () => openSync(staged, TEMP_FLAGS, 0o600));
+    const temp: StagedTemp = { staged, descriptor, pending: true };
     try {
       writeAll(temp.descriptor, bytes);
       this.#step(operation, 'fsync', staged);

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { codeOf, isMissing, makeTemporaryFolder, spawnChild, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import type { MutationStep } from '../src/index.js';
+import { ContractError, type MutationStep } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** A fresh private root (0700, owned by us, resolved: no symbolic link above it), removed by `cleanUp`. */
 export function makeRoot(): string {
@@ -19,6 +19,17 @@ export function unchangedCodeOf(root: string, action: () => unknown): string {
   const code = codeOf(action);
   expect(treeOf(root)).toEqual(before);
   return code;
+}
+
+/** The error `action` throws; the test fails when it throws none, or not a ContractError. */
+export function contractErrorOf(action: () => unknown): ContractError {
+  try {
+    action();
+  } catch (error) {
+    if (ContractError.is(error)) return error;
+    throw error;
+  }
+  throw new Error('expected a ContractError, none was thrown');
 }
 
 /** Sorted names in a folder, or undefined when it does not exist. */
@@ -49,7 +60,7 @@ export type WriterOperation =
   | { readonly op: 'createFolder'; readonly path: string; readonly files: Readonly<Record<string, string>> };
 
 /** Where the writer stops: the n-th hook call, or the first call with this action (and operation). */
-export type WriterStop =
+type WriterStop =
   | { readonly how: 'kill' | 'pause'; readonly at: number }
   | { readonly how: 'kill' | 'pause'; readonly action: string; readonly operation?: string };
 

@@ -10,3 +10,8 @@ export {
   type RecoveryOutcome,
 } from './recover.js';
 export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-state.js';
+// What a caller of this package needs from the layers below, so that a team installs this one package.
+export { ContractError, type ContractErrorCode, type FenceKind, type Holder, type Phase, type RecoveryRecord } from '@leasehold/contracts';
+export { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
+export { type FileSnapshot, type OwnerStatus, type PrivateFilesHooks } from '@leasehold/private-files';
+export { stateHomeLayout, type StateHomeLayout } from '@leasehold/registry';

@@ -28,7 +28,7 @@ import {
 import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** What the shared fixtures of @leasehold/test-utils load: the built coordination, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
@@ -46,7 +46,7 @@ export const CHILD_ENDPOINT = endpointOf(45_001);
 export const PARENT_ENDPOINT = endpointOf(45_002);
 
 /** Grants authority. */
-export const grant = (): void => {};
+const grant = (): void => {};
 
 /** A test's temp folder (resolved, 0700), its state home `<base>/state` (not created) and a scratch folder. */
 export interface TestPlace {
@@ -124,7 +124,7 @@ export function spawnOwner(plan: OwnerPlan): SpawnedChild {
 }
 
 /** One owner run of owners.mjs: its workspace and the steps that fail with EIO. */
-export interface OwnerRun {
+interface OwnerRun {
   readonly workspace: string;
   readonly stateHome: string;
   readonly endpoint: string;
@@ -248,7 +248,7 @@ export async function finishRecovery(place: TestPlace, root: string, label = roo
 // ---- What a dead writer left, judged by hand (SPEC 10.3). ----
 
 /** The code a new `acquire` must answer in this state, worked out by hand from SPEC 5.2-5.3. */
-export function expectedAcquireCode(place: TestPlace, root: string): string {
+function expectedAcquireCode(place: TestPlace, root: string): string {
   const places = handPlaces(place.stateHome, root);
   if (rowsOf(place.stateHome).some((row) => row.root === root)) return 'conflict'; // a row for this root
   const registration = jsonOf(places.registration) as { phase: string; checkoutToken: string } | undefined;
@@ -295,20 +295,6 @@ export function placesOf(place: TestPlace, root: string): WorkspacePlaces {
 /** An error shaped as node:fs reports a failing disk (the fixtures throw the same). */
 export function ioError(step: MutationStep): Error {
   return Object.assign(new Error(`EIO: i/o error, ${step.action} '${step.path}'`), { code: 'EIO', errno: -5, syscall: step.action, path: step.path });
-}
-
-/** Hooks that throw `ioError` at the `failAt`-th mutating step (counted from 1), and record every step. */
-export function failingHooks(failAt: number): { hooks: PrivateFilesHooks; steps: MutationStep[] } {
-  const steps: MutationStep[] = [];
-  return {
-    steps,
-    hooks: {
-      beforeMutation(step) {
-        steps.push({ ...step });
-        if (steps.length === failAt) throw ioError(step);
-      },
-    },
-  };
 }
 
 /**

@@ -1,4 +1,20 @@
-export { REGISTRY_BYTES, REGISTRY_ENTRIES } from '@leasehold/contracts';
+// What a caller of this package meets in its signatures, from the layers
+// below, so that one install is enough.
+export { ContractError, REGISTRY_BYTES, REGISTRY_ENTRIES, type ContractErrorCode, type RegistryLock, type Reservation } from '@leasehold/contracts';
+// Also what a reader of the table needs: a row's holder's liveness, a read
+// retried when a writer raced it, and this process's identity for its own row.
+export {
+  currentProcess,
+  ownerStatus,
+  retryingReads,
+  type FileSnapshot,
+  type MutationAction,
+  type MutationOperation,
+  type MutationStep,
+  type OwnerStatus,
+  type PrivateFilesHooks,
+  type ProcessIdentity,
+} from '@leasehold/private-files';
 export {
   NAMESPACE_ENTRIES,
   NAMESPACE_FOLDER,

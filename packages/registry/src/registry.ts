@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import {
   ContractError,
   DOCUMENT_BYTES,
@@ -99,16 +98,46 @@ type Judgement =
   | { readonly kind: 'wait' }
   | { readonly kind: 'dead'; readonly snapshot: FileSnapshot; readonly token: string };
 
+// What stops a state home from being made or reached that no retry fixes,
+// and what it means there. Other errors (EIO, ENOSPC) are the disk's, and
+// stay as they are.
+const SETUP_ERRNOS: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EEXIST: 'exists and is not a folder',
+  ENOTDIR: 'a level above it is not a folder',
+  ENOENT: 'it or a level above it is a link to nothing',
+  ELOOP: 'too many levels of links',
+  EROFS: 'on a read-only file system',
+};
+
+/** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */
+function setupRefusal(error: unknown, stateHome: string, doing: string): unknown {
+  if (ContractError.is(error) || !(error instanceof Error)) return error;
+  const { code, path = stateHome } = error as NodeJS.ErrnoException;
+  const meaning = code === undefined ? undefined : SETUP_ERRNOS[code];
+  if (meaning === undefined) return error;
+  return new ContractError(
+    'refused',
+    `${stateHome}: cannot ${doing} the state home: ${path}: ${meaning} (${code}); make every level above it a folder this user can enter and write, or choose another state home`,
+    { cause: error, path: stateHome },
+  );
+}
+
 /**
- * Makes the state home (0700) and its missing ancestors. The ancestors lie
- * outside Leasehold's private root; the state home itself is checked like
- * every private folder.
- * @throws ContractError `refused` for an unsafe state home.
+ * Makes the state home (0700) and its missing ancestors (0700 too). The
+ * ancestors lie outside Leasehold's private root; the state home itself is
+ * checked like every private folder.
+ * @throws ContractError `refused` for an unsafe state home, or one that cannot be made
+ * (a level above it is a file or a dangling link, no permission, a read-only file system).
  */
 export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks): void {
   const layout = stateHomeLayout(stateHome);
-  mkdirSync(dirname(layout.stateHome), { recursive: true, mode: 0o700 });
-  new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks }).directory(layout.stateHome, true);
+  try {
+    new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks }).directory(layout.stateHome, true);
+  } catch (error) {
+    throw setupRefusal(error, layout.stateHome, 'create');
+  }
 }
 
 /**
@@ -138,11 +167,16 @@ export class Registry {
   /**
    * Proves the state home itself is safe (a real 0700 folder of this user, no
    * link), as every reader must before it trusts anything below it.
-   * Answers false when it does not exist.
-   * @throws ContractError `refused` for an unsafe state home.
+   * Answers false when it does not exist (nor, maybe, its parents): readers
+   * then see an empty table, and only a writer creates it.
+   * @throws ContractError `refused` for an unsafe or unreachable state home.
    */
   checkStateHome(): boolean {
-    return this.#home.directory(this.layout.stateHome);
+    try {
+      return this.#home.directory(this.layout.stateHome);
+    } catch (error) {
+      throw setupRefusal(error, this.layout.stateHome, 'reach');
+    }
   }
 
   /**

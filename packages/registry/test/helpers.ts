@@ -19,7 +19,7 @@ import {
 import { Registry, stateHomeLayout } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** A state home path in a fresh temp folder (removed by `cleanUp`); the registry makes it (0700) on its first transaction. */
 export function makeStateHome(): string {
@@ -43,7 +43,7 @@ export async function reserveAll(registry: Registry, rows: readonly Reservation[
 }
 
 /** A valid 64-hex configIdentity, derived from a number so that entries differ. */
-export function configIdentityOf(index: number): string {
+function configIdentityOf(index: number): string {
   return sha256Hex(`config-${index}`);
 }
 

@@ -10,3 +10,7 @@ export {
   type TransportLimits,
 } from './handler.js';
 export { serveOwner, type ServeOptions, type ServeOutcome, type Serving } from './owner.js';
+// What a caller of this package needs from the layers below, so that a team installs this one package.
+export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
+export { resolveWorkspace, type OwnerLease } from '@leasehold/coordination';
+export { type PrivateFilesHooks } from '@leasehold/private-files';

@@ -20,14 +20,14 @@ import { expect } from 'vitest';
 import { serveOwner, type ServeOptions, type ServeOutcome, type Serving } from '../src/index.js';
 
 /** The owner process fixture; it imports the built package by its name. */
-export const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
+const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
 
 /** The policy text every test owner publishes as `host-config.json`. */
-export const POLICY_TEXT = '{"policy":"transport tests"}';
-export const POLICY = bytesOf(POLICY_TEXT);
+const POLICY_TEXT = '{"policy":"transport tests"}';
+const POLICY = bytesOf(POLICY_TEXT);
 
 /** The any-port config of an owner that publishes POLICY (what serveOwner makes too). */
-export const ANY_PORT: OwnerConfig = {
+const ANY_PORT: OwnerConfig = {
   schema: 'leasehold.owner-config/1',
   endpoint: 'http://127.0.0.1:0',
   policyIdentity: sha256(POLICY),

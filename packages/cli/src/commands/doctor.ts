@@ -2,7 +2,7 @@ import { diagnose } from '@leasehold/recovery';
 import { stateHomeOf, type CommandContext } from '../context.js';
 
 /** Exit status of `doctor` when it found something. */
-export const FINDINGS_EXIT = 3;
+const FINDINGS_EXIT = 3;
 
 /**
  * `leasehold doctor`: the library's findings (`diagnose` of @leasehold/recovery),

@@ -1,19 +1,9 @@
-import { realpathSync } from 'node:fs';
 import { ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
-import { stateHomeOf, type CommandContext } from '../context.js';
-
-/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
-export function rootExists(root: string): boolean {
-  try {
-    return realpathSync(root) === root;
-  } catch {
-    return false;
-  }
-}
+import { rootExists, stateHomeOf, type CommandContext } from '../context.js';
 
 /** The registry's entries, read again when a writer raced the read. */
-export function registryEntries(registry: Registry) {
+function registryEntries(registry: Registry) {
   return retryingReads(() => registry.list().entries);
 }
 

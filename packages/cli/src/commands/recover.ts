@@ -6,7 +6,7 @@ import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../
 import { table } from '../output.js';
 
 /** One word for all holders: `live` or `ambiguous` if any is, else `absent`. */
-export function overallStatus(state: RecoveryState): 'live' | 'ambiguous' | 'absent' {
+function overallStatus(state: RecoveryState): 'live' | 'ambiguous' | 'absent' {
   const statuses = state.holders.map(({ status }) => status);
   if (statuses.includes('live')) return 'live';
   if (statuses.includes('ambiguous')) return 'ambiguous';
@@ -41,7 +41,7 @@ function describe(context: CommandContext, state: RecoveryState, options: string
 }
 
 /** Exit status of `recover --digest D` that could not ask for a confirmation: a usage error. */
-export const UNCONFIRMED_EXIT = 2;
+const UNCONFIRMED_EXIT = 2;
 
 /** Confirmed (`--yes`, or a yes at the terminal), refused, or `undefined` when there is no terminal to ask on. */
 async function confirmed(context: CommandContext): Promise<boolean | undefined> {
@@ -77,9 +77,11 @@ export async function recover(context: CommandContext): Promise<number> {
     context.output.say('nothing changed');
     return 1;
   }
-  // Authority: the operator confirmed, and runs as the user who owns the state home.
+  // Authority: the operator confirmed, and runs as the user who owns the state home. A state home
+  // not created yet holds nothing to release, and this runs again before every effect.
   const assertAuthority = () => {
-    if (statSync(stateHome).uid !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`);
+    const owner = statSync(stateHome, { throwIfNoEntry: false })?.uid;
+    if (owner !== undefined && owner !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
   };
   const outcome = await recoverWorkspace(root, { stateHome, expectedDigest: digest, assertAuthority });
   context.output.record(outcome.recovered ? { recovered: true } : { recovered: false, reason: outcome.reason });

@@ -5,7 +5,7 @@ import { table } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
 
 /** Exit status of a server whose lease was lost: it stopped serving and touched nothing. */
-export const LEASE_LOST_EXIT = 4;
+const LEASE_LOST_EXIT = 4;
 
 function describeError(error: unknown, otherwise: string): string {
   return ContractError.is(error) ? `${error.code}: ${error.message}` : otherwise;

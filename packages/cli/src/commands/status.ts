@@ -1,14 +1,14 @@
 import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
 import { connect } from '@leasehold/transport';
-import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { placeOptions, rootExists, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
 
 /** Exit status of `status` when the workspace is not running. */
-export const NOT_RUNNING_EXIT = 3;
+const NOT_RUNNING_EXIT = 3;
 
 /** What `status` reports. */
-export interface StatusReport {
+interface StatusReport {
   readonly status: 'running' | Inspection['status'];
   readonly epoch: string | null;
   readonly endpoint?: string;
@@ -55,13 +55,13 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined): Sta
 }
 
 /** The next thing a person might do, for each status. */
-function nextStep(report: StatusReport, options: string): string {
+function nextStep(report: StatusReport, root: string, options: string): string {
   switch (report.status) {
     case 'running':
       return `Stop it with: leasehold stop ${options}`;
     case 'absent':
     case 'stopped':
-      return `Start it with: leasehold serve ${options}`;
+      return rootExists(root) ? `Start it with: leasehold serve ${options}` : `No folder is at ${root}: pass an existing one with --workspace.`;
     case 'stopping':
       return 'It is stopping; check again in a moment.';
     default:
@@ -99,6 +99,6 @@ export async function status(context: CommandContext): Promise<number> {
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
-  output.say(...table(rows), '', nextStep(report, placeOptions(root, stateHome)));
+  output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome)));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
 }

@@ -4,7 +4,7 @@ import { connect, type Connection } from '@leasehold/transport';
 import { stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
 
 /** How long `stop` waits for the workspace to read `stopped`. */
-export const STOP_WAIT_MS = 15000;
+const STOP_WAIT_MS = 15000;
 
 const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 

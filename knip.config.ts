@@ -1,0 +1,33 @@
+import type { KnipConfig } from 'knip';
+
+// The entries knip cannot find by following imports from package.json (its
+// plugins already add the vitest, eslint and changesets files): the sources
+// behind `dist/` commands, since the build's outDir is only in
+// tsconfig.build.json and knip cannot map dist/ back to src/; and the
+// child-process fixtures, which tests spawn by path and never import.
+const library = 'src/index.ts';
+const tests = 'src/**/*.test.ts';
+const fixtures = 'test/fixtures/*.mjs';
+
+export default {
+  $schema: 'https://unpkg.com/knip@6/schema.json',
+  workspaces: {
+    '.': { entry: ['tooling/scripts/*.mjs'] },
+    // A package placed later starts with the common shape.
+    'packages/*': { entry: [library, tests] },
+    // `pnpm bench` runs dist/bench.js; each worker runs in a child, started by path.
+    'packages/bench': { entry: [library, tests, 'src/bench.ts', 'src/*-worker.ts'] },
+    // `leasehold` is dist/bin.js. The tests read listening sockets with the system's `ss`.
+    'packages/cli': { entry: [library, tests, fixtures, 'src/bin.ts'], ignoreBinaries: ['ss'] },
+    'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
+    // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.
+    'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
+    'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
+    'packages/registry': { entry: [library, tests, fixtures] },
+    // No tests of its own: every other package's tests exercise it.
+    'packages/test-utils': { entry: [library, 'fixtures/*.mjs'] },
+    'packages/transport': { entry: [library, tests, fixtures] },
+    // An application: `pnpm start` runs dist/daemon.js.
+    'examples/*': { entry: ['src/daemon.ts', tests] },
+  },
+} satisfies KnipConfig;

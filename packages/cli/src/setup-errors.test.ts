@@ -1,0 +1,127 @@
+import { statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanUp, modeOf, pathExists } from '@leasehold/test-utils';
+import { Server, cleanEnv, cli, json, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
+import { problemOf } from './remedies.js';
+
+afterEach(async () => {
+  await killAll();
+  removeSandboxes();
+  await cleanUp();
+});
+
+/** No Node.js error reaches a person raw: every failure line is `leasehold: <code>: <message>`, and no stack. */
+function expectNoRawError(stderr: string): void {
+  expect(stderr).not.toMatch(/^(Error|node:)|\n\s+at /m);
+}
+
+describe('a state home that does not exist yet, not even its parent', () => {
+  it('reads as empty for status, list, doctor, stop and recover, which create nothing', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const stateHome = join(box.folder, 'fresh', 'state');
+    const place = ['--workspace', workspace, '--state-home', stateHome, '--json'];
+    const answers = await Promise.all(['status', 'list', 'doctor', 'stop', 'recover'].map((command) => cli([command, ...place])));
+    expect(answers.map(({ code }) => code)).toEqual([3, 0, 0, 0, 0]);
+    expect(answers.slice(0, 4).map(json)).toEqual([
+      { status: 'absent', epoch: null },
+      { entries: [] },
+      { findings: [] },
+      { stopped: true, epoch: null },
+    ]);
+    const review = json(answers[4]!);
+    expect(review).toMatchObject({ ownerStatus: 'absent', fences: [], holders: [] });
+
+    // The digest it showed, confirmed: nothing to recover, and the authority check needs no state home.
+    const confirmed = await cli(['recover', ...place, '--digest', String(review.digest), '--yes']);
+    expect(confirmed).toMatchObject({ code: 0, stderr: '' });
+    expect(json(confirmed)).toEqual({ recovered: false, reason: 'clear' });
+    expect(pathExists(join(box.folder, 'fresh'))).toBe(false);
+  });
+
+  it('is created, 0700 with its parents, by serve, which then serves and stops', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const stateHome = join(box.folder, 'fresh', 'state');
+    const server = new Server(['--workspace', workspace, '--state-home', stateHome], {});
+    await server.ready();
+    expect(modeOf(stateHome)).toBe(0o700);
+    expect(statSync(stateHome).isDirectory()).toBe(true);
+    expect(json(await cli(['stop', '--workspace', workspace, '--state-home', stateHome, '--json']))).toMatchObject({ stopped: true });
+    expect((await server.exit()).code).toBe(0);
+  });
+});
+
+describe('a --workspace that does not exist', () => {
+  it('is a refusal naming the folder and the remedy for serve, and creates no state home', async () => {
+    const box = sandbox();
+    const missing = join(box.folder, 'no-such-folder');
+    const place = ['--workspace', missing, '--state-home', box.stateHome];
+    const human = await cli(['serve', ...place]);
+    expect(human).toMatchObject({ code: 1, stdout: '' });
+    expect(human.stderr).toMatch(new RegExp(`^leasehold: refused: ${missing}: .*\n  pass an existing folder with --workspace .*\n$`));
+    expectNoRawError(human.stderr);
+    const machine = await cli(['serve', ...place, '--json']);
+    expect(machine.code).toBe(1);
+    expect(json(machine)).toEqual({
+      error: 'refused',
+      message: expect.stringContaining(missing),
+      path: missing,
+      remedy: expect.stringContaining('--workspace'),
+    });
+    expect(pathExists(box.stateHome)).toBe(false);
+  });
+
+  it('reads absent for status, which says that no folder is there instead of suggesting serve', async () => {
+    const box = sandbox();
+    const missing = join(box.folder, 'no-such-folder');
+    const human = await cli(['status', '--workspace', missing, '--state-home', box.stateHome]);
+    expect(human).toMatchObject({ code: 3, stderr: '' });
+    expect(human.stdout).toBe(`absent  ${missing}\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`);
+  });
+});
+
+describe('a state home that cannot be one', () => {
+  it('below a file: serve refuses, naming the path, with no raw system error', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const file = join(box.folder, 'a-file');
+    writeFileSync(file, '', { mode: 0o600 });
+    const place = ['--workspace', workspace, '--state-home', join(file, 'state')];
+    const human = await cli(['serve', ...place]);
+    expect(human.code).toBe(1);
+    expect(human.stderr).toMatch(new RegExp(`^leasehold: refused: ${join(file, 'state')}: .*${file}`));
+    expectNoRawError(human.stderr);
+    expect(json(await cli(['serve', ...place, '--json']))).toMatchObject({ error: 'refused', remedy: expect.any(String) });
+  });
+
+  it('a relative LEASEHOLD_STATE_HOME: refused, with the remedy that fixes the variable', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const human = await cli(['list', '--workspace', workspace], { env: cleanEnv({ LEASEHOLD_STATE_HOME: 'relative/state' }) });
+    expect(human).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: expect.stringContaining('\n  set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR\n'),
+    });
+  });
+});
+
+describe('a system error that reaches the command', () => {
+  it('is told once, with its path, the call that failed and what to check', () => {
+    const missing = join(sandbox().folder, 'gone');
+    let caught: unknown;
+    try {
+      statSync(missing);
+    } catch (error) {
+      caught = error;
+    }
+    expect(problemOf(caught)).toEqual({
+      code: 'ENOENT',
+      message: `${missing}: no such file or directory (stat)`,
+      path: missing,
+      remedy: expect.stringContaining('check --workspace and --state-home'),
+    });
+  });
+});

@@ -1,0 +1,66 @@
+import { symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cleanUp, codeOf, codeOfAsync, modeOf, namesIn } from '@leasehold/test-utils';
+import { ANY_PORT, BOUND, makePlace, makeWorkspace, type TestPlace } from '../test/functional-helpers.js';
+import { Checkout, ServiceCoordination } from './index.js';
+
+afterEach(cleanUp);
+
+/** A workspace, and a state home two levels below the temp folder whose parents are not made yet (a fresh machine's ~/.local/state). */
+function freshMachine(): { place: TestPlace; root: string; stateHome: string } {
+  const place = makePlace();
+  return { place, root: makeWorkspace(place, 'app'), stateHome: join(place.tmp, 'home', 'local', 'state') };
+}
+
+describe('a state home that does not exist yet, nor its parents', () => {
+  it('reads as empty to every reader, which creates nothing', () => {
+    const { place, root, stateHome } = freshMachine();
+    const coordination = new ServiceCoordination(root, { stateHome });
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(coordination.configuration()).toBeUndefined();
+    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(new Checkout(root, { stateHome }).inspect()).toBeUndefined();
+    expect(namesIn(place.tmp)).toEqual(['workspaces']);
+  });
+
+  it('is made 0700 with its missing parents by acquire, and the lease works and releases', async () => {
+    const { place, root, stateHome } = freshMachine();
+    const coordination = new ServiceCoordination(root, { stateHome });
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    for (const folder of [join(place.tmp, 'home'), join(place.tmp, 'home', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
+    expect(lease.registration.phase).toBe('idle');
+    await lease.release();
+    expect(coordination.inspect()).toMatchObject({ status: 'stopped' });
+  });
+
+  it('is made by initialize, and by a plain tool taking the checkout lock', async () => {
+    const first = freshMachine();
+    await new ServiceCoordination(first.root, { stateHome: first.stateHome }).initialize(ANY_PORT);
+    expect(modeOf(first.stateHome)).toBe(0o700);
+    const second = freshMachine();
+    const handle = await new Checkout(second.root, { stateHome: second.stateHome }).acquire();
+    expect(modeOf(second.stateHome)).toBe(0o700);
+    handle.release();
+  });
+});
+
+describe('a state home that cannot be made', () => {
+  /** A level above the state home in the way, and what inspect makes of it: a link to nothing is no state home yet. */
+  const blocked = [
+    { name: 'its parent is a file', make: (tmp: string) => writeFileSync(join(tmp, 'blocker'), 'not a folder'), inspect: 'unavailable' },
+    { name: 'its parent is a link to nothing', make: (tmp: string) => symlinkSync(join(tmp, 'nowhere'), join(tmp, 'blocker')), inspect: 'absent' },
+  ];
+
+  it.each(blocked)('$name: acquire and a plain tool are refused naming the state home; nothing is written', async ({ make, inspect }) => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'app');
+    make(place.tmp);
+    const stateHome = join(place.tmp, 'blocker', 'state');
+    const coordination = new ServiceCoordination(root, { stateHome });
+    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({ code: 'refused', path: stateHome });
+    expect(await codeOfAsync(new Checkout(root, { stateHome }).acquire())).toBe('refused');
+    expect(coordination.inspect().status).toBe(inspect);
+    expect(namesIn(place.tmp)).toEqual(['blocker', 'workspaces']);
+  });
+});

@@ -1,0 +1,55 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { namesMissingFrom, publicNames, readmeExample, runReadmeExample } from './index.js';
+
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
+const folders: string[] = [];
+afterEach(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+/** A package folder `@scratch/example` with this README and a built entry point. */
+function scratchPackage(readme: string): string {
+  const folder = mkdtempSync(join(tmpdir(), 'leasehold-package-checks-'));
+  folders.push(folder);
+  writeFileSync(join(folder, 'package.json'), JSON.stringify({ name: '@scratch/example', type: 'module', exports: './dist/index.js' }));
+  mkdirSync(join(folder, 'dist'));
+  writeFileSync(join(folder, 'dist', 'index.js'), 'export const answer = 42;\n');
+  writeFileSync(join(folder, 'README.md'), readme);
+  return folder;
+}
+
+const EXAMPLE = "```ts example\nimport { answer } from '@scratch/example';\nconst shown: number = answer;\nconsole.log(shown);\n```\n";
+
+describe('the package checks', () => {
+  it('name exactly what this package exports, and its README names each', () => {
+    const names = publicNames(PACKAGE);
+    expect(names).toEqual(['EXAMPLE_INFO', 'ExampleOptions', 'ExampleRun', 'exampleAsModule', 'namesMissingFrom', 'publicNames', 'readmeExample', 'runReadmeExample']);
+    expect(namesMissingFrom(readFileSync(join(PACKAGE, 'README.md'), 'utf8'), names)).toEqual([]);
+  });
+
+  it('count a name as shown only in a code span or block', () => {
+    const readme = 'Plain publicNames here; `shownInSpan(x)` there.\n```ts\nshownInBlock()\n```\n';
+    expect(namesMissingFrom(readme, ['publicNames', 'shownInSpan', 'shownInBlock'])).toEqual(['publicNames']);
+  });
+
+  it('run the one example as written, importing the package by name', async () => {
+    const run = await runReadmeExample({ packageDir: scratchPackage(`# Example\n\n${EXAMPLE}`) });
+    expect(run).toMatchObject({ code: 0, stdout: '42\n' });
+  });
+
+  it('refuse a README with no example, or two', () => {
+    expect(() => readmeExample(join(scratchPackage('# none\n'), 'README.md'))).toThrow(/exactly one ```ts example block, found 0/);
+    expect(() => readmeExample(join(scratchPackage(EXAMPLE + EXAMPLE), 'README.md'))).toThrow(/found 2/);
+  });
+
+  it('let an example import only the package itself, as a strict install would', async () => {
+    const readme = "```ts example\nimport { z } from 'zod';\nconsole.log(typeof z);\n```\n";
+    const run = await runReadmeExample({ packageDir: scratchPackage(readme) });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toContain('ERR_MODULE_NOT_FOUND');
+  });
+});

@@ -1,0 +1,2 @@
+export { namesMissingFrom, publicNames } from './public-names.js';
+export { EXAMPLE_INFO, exampleAsModule, readmeExample, runReadmeExample, type ExampleOptions, type ExampleRun } from './readme-example.js';

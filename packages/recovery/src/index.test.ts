@@ -1,0 +1,76 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as contracts from '@leasehold/contracts';
+import * as coordination from '@leasehold/coordination';
+import * as registry from '@leasehold/registry';
+import { namesMissingFrom, publicNames, runReadmeExample } from '@leasehold/package-checks';
+import { cleanUp, makeTemporaryFolder, pathExists } from '@leasehold/test-utils';
+import * as recovery from './index.js';
+
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+afterEach(cleanUp);
+
+describe('the public entry point', () => {
+  it('exports exactly these names', () => {
+    expect(publicNames(PACKAGE)).toEqual([
+      'ContractError',
+      'ContractErrorCode',
+      'DiagnoseOptions',
+      'FINDING_KINDS',
+      'FenceKind',
+      'FileSnapshot',
+      'Finding',
+      'FindingKind',
+      'Holder',
+      'Journal',
+      'JournalRecord',
+      'OwnerStatus',
+      'Phase',
+      'PrivateFilesHooks',
+      'RECOVERY_RECORD_BYTES',
+      'RecoverOptions',
+      'RecoveryFence',
+      'RecoveryGrant',
+      'RecoveryHolder',
+      'RecoveryOptions',
+      'RecoveryOutcome',
+      'RecoveryRecord',
+      'RecoveryState',
+      'StateHomeLayout',
+      'currentOperator',
+      'defaultStateHome',
+      'diagnose',
+      'prepareRecoveryRelease',
+      'recover',
+      'recoverySnapshot',
+      'resolveWorkspace',
+      'stateHomeLayout',
+    ]);
+  });
+
+  it('re-exports the objects of the layers below, not copies', () => {
+    expect(recovery.ContractError).toBe(contracts.ContractError);
+    expect(recovery.resolveWorkspace).toBe(coordination.resolveWorkspace);
+    expect(recovery.defaultStateHome).toBe(coordination.defaultStateHome);
+    expect(recovery.stateHomeLayout).toBe(registry.stateHomeLayout);
+  });
+
+  it('names every export in the README', () => {
+    expect(namesMissingFrom(README, publicNames(PACKAGE))).toEqual([]);
+  });
+});
+
+describe('the README example', () => {
+  it('reviews a workspace of a fresh state home, finds nothing to recover or diagnose, and creates nothing', async () => {
+    const workspace = makeTemporaryFolder('leasehold-recovery-readme-');
+    const stateHome = join(makeTemporaryFolder('leasehold-recovery-readme-state-'), 'fresh', 'state');
+    const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
+    const { digest } = recovery.recoverySnapshot(workspace, { stateHome });
+    expect(run).toEqual({ code: 0, stdout: `fences: 0, digest: ${digest}\nnothing to recover (clear)\nfindings: 0\n`, stderr: '' });
+    expect(pathExists(join(stateHome, '..'))).toBe(false);
+  });
+});

@@ -1,0 +1,67 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as contracts from '@leasehold/contracts';
+import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
+import { namesMissingFrom, publicNames, runReadmeExample } from '@leasehold/package-checks';
+import { cleanUp, makeTemporaryFolder } from '@leasehold/test-utils';
+import * as transport from './index.js';
+
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+afterEach(cleanUp);
+
+describe('the public entry point', () => {
+  it('exports exactly these names', () => {
+    expect(publicNames(PACKAGE)).toEqual([
+      'ConnectOptions',
+      'Connection',
+      'ContractError',
+      'ContractErrorCode',
+      'DEFAULT_LIMITS',
+      'LoopbackAddress',
+      'OwnerHandlerOptions',
+      'OwnerLease',
+      'OwnerRoutes',
+      'OwnerStatusBody',
+      'PrivateFilesHooks',
+      'Reply',
+      'ServeOptions',
+      'ServeOutcome',
+      'Serving',
+      'TransportLimits',
+      'addressOf',
+      'connect',
+      'endpointOf',
+      'ownerHandler',
+      'readBody',
+      'resolveWorkspace',
+      'serveOwner',
+    ]);
+  });
+
+  it('re-exports the objects of the layers below, not copies', () => {
+    expect(transport.ContractError).toBe(contracts.ContractError);
+    expect(transport.resolveWorkspace).toBe(resolveWorkspace);
+  });
+
+  it('names every export in the README', () => {
+    expect(namesMissingFrom(README, publicNames(PACKAGE))).toEqual([]);
+  });
+});
+
+describe('the README example', () => {
+  it('serves the current folder, is proven live, answers its route, stops on request and leaves it stopped', async () => {
+    const workspace = makeTemporaryFolder('leasehold-transport-readme-');
+    const stateHome = join(makeTemporaryFolder('leasehold-transport-readme-state-'), 'fresh', 'state');
+    const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    const lines = run.stdout.split('\n');
+    const epoch = /^connected: phase idle, epoch ([0-9a-f-]{36})$/.exec(lines[0] ?? '')?.[1];
+    expect(epoch).toBeDefined();
+    expect(lines.slice(1)).toEqual(['GET /hello: 200 {"greeting":"hello"}', 'POST /v1/stop: 202', 'stopped (stop): released', '']);
+    expect(new ServiceCoordination(workspace, { stateHome }).inspect()).toEqual({ status: 'stopped', epoch });
+  });
+});
