@@ -20,6 +20,7 @@ export default {
     // `leasehold` is dist/bin.js. The tests read listening sockets with the system's `ss`.
     'packages/cli': { entry: [library, tests, fixtures, 'src/bin.ts'], ignoreBinaries: ['ss'] },
     'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
+    'packages/etcd': { entry: [library, tests, fixtures] },
     // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.
     'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },

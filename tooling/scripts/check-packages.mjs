@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exampleAsModule, readmeExample } from '@leasehold/package-checks';
+import { cleanUp, etcdAvailable, startEtcd } from '@leasehold/test-utils';
 
 // The oldest TypeScript each promise is made for (see the README's
 // Requirements): `import` from 5.4, a `.cts` that `require`s us from 5.8
@@ -95,9 +96,13 @@ function checksFor(project, name, root, runFolder, compilers) {
   const types = ['--types', 'node', '--typeRoots', join(root, 'node_modules', '@types')];
   const strict = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022', '--skipLibCheck', 'false', ...types];
   const state = join(runFolder, 'fresh', 'state');
-  const run = (command, args, options = {}) => execFileSync(command, args, { cwd: project, encoding: 'utf8', stdio: 'pipe', ...options });
+  // A check answers nothing when it passed, or why it was skipped; it throws when it failed.
+  const run = (command, args, options = {}) => {
+    execFileSync(command, args, { cwd: project, encoding: 'utf8', stdio: 'pipe', ...options });
+  };
+  const runExample = (env) => run(process.execPath, [join(project, 'example.mjs')], { cwd: runFolder, env: { ...process.env, LEASEHOLD_STATE_HOME: state, ...env } });
   return [
-    ['README example (ESM)', () => run(process.execPath, [join(project, 'example.mjs')], { cwd: runFolder, env: { ...process.env, LEASEHOLD_STATE_HOME: state } })],
+    ['README example (ESM)', () => (needsEtcd(example) ? withEtcd(runExample) : runExample({}))],
     ['require()', () => run(process.execPath, ['required.cjs'])],
     [`tsc ${TYPESCRIPT_FLOORS.esm} nodenext`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'example.ts'])],
     [`tsc ${TYPESCRIPT_FLOORS.esm} bundler`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'esnext', '--moduleResolution', 'bundler', 'example.ts'])],
@@ -105,17 +110,52 @@ function checksFor(project, name, root, runFolder, compilers) {
   ];
 }
 
+/** An example that talks to etcd reads its endpoints from this variable (the etcd package's README says so). */
+const ETCD_ENDPOINTS = 'LEASEHOLD_ETCD_ENDPOINTS';
+
+function needsEtcd(example) {
+  return example.includes(ETCD_ENDPOINTS);
+}
+
+/**
+ * Runs `runExample` against a fresh single-node etcd of its own, so no run
+ * sees another's keys. Without an etcd binary it is skipped, said plainly,
+ * except under CI=true, where `etcdAvailable` throws and the check fails.
+ */
+async function withEtcd(runExample) {
+  if (!etcdAvailable()) return 'skipped: no etcd on PATH';
+  const etcd = await startEtcd({ members: 1 });
+  try {
+    runExample({ [ETCD_ENDPOINTS]: etcd.endpoints.join(',') });
+  } finally {
+    await etcd.stop();
+  }
+  return undefined;
+}
+
 function failureText(error) {
   const parts = [error.stdout, error.stderr].filter((part) => typeof part === 'string' && part.trim() !== '');
   return (parts.length > 0 ? parts.join('\n') : String(error.message)).trim().split('\n').slice(0, 12).join('\n      ');
 }
 
-function main(root) {
+async function main(root) {
   const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'leasehold-check-packages-')));
   let failures = 0;
   try {
     const packages = publicPackages(root);
-    const packed = packages.map(({ dir, manifest }) => ({ dir, name: manifest.name, ...pack(dir, join(scratch, 'tarballs')) }));
+    const packed = [];
+    for (const { dir, manifest } of packages) {
+      try {
+        packed.push({ dir, name: manifest.name, ...pack(dir, join(scratch, 'tarballs')) });
+      } catch (error) {
+        failures += 1;
+        console.log(`FAIL ${manifest.name}: pack\n      ${failureText(error)}`);
+      }
+    }
+    if (failures > 0) {
+      console.log(`check-packages: ${failures} failed to pack`);
+      return 1;
+    }
     const compilers = typescriptFloors(scratch);
     const tarballs = Object.fromEntries(packed.map(({ name, tarball }) => [name, tarball]));
     for (const { dir, name, files } of packed) {
@@ -146,8 +186,8 @@ function main(root) {
         }
         for (const [check, runCheck] of checks) {
           try {
-            runCheck();
-            console.log(`ok   ${name} (${installer}): ${check}`);
+            const skipped = await runCheck();
+            console.log(`${skipped === undefined ? 'ok  ' : 'skip'} ${name} (${installer}): ${check}${skipped === undefined ? '' : ` (${skipped})`}`);
           } catch (error) {
             failures += 1;
             console.log(`FAIL ${name} (${installer}): ${check}\n      ${failureText(error)}`);
@@ -157,6 +197,7 @@ function main(root) {
     }
     for (const { name, bytes, files } of packed) console.log(`tarball ${name}: ${(bytes / 1024).toFixed(1)} KiB, ${files.length} files`);
   } finally {
+    await cleanUp();
     rmSync(scratch, { recursive: true, force: true });
   }
   console.log(failures === 0 ? 'check-packages: OK' : `check-packages: ${failures} failed`);
@@ -164,5 +205,5 @@ function main(root) {
 }
 
 if (resolve(process.argv[1] ?? '') === fileURLToPath(import.meta.url)) {
-  process.exitCode = main(resolve(process.argv[2] ?? join(fileURLToPath(import.meta.url), '..', '..', '..')));
+  process.exitCode = await main(resolve(process.argv[2] ?? join(fileURLToPath(import.meta.url), '..', '..', '..')));
 }

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CHANGESET = join(ROOT, 'node_modules', '@changesets', 'cli', 'bin.js');
-const PUBLIC = ['cli', 'contracts', 'coordination', 'private-files', 'recovery', 'registry', 'transport'].map((name) => `@leasehold/${name}`);
+const STABLE = ['cli', 'contracts', 'coordination', 'private-files', 'recovery', 'registry', 'transport'].map((name) => `@leasehold/${name}`);
+// A preview stays on 0.x until the command line and the shared ownership interface use it.
+const PREVIEW = ['@leasehold/etcd'];
 
 /** Every file `changeset` reads: the root manifest, the workspace list, the changesets, the changelog lines, each package's manifest. */
 function copyOfRepository() {
@@ -60,8 +62,9 @@ describe('the versioning policy (changesets, in a scratch copy of the repository
   });
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  it('makes the pending changesets the first release: every public package 1.0.0, private packages untouched', () => {
-    for (const name of PUBLIC) expect(manifestOf(scratch, name).version, name).toBe('1.0.0');
+  it('makes the pending changesets the first release: every stable package 1.0.0, the preview 0.1.0, private packages untouched', () => {
+    for (const name of STABLE) expect(manifestOf(scratch, name).version, name).toBe('1.0.0');
+    for (const name of PREVIEW) expect(manifestOf(scratch, name).version, name).toBe('0.1.0');
     for (const name of ['@leasehold/bench', '@leasehold/test-utils', '@leasehold/package-checks', '@leasehold/example-daemon']) {
       expect(manifestOf(scratch, name).version, name).toBe('0.0.0');
     }
@@ -69,9 +72,10 @@ describe('the versioning policy (changesets, in a scratch copy of the repository
   });
 
   it('writes each changelog as plain entries for users, with no commit hashes', () => {
-    for (const name of PUBLIC) {
+    const first = [...STABLE.map((name) => [name, '1.0.0', 'Major']), ...PREVIEW.map((name) => [name, '0.1.0', 'Minor'])];
+    for (const [name, version, kind] of first) {
       const changelog = readFileSync(join(scratch, 'packages', name.slice('@leasehold/'.length), 'CHANGELOG.md'), 'utf8');
-      expect(changelog.startsWith(`# ${name}\n\n## 1.0.0\n\n### Major Changes\n\n- `), name).toBe(true);
+      expect(changelog.startsWith(`# ${name}\n\n## ${version}\n\n### ${kind} Changes\n\n- `), name).toBe(true);
       expect(changelog, name).not.toMatch(/\b[0-9a-f]{7,40}\b/);
     }
     for (const name of ['bench', 'test-utils', 'package-checks']) {

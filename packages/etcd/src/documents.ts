@@ -1,0 +1,57 @@
+import { z } from 'zod';
+import { ContractError, PATHS_DOCUMENT_BYTES, absolutePath, decodeBytes, encode, endpoint, hash, host, id, pid, processStart, text } from '@leasehold/contracts';
+
+/** The bound of every record Leasehold keeps in etcd (a root may be 4096 characters long). */
+export const RECORD_BYTES = PATHS_DOCUMENT_BYTES;
+
+/** The phases an owner key can carry; a released owner has no key at all. */
+export const OWNER_PHASES = ['idle', 'stopping', 'quarantined'] as const;
+export type OwnerPhase = (typeof OWNER_PHASES)[number];
+
+/** An int64 revision or lease id as etcd gives it: decimal, no sign, no leading zero. */
+const revision = z.string().regex(/^(0|[1-9][0-9]{0,18})$/, { message: 'not a revision' });
+
+const holder = {
+  root: absolutePath,
+  epoch: id,
+  host,
+  pid,
+  processStart: processStart.optional(),
+  endpoint,
+};
+
+/** The durable fence of a root: who took it. No lease: only recovery removes it. */
+export const fenceRecordSchema = z.strictObject({ schema: z.literal('leasehold.etcd-fence/1'), ...holder });
+export type FenceRecord = z.infer<typeof fenceRecordSchema>;
+
+/** The owner key of a root, on the owner's lease: who holds it now and in which phase. */
+export const ownerRecordSchema = z.strictObject({ schema: z.literal('leasehold.etcd-owner/1'), ...holder, phase: z.enum(OWNER_PHASES) });
+export type OwnerRecord = z.infer<typeof ownerRecordSchema>;
+
+/** The endpoint key of a host's endpoint, on the owner's lease. */
+export const endpointRecordSchema = z.strictObject({ schema: z.literal('leasehold.etcd-endpoint/1'), root: absolutePath, epoch: id, host, endpoint });
+
+/** One journalled recovery: who removed which fence, when, against which digest. No secret. */
+export const journalRecordSchema = z.strictObject({
+  schema: z.literal('leasehold.etcd-recovery/1'),
+  id,
+  root: absolutePath,
+  digest: hash,
+  recordedAt: z.iso.datetime(),
+  operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
+  fence: fenceRecordSchema,
+  fenceRevision: revision,
+});
+export type JournalRecord = z.infer<typeof journalRecordSchema>;
+
+/** A record's canonical bytes, checked against its bound before anything is sent. */
+export function recordBytes(record: object): Uint8Array {
+  const bytes = encode(record);
+  if (bytes.byteLength > RECORD_BYTES) throw new ContractError('refused', `a record of ${bytes.byteLength} bytes passes the bound of ${RECORD_BYTES}`);
+  return bytes;
+}
+
+/** Strictly decodes a value read from etcd (`refused` for anything malformed, naming the key). */
+export function decodeRecord<Schema extends z.ZodType>(schema: Schema, bytes: Uint8Array, key: string): z.output<Schema> {
+  return decodeBytes(schema, bytes, RECORD_BYTES, `etcd key ${key}`);
+}

@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { namesMissingFrom, publicNames, runReadmeExample } from '@leasehold/package-checks';
+import { cleanUp, etcdAvailable, makeTemporaryFolder, startEtcd } from '@leasehold/test-utils';
+
+afterEach(cleanUp);
+
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+describe('the public entry point', () => {
+  it('exports exactly these names, values and types', () => {
+    expect(publicNames(PACKAGE)).toEqual([
+      'AcquireOptions',
+      'ContractError',
+      'ContractErrorCode',
+      'DEFAULT_REQUEST_TIMEOUT_MS',
+      'DEFAULT_TTL_SECONDS',
+      'EtcdAuth',
+      'EtcdOwnerLease',
+      'EtcdOwnership',
+      'EtcdOwnershipOptions',
+      'FenceRecord',
+      'FenceState',
+      'FencedOperation',
+      'FencedRoot',
+      'Inspection',
+      'JournalRecord',
+      'MAX_ROOT_DEPTH',
+      'OWNER_PHASES',
+      'OwnerPhase',
+      'OwnerRecord',
+      'RECORD_BYTES',
+      'RecoverySnapshot',
+      'Sequencer',
+      'TXN_OPS_BOUND',
+    ]);
+  });
+
+  it('names every export in the README', () => {
+    expect(namesMissingFrom(README, publicNames(PACKAGE))).toEqual([]);
+  });
+
+  it.skipIf(!etcdAvailable())('runs the README example as printed, against a real etcd named by LEASEHOLD_ETCD_ENDPOINTS', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const cwd = makeTemporaryFolder('etcd-readme-cwd-');
+    const run = await runReadmeExample({ packageDir: PACKAGE, cwd, env: { LEASEHOLD_ETCD_ENDPOINTS: cluster.endpoints.join(',') } });
+    expect(run).toEqual({
+      code: 0,
+      stdout: [`owner of ${cwd}: idle`, 'fenced write after the fencing token: true', 'after release: absent', ''].join('\n'),
+      stderr: '',
+    });
+  });
+});

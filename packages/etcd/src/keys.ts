@@ -1,0 +1,68 @@
+import { ContractError, absolutePath, decode } from '@leasehold/contracts';
+
+/** etcd's default bound of the operations (and of the compares) one transaction may hold. */
+export const TXN_OPS_BOUND = 128;
+
+/**
+ * The deepest root acquire can check in one transaction: one compare per ancestor, one range
+ * compare for the root and below, one for the endpoint.
+ */
+export const MAX_ROOT_DEPTH = TXN_OPS_BOUND - 2;
+
+const PREFIX = /^(?:\/[A-Za-z0-9._-]+)+$/;
+
+/** Every key of one state home, under its prefix. Roots end in `/`, so a prefix range stays segment-aware. */
+export interface KeyLayout {
+  readonly prefix: string;
+  fence(root: string): string;
+  owner(root: string): string;
+  endpoint(host: string, endpoint: string): string;
+  journal(id: string): string;
+  /** The prefix of every fence key (and of every owner key, and of every journal record). */
+  readonly fences: string;
+  readonly owners: string;
+  readonly journals: string;
+  /** The root a fence or owner key names. */
+  rootOf(key: string): string;
+}
+
+export function keyLayout(prefix: string): KeyLayout {
+  if (!PREFIX.test(prefix) || prefix.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ContractError('refused', 'prefix: not a key prefix like /leasehold/team (segments of letters, digits, ".", "_", "-"; no trailing "/")');
+  }
+  const fences = `${prefix}/fence`;
+  const owners = `${prefix}/owner`;
+  return {
+    prefix,
+    fence: (root) => fences + rootKey(root),
+    owner: (root) => owners + rootKey(root),
+    endpoint: (host, endpoint) => `${prefix}/endpoint/${encodeURIComponent(host)}/${encodeURIComponent(endpoint)}`,
+    journal: (id) => `${prefix}/journal/${id}`,
+    fences: `${fences}/`,
+    owners: `${owners}/`,
+    journals: `${prefix}/journal/`,
+    rootOf(key) {
+      const base = key.startsWith(fences) ? fences : owners;
+      const path = key.slice(base.length);
+      return path === '/' ? '/' : path.slice(0, -1);
+    },
+  };
+}
+
+/** A root as a key segment: always ending in `/`. */
+function rootKey(root: string): string {
+  return root === '/' ? '/' : `${root}/`;
+}
+
+/** Checks a root (absolute, normalised, at most `MAX_ROOT_DEPTH` deep) and gives its ancestors, outermost first. */
+export function ancestorsOf(root: string): string[] {
+  decode(absolutePath, root, 'root');
+  const segments = root === '/' ? [] : root.slice(1).split('/');
+  if (segments.length > MAX_ROOT_DEPTH) {
+    throw new ContractError(
+      'refused',
+      `root: ${segments.length} levels deep; one etcd transaction (at most ${TXN_OPS_BOUND} operations) can check roots up to ${MAX_ROOT_DEPTH} levels`,
+    );
+  }
+  return segments.map((_, depth) => `/${segments.slice(0, depth).join('/')}`);
+}

@@ -1,0 +1,297 @@
+import { performance } from 'node:perf_hooks';
+import { ContractError } from '@leasehold/contracts';
+import { recordBytes, type OwnerPhase, type OwnerRecord } from './documents.js';
+import type { Compare, EtcdClient, Operation, WatchEvent } from './etcd-client.js';
+import type { KeyLayout } from './keys.js';
+
+/**
+ * The fencing token of one ownership: the revision of the acquire transaction (monotonic across
+ * the cluster, as an int64 decimal string: compare with `BigInt`) on the cluster it came from.
+ */
+export interface Sequencer {
+  readonly root: string;
+  readonly cluster: string;
+  readonly revision: string;
+}
+
+/** One write of a fenced transaction, to a key outside the ownership's prefix. */
+export type FencedOperation = { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
+
+/** What a lease is built from; `acquire` makes it. */
+export interface LeaseGrant {
+  readonly client: EtcdClient;
+  readonly keys: KeyLayout;
+  readonly owner: OwnerRecord;
+  readonly sequencer: Sequencer;
+  readonly leaseId: string;
+  readonly ttlMs: number;
+  readonly marginMs: number;
+  /** The monotonic time (`performance.now()`) the grant was sent: etcd's lease cannot have started before it. */
+  readonly grantSentAt: number;
+}
+
+/**
+ * One ownership of a root, fenced by its etcd lease. It counts itself lost at the FIRST of: its
+ * local monotonic deadline (send time of the last acknowledged keep-alive + TTL - margin), a watch
+ * event on its owner key that it did not write, a keep-alive answering TTL <= 0, or the watch
+ * ending. From then on `assert`, `setPhase`, `fencedTxn` and `release` throw without writing.
+ */
+export interface EtcdOwnerLease {
+  readonly root: string;
+  /** A fresh random id for this one ownership. */
+  readonly epoch: string;
+  readonly endpoint: string;
+  readonly sequencer: Sequencer;
+  /** The phase this owner last wrote. */
+  readonly phase: OwnerPhase;
+  /** Calls `onLost(error)` once when this lease is lost (at once if it already is); the answer unsubscribes. */
+  watch(onLost: (error: ContractError) => void): () => void;
+  /** Proves, with a linearizable read, that the owner key is still this lease's. */
+  assert(): Promise<void>;
+  /** Writes the phase into the owner key, fenced like any write. */
+  setPhase(phase: OwnerPhase): Promise<void>;
+  /** Applies `operations` in one transaction that commits only while this ownership holds. */
+  fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }>;
+  /** `fencedTxn` of one put. */
+  fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }>;
+  /** Deletes owner, endpoint and fence keys in one transaction that compares the owner key, then revokes the lease. */
+  release(): Promise<void>;
+}
+
+/** The lease `EtcdOwnership.acquire` makes. */
+export class OwnerLease implements EtcdOwnerLease {
+  readonly root: string;
+  readonly epoch: string;
+  readonly endpoint: string;
+  readonly sequencer: Sequencer;
+  readonly #grant: LeaseGrant;
+  readonly #listeners = new Set<(error: ContractError) => void>();
+  /** The owner values this lease wrote (its phases): a watch event carrying one of them is its own. */
+  readonly #written = new Set<string>();
+  #phase: OwnerPhase;
+  #deadline: number;
+  #lost: ContractError | undefined;
+  #state: 'live' | 'releasing' | 'released' = 'live';
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #keepAliveTimer: NodeJS.Timeout | undefined;
+  #cancelWatch: (() => void) | undefined;
+  #release: Promise<void> | undefined;
+  readonly #onEnd: (lease: OwnerLease) => void;
+
+  constructor(grant: LeaseGrant, onEnd: (lease: OwnerLease) => void) {
+    this.#grant = grant;
+    this.#onEnd = onEnd;
+    this.root = grant.owner.root;
+    this.epoch = grant.owner.epoch;
+    this.endpoint = grant.owner.endpoint;
+    this.sequencer = grant.sequencer;
+    this.#phase = grant.owner.phase;
+    this.#written.add(Buffer.from(recordBytes(grant.owner)).toString('hex'));
+    this.#deadline = grant.grantSentAt + grant.ttlMs - grant.marginMs;
+  }
+
+  /** The phase this owner last wrote. */
+  get phase(): OwnerPhase {
+    return this.#phase;
+  }
+
+  /** Starts keep-alives, the deadline and the watch; resolves once etcd confirmed the watch. */
+  async start(): Promise<void> {
+    this.#armDeadline();
+    this.#scheduleKeepAlive();
+    const watch = this.#grant.client.watch(this.#grant.keys.owner(this.root), (BigInt(this.sequencer.revision) + 1n).toString(), {
+      onEvents: (events) => this.#onWatchEvents(events),
+      onEnd: (reason) => this.#lose('unavailable', reason),
+    });
+    this.#cancelWatch = () => watch.cancel();
+    await watch.created;
+  }
+
+  /** Calls `onLost(error)` once when this lease is lost (at once if it already is); the answer unsubscribes. */
+  watch(onLost: (error: ContractError) => void): () => void {
+    this.#listeners.add(onLost);
+    const lost = this.#lost;
+    if (lost !== undefined) queueMicrotask(() => onLost(lost));
+    return () => this.#listeners.delete(onLost);
+  }
+
+  /** Proves, with a linearizable read, that the owner key is still this lease's; `conflict` or `unavailable` otherwise. */
+  async assert(): Promise<void> {
+    this.#assertLocal();
+    const { kvs } = await this.#grant.client.range(this.#grant.keys.owner(this.root));
+    const owner = kvs[0];
+    if (owner?.createRevision !== this.sequencer.revision || owner.lease !== this.#grant.leaseId) {
+      this.#lose('conflict', 'its owner key is gone or belongs to another owner');
+    }
+    this.#assertLocal();
+  }
+
+  async setPhase(phase: OwnerPhase): Promise<void> {
+    const record: OwnerRecord = { ...this.#grant.owner, phase };
+    const value = recordBytes(record);
+    this.#written.add(Buffer.from(value).toString('hex'));
+    await this.#fenced([{ put: this.#grant.keys.owner(this.root), value, lease: this.#grant.leaseId }]);
+    this.#phase = phase;
+  }
+
+  /**
+   * Applies `operations` in one transaction that also compares the owner key's create revision and
+   * lease: it commits only while this ownership holds. Answers the transaction's revision.
+   */
+  async fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }> {
+    const reserved = operations.map(keyOf).find((key) => key === this.#grant.keys.prefix || key.startsWith(`${this.#grant.keys.prefix}/`));
+    if (reserved !== undefined) throw new ContractError('refused', `fenced write: ${reserved} is under the ownership prefix, which only Leasehold writes`);
+    if (operations.length === 0 || operations.length > 127) throw new ContractError('refused', 'fenced write: 1 to 127 operations per transaction');
+    return this.#fenced(operations.map((operation) => ('put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation)));
+  }
+
+  /** `fencedTxn` of one put. */
+  fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }> {
+    return this.fencedTxn([{ put: key, value }]);
+  }
+
+  /**
+   * One transaction, comparing that the owner key is still ours: deletes owner, endpoint and fence
+   * keys; then revokes the lease. A lost lease throws (its fence stays: the root is quarantined).
+   */
+  release(): Promise<void> {
+    // A second call while one runs shares its outcome rather than race it.
+    this.#release ??= this.#releaseOnce().finally(() => {
+      this.#release = undefined;
+    });
+    return this.#release;
+  }
+
+  async #releaseOnce(): Promise<void> {
+    if (this.#state === 'released') return;
+    this.#assertLocal();
+    this.#state = 'releasing';
+    const keys = this.#grant.keys;
+    let succeeded: boolean;
+    try {
+      ({ succeeded } = await this.#grant.client.txn(this.#ownerCompares(), [
+        { delete: keys.owner(this.root) },
+        { delete: keys.endpoint(this.#grant.owner.host, this.endpoint) },
+        { delete: keys.fence(this.root) },
+      ]));
+    } catch (error) {
+      this.#state = 'live';
+      throw error;
+    }
+    if (!succeeded) {
+      this.#state = 'live';
+      this.#lose('conflict', 'its owner key is gone or belongs to another owner');
+      this.#assertLocal();
+    }
+    this.#state = 'released';
+    this.#stop();
+    // The keys are gone; revoking only spares etcd the wait for the TTL.
+    await this.#grant.client.revoke(this.#grant.leaseId).catch(() => {});
+  }
+
+  /** The ownership closed its connection: this lease can no longer be kept. */
+  abandon(): void {
+    this.#lose('unavailable', 'its ownership was closed');
+  }
+
+  async #fenced(operations: readonly Operation[]): Promise<{ readonly revision: string }> {
+    this.#assertLocal();
+    const result = await this.#grant.client.txn(this.#ownerCompares(), operations);
+    if (!result.succeeded) this.#lose('conflict', 'its owner key is gone or belongs to another owner: the write was refused');
+    this.#assertLocal();
+    return { revision: result.revision };
+  }
+
+  #ownerCompares(): Compare[] {
+    const key = this.#grant.keys.owner(this.root);
+    return [
+      { key, createRevision: this.sequencer.revision },
+      { key, lease: this.#grant.leaseId },
+    ];
+  }
+
+  /** Throws if released or lost, and counts the lease lost first if its local deadline has passed. */
+  #assertLocal(): void {
+    if (this.#state === 'released') throw new ContractError('unavailable', `the lease on ${this.root} was released`);
+    this.#checkDeadline();
+    if (this.#lost !== undefined) throw this.#lost;
+  }
+
+  #checkDeadline(): void {
+    if (performance.now() >= this.#deadline) this.#lose('unavailable', 'no keep-alive was acknowledged in time: its etcd lease may have expired');
+  }
+
+  #armDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => {
+      this.#checkDeadline();
+      if (this.#lost === undefined && this.#state !== 'released') this.#armDeadline();
+    }, Math.max(0, this.#deadline - performance.now()));
+    this.#deadlineTimer.unref();
+  }
+
+  #scheduleKeepAlive(): void {
+    this.#keepAliveTimer = setTimeout(() => void this.#keepAlive(), this.#grant.ttlMs / 3);
+    this.#keepAliveTimer.unref();
+  }
+
+  async #keepAlive(): Promise<void> {
+    const sentAt = performance.now();
+    try {
+      const ttlSeconds = await this.#grant.client.keepAlive(this.#grant.leaseId);
+      if (this.#lost !== undefined || this.#state === 'released') return;
+      if (ttlSeconds <= 0) {
+        this.#lose('conflict', 'etcd answered that its lease is gone');
+        return;
+      }
+      // An answer that comes after the deadline must not revive a lease already counted lost.
+      this.#checkDeadline();
+      if (this.#lost !== undefined) return;
+      this.#deadline = Math.max(this.#deadline, sentAt + ttlSeconds * 1000 - this.#grant.marginMs);
+      this.#armDeadline();
+    } catch {
+      // Unanswered: the deadline decides.
+    }
+    if (this.#lost === undefined && this.#state !== 'released') this.#scheduleKeepAlive();
+  }
+
+  #onWatchEvents(events: readonly WatchEvent[]): void {
+    if (this.#state !== 'live') return;
+    for (const event of events) {
+      const ours =
+        event.type === 'put' &&
+        event.kv.createRevision === this.sequencer.revision &&
+        event.kv.lease === this.#grant.leaseId &&
+        this.#written.has(Buffer.from(event.kv.value).toString('hex'));
+      if (!ours) {
+        this.#lose('conflict', event.type === 'delete' ? 'its owner key was deleted' : 'its owner key was written by someone else');
+        return;
+      }
+    }
+  }
+
+  #lose(code: 'conflict' | 'unavailable', reason: string): void {
+    if (this.#lost !== undefined || this.#state === 'released') return;
+    const lost = new ContractError(code, `lost the ownership of ${this.root}: ${reason}`);
+    this.#lost = lost;
+    this.#stop();
+    // Best effort: whatever etcd still keeps on the lease goes now rather than at its TTL; the fence stays.
+    void this.#grant.client.revoke(this.#grant.leaseId).catch(() => {});
+    for (const listener of this.#listeners) queueMicrotask(() => listener(lost));
+  }
+
+  #stop(): void {
+    clearTimeout(this.#deadlineTimer);
+    clearTimeout(this.#keepAliveTimer);
+    this.#cancelWatch?.();
+    this.#onEnd(this);
+  }
+}
+
+function keyOf(operation: FencedOperation): string {
+  return 'put' in operation ? operation.put : operation.delete;
+}
+
+function bytesOf(value: string | Uint8Array): Uint8Array {
+  return typeof value === 'string' ? new TextEncoder().encode(value) : value;
+}

@@ -1,0 +1,290 @@
+import { randomUUID } from 'node:crypto';
+import { userInfo } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { ContractError, decode, encode, endpoint as endpointSchema, host as hostSchema, sha256 } from '@leasehold/contracts';
+import { currentProcess } from '@leasehold/private-files';
+import {
+  decodeRecord,
+  endpointRecordSchema,
+  fenceRecordSchema,
+  journalRecordSchema,
+  ownerRecordSchema,
+  recordBytes,
+  type FenceRecord,
+  type JournalRecord,
+  type OwnerRecord,
+} from './documents.js';
+import { connect, type EtcdAuth, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
+import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
+import { OwnerLease, type EtcdOwnerLease } from './owner-lease.js';
+
+export const DEFAULT_TTL_SECONDS = 10;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
+
+export interface EtcdOwnershipOptions {
+  /** Client URLs of the cluster's members, such as `http://10.0.0.5:2379`. */
+  readonly endpoints: readonly string[];
+  /** The key prefix of one state home, such as `/leasehold/team`; prefixes of two state homes must not nest. */
+  readonly prefix: string;
+  /** This host's identity: endpoints are scoped by it, and records name it. */
+  readonly host: string;
+  readonly auth?: EtcdAuth;
+  /** The bound of every single etcd request (default `DEFAULT_REQUEST_TIMEOUT_MS`). */
+  readonly requestTimeoutMs?: number;
+}
+
+export interface AcquireOptions {
+  /** The concrete loopback endpoint the owner serves on (`http://127.0.0.1:PORT`), unique per host. */
+  readonly endpoint: string;
+  /** The lease's time to live (default `DEFAULT_TTL_SECONDS`); etcd may grant a longer one. */
+  readonly ttlSeconds?: number;
+  /** How long before the lease could expire the owner counts itself lost (default a quarter of the TTL). */
+  readonly marginMs?: number;
+}
+
+/** A root's fence as read: its record and the revision that last wrote it. */
+export interface FenceState {
+  readonly record: FenceRecord;
+  readonly modRevision: string;
+}
+
+/** What `inspect(root)` answers. */
+export type Inspection =
+  | { readonly status: 'absent' }
+  | { readonly status: 'idle' | 'stopping'; readonly fence: FenceRecord; readonly owner: OwnerRecord }
+  | { readonly status: 'quarantined'; readonly fence: FenceRecord; readonly owner: OwnerRecord | undefined; readonly reason: string }
+  | { readonly status: 'unavailable'; readonly reason: string };
+
+/** One fenced root of `list()`: with its owner while a lease holds it, without once the lease is gone. */
+export interface FencedRoot {
+  readonly root: string;
+  readonly fence: FenceRecord;
+  readonly owner: OwnerRecord | undefined;
+}
+
+/** Exactly what `recover` acts on, and the digest that names it. */
+export interface RecoverySnapshot {
+  readonly root: string;
+  readonly fence: FenceState | undefined;
+  readonly owner: OwnerRecord | undefined;
+  readonly digest: string;
+  /** Nothing to recover: no fence. */
+  readonly clear: boolean;
+}
+
+/** The same ownership of roots as the file backend, kept in etcd so that every host sharing the cluster sees it. */
+export class EtcdOwnership {
+  readonly prefix: string;
+  readonly host: string;
+  readonly #keys: KeyLayout;
+  readonly #client: EtcdClient;
+  readonly #leases = new Set<OwnerLease>();
+
+  constructor(options: EtcdOwnershipOptions) {
+    this.#keys = keyLayout(options.prefix);
+    this.prefix = options.prefix;
+    this.host = decode(hostSchema, options.host, 'host');
+    if (options.endpoints.length === 0) throw new ContractError('refused', 'endpoints: name at least one etcd member');
+    this.#client = connect({
+      endpoints: options.endpoints,
+      ...(options.auth === undefined ? {} : { auth: options.auth }),
+      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    });
+  }
+
+  /** This root's state from one read of its fence and owner keys; never throws for etcd's sake (`unavailable`). */
+  async inspect(root: string): Promise<Inspection> {
+    ancestorsOf(root);
+    try {
+      const { fence, owner } = await this.#read(root);
+      if (fence === undefined) return owner === undefined ? { status: 'absent' } : { status: 'unavailable', reason: 'an owner key without a fence' };
+      if (owner === undefined) return { status: 'quarantined', fence: fence.record, owner, reason: "the owner's lease ended without a release: recover it" };
+      if (owner.phase === 'quarantined') return { status: 'quarantined', fence: fence.record, owner, reason: 'its live owner declared it quarantined' };
+      return { status: owner.phase, fence: fence.record, owner };
+    } catch (error) {
+      if (!ContractError.is(error)) throw error;
+      return { status: 'unavailable', reason: error.message };
+    }
+  }
+
+  /** Every fenced root, with its owner or not, from one read. */
+  async list(): Promise<FencedRoot[]> {
+    const { ranges } = await this.#client.txn([], [
+      { range: this.#keys.fences, prefix: true },
+      { range: this.#keys.owners, prefix: true },
+    ]);
+    const owners = new Map((ranges[1] ?? []).map((kv) => [this.#keys.rootOf(kv.key), decodeRecord(ownerRecordSchema, kv.value, kv.key)]));
+    return (ranges[0] ?? []).map((kv) => {
+      const root = this.#keys.rootOf(kv.key);
+      return { root, fence: decodeRecord(fenceRecordSchema, kv.value, kv.key), owner: owners.get(root) };
+    });
+  }
+
+  /**
+   * Takes `root` in ONE transaction: no fence at any ancestor, none at the root or below, no key
+   * for this host's endpoint; then the fence (durable), the owner and endpoint keys (on a new lease).
+   */
+  async acquire(root: string, options: AcquireOptions): Promise<EtcdOwnerLease> {
+    const ancestors = ancestorsOf(root);
+    const endpoint = decode(endpointSchema, options.endpoint, 'endpoint');
+    const ttlSeconds = options.ttlSeconds ?? DEFAULT_TTL_SECONDS;
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ContractError('refused', 'ttlSeconds: a whole number of seconds, at least 1');
+    const identity = currentProcess();
+    const holder = {
+      root,
+      epoch: randomUUID(),
+      host: this.host,
+      pid: identity.pid,
+      ...(identity.processStart === undefined ? {} : { processStart: identity.processStart }),
+      endpoint,
+    };
+    const owner: OwnerRecord = { schema: 'leasehold.etcd-owner/1', ...holder, phase: 'idle' };
+    const fence: FenceRecord = { schema: 'leasehold.etcd-fence/1', ...holder };
+    // etcd grants at least the TTL asked for, so a margin valid for it stays valid.
+    if (options.marginMs !== undefined && !(options.marginMs >= 0 && options.marginMs <= (ttlSeconds * 1000) / 2)) {
+      throw new ContractError('refused', 'marginMs: from 0 to half the TTL');
+    }
+    const grantSentAt = performance.now();
+    const grant = await this.#client.grant(ttlSeconds);
+    const ttlMs = grant.ttlSeconds * 1000;
+    const marginMs = options.marginMs ?? ttlMs / 4;
+    const endpointKey = this.#keys.endpoint(this.host, endpoint);
+    const result = await this.#client
+      .txn(
+        [
+          ...ancestors.map((ancestor) => ({ key: this.#keys.fence(ancestor), version: '0' })),
+          { key: this.#keys.fence(root), prefix: true, createRevision: '0' },
+          { key: endpointKey, version: '0' },
+        ],
+        [
+          { put: this.#keys.fence(root), value: recordBytes(fence) },
+          { put: this.#keys.owner(root), value: recordBytes(owner), lease: grant.id },
+          { put: endpointKey, value: recordBytes({ schema: 'leasehold.etcd-endpoint/1', root, epoch: owner.epoch, host: this.host, endpoint }), lease: grant.id },
+        ],
+        [
+          ...ancestors.map((ancestor): Operation => ({ range: this.#keys.fence(ancestor) })),
+          { range: this.#keys.fence(root), prefix: true, limit: 1 },
+          { range: endpointKey },
+        ],
+      )
+      .catch(async (error: unknown) => {
+        await this.#client.revoke(grant.id).catch(() => {});
+        throw error;
+      });
+    if (!result.succeeded) {
+      await this.#client.revoke(grant.id).catch(() => {});
+      throw await this.#refusal(root, endpoint, result.ranges);
+    }
+    const lease = new OwnerLease(
+      { client: this.#client, keys: this.#keys, owner, sequencer: { root, cluster: result.cluster, revision: result.revision }, leaseId: grant.id, ttlMs, marginMs, grantSentAt },
+      (ended) => this.#leases.delete(ended),
+    );
+    this.#leases.add(lease);
+    try {
+      await lease.start();
+    } catch (error) {
+      // Never serve without the watch: give the root back while the lease still proves it ours.
+      await lease.release().catch(() => {});
+      throw error;
+    }
+    return lease;
+  }
+
+  /** The fence and owner of `root` and the digest `recover` checks: SHA-256 of their canonical encoding. */
+  async recoverySnapshot(root: string): Promise<RecoverySnapshot> {
+    ancestorsOf(root);
+    const { fence, owner, ownerKv } = await this.#read(root);
+    const digest = sha256(
+      encode({
+        schema: 'leasehold.etcd-recovery-digest/1',
+        root,
+        fence: fence === undefined ? null : { value: fence.record, modRevision: fence.modRevision },
+        owner: ownerKv === undefined ? null : { createRevision: ownerKv.createRevision, lease: ownerKv.lease },
+      }),
+    );
+    return { root, fence, owner, digest, clear: fence === undefined };
+  }
+
+  /**
+   * Removes a fence whose owner's lease is gone, in ONE transaction that compares the fence's
+   * revision and the owner key's absence and writes the journal record. Answers the record.
+   */
+  async recover(root: string, expectedDigest: string, options: { readonly user?: string } = {}): Promise<JournalRecord> {
+    const snapshot = await this.recoverySnapshot(root);
+    const { fence, owner } = snapshot;
+    if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
+    if (owner !== undefined) {
+      throw new ContractError('quarantine', `${root} is held by a live lease (host ${owner.host}, pid ${owner.pid}, epoch ${owner.epoch}): it is never recovered`);
+    }
+    if (snapshot.digest !== expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
+    const identity = currentProcess();
+    const record: JournalRecord = {
+      schema: 'leasehold.etcd-recovery/1',
+      id: randomUUID(),
+      root,
+      digest: expectedDigest,
+      recordedAt: new Date().toISOString(),
+      operator: { pid: identity.pid, host: this.host, user: options.user ?? userInfo().username },
+      fence: fence.record,
+      fenceRevision: fence.modRevision,
+    };
+    const journalKey = this.#keys.journal(record.id);
+    const { succeeded } = await this.#client.txn(
+      [
+        { key: this.#keys.fence(root), modRevision: fence.modRevision },
+        { key: this.#keys.owner(root), version: '0' },
+        { key: journalKey, version: '0' },
+      ],
+      [
+        { delete: this.#keys.fence(root) },
+        { put: journalKey, value: recordBytes(record) },
+      ],
+    );
+    if (!succeeded) throw new ContractError('conflict', `${root} changed while it was recovered: nothing was written; take a new recovery snapshot`);
+    return record;
+  }
+
+  /** Every journalled recovery of this prefix. */
+  async journal(): Promise<JournalRecord[]> {
+    const { kvs } = await this.#client.range(this.#keys.journals, true);
+    return kvs.map((kv) => decodeRecord(journalRecordSchema, kv.value, kv.key));
+  }
+
+  /** Closes the connection. Leases still held are lost (their fences stay, quarantined): release them first. */
+  close(): void {
+    for (const lease of [...this.#leases]) lease.abandon();
+    this.#client.close();
+  }
+
+  /** The fence and owner keys of `root`, from one read. */
+  async #read(root: string): Promise<{ fence: FenceState | undefined; owner: OwnerRecord | undefined; ownerKv: KeyValue | undefined }> {
+    const { ranges } = await this.#client.txn([], [{ range: this.#keys.fence(root) }, { range: this.#keys.owner(root) }]);
+    const fenceKv = ranges[0]?.[0];
+    const ownerKv = ranges[1]?.[0];
+    const fence = fenceKv === undefined ? undefined : { record: decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key), modRevision: fenceKv.modRevision };
+    const owner = ownerKv === undefined ? undefined : decodeRecord(ownerRecordSchema, ownerKv.value, ownerKv.key);
+    if (fence !== undefined && fence.record.root !== root) throw new ContractError('refused', `etcd key ${fenceKv?.key}: names another root`);
+    return { fence, owner, ownerKv };
+  }
+
+  /** Why the acquire transaction failed, from what its failure branch read: a fence that names a live owner, a fence alone, or the endpoint. */
+  async #refusal(root: string, endpoint: string, ranges: readonly (readonly KeyValue[])[]): Promise<ContractError> {
+    const endpointHeld = ranges.at(-1)?.[0];
+    const fenceKv = ranges.slice(0, -1).find((kvs) => kvs.length > 0)?.[0];
+    if (fenceKv !== undefined) {
+      const held = this.#keys.rootOf(fenceKv.key);
+      const fence = decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key);
+      const { kvs } = await this.#client.range(this.#keys.owner(held));
+      const relation = held === root ? 'is' : `overlaps ${held}, which is`;
+      if (kvs.length === 0) {
+        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose lease ended (host ${fence.host}, epoch ${fence.epoch}): recover it first`);
+      }
+      return new ContractError('conflict', `${root} ${relation} held by host ${fence.host}, pid ${fence.pid} (epoch ${fence.epoch})`);
+    }
+    if (endpointHeld !== undefined) {
+      const holder = decodeRecord(endpointRecordSchema, endpointHeld.value, endpointHeld.key);
+      return new ContractError('conflict', `${endpoint} is already served on host ${this.host}, by the owner of ${holder.root}`);
+    }
+    return new ContractError('conflict', `${root}: its keys changed during the acquire; try again`);
+  }
+}
