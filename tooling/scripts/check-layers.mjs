@@ -40,7 +40,8 @@ export const helpers = {
   // package-checks reads READMEs and built entry points of any package, so it
   // depends on none: even contracts can dev-depend on it.
   'package-checks': [],
-  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd'],
+  // The bench starts real etcd members with test-utils' starter, the one copy of it.
+  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd', 'test-utils'],
 };
 
 const scope = '@leasehold/';
@@ -96,7 +97,15 @@ export function layerMapProblems(layerMap, helperMap = {}) {
   for (const [helper, uses] of Object.entries(helperMap)) {
     if (Object.hasOwn(layerMap, helper)) problems.push(`${helper} is both a layer and a helper`);
     for (const name of uses) {
-      if (!Object.hasOwn(layerMap, name)) problems.push(`helper ${helper} may use ${name}, which is not a layer`);
+      if (name === helper) {
+        problems.push(`helper ${helper} may use itself`);
+      } else if (Object.hasOwn(helperMap, name)) {
+        // A helper on a helper must allow all the other allows, so no two helpers can close a cycle.
+        const missing = helperMap[name].filter((lower) => !uses.includes(lower));
+        if (missing.length > 0) problems.push(`helper ${helper} may use ${name} but not what ${name} may use: ${missing.join(', ')}`);
+      } else if (!Object.hasOwn(layerMap, name)) {
+        problems.push(`helper ${helper} may use ${name}, which is neither a layer nor a helper`);
+      }
     }
   }
   return problems;

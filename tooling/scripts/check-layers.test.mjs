@@ -394,7 +394,7 @@ describe('the layer map', () => {
     expect(
       layerMapProblems(
         { contracts: [], registry: ['private-files'], 'private-files': ['contracts', 'private-files'], cli: ['registry'], a: ['b'], b: ['a'] },
-        { 'test-utils': ['metrics'] },
+        { 'test-utils': ['metrics'], bench: ['bench', 'test-utils'], probe: ['contracts'], loop: ['probe'] },
       ),
     ).toEqual([
       'layer registry may use private-files but not what private-files may use: contracts (the map must be transitively closed)',
@@ -402,7 +402,10 @@ describe('the layer map', () => {
       'layer cli may use registry but not what registry may use: private-files (the map must be transitively closed)',
       'layer a may use b but not what b may use: a (the map must be transitively closed)',
       'layer b may use a but not what a may use: b (the map must be transitively closed)',
-      'helper test-utils may use metrics, which is not a layer',
+      'helper test-utils may use metrics, which is neither a layer nor a helper',
+      'helper bench may use itself',
+      'helper bench may use test-utils but not what test-utils may use: metrics',
+      'helper loop may use probe but not what probe may use: contracts',
     ]);
   });
 });

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { etcdVersion } from '@leasehold/test-utils';
 
 // Runs the built benchmark once, quick, so that it cannot rot. It asserts the
 // shape of what it prints and writes, never a timing: the machines are shared.
@@ -109,19 +110,48 @@ const FSYNC_COUNTS = [
   'local-access',
 ];
 
-function runBench(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Section 9 (issue #12), when etcd is on PATH: the single node and the cluster against the file backend beside them. */
+const ETCD_FIGURES = ['etcd.single/file', 'etcd.cluster/file', 'etcd.cluster/single'];
+const ETCD_SERIES = ['etcd.file', 'etcd.single', 'etcd.cluster'].flatMap((id) => [id, `${id}:acquire`, `${id}:release`]);
+const ETCD_ROWS = [
+  'acquire + release of one root, etcd single node',
+  'acquire + release of one root, etcd 3-member cluster',
+  'acquire + release of one root, file backend (reused workspace)',
+  'acquire / release medians: file backend ',
+];
+
+function runBench(): Promise<{ code: number | null; stdout: string; stderr: string; pid: number }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BENCH, '--quick', '--json', jsonPath], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr });
+    const child = execFile(process.execPath, [BENCH, '--quick', '--json', jsonPath], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr, pid: child.pid ?? -1 });
     });
   });
 }
 
+/** Command lines of the live processes that name `marker` (Linux: /proc), to find etcd members the bench left behind. */
+function processesNaming(marker: string): string[] {
+  if (!existsSync('/proc')) return [];
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((pid) => {
+      try {
+        return [readFileSync(join('/proc', pid, 'cmdline'), 'utf8').replaceAll('\0', ' ')];
+      } catch {
+        return []; // it exited while we looked
+      }
+    })
+    .filter((commandLine) => commandLine.includes(marker));
+}
+
 const isNumber = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+
+// One quick run serves every test below (it takes seconds to tens of seconds).
+let run: ReturnType<typeof runBench> | undefined;
+const benchRun = (): ReturnType<typeof runBench> => (run ??= runBench());
 
 describe('pnpm bench --quick', () => {
   it('runs, prints every row and writes every figure as JSON', async () => {
-    const { code, stdout, stderr } = await runBench();
+    const { code, stdout, stderr } = await benchRun();
     expect(stderr).not.toMatch(/^bench: /m);
     expect(code).toBe(0);
 
@@ -166,5 +196,37 @@ describe('pnpm bench --quick', () => {
     expect(counts.get('recovery')?.total).toBeGreaterThan(0);
     expect((counts.get('registry.takeover')?.kinds as { replace: number }).replace).toBe(1);
     expect(result.machine.node).toBe(process.version);
+  });
+
+  it('section 9 measures etcd (a single node and a 3-member cluster) when etcd is on PATH, and says plainly that it skipped it otherwise', async () => {
+    const { code, stdout, pid } = await benchRun();
+    expect(code).toBe(0);
+    // Every member it started is gone (test-utils' cluster token names the bench's pid).
+    expect(processesNaming(`leasehold-test-${pid}-`)).toEqual([]);
+    const result = JSON.parse(readFileSync(jsonPath, 'utf8'));
+    if (etcdVersion() === undefined) {
+      // As the etcd package's tests: a CI run must not pass by skipping.
+      expect(process.env.CI, 'etcd is not on PATH and CI=true: install etcd-server').not.toBe('true');
+      expect(result.etcd.status).toBe('skipped');
+      expect(stdout).toMatch(/^9\. etcd backend .*: skipped: no `etcd` binary on PATH/m);
+      return;
+    }
+    expect(stdout).toMatch(/^9\. etcd backend /m);
+    expect(stdout).toMatch(/^ {2}etcd \S+, started by the bench on loopback/m);
+    for (const row of ETCD_ROWS) expect(stdout).toContain(row);
+    const { etcd } = result;
+    expect(etcd.status).toBe('measured');
+    expect(etcd.members).toEqual({ single: 1, cluster: 3 });
+    expect(etcd.rounds).toBe(result.settings.rounds);
+    expect(isNumber(etcd.durationMs)).toBe(true);
+    expect(etcd.figures.map((figure: { id: string }) => figure.id)).toEqual(ETCD_FIGURES);
+    for (const figure of etcd.figures) {
+      expect(isNumber(figure.ratio), `${figure.id} ratio`).toBe(true);
+      expect(figure.samples, `${figure.id} samples`).toBe(etcd.rounds);
+      expect(figure.target, `${figure.id} target`).toBeNull();
+    }
+    for (const id of ETCD_SERIES) expect(result.series[id]?.samples, id).toBe(etcd.rounds);
+    // The etcd figures stay out of the file-backend sections and their targets.
+    expect(result.figures.some((figure: { id: string }) => figure.id.startsWith('etcd.'))).toBe(false);
   });
 });

@@ -3,6 +3,8 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { measureAvailability } from './availability.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
+import { etcdVersion } from '@leasehold/test-utils';
+import { measureEtcd } from './etcd-operations.js';
 import { computeFigures, figureSpecs, summariesOf } from './figures.js';
 import { fileOperations } from './file-operations.js';
 import { BenchPlace } from './fixtures.js';
@@ -172,6 +174,12 @@ async function main(): Promise<void> {
     const availability = await measureAvailability(place, pool, CHURNING_WRITERS, settings.availabilityReads);
     await pool.stop();
     pool = undefined;
+    const etcd = await measureEtcd(place, etcdVersion(), {
+      rounds: settings.rounds,
+      warmupRounds: settings.warmupRounds,
+      progress: progress(settings.quick ? 'bench --quick, etcd' : 'bench, etcd'),
+    });
+    for (const [id, values] of etcd.series) series.set(id, [...values]);
 
     series.set('contention.wall', trials.map((trial) => trial.wall));
     series.set('contention.serial', trials.map((trial) => trial.serial));
@@ -181,6 +189,7 @@ async function main(): Promise<void> {
       labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
       labels.set(`${operation.id}:release`, operation.label.replace('acquire + release', 'release'));
     }
+    for (const [id, label] of etcd.labels) labels.set(id, label);
     labels.set('contention.wall', `${PROCESSES} disjoint owners acquire + release at once, wall time`);
     labels.set('contention.serial', `the same ${PROCESSES} one at a time (sum)`);
     const counted = (id: string): FsyncCount => {
@@ -229,6 +238,7 @@ async function main(): Promise<void> {
       },
       availability,
       fsyncs,
+      etcd: etcd.section,
     };
     const report = formatReport(result);
     const json = `${JSON.stringify(result, null, 2)}\n`;

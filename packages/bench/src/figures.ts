@@ -134,6 +134,25 @@ export function figureSpecs(publications: CyclePublications, processes: number):
   ];
 }
 
+/** Section 9's title (issue #12). */
+export const ETCD_SECTION = '9. etcd backend (acquire + release of one root on a real etcd, against the file backend, interleaved in rounds of their own)';
+
+/** Issue #12: acquire + release on etcd against the file backend's reused cycle measured beside it, and the cluster against the node. */
+export function etcdFigureSpecs(): FigureSpec[] {
+  const section = ETCD_SECTION;
+  return [
+    { id: 'etcd.single/file', section, series: 'etcd.single', baseline: [part('etcd.file')] },
+    { id: 'etcd.cluster/file', section, series: 'etcd.cluster', baseline: [part('etcd.file')] },
+    {
+      id: 'etcd.cluster/single',
+      section,
+      series: 'etcd.cluster',
+      baseline: [part('etcd.single')],
+      note: 'each of the four writes of a cycle (the lease grant and the acquire transaction; the release transaction and the revoke) is committed by a majority of the 3 members, each fsyncing its own log on this one machine; acquire also waits for its watch to be created',
+    },
+  ];
+}
+
 function labelOf(parts: readonly BaselinePart[], labels: ReadonlyMap<string, string>): string {
   return parts
     .map(({ series, times }) => {

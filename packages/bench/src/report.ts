@@ -1,7 +1,8 @@
 import type { AvailabilityResult } from './availability.js';
+import type { EtcdSection } from './etcd-operations.js';
 import type { FsyncCount } from './fsync-counts.js';
 import { AVOIDABLE } from './fsync-counts.js';
-import type { Figure } from './figures.js';
+import { ETCD_SECTION, type Figure } from './figures.js';
 import type { Machine } from './machine.js';
 import type { Summary } from './statistics.js';
 
@@ -54,6 +55,8 @@ export interface BenchResult {
   /** Issue #9: inspect() of an untouched, stopped workspace while other workspaces' writers churn. */
   readonly availability: AvailabilityResult;
   readonly fsyncs: readonly FsyncCount[];
+  /** Issue #12: acquire + release of one root on a real etcd, or why it was skipped. */
+  readonly etcd: EtcdSection;
 }
 
 /** A duration in milliseconds, as µs below 1 ms. */
@@ -111,22 +114,13 @@ function formatAvailability(availability: AvailabilityResult): string[] {
   return lines;
 }
 
-/** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
-export function formatReport(result: BenchResult): string {
-  const { settings, machine, contention } = result;
-  const lines: string[] = [
-    `Leasehold bench (${settings.quick ? 'quick' : 'full'}): ${settings.operations} operations interleaved in rotating order, ` +
-      `${settings.rounds} rounds after ${settings.warmupRounds} warm-up rounds; contention: ${settings.contentionTrials} trials of ` +
-      `${settings.processes} processes, spread across the rounds. Run took ${formatDuration(result.durationMs)}.`,
-    `Machine: ${machine.cpus} CPUs (${machine.model}), ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.kernel}, ` +
-      `${machine.tmpdir} on ${machine.filesystem}.`,
-    'median and p99 of each operation; ratio = median / baseline median, both from this run.',
-  ];
+/** The figure table, one title line per section: figure, median, p99, baseline, its median, ratio, target. */
+function figureTable(figures: readonly Figure[]): string[] {
   const header = ['figure', 'median', 'p99', 'baseline', 'baseline median', 'ratio', 'target'];
   const rows: string[][] = [header];
   const sectionRows = new Map<number, string>();
   let section = '';
-  for (const figure of result.figures) {
+  for (const figure of figures) {
     if (figure.section !== section) {
       section = figure.section;
       sectionRows.set(rows.length, section);
@@ -142,18 +136,60 @@ export function formatReport(result: BenchResult): string {
       targetText(figure),
     ]);
   }
-  const formatted = table(rows, new Set([1, 2, 4, 5]));
-  lines.push('');
-  formatted.forEach((line, index) => {
+  // A table without targets (section 9) has no target column.
+  const shown = figures.some((figure) => figure.target !== null) ? rows : rows.map((row) => row.slice(0, -1));
+  const lines: string[] = [];
+  table(shown, new Set([1, 2, 4, 5])).forEach((line, index) => {
     const title = sectionRows.get(index);
     if (title !== undefined) lines.push('', title);
     else lines.push(index === 0 ? line : `  ${line}`);
   });
-  const notes = result.figures.filter((figure) => figure.note !== null);
-  if (notes.length > 0) {
-    lines.push('', 'Notes:');
-    for (const figure of notes) lines.push(`  ${figure.label} against ${figure.baseline.label}: ${figure.note}.`);
-  }
+  return lines;
+}
+
+/** "Notes:" and one line per figure that has a note; nothing when none has. */
+function noteLines(figures: readonly Figure[]): string[] {
+  const notes = figures.filter((figure) => figure.note !== null);
+  if (notes.length === 0) return [];
+  return ['', 'Notes:', ...notes.map((figure) => `  ${figure.label} against ${figure.baseline.label}: ${figure.note}.`)];
+}
+
+/** Section 9: its figures in a table of their own, then each cycle's halves; or the plain reason it was skipped. */
+function formatEtcd(etcd: EtcdSection, series: BenchResult['series']): string[] {
+  if (etcd.status === 'skipped') return [`${ETCD_SECTION}: skipped: ${etcd.reason}.`];
+  // figureTable gives the header, a blank line and the one section title, then the rows.
+  const [header, , title, ...rows] = figureTable(etcd.figures);
+  const names = { 'etcd.file': 'file backend', 'etcd.single': 'etcd single node', 'etcd.cluster': `etcd ${etcd.members.cluster}-member cluster` };
+  const halves = Object.entries(names).map(([id, name]) => {
+    const acquire = series[`${id}:acquire`];
+    const release = series[`${id}:release`];
+    return acquire === undefined || release === undefined ? `${name} -` : `${name} ${formatDuration(acquire.median)} / ${formatDuration(release.median)}`;
+  });
+  return [
+    title!,
+    `  etcd ${etcd.version}, started by the bench on loopback: a single node and a ${etcd.members.cluster}-member cluster, ` +
+      `data folders in the run's temp folder; ${etcd.rounds} rounds after ${etcd.warmupRounds} warm-up rounds; ` +
+      `the section took ${formatDuration(etcd.durationMs)}, starting and stopping the members included.`,
+    `  ${header!}`,
+    ...rows,
+    `  acquire / release medians: ${halves.join('; ')}.`,
+    ...noteLines(etcd.figures),
+  ];
+}
+
+/** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
+export function formatReport(result: BenchResult): string {
+  const { settings, machine, contention } = result;
+  const lines: string[] = [
+    `Leasehold bench (${settings.quick ? 'quick' : 'full'}): ${settings.operations} operations interleaved in rotating order, ` +
+      `${settings.rounds} rounds after ${settings.warmupRounds} warm-up rounds; contention: ${settings.contentionTrials} trials of ` +
+      `${settings.processes} processes, spread across the rounds. Run took ${formatDuration(result.durationMs)}.`,
+    `Machine: ${machine.cpus} CPUs (${machine.model}), ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.kernel}, ` +
+      `${machine.tmpdir} on ${machine.filesystem}.`,
+    'median and p99 of each operation; ratio = median / baseline median, both from this run.',
+  ];
+  lines.push('', ...figureTable(result.figures));
+  lines.push(...noteLines(result.figures));
   lines.push(
     '',
     `Contention: busy answers ${contention.busy} of ${contention.cycles} concurrent cycles ` +
@@ -182,6 +218,7 @@ export function formatReport(result: BenchResult): string {
   for (const reason of reasons) lines.push(`  ${reason}: ${AVOIDABLE[reason]}`);
 
   lines.push('', ...formatAvailability(result.availability));
+  lines.push('', ...formatEtcd(result.etcd, result.series));
 
   const targeted = result.figures.filter((figure) => figure.target !== null);
   const missed = targeted.filter((figure) => figure.met === false);

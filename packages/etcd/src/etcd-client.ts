@@ -6,16 +6,31 @@ import etcd3 from 'etcd3';
 import type { ICompare, IKeyValue, IRequestOp, IResponseHeader, IWatchResponse } from 'etcd3';
 import { ContractError } from '@leasehold/contracts';
 
-/** User and password authentication against etcd (its own credential, never a Leasehold secret). */
+/**
+ * User and password authentication against etcd: etcd's own credential, sent to etcd only (it answers a
+ * token the client sends with each request), never written to etcd, to the state home or into an error.
+ */
 export interface EtcdAuth {
   readonly username: string;
   readonly password: string;
+}
+
+/**
+ * TLS towards etcd's https client URLs, as PEM text (the caller reads the files): `ca`, the certificate
+ * authority that signed etcd's server certificates; `cert` and `key` (both or neither), this client's
+ * certificate and private key, for an etcd that requires one (`--client-cert-auth`).
+ */
+export interface EtcdTls {
+  readonly ca: string | Uint8Array;
+  readonly cert?: string | Uint8Array;
+  readonly key?: string | Uint8Array;
 }
 
 /** What a client connects to. */
 export interface ConnectionOptions {
   readonly endpoints: readonly string[];
   readonly auth?: EtcdAuth;
+  readonly tls?: EtcdTls;
   /** The bound of every single request (gRPC deadline). */
   readonly requestTimeoutMs: number;
 }
@@ -100,12 +115,35 @@ function rangeEndOf(key: Buffer, prefix: boolean | undefined): { range_end?: Buf
   return prefix === true ? { range_end: prefixEnd(key) } : {};
 }
 
+/**
+ * The library's TLS credentials: ours when `tls` is given (then every endpoint must be https), none for
+ * http endpoints, and the system's CAs for https endpoints without `tls` (the library's own default).
+ */
+function credentialsOf(endpoints: readonly string[], tls: EtcdTls | undefined): { rootCertificate: Buffer; privateKey?: Buffer; certChain?: Buffer } | undefined {
+  const secure = endpoints.filter((endpoint) => endpoint.startsWith('https://')).length;
+  if (secure !== 0 && secure !== endpoints.length) throw new ContractError('refused', 'endpoints: all https:// or none (etcd3 cannot mix secure and plain members)');
+  if (tls === undefined) return undefined;
+  if (secure === 0) throw new ContractError('refused', 'endpoints: with `tls`, every endpoint is an https:// URL');
+  if ((tls.cert === undefined) !== (tls.key === undefined)) throw new ContractError('refused', 'tls: give `cert` and `key` together, or neither');
+  return {
+    rootCertificate: Buffer.from(tls.ca),
+    ...(tls.cert === undefined || tls.key === undefined ? {} : { certChain: Buffer.from(tls.cert), privateKey: Buffer.from(tls.key) }),
+  };
+}
+
+/** Connects lazily (nothing is sent until the first request); throws `refused` for TLS options that cannot work. */
 export function connect(options: ConnectionOptions): EtcdClient {
+  const credentials = credentialsOf(options.endpoints, options.tls);
   const client = new etcd3.Etcd3({
     hosts: [...options.endpoints],
     ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
+    ...(credentials === undefined ? {} : { credentials }),
   });
   const call = (): { deadline: number } => ({ deadline: Date.now() + options.requestTimeoutMs });
+  const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
+  // Runs one request, every error of the library turned into a ContractError.
+  const guarded = <T>(request: () => Promise<T>): Promise<T> => request().catch((error: unknown) => Promise.reject(failure(error)));
+  const watchKey = (key: string, startRevision: string, handlers: WatchHandlers): Watch => watchOn(client, failure, key, startRevision, handlers);
   return {
     async txn(compare, success, failure = []) {
       const response = await guarded(() =>
@@ -131,7 +169,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
     async revoke(id) {
       await guarded(() => client.leaseClient.leaseRevoke({ ID: id }, call()));
     },
-    watch: (key, startRevision, handlers) => watchKey(client, key, startRevision, handlers),
+    watch: watchKey,
     close: () => client.close(),
   };
 }
@@ -152,7 +190,7 @@ async function keepAliveOnce(client: InstanceType<typeof etcd3.Etcd3>, id: strin
   }
 }
 
-function watchKey(client: InstanceType<typeof etcd3.Etcd3>, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+function watchOn(client: InstanceType<typeof etcd3.Etcd3>, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
   let ended = false;
   let cancelStream: (() => void) | undefined;
   const end = (reason: string): void => {
@@ -162,14 +200,15 @@ function watchKey(client: InstanceType<typeof etcd3.Etcd3>, key: string, startRe
     handlers.onEnd(reason);
   };
   const created = (async () => {
-    const stream = await guarded(() => client.watchClient.watch());
+    const stream = await client.watchClient.watch().catch((error: unknown) => Promise.reject(failure(error)));
     cancelStream = () => stream.cancel();
     if (ended) stream.cancel();
     await new Promise<void>((resolve, reject) => {
       stream.on('data', (response: IWatchResponse) => {
         if (response.created) resolve();
         if (response.canceled || response.compact_revision !== '0') {
-          reject(new ContractError('unavailable', 'the watch was cancelled'));
+          // A watch etcd refused at its creation (no permission on the key) says why in its cancel reason.
+          reject(response.canceled && response.cancel_reason !== '' ? failure(new Error(response.cancel_reason)) : new ContractError('unavailable', 'the watch was cancelled'));
           end(`the watch was ${response.compact_revision === '0' ? `cancelled (${response.cancel_reason})` : `compacted at ${response.compact_revision}`}`);
           return;
         }
@@ -178,7 +217,7 @@ function watchKey(client: InstanceType<typeof etcd3.Etcd3>, key: string, startRe
         }
       });
       stream.on('error', (error: Error) => {
-        reject(unavailable(error));
+        reject(failure(error));
         end(`the watch stream failed: ${error.message}`);
       });
       stream.on('end', () => {
@@ -225,22 +264,24 @@ function headerOf(header: IResponseHeader): Header {
   return { cluster: header.cluster_id, revision: header.revision };
 }
 
-/** Runs one request, turning the library's errors into ContractErrors: a refused credential or permission is `refused`, anything else `unavailable`. */
-async function guarded<T>(request: () => Promise<T>): Promise<T> {
-  try {
-    return await request();
-  } catch (error) {
-    if (ContractError.is(error)) throw error;
-    throw unavailable(error);
-  }
-}
+/**
+ * What etcd (or its TLS handshake) says when it will not serve these credentials, this user or this
+ * certificate: retrying cannot help, so it is `refused`, with what etcd said. Anything else is `unavailable`.
+ * (An expired token is not among them: the library fetches a new one on the next request.)
+ */
+const REFUSALS: readonly { readonly said: RegExp; readonly meaning: string }[] = [
+  { said: /authentication failed, invalid user ID or password/, meaning: 'etcd refused the credentials' },
+  { said: /user name is empty/, meaning: 'etcd has authentication enabled and was given no credentials (pass `auth`)' },
+  { said: /permission denied/, meaning: "etcd refused the permission (the user's roles must grant readwrite on the state home's prefix)" },
+  { said: /SSL routines|certificate|self[- ]signed/i, meaning: 'the TLS connection to etcd failed (check `tls` and the https endpoints)' },
+];
 
-function unavailable(error: unknown): ContractError {
-  const denied =
-    error instanceof etcd3.EtcdPermissionDeniedError ||
-    error instanceof etcd3.EtcdAuthenticationFailedError ||
-    error instanceof etcd3.EtcdInvalidAuthTokenError ||
-    error instanceof etcd3.GRPCUnauthenticatedError;
+/** Turns what the library threw (or a watch's cancel reason) into a ContractError; the password is never in it (etcd never repeats it). */
+function failureOf(error: unknown, username: string | undefined): ContractError {
+  if (ContractError.is(error)) return error;
   const message = error instanceof Error ? error.message : String(error);
-  return new ContractError(denied ? 'refused' : 'unavailable', `etcd ${denied ? 'refused the request' : 'is unavailable'}: ${message}`, { cause: error });
+  const refusal = REFUSALS.find(({ said }) => said.test(message));
+  if (refusal === undefined && !(error instanceof etcd3.GRPCUnauthenticatedError)) return new ContractError('unavailable', `etcd is unavailable: ${message}`, { cause: error });
+  const as = username === undefined ? '' : ` (user "${username}")`;
+  return new ContractError('refused', `${refusal?.meaning ?? 'etcd refused the request'}${as}: ${message}`, { cause: error });
 }

@@ -21,6 +21,7 @@ describe('the public entry point', () => {
       'EtcdOwnerLease',
       'EtcdOwnership',
       'EtcdOwnershipOptions',
+      'EtcdTls',
       'FenceRecord',
       'FenceState',
       'FencedOperation',

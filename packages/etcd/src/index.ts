@@ -1,7 +1,7 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export { OWNER_PHASES, RECORD_BYTES, type FenceRecord, type JournalRecord, type OwnerPhase, type OwnerRecord } from './documents.js';
-export type { EtcdAuth } from './etcd-client.js';
+export type { EtcdAuth, EtcdTls } from './etcd-client.js';
 export { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 export type { EtcdOwnerLease, FencedOperation, Sequencer } from './owner-lease.js';
 export {

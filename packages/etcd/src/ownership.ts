@@ -14,7 +14,7 @@ import {
   type JournalRecord,
   type OwnerRecord,
 } from './documents.js';
-import { connect, type EtcdAuth, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
+import { connect, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue, type Operation } from './etcd-client.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 import { OwnerLease, type EtcdOwnerLease } from './owner-lease.js';
 
@@ -28,7 +28,10 @@ export interface EtcdOwnershipOptions {
   readonly prefix: string;
   /** This host's identity: endpoints are scoped by it, and records name it. */
   readonly host: string;
+  /** etcd's user and password, for an etcd with authentication enabled; taken from here only, never stored. */
   readonly auth?: EtcdAuth;
+  /** The CA (and this client's certificate and key) for https endpoints; taken from here only, never stored. */
+  readonly tls?: EtcdTls;
   /** The bound of every single etcd request (default `DEFAULT_REQUEST_TIMEOUT_MS`). */
   readonly requestTimeoutMs?: number;
 }
@@ -88,6 +91,7 @@ export class EtcdOwnership {
     this.#client = connect({
       endpoints: options.endpoints,
       ...(options.auth === undefined ? {} : { auth: options.auth }),
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
       requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     });
   }

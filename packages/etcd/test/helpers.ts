@@ -1,5 +1,7 @@
-import { isMessage, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
+import { codeOfAsync, isMessage, spawnChild, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { connect, type EtcdClient } from '../src/etcd-client.js';
 import { EtcdOwnership } from '../src/index.js';
 
@@ -88,3 +90,76 @@ export async function until(condition: () => Promise<boolean>): Promise<void> {
   while (!(await condition())) await pollPause();
 }
 
+/** The bound of one status request to a member: a frozen member never answers. */
+const STATUS_TIMEOUT_MS = 1_000;
+
+/** What one member says of itself and its leader (etcd's JSON gateway), or undefined if it did not answer. */
+async function memberStatus(clientUrl: string): Promise<{ readonly member: string; readonly leader: string } | undefined> {
+  try {
+    const response = await fetch(`${clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) });
+    const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
+    const member = status.header?.member_id;
+    const leader = status.leader;
+    return member === undefined || leader === undefined || leader === '0' ? undefined : { member, leader };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The index in `cluster.members` of the leader, once every member answers and all name the same one. */
+export async function leaderIndex(cluster: EtcdCluster): Promise<number> {
+  for (;;) {
+    const statuses = await Promise.all(cluster.members.map(({ clientUrl }) => memberStatus(clientUrl)));
+    const leaders = new Set(statuses.map((status) => status?.leader));
+    const index = statuses.findIndex((status) => status !== undefined && status.member === status.leader);
+    if (leaders.size === 1 && !leaders.has(undefined) && index >= 0) return index;
+    await pollPause();
+  }
+}
+
+/** The test's monotonic time (`performance.now()`) when the child's first `key` message reached it, and the message. Call it before the message can come. */
+export async function arrivalOf(child: SpawnedChild, key: string): Promise<{ readonly at: number; readonly message: Record<string, unknown> }> {
+  const line = await child.line(isMessage(key));
+  // Taken in the same turn as the stdout chunk that carried the line: an upper bound of when the child said it.
+  const at = performance.now();
+  const message = (JSON.parse(line) as Record<string, Record<string, unknown>>)[key] ?? {};
+  return { at, message };
+}
+
+/** A claimant acquiring `root` again and again until `stop()`, which answers every claim's code ('no error' would be a second owner). */
+export function keepClaiming(ownership: EtcdOwnership, root: string, endpoint: string): { stop(): Promise<string[]> } {
+  const codes: string[] = [];
+  let stopped = false;
+  const claims = (async () => {
+    while (!stopped) {
+      codes.push(await codeOfAsync(() => ownership.acquire(root, { endpoint })));
+      await pollPause();
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await claims;
+      return codes;
+    },
+  };
+}
+
+/** How many times each code occurs, for the printed figures. */
+export function tally(codes: readonly string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const code of codes) counts[code] = (counts[code] ?? 0) + 1;
+  return counts;
+}
+
+/** The answer of `request` once etcd answers it: retried while it throws `unavailable` (a member still starting, a client reconnecting). */
+export async function answered<T>(request: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await request();
+    } catch (error) {
+      if (!ContractError.is(error, 'unavailable')) throw error;
+    }
+    await pollPause();
+  }
+}

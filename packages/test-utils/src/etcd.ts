@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
-import { get } from 'node:http';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs';
+import { get, type IncomingMessage } from 'node:http';
+import { get as getTls } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { makeTemporaryFolder } from './temporary-folders.js';
@@ -12,10 +13,27 @@ export interface EtcdMember {
   readonly clientUrl: string;
 }
 
+/**
+ * A throwaway CA, a server certificate for IP 127.0.0.1 and a client certificate it signed, made by
+ * `makeEtcdCertificates`: PEM files in a temp folder (removed by `cleanUp`), and the client's side as text.
+ */
+export interface EtcdCertificates {
+  readonly caFile: string;
+  readonly serverCertFile: string;
+  readonly serverKeyFile: string;
+  readonly clientCertFile: string;
+  readonly clientKeyFile: string;
+  readonly ca: string;
+  readonly clientCert: string;
+  readonly clientKey: string;
+}
+
 /** A real etcd cluster on loopback, started by `startEtcd` and stopped by `stop()` or `cleanUp`. */
 export interface EtcdCluster {
-  /** Every member's client URL, for a client's `endpoints`. */
+  /** Every member's client URL, for a client's `endpoints` (`https://` when started with `tls`). */
   readonly endpoints: readonly string[];
+  /** The certificates its client URLs serve and require, when started with `tls`. */
+  readonly tls: EtcdCertificates | undefined;
   readonly members: readonly EtcdMember[];
   /** SIGSTOP member `index`: it keeps its sockets but answers nothing. */
   freeze(index: number): void;
@@ -34,6 +52,7 @@ interface MemberPlan {
   readonly clientUrl: string;
   readonly peerUrl: string;
   readonly dataDir: string;
+  readonly tls: EtcdCertificates | undefined;
 }
 
 interface RunningMember {
@@ -49,29 +68,52 @@ const STDERR_KEPT = 4_000;
 const running = new Set<RunningMember>();
 let skipNoticeShown = false;
 
+/** The Debian package that brings each tool a test may need besides etcd. */
+const TOOL_PACKAGES = { etcd: 'etcd-server', etcdctl: 'etcd-client', openssl: 'openssl' } as const;
+type Tool = keyof typeof TOOL_PACKAGES;
+
 /**
- * Whether the `etcd` binary is on PATH, for `describe.skipIf(!etcdAvailable())`. Missing under
- * `CI=true` it throws (a CI run must not pass by skipping); elsewhere it says once that the etcd tests are skipped.
+ * Whether the `etcd` binary (and each of `tools`) is on PATH, for `describe.skipIf(!etcdAvailable())`.
+ * One missing under `CI=true` throws (a CI run must not pass by skipping); elsewhere it says once that the etcd tests are skipped.
  */
-export function etcdAvailable(): boolean {
-  if (etcdBinary() !== undefined) return true;
-  if (process.env.CI === 'true') throw new Error('etcd is not installed (no `etcd` on PATH) and CI=true: install etcd-server');
-  if (!skipNoticeShown) console.warn('etcd is not installed (no `etcd` on PATH): the tests that need a real etcd are skipped');
+export function etcdAvailable(...tools: readonly Exclude<Tool, 'etcd'>[]): boolean {
+  const missing = (['etcd', ...tools] as const).filter((tool) => onPath(tool) === undefined);
+  if (missing.length === 0) return true;
+  const what = missing.map((tool) => `\`${tool}\``).join(', ');
+  if (process.env.CI === 'true') throw new Error(`not on PATH: ${what}, and CI=true: install ${missing.map((tool) => TOOL_PACKAGES[tool]).join(' ')}`);
+  if (!skipNoticeShown) console.warn(`not on PATH: ${what}: the tests that need them are skipped`);
   skipNoticeShown = true;
   return false;
 }
 
-/** Starts `members` real etcd members on free loopback ports with temp data folders and waits until each is healthy. */
-export async function startEtcd(options: { readonly members: 1 | 3 }): Promise<EtcdCluster> {
-  const binary = etcdBinary();
+/**
+ * `etcd --version`'s version (such as `3.4.23`), or undefined when no etcd is on PATH: for a
+ * program such as the bench, which skips what needs etcd rather than fail.
+ */
+export function etcdVersion(): string | undefined {
+  const binary = onPath('etcd');
+  if (binary === undefined) return undefined;
+  const out = execFileSync(binary, ['--version'], { encoding: 'utf8', env: etcdEnvironment(), stdio: ['ignore', 'pipe', 'ignore'] });
+  return /etcd Version:\s*(\S+)/.exec(out)?.[1] ?? 'unknown';
+}
+
+/**
+ * Starts `members` real etcd members on free loopback ports with temp data folders and waits until each is healthy.
+ * With `tls`, client URLs are https, serve its server certificate and require a client certificate its CA signed
+ * (`--client-cert-auth`); peers stay on plain loopback http.
+ */
+export async function startEtcd(options: { readonly members: 1 | 3; readonly tls?: EtcdCertificates }): Promise<EtcdCluster> {
+  const binary = onPath('etcd');
   if (binary === undefined) throw new Error('etcd is not installed (no `etcd` on PATH)');
   const ports = await freePorts(options.members * 2);
   const token = `leasehold-test-${process.pid}-${Date.now()}`;
+  const scheme = options.tls === undefined ? 'http' : 'https';
   const plans = Array.from({ length: options.members }, (_, index): MemberPlan => ({
     name: `member${index}`,
-    clientUrl: `http://127.0.0.1:${ports[index * 2]}`,
+    clientUrl: `${scheme}://127.0.0.1:${ports[index * 2]}`,
     peerUrl: `http://127.0.0.1:${ports[index * 2 + 1]}`,
     dataDir: makeTemporaryFolder(`etcd-member${index}-`),
+    tls: options.tls,
   }));
   const initialCluster = plans.map((plan) => `${plan.name}=${plan.peerUrl}`).join(',');
   const launch = (plan: MemberPlan): RunningMember => launchMember(binary, plan, initialCluster, token);
@@ -84,6 +126,7 @@ export async function startEtcd(options: { readonly members: 1 | 3 }): Promise<E
   };
   return {
     endpoints: plans.map((plan) => plan.clientUrl),
+    tls: options.tls,
     get members() {
       return members.map((member) => ({ name: member.plan.name, pid: member.child.pid ?? -1, clientUrl: member.plan.clientUrl }));
     },
@@ -107,10 +150,10 @@ export async function stopEtcds(): Promise<void> {
   await Promise.all([...running].map(killMember));
 }
 
-/** The `etcd` executable on PATH, or undefined. */
-function etcdBinary(): string | undefined {
+/** The executable `name` on PATH, or undefined. */
+function onPath(name: Tool): string | undefined {
   for (const folder of (process.env.PATH ?? '').split(delimiter).filter((entry) => entry !== '')) {
-    const candidate = join(folder, 'etcd');
+    const candidate = join(folder, name);
     try {
       accessSync(candidate, constants.X_OK);
       return candidate;
@@ -153,6 +196,9 @@ function launchMember(binary: string, plan: MemberPlan, initialCluster: string, 
     ['--initial-cluster-state', 'new'],
     ['--logger', 'zap'],
     ['--log-level', 'error'],
+    ...(plan.tls === undefined
+      ? []
+      : [['--cert-file', plan.tls.serverCertFile], ['--key-file', plan.tls.serverKeyFile], ['--trusted-ca-file', plan.tls.caFile], ['--client-cert-auth']]),
   ].flat();
   const child = spawn(binary, args, { env: etcdEnvironment(), stdio: ['ignore', 'ignore', 'pipe'] });
   const member: RunningMember = { plan, child, exited: Promise.resolve(), stderr: '' };
@@ -190,26 +236,119 @@ async function killMember(member: RunningMember): Promise<void> {
 /** Polls the member's `/health` until it answers healthy; throws with its stderr if it exits or the bound passes. */
 async function waitHealthy(member: RunningMember): Promise<void> {
   const deadline = Date.now() + HEALTH_WAIT_MS;
-  while (!(await healthy(member.plan.clientUrl))) {
+  while (!(await healthy(member.plan))) {
     if (!isRunning(member)) throw new Error(`etcd ${member.plan.name} exited before it was healthy: ${member.stderr}`);
     if (Date.now() > deadline) throw new Error(`etcd ${member.plan.name} not healthy after ${HEALTH_WAIT_MS} ms: ${member.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, HEALTH_POLL_MS));
   }
 }
 
-function healthy(clientUrl: string): Promise<boolean> {
+/** Whether the member's `/health` answers healthy; over TLS it presents the client certificate its listener requires. */
+function healthy(plan: MemberPlan): Promise<boolean> {
   return new Promise((resolve) => {
-    const request = get(`${clientUrl}/health`, { timeout: 1_000 }, (response) => {
+    const url = `${plan.clientUrl}/health`;
+    const onResponse = (response: IncomingMessage): void => {
       let body = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => {
         body += chunk;
       });
       response.on('end', () => resolve(response.statusCode === 200 && /"health"\s*:\s*"true"/.test(body)));
-    });
+    };
+    const request =
+      plan.tls === undefined
+        ? get(url, { timeout: 1_000 }, onResponse)
+        : getTls(url, { timeout: 1_000, ca: plan.tls.ca, cert: plan.tls.clientCert, key: plan.tls.clientKey }, onResponse);
     request.on('timeout', () => request.destroy());
     request.on('error', () => resolve(false));
   });
+}
+
+/** The extensions of each certificate: a CA that signs only, a server for IP 127.0.0.1, a client. */
+const OPENSSL_CONFIG = `[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = leasehold-test
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+[server]
+basicConstraints = CA:FALSE
+subjectAltName = IP:127.0.0.1
+extendedKeyUsage = serverAuth
+[client]
+basicConstraints = CA:FALSE
+extendedKeyUsage = clientAuth
+`;
+
+/** Makes a throwaway CA (P-256, valid one day) and a server and a client certificate it signed, with `openssl`, in a temp folder. */
+export function makeEtcdCertificates(): EtcdCertificates {
+  const binary = onPath('openssl');
+  if (binary === undefined) throw new Error('openssl is not installed (no `openssl` on PATH): install openssl');
+  const openssl = (args: readonly string[]): Buffer => execFileSync(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const folder = makeTemporaryFolder('etcd-tls-');
+  const file = (name: string): string => join(folder, name);
+  writeFileSync(file('openssl.cnf'), OPENSSL_CONFIG);
+  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(['req', '-x509', '-config', file('openssl.cnf'), '-extensions', 'ca', ...newKey, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '1', '-subj', '/CN=leasehold-test-ca']);
+  for (const [index, name] of ['server', 'client'].entries()) {
+    openssl(['req', '-new', '-config', file('openssl.cnf'), ...newKey, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`), '-subj', `/CN=leasehold-test-${name}`]);
+    openssl(['x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-set_serial', String(index + 1), '-days', '1', '-extfile', file('openssl.cnf'), '-extensions', name, '-out', file(`${name}.crt`)]);
+  }
+  return {
+    caFile: file('ca.crt'),
+    serverCertFile: file('server.crt'),
+    serverKeyFile: file('server.key'),
+    clientCertFile: file('client.crt'),
+    clientKeyFile: file('client.key'),
+    ca: readFileSync(file('ca.crt'), 'utf8'),
+    clientCert: readFileSync(file('client.crt'), 'utf8'),
+    clientKey: readFileSync(file('client.key'), 'utf8'),
+  };
+}
+
+/** etcd's own credential: a user name and its password. */
+export interface EtcdUser {
+  readonly name: string;
+  readonly password: string;
+}
+
+/**
+ * Runs `etcdctl` (v3 API) on every member of `cluster`, with its TLS files if it has them and as `user` if given;
+ * answers its stdout, or throws with its stderr. Its environment has no `ETCD*` variable but the API version set here.
+ */
+export function etcdctl(cluster: EtcdCluster, args: readonly string[], user?: EtcdUser): Promise<string> {
+  const tls = cluster.tls === undefined ? [] : ['--cacert', cluster.tls.caFile, '--cert', cluster.tls.clientCertFile, '--key', cluster.tls.clientKeyFile];
+  const credential = user === undefined ? [] : ['--user', user.name, '--password', user.password];
+  const argv = [`--endpoints=${cluster.endpoints.join(',')}`, '--dial-timeout=5s', '--command-timeout=10s', ...tls, ...credential, ...args];
+  const binary = onPath('etcdctl');
+  if (binary === undefined) return Promise.reject(new Error('etcdctl is not installed (no `etcdctl` on PATH): install etcd-client'));
+  return new Promise((resolve, reject) => {
+    execFile(binary, argv, { env: { ...etcdEnvironment(), ETCDCTL_API: '3' } }, (error, stdout, stderr) => {
+      if (error === null) resolve(stdout);
+      else reject(new Error(`etcdctl ${args.join(' ')}: ${stderr.trim() || error.message}`));
+    });
+  });
+}
+
+/**
+ * Turns on etcd's authentication: a `root` user (with the root role) with `rootPassword`, and for each of
+ * `users` a role of its own whose only permission is readwrite on the keys starting with its `prefix`.
+ */
+export async function enableEtcdAuth(cluster: EtcdCluster, options: { readonly rootPassword: string; readonly users: readonly (EtcdUser & { readonly prefix: string })[] }): Promise<void> {
+  const addUser = (user: EtcdUser): Promise<string> => etcdctl(cluster, ['user', 'add', user.name, `--new-user-password=${user.password}`, '--interactive=false']);
+  await addUser({ name: 'root', password: options.rootPassword });
+  await etcdctl(cluster, ['role', 'add', 'root']);
+  await etcdctl(cluster, ['user', 'grant-role', 'root', 'root']);
+  for (const user of options.users) {
+    const role = `${user.name}-role`;
+    await etcdctl(cluster, ['role', 'add', role]);
+    await etcdctl(cluster, ['role', 'grant-permission', role, 'readwrite', user.prefix, '--prefix=true']);
+    await addUser(user);
+    await etcdctl(cluster, ['user', 'grant-role', user.name, role]);
+  }
+  await etcdctl(cluster, ['auth', 'enable']);
 }
 
 // A test process that dies without cleanUp must not leave etcd members behind.

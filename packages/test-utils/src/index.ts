@@ -5,7 +5,7 @@ export { cleanUp } from './clean-up.js';
 export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
 export { countsOf } from './counts.js';
 export { endpointOf } from './endpoints.js';
-export { etcdAvailable, startEtcd, type EtcdCluster, type EtcdMember } from './etcd.js';
+export { enableEtcdAuth, etcdAvailable, etcdctl, etcdVersion, makeEtcdCertificates, startEtcd, type EtcdCertificates, type EtcdCluster, type EtcdMember, type EtcdUser } from './etcd.js';
 export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type CrasherPlan, type CrasherStep, type FixtureModules, type SharedFixturePlans } from './fixtures.js';
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
