@@ -60,7 +60,7 @@ async function etcdSuite(place: BenchPlace): Promise<EtcdSuite> {
   const clusters: EtcdCluster[] = [];
   const opened: EtcdOwnership[] = [];
   const close = async () => {
-    for (const ownership of opened.splice(0)) ownership.close();
+    await Promise.all(opened.splice(0).map((ownership) => ownership.close()));
     await Promise.all(clusters.splice(0).map((members) => members.stop()));
     await cleanUp(); // their data folders
   };

@@ -12,9 +12,9 @@ const ELSEWHERE: EtcdUser = { name: 'bob', password: 'bob-Pw-4ab810' };
 const WRONG_PASSWORD = 'wrong-Pw-d41d8c';
 const authOf = (user: EtcdUser): EtcdAuth => ({ username: user.name, password: user.password });
 
-const opened: { close(): void }[] = [];
-afterEach(() => {
-  for (const one of opened.splice(0)) one.close();
+const opened: { close(): void | Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((one) => one.close()));
 });
 afterAll(cleanUp);
 
@@ -72,7 +72,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     // A lease lost without a release (its ownership closed): quarantined, then recovered by the same user.
     const lost = as(authOf(PERMITTED));
     await lost.acquire('/srv/auth', { endpoint: endpointOf(51001), ttlSeconds: 1 });
-    lost.close();
+    await lost.close();
     const closedAt = performance.now();
     await until(async () => (await alice.inspect('/srv/auth')).status === 'quarantined');
     console.log(`closed with its lease held (TTL 1 s) to quarantined: ${Math.round(performance.now() - closedAt)} ms`);

@@ -93,13 +93,30 @@ export interface EtcdClient {
   txn(compare: readonly Compare[], success: readonly Operation[], failure?: readonly Operation[]): Promise<TxnResult>;
   range(key: string, prefix?: true): Promise<{ readonly header: Header; readonly kvs: readonly KeyValue[] }>;
   grant(ttlSeconds: number): Promise<{ readonly id: string; readonly ttlSeconds: number }>;
-  /** One keep-alive of lease `id`: the TTL etcd answered (<= 0: the lease is gone). */
-  keepAlive(id: string): Promise<number>;
+  /** One keep-alive of lease `id`, bounded by `timeoutMs` (default the request timeout): the TTL etcd answered (<= 0: the lease is gone). */
+  keepAlive(id: string, timeoutMs?: number): Promise<number>;
   revoke(id: string): Promise<void>;
   /** Watches one key from `startRevision` on. */
   watch(key: string, startRevision: string, handlers: WatchHandlers): Watch;
   close(): void;
 }
+
+type HostPolicy = ReturnType<NonNullable<NonNullable<NonNullable<ConstructorParameters<typeof etcd3.Etcd3>[0]>['faultHandling']>['host']>>;
+
+/**
+ * The per-member policy: every request goes through. The library's default is a circuit breaker that,
+ * after 3 failures, refuses every request to that member for 5 s, well after the member is back (a
+ * restarted node serves again within about a second): a claimant would be told `unavailable` by the
+ * breaker, not by etcd. Each request's own deadline bounds it, and an owner's safety is its local
+ * deadline, so nothing is gained by blocking a member. The library's global retry (3 attempts, across
+ * the members, within the one deadline) stays.
+ */
+const PASS_THROUGH: HostPolicy = {
+  _altReturn: undefined as never,
+  onSuccess: () => ({ dispose: () => {} }),
+  onFailure: () => ({ dispose: () => {} }),
+  execute: async (request, signal = new AbortController().signal) => request({ signal }),
+};
 
 /** The first key after every key that starts with `prefix`: etcd's range end for a prefix, in bytes. */
 function prefixEnd(prefix: Buffer): Buffer {
@@ -138,6 +155,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
     hosts: [...options.endpoints],
     ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
     ...(credentials === undefined ? {} : { credentials }),
+    faultHandling: { host: () => PASS_THROUGH },
   });
   const call = (): { deadline: number } => ({ deadline: Date.now() + options.requestTimeoutMs });
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
@@ -165,7 +183,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
       if (response.error !== '') throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
       return { id: response.ID, ttlSeconds: Number(response.TTL) };
     },
-    keepAlive: (id) => guarded(() => keepAliveOnce(client, id, options.requestTimeoutMs)),
+    keepAlive: (id, timeoutMs = options.requestTimeoutMs) => guarded(() => keepAliveOnce(client, id, timeoutMs)),
     async revoke(id) {
       await guarded(() => client.leaseClient.leaseRevoke({ ID: id }, call()));
     },

@@ -76,6 +76,8 @@ export class OwnerLease implements EtcdOwnerLease {
   #keepAliveTimer: NodeJS.Timeout | undefined;
   #cancelWatch: (() => void) | undefined;
   #release: Promise<void> | undefined;
+  /** The best-effort revoke after a loss (settled, never rejected). */
+  #revoked: Promise<void> = Promise.resolve();
   readonly #onEnd: (lease: OwnerLease) => void;
 
   constructor(grant: LeaseGrant, onEnd: (lease: OwnerLease) => void) {
@@ -189,9 +191,10 @@ export class OwnerLease implements EtcdOwnerLease {
     await this.#grant.client.revoke(this.#grant.leaseId).catch(() => {});
   }
 
-  /** The ownership closed its connection: this lease can no longer be kept. */
-  abandon(): void {
+  /** The ownership is closing its connection: this lease can no longer be kept. Resolves once the best-effort revoke settled. */
+  abandon(): Promise<void> {
     this.#lose('unavailable', 'its ownership was closed');
+    return this.#revoked;
   }
 
   async #fenced(operations: readonly Operation[]): Promise<{ readonly revision: string }> {
@@ -230,29 +233,38 @@ export class OwnerLease implements EtcdOwnerLease {
     this.#deadlineTimer.unref();
   }
 
+  /**
+   * A keep-alive every third of the TTL, on schedule even while earlier ones are unanswered: one that
+   * hangs (a leader election) must not hold back the next, or a short TTL would run out behind it.
+   */
   #scheduleKeepAlive(): void {
-    this.#keepAliveTimer = setTimeout(() => void this.#keepAlive(), this.#grant.ttlMs / 3);
+    this.#keepAliveTimer = setTimeout(() => {
+      this.#scheduleKeepAlive();
+      void this.#keepAlive();
+    }, this.#grant.ttlMs / 3);
     this.#keepAliveTimer.unref();
   }
 
   async #keepAlive(): Promise<void> {
     const sentAt = performance.now();
+    let ttlSeconds: number;
     try {
-      const ttlSeconds = await this.#grant.client.keepAlive(this.#grant.leaseId);
-      if (this.#lost !== undefined || this.#state === 'released') return;
-      if (ttlSeconds <= 0) {
-        this.#lose('conflict', 'etcd answered that its lease is gone');
-        return;
-      }
-      // An answer that comes after the deadline must not revive a lease already counted lost.
-      this.#checkDeadline();
-      if (this.#lost !== undefined) return;
-      this.#deadline = Math.max(this.#deadline, sentAt + ttlSeconds * 1000 - this.#grant.marginMs);
-      this.#armDeadline();
+      // An answer after the local deadline cannot help (the lease then counts as lost): wait no longer.
+      ttlSeconds = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - sentAt));
     } catch {
-      // Unanswered: the deadline decides.
+      return; // Unanswered: the deadline decides.
     }
-    if (this.#lost === undefined && this.#state !== 'released') this.#scheduleKeepAlive();
+    if (this.#lost !== undefined || this.#state === 'released') return;
+    if (ttlSeconds <= 0) {
+      this.#lose('conflict', 'etcd answered that its lease is gone');
+      return;
+    }
+    // An answer that comes after the deadline must not revive a lease already counted lost.
+    this.#checkDeadline();
+    if (this.#lost !== undefined) return;
+    // Each answer is credited to its own request's send time; a late answer to an earlier one never moves the deadline back.
+    this.#deadline = Math.max(this.#deadline, sentAt + ttlSeconds * 1000 - this.#grant.marginMs);
+    this.#armDeadline();
   }
 
   #onWatchEvents(events: readonly WatchEvent[]): void {
@@ -276,7 +288,7 @@ export class OwnerLease implements EtcdOwnerLease {
     this.#lost = lost;
     this.#stop();
     // Best effort: whatever etcd still keeps on the lease goes now rather than at its TTL; the fence stays.
-    void this.#grant.client.revoke(this.#grant.leaseId).catch(() => {});
+    this.#revoked = this.#grant.client.revoke(this.#grant.leaseId).catch(() => {});
     for (const listener of this.#listeners) queueMicrotask(() => listener(lost));
   }
 

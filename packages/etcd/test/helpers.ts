@@ -29,7 +29,7 @@ export function freshPrefix(): string {
   return `/leasehold/test-${process.pid}-${prefixes}`;
 }
 
-const opened: { close(): void }[] = [];
+const opened: { close(): void | Promise<void> }[] = [];
 
 /** An ownership for `host` on `prefix`, closed by `closeAll`. */
 export function ownershipOf(endpoints: readonly string[], prefix: string, host: string): EtcdOwnership {
@@ -45,8 +45,8 @@ export function rawClient(endpoints: readonly string[]): EtcdClient {
   return client;
 }
 
-export function closeAll(): void {
-  for (const one of opened.splice(0)) one.close();
+export async function closeAll(): Promise<void> {
+  await Promise.all(opened.splice(0).map((one) => one.close()));
 }
 
 export function spawnOwner(plan: OwnerPlan): SpawnedChild {
