@@ -25,8 +25,10 @@ import { cleanUp, etcdAvailable, startEtcd } from '@leasehold/test-utils';
 // (the first to type `require` of an ES module under `module: nodenext`).
 const TYPESCRIPT_FLOORS = { esm: '5.4.5', cts: '5.8.3' };
 
+const NPM_INSTALL = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'];
+
 const INSTALLERS = {
-  npm: ['npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error']],
+  npm: ['npm', NPM_INSTALL],
   pnpm: ['pnpm', ['install', '--prefer-offline', '--reporter=silent', '--config.confirmModulesPurge=false']],
 };
 
@@ -79,7 +81,7 @@ function typescriptFloors(scratch) {
   for (const [use, version] of Object.entries(TYPESCRIPT_FLOORS)) {
     const folder = join(scratch, `typescript-${version}`);
     mkdirSync(folder, { recursive: true });
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', '--prefix', folder, `typescript@${version}`], { stdio: 'pipe' });
+    execFileSync('npm', [...NPM_INSTALL, '--prefix', folder, `typescript@${version}`], { stdio: 'pipe' });
     compilers[use] = join(folder, 'node_modules', 'typescript', 'bin', 'tsc');
   }
   return compilers;

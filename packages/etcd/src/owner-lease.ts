@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { ContractError } from '@leasehold/contracts';
 import { recordBytes, type OwnerPhase, type OwnerRecord } from './documents.js';
 import type { Compare, EtcdClient, Operation, WatchEvent } from './etcd-client.js';
-import type { KeyLayout } from './keys.js';
+import { TXN_OPS_BOUND, type KeyLayout } from './keys.js';
 
 /**
  * The fencing token of one ownership: the revision of the acquire transaction (monotonic across
@@ -13,6 +13,9 @@ export interface Sequencer {
   readonly cluster: string;
   readonly revision: string;
 }
+
+/** The most writes one fenced transaction takes: one below etcd's bound, as the package has always allowed. */
+const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
 
 /** One write of a fenced transaction, to a key outside the ownership's prefix. */
 export type FencedOperation = { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
@@ -143,7 +146,9 @@ export class OwnerLease implements EtcdOwnerLease {
   async fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }> {
     const reserved = operations.map(keyOf).find((key) => key === this.#grant.keys.prefix || key.startsWith(`${this.#grant.keys.prefix}/`));
     if (reserved !== undefined) throw new ContractError('refused', `fenced write: ${reserved} is under the ownership prefix, which only Leasehold writes`);
-    if (operations.length === 0 || operations.length > 127) throw new ContractError('refused', 'fenced write: 1 to 127 operations per transaction');
+    if (operations.length === 0 || operations.length > MAX_FENCED_OPERATIONS) {
+      throw new ContractError('refused', `fenced write: 1 to ${MAX_FENCED_OPERATIONS} operations per transaction`);
+    }
     return this.#fenced(operations.map((operation) => ('put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation)));
   }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 
@@ -22,6 +23,11 @@ export function publicNames(packageDir: string): string[] {
     .getExportsOfModule(module)
     .map((symbol) => symbol.name)
     .sort();
+}
+
+/** The exports of the package at `packageDir` that its own README.md never shows in code. */
+export function exportsMissingFromReadme(packageDir: string): string[] {
+  return namesMissingFrom(readFileSync(join(packageDir, 'README.md'), 'utf8'), publicNames(packageDir));
 }
 
 /** The names among `names` that the README never shows in code (a code span or a code block). */
