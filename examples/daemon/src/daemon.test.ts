@@ -8,7 +8,7 @@ import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, codeOf, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild } from '@leasehold/test-utils';
+import { cleanUp, codeOf, etcdAvailable, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild, startEtcd } from '@leasehold/test-utils';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
@@ -62,11 +62,11 @@ function makePlace(): Place {
   return { tmp, workspace: resolveWorkspace(workspace), stateHome: join(tmp, 'state') };
 }
 
-function startDaemon(place: Place, extra: readonly string[] = []): Daemon {
+function startDaemon(place: Place, extra: readonly string[] = [], env: NodeJS.ProcessEnv = process.env): Daemon {
   const child = spawn(
     process.execPath,
     [DAEMON, '--workspace', place.workspace, '--state-home', place.stateHome, ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env },
   );
   let printed = '';
   const lines: string[] = [];
@@ -141,7 +141,12 @@ interface Command {
 
 /** Runs the real `leasehold ARGS --workspace W --state-home S` to its end. */
 async function leasehold(place: Place, ...args: string[]): Promise<Command> {
-  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome]);
+  return leaseholdWith(process.env, place, ...args);
+}
+
+/** `leasehold` with the environment `env` (a host's name, for instance). */
+async function leaseholdWith(env: NodeJS.ProcessEnv, place: Place, ...args: string[]): Promise<Command> {
+  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome], { env });
   const { code, stderr } = await child.closed;
   return { code, stdout: child.lines.map((line) => `${line}\n`).join(''), stderr };
 }
@@ -413,5 +418,34 @@ describe('the example daemon', () => {
     const daemon = startDaemon({ ...place, workspace: join(place.tmp, 'missing') });
     expect(await daemon.next()).toEqual({ event: 'refused', code: 'refused' });
     expect(await daemon.exited).toEqual({ code: 1, signal: null });
+  });
+});
+
+describe.skipIf(!etcdAvailable())('the example daemon on the etcd backend', () => {
+  it('runs on the backend its state home records, is running for `leasehold status` on its host, seen from another, and stops with `leasehold stop`', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = makePlace();
+    const other = { ...makePlace(), workspace: place.workspace };
+    const hostA = { ...process.env, LEASEHOLD_HOST: 'host-a' };
+    const hostB = { ...process.env, LEASEHOLD_HOST: 'host-b' };
+    const prefix = `/leasehold/daemon-${process.pid}`;
+    for (const [at, env] of [[place, hostA], [other, hostB]] as const) {
+      expect((await leaseholdWith(env, at, 'init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix, '--json')).code).toBe(0);
+    }
+
+    const daemon = startDaemon(place, [], hostA);
+    const ready = await daemon.next();
+    expect(ready).toMatchObject({ event: 'ready', pid: daemon.child.pid });
+    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid });
+    // Another host sees who serves it, and cannot take it: not with `leasehold serve`, nor with a daemon of its own.
+    expect(jsonLine(await leaseholdWith(hostB, other, 'status', '--json'))).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: 'served on host host-a' });
+    const rival = startDaemon(other, [], hostB);
+    expect(await rival.next()).toEqual({ event: 'refused', code: 'conflict' });
+
+    const stop = await leaseholdWith(hostA, place, 'stop', '--json');
+    expect(jsonLine(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(await daemon.next()).toEqual({ event: 'released', epoch: ready.epoch });
+    expect(await daemon.exited).toEqual({ code: 0, signal: null });
+    expect(jsonLine(await leaseholdWith(hostB, other, 'list', '--json'))).toEqual({ entries: [] });
   });
 });

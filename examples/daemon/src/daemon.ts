@@ -5,6 +5,9 @@
  *
  *   node dist/daemon.js [--workspace DIR] [--state-home DIR] [--watch-ms N]
  *
+ * It runs on the backend its state home records (`leasehold init`): the
+ * state home's files, or an etcd cluster shared by hosts.
+ *
  * `serveOwner` does the whole life cycle: it binds 127.0.0.1 (any free port),
  * acquires the workspace with that endpoint, serves the owner contract
  * (`GET /v1/status`, `POST /v1/stop`, which `leasehold status` and
@@ -25,7 +28,8 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ContractError, encode } from '@leasehold/contracts';
-import { resolveWorkspace } from '@leasehold/coordination';
+import { openStateHome } from '@leasehold/cli';
+import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import { serveOwner, type OwnerRoutes, type Serving } from '@leasehold/transport';
 
 /**
@@ -68,11 +72,15 @@ try {
   process.exit(64); // EX_USAGE
 }
 
+// Coordination wants an absolute, normalised state home: resolve a relative one here.
+const stateHome = options['state-home'] === undefined ? undefined : resolve(options['state-home']);
+// The backend the state home records (its files, or an etcd cluster shared by hosts), as `leasehold` uses it.
+let backend: ReturnType<typeof openStateHome> | undefined;
 try {
+  backend = openStateHome(stateHome ?? defaultStateHome());
   await serveOwner(resolveWorkspace(options.workspace), {
     policy: POLICY,
-    // Coordination wants an absolute, normalised state home: resolve a relative one here.
-    ...(options['state-home'] === undefined ? {} : { stateHome: resolve(options['state-home']) }),
+    ownership: backend.ownership,
     watchIntervalMs: Number(options['watch-ms']),
     routes,
     onServing: (started) => {
@@ -88,7 +96,7 @@ try {
     // Never served: another owner or config (conflict), a crashed owner awaiting recovery (quarantine), broken state.
     emit({ event: 'refused', code });
     process.exitCode = 1;
-  } else if (serving.lease.registration.phase === 'idle') {
+  } else if (serving.lease.owner.phase === 'idle') {
     // Our files changed under us (the self-fence, or found by the stop): no longer provably the owner, so nothing touched.
     emit({ event: 'lost', code });
     process.exitCode = 2;
@@ -97,4 +105,6 @@ try {
     emit({ event: 'release-failed', code });
     process.exitCode = 1;
   }
+} finally {
+  await backend?.close();
 }

@@ -9,8 +9,8 @@ const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
 afterEach(cleanUp);
 
 describe('the public entry point', () => {
-  it('exports exactly main and MainIO', () => {
-    expect(publicNames(PACKAGE)).toEqual(['MainIO', 'main']);
+  it('exports exactly main, MainIO, openStateHome and its types', () => {
+    expect(publicNames(PACKAGE)).toEqual(['MainIO', 'OpenBackend', 'OpenOptions', 'main', 'openStateHome']);
   });
 
   it('names every export in the README', () => {

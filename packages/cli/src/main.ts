@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { doctor } from './commands/doctor.js';
+import { init } from './commands/init.js';
 import { list } from './commands/list.js';
 import { recover } from './commands/recover.js';
 import { serve } from './commands/serve.js';
@@ -35,13 +36,27 @@ const COMMON_HELP = [
 ];
 
 const COMMANDS: Record<string, Command> = {
+  init: {
+    summary: 'record which backend the state home uses: its files (the default), or an etcd cluster shared by hosts',
+    usage: 'leasehold init [--etcd-endpoints URL[,URL...] --etcd-prefix PREFIX] [options]',
+    options: { 'etcd-endpoints': { type: 'string' }, 'etcd-prefix': { type: 'string' } },
+    help: [
+      '  --etcd-endpoints U  the etcd members\' client URLs, comma-separated (http://HOST:2379 or https://...)',
+      '  --etcd-prefix P     the key prefix of this state home in etcd, such as /leasehold/team',
+      '                      credentials come from LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, TLS from',
+      '                      LEASEHOLD_ETCD_CA, LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY (PEM files); never recorded.',
+      '                      This host is named by LEASEHOLD_HOST (default: its host name).',
+    ],
+    run: init,
+  },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
-    usage: 'leasehold serve [--endpoint URL] [--watch-ms N] [options]',
-    options: { endpoint: { type: 'string' }, 'watch-ms': { type: 'string' } },
+    usage: 'leasehold serve [--endpoint URL] [--watch-ms N] [--lease-ttl S] [options]',
+    options: { endpoint: { type: 'string' }, 'watch-ms': { type: 'string' }, 'lease-ttl': { type: 'string' } },
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
+      '  --lease-ttl S       etcd backend only: the lease\'s time to live in seconds (default 10)',
     ],
     run: serve,
   },

@@ -28,6 +28,7 @@ import {
   type Reservation,
 } from './documents.js';
 import { formatPath } from './json-path.js';
+import { backendSchema, type Backend } from './ownership.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
@@ -119,6 +120,21 @@ const reservationFields = {
 };
 const reservationRequired = ['root', 'stateHome', 'configIdentity', 'endpoint', 'epoch', 'pid', 'host', 'ownerToken'] as const;
 const reservationArbitrary = fc.record(reservationFields, { requiredKeys: [...reservationRequired] });
+const etcdPrefixArbitrary = fc
+  .array(
+    fc.stringMatching(/^[A-Za-z0-9._-]{1,12}$/).filter((value) => value !== '.' && value !== '..'),
+    { minLength: 1, maxLength: 4 },
+  )
+  .map((segments) => `/${segments.join('/')}`);
+const etcdEndpointArbitrary = fc
+  .tuple(fc.constantFrom('http', 'https'), fc.oneof(fc.ipV4(), fc.domain()), fc.integer({ min: 1, max: 65535 }))
+  .map(([scheme, host, port]) => `${scheme}://${host}:${port}`);
+// At most four endpoints, so that a format document with the longest state home still fits DOCUMENT_BYTES.
+const backendArbitrary: fc.Arbitrary<Backend> = fc.oneof(
+  fc.constant({ kind: 'files' as const }),
+  fc.record({ kind: fc.constant('etcd' as const), endpoints: fc.array(etcdEndpointArbitrary, { minLength: 1, maxLength: 4 }), prefix: etcdPrefixArbitrary }),
+);
+const backendSample: Backend = { kind: 'etcd', endpoints: ['http://10.0.0.5:2379', 'https://etcd.example:2379'], prefix: '/leasehold/team' };
 
 interface DocumentCase {
   name: string;
@@ -147,10 +163,14 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'registryFormatSchema',
     'leasehold.registry-format/1',
     registryFormatSchema,
-    { schema: 'leasehold.registry-format/1', stateHome: '/home/ada/.local/state/leasehold' },
-    fc.record({ schema: fc.constant('leasehold.registry-format/1' as const), stateHome: absolutePathArbitrary }),
+    { schema: 'leasehold.registry-format/1', stateHome: '/home/ada/.local/state/leasehold', backend: backendSample },
+    fc.record(
+      { schema: fc.constant('leasehold.registry-format/1' as const), stateHome: absolutePathArbitrary, backend: backendArbitrary },
+      { requiredKeys: ['schema', 'stateHome'] },
+    ),
     DOCUMENT_BYTES,
   ),
+  documentCase('backendSchema', undefined, backendSchema, backendSample, backendArbitrary, DOCUMENT_BYTES),
   documentCase(
     'registrySchema',
     'leasehold.registry/1',
@@ -284,7 +304,7 @@ const DOCUMENTS: readonly DocumentCase[] = [
 const documentArbitrary = fc.oneof(...DOCUMENTS.map((entry) => entry.arbitrary.map((document) => ({ entry, document }))));
 
 /** Keys that a document may leave out. */
-const OPTIONAL_KEYS = new Set(['processStart', 'holder']);
+const OPTIONAL_KEYS = new Set(['processStart', 'holder', 'backend']);
 
 interface ObjectSite {
   object: JsonObject;
@@ -497,6 +517,40 @@ describe('document rules', () => {
     expect(refusal(() => decode(recoveryRecordSchema, { ...record, operator: { pid: 1, host: 'h', user: '' } }))).toBe(
       'document: too small at $.operator.user',
     );
+  });
+});
+
+describe('backend rules', () => {
+  const etcd = (fields: Record<string, unknown>) => ({ ...backendSample, ...fields });
+
+  it('a format document without a backend is the file backend; files carries nothing else', () => {
+    expect(decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: '/s' }).backend).toBeUndefined();
+    expect(decode(backendSchema, { kind: 'files' })).toEqual({ kind: 'files' });
+    expect(refusal(() => decode(backendSchema, { kind: 'files', prefix: '/x' }))).toBe('document: unknown key in $');
+    expect(refusal(() => decode(backendSchema, { kind: 'zookeeper' }))).toBe('document: invalid at $.kind');
+  });
+
+  it('an etcd prefix is /segments of letters, digits, ".", "_", "-", with no "." or ".." segment and no trailing "/"', () => {
+    for (const prefix of ['/a', '/leasehold/team', '/a.b/c_d/e-f', `/${'p'.repeat(511)}`]) expect(decode(backendSchema, etcd({ prefix }))).toEqual(etcd({ prefix }));
+    for (const prefix of ['', '/', 'a', 'a/b', '/a/', '/a//b', '/./a', '/a/..', '/a b', '/a@b', '/é', `/${'p'.repeat(512)}`]) {
+      expect(codeOf(() => decode(backendSchema, etcd({ prefix }))), prefix).toBe('refused');
+    }
+  });
+
+  it('an etcd endpoint is http(s)://host:port and nothing else: no credentials, path, query or fragment', () => {
+    for (const endpoint of ['http://10.0.0.5:2379', 'https://etcd.example:2379', 'http://[::1]:2379']) {
+      expect(decode(backendSchema, etcd({ endpoints: [endpoint] }))).toEqual(etcd({ endpoints: [endpoint] }));
+    }
+    for (const endpoint of ['10.0.0.5:2379', 'http://10.0.0.5', 'grpc://10.0.0.5:2379', 'http://user:pass@10.0.0.5:2379', 'http://10.0.0.5:2379/', 'http://10.0.0.5:2379?x=1', 'http://10.0.0.5:2379#x', 'http://a b:1', 'http://10.0.0.5:0', 'http://10.0.0.5:65536', 'http://10.0.0.5:02379', 'http://a:b:1']) {
+      expect(codeOf(() => decode(backendSchema, etcd({ endpoints: [endpoint] }))), endpoint).toBe('refused');
+    }
+  });
+
+  it('1 to 16 endpoints', () => {
+    const endpoints = (count: number) => Array.from({ length: count }, (_, index) => `http://10.0.0.${index}:2379`);
+    expect(decode(backendSchema, etcd({ endpoints: endpoints(16) }))).toEqual(etcd({ endpoints: endpoints(16) }));
+    expect(refusal(() => decode(backendSchema, etcd({ endpoints: [] })))).toBe('document: too small at $.endpoints');
+    expect(refusal(() => decode(backendSchema, etcd({ endpoints: endpoints(17) })))).toBe('document: too large at $.endpoints');
   });
 });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { backendSchema } from './ownership.js';
 import {
   absolutePath,
   anyPortEndpoint,
@@ -39,6 +40,8 @@ const reservationShape = {
 export const registryFormatSchema = z.strictObject({
   schema: z.literal('leasehold.registry-format/1'),
   stateHome: absolutePath,
+  /** The backend this state home uses; absent for the file backend. */
+  backend: backendSchema.optional(),
 });
 export type RegistryFormat = z.infer<typeof registryFormatSchema>;
 

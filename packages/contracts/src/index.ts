@@ -50,3 +50,22 @@ export {
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
 export { MAX_DEPTH } from './json-parser.js';
+export {
+  backendSchema,
+  etcdEndpoint,
+  etcdPrefix,
+  type AcquireRequest,
+  type Backend,
+  type Inspection,
+  type ListedOwner,
+  type LocalAccess,
+  type NewWorkspace,
+  type OwnerSummary,
+  type Ownership,
+  type OwnershipLease,
+  type Recovery,
+  type RecoveryFenceView,
+  type RecoveryHolderView,
+  type RecoveryResult,
+  type RecoveryView,
+} from './ownership.js';

@@ -18,7 +18,7 @@ import {
 } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
-import type { CoordinationOptions } from './service-coordination.js';
+import { registryOptionsOf, type CoordinationOptions } from './service-coordination.js';
 import { checkServiceState, readServiceState } from './service-state.js';
 
 /** A checkout lock as found, with its holder's liveness. */
@@ -79,10 +79,7 @@ export class Checkout {
     this.places = workspacePlaces(workspace, options.stateHome ?? defaultStateHome());
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.places.namespace, hooks);
-    this.#registry = new Registry(this.places.stateHome, {
-      ...hooks,
-      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-    });
+    this.#registry = new Registry(this.places.stateHome, registryOptionsOf(options));
   }
 
   /**

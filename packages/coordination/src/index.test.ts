@@ -14,6 +14,7 @@ const exampleOutput = (root: string) => [`owner of ${root}: phase idle`, 'client
 describe('the public entry point', () => {
   it('exports exactly these names, values and types', () => {
     expect(publicNames(PACKAGE)).toEqual([
+      'Backend',
       'Checkout',
       'CheckoutHandle',
       'CheckoutHolder',
@@ -26,6 +27,7 @@ describe('the public entry point', () => {
       'FileSnapshot',
       'FileSnapshots',
       'Inspection',
+      'ListedOwner',
       'LocalAccess',
       'LocalCapability',
       'MutationAction',
@@ -38,6 +40,8 @@ describe('the public entry point', () => {
       'OwnerLock',
       'OwnerStatus',
       'OwnerSummary',
+      'Ownership',
+      'OwnershipLease',
       'PRIVATE_ROOT_ENTRIES',
       'Phase',
       'PrivateFiles',
@@ -55,6 +59,7 @@ describe('the public entry point', () => {
       'WorkspacePlaces',
       'assertFiles',
       'defaultStateHome',
+      'fileOwnership',
       'readServiceState',
       'reservationOf',
       'resolveWorkspace',

@@ -2,11 +2,19 @@
 // below, so that one install is enough.
 export {
   ContractError,
+  type Backend,
   type CheckoutLock,
   type ContractErrorCode,
+  type Inspection,
+  type ListedOwner,
+  type LocalAccess,
   type LocalCapability,
+  type NewWorkspace,
   type OwnerConfig,
   type OwnerLock,
+  type OwnerSummary,
+  type Ownership,
+  type OwnershipLease,
   type Phase,
   type Registration,
   type Reservation,
@@ -32,14 +40,8 @@ export {
   workspacePlaces,
   type WorkspacePlaces,
 } from './places.js';
-export {
-  ServiceCoordination,
-  type CoordinationOptions,
-  type Inspection,
-  type LocalAccess,
-  type NewWorkspace,
-  type OwnerSummary,
-} from './service-coordination.js';
+export { ServiceCoordination, type CoordinationOptions } from './service-coordination.js';
+export { fileOwnership } from './file-ownership.js';
 export {
   FILE_BYTES,
   SERVICE_FILES,

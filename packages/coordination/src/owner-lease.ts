@@ -4,6 +4,7 @@ import {
   encode,
   localCapabilitySchema,
   sha256,
+  type LocalAccess,
   type Phase,
   type Registration,
   type Reservation,
@@ -11,7 +12,6 @@ import {
 import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
-import type { LocalAccess } from './service-coordination.js';
 import { FILE_BYTES, SERVICE_FILES, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */

@@ -4,15 +4,20 @@ import {
   decode,
   encode,
   endpoint,
+  id,
   ownerConfigSchema,
   sha256,
+  type Backend,
+  type Inspection,
+  type LocalAccess,
+  type NewWorkspace,
   type OwnerConfig,
-  type Phase,
+  type OwnerSummary,
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
 import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
+import { Registry, type RegistryOptions } from '@leasehold/registry';
 import { Rollback } from './rollback.js';
 import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
@@ -35,56 +40,30 @@ export interface CoordinationOptions {
   readonly hooks?: PrivateFilesHooks;
   /** Bound of the registry lock wait, in milliseconds (default 2000). */
   readonly lockWaitMs?: number;
-}
-
-/** Who holds a workspace, as files show it (never the capability). */
-export interface OwnerSummary {
-  readonly epoch: string;
-  readonly endpoint: string;
-  readonly pid: number;
-  readonly host: string;
-  readonly phase: Phase;
-}
-
-/** What `inspect` can tell from files alone. */
-export type Inspection =
-  | { readonly status: 'absent' }
-  | { readonly status: 'stopped'; readonly epoch: string | null }
-  | { readonly status: 'stopping' | 'quarantined'; readonly owner: OwnerSummary }
-  | {
-      readonly status: 'unavailable';
-      readonly reason: string;
-      readonly owner?: OwnerSummary;
-      /**
-       * True when the files are between two states of a live process's acquire
-       * or release of this workspace: a passing state, worth asking again about.
-       */
-      readonly inProgress?: true;
-    };
-
-/** What a local client needs to reach the owner. Holds the secret: never print it. */
-export interface LocalAccess {
-  readonly endpoint: string;
-  readonly epoch: string;
-  readonly capability: string;
-}
-
-/** Handed to `initializeNew` for a workspace that had no service state. */
-export interface NewWorkspace {
-  readonly root: string;
   /**
-   * Publishes `host-config.json`, whose identity must be the config's `policyIdentity`.
-   * @throws ContractError `refused` for other bytes (nothing written).
+   * The backend this state home is used with (default the file backend), handed to its Registry:
+   * a new state home records it, and one that records another refuses every transaction.
    */
-  writeHostConfig(bytes: Uint8Array): void;
+  readonly backend?: Backend;
 }
 
-function summaryOf(registration: Registration): OwnerSummary {
+/** What the Registry of a workspace takes from its coordination's options. */
+export function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
+  return {
+    ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+    ...(options.backend === undefined ? {} : { backend: options.backend }),
+  };
+}
+
+/** The owner part of a registration (never a secret). */
+export function summaryOf(registration: Registration): OwnerSummary {
   const { epoch, endpoint: where, pid, host, phase } = registration;
   return { epoch, endpoint: where, pid, host, phase };
 }
 
-function reasonOf(error: unknown): string {
+/** Why a read failed, for an `unavailable` answer: the code and message, or the system error code. */
+export function reasonOf(error: unknown): string {
   if (ContractError.is(error)) return `${error.code}: ${error.message}`;
   const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'unknown';
   return `could not read the state (${code})`;
@@ -102,17 +81,14 @@ export class ServiceCoordination {
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
 
-  /** @throws ContractError `refused` for a root or state home that is not absolute and normalised. */
+  /** @throws ContractError `refused` for a root or state home that is not absolute and normalised, or an invalid `backend`. */
   constructor(workspace: string, options: CoordinationOptions = {}) {
     this.stateHome = options.stateHome ?? defaultStateHome();
     this.places = workspacePlaces(workspace, this.stateHome);
     this.root = this.places.root;
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.places.namespace, hooks);
-    this.#registry = new Registry(this.stateHome, {
-      ...hooks,
-      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-    });
+    this.#registry = new Registry(this.stateHome, registryOptionsOf(options));
   }
 
   /**
@@ -178,8 +154,10 @@ export class ServiceCoordination {
     config: OwnerConfig,
     boundEndpoint: string = config.endpoint,
     initializeNew?: (workspace: NewWorkspace) => void | Promise<void>,
+    options: { readonly epoch?: string } = {},
   ): Promise<OwnerLease> {
     const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
+    const epoch = options.epoch === undefined ? randomUUID() : decode(id, options.epoch, 'epoch');
     if (!endpoint.safeParse(boundEndpoint).success || !endpointAdmits(config.endpoint, boundEndpoint)) {
       throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
     }
@@ -189,7 +167,7 @@ export class ServiceCoordination {
       stateHome: this.stateHome,
       configIdentity: sha256(configBytes),
       endpoint: boundEndpoint,
-      epoch: randomUUID(),
+      epoch,
       pid: owner.pid,
       host: owner.host,
       processStart: owner.processStart,

@@ -11,11 +11,15 @@ describe('the public entry point', () => {
   it('exports exactly these names, values and types', () => {
     expect(publicNames(PACKAGE)).toEqual([
       'AcquireOptions',
+      'Backend',
       'ContractError',
       'ContractErrorCode',
       'DEFAULT_REQUEST_TIMEOUT_MS',
       'DEFAULT_TTL_SECONDS',
       'EtcdAuth',
+      'EtcdBackend',
+      'EtcdBackendLease',
+      'EtcdBackendOptions',
       'EtcdOwnerLease',
       'EtcdOwnership',
       'EtcdOwnershipOptions',
@@ -30,10 +34,14 @@ describe('the public entry point', () => {
       'OWNER_PHASES',
       'OwnerPhase',
       'OwnerRecord',
+      'Ownership',
+      'OwnershipLease',
       'RECORD_BYTES',
+      'Recovery',
       'RecoverySnapshot',
       'Sequencer',
       'TXN_OPS_BOUND',
+      'etcdBackend',
     ]);
   });
 

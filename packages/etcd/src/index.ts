@@ -1,5 +1,8 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
+// The seam every backend implements, which `etcdBackend` answers and takes.
+export type { Backend, Ownership, OwnershipLease, Recovery } from '@leasehold/contracts';
+export { etcdBackend, type EtcdBackend, type EtcdBackendLease, type EtcdBackendOptions } from './backend.js';
 export { OWNER_PHASES, RECORD_BYTES, type FenceRecord, type JournalRecord, type OwnerPhase, type OwnerRecord } from './documents.js';
 export type { EtcdAuth, EtcdTls } from './etcd-client.js';
 export { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';

@@ -1,4 +1,4 @@
-import { ContractError, absolutePath, decode } from '@leasehold/contracts';
+import { ContractError, absolutePath, decode, etcdPrefix } from '@leasehold/contracts';
 
 /** etcd's default bound of the operations (and of the compares) one transaction may hold. */
 export const TXN_OPS_BOUND = 128;
@@ -8,8 +8,6 @@ export const TXN_OPS_BOUND = 128;
  * compare for the root and below, one for the endpoint.
  */
 export const MAX_ROOT_DEPTH = TXN_OPS_BOUND - 2;
-
-const PREFIX = /^(?:\/[A-Za-z0-9._-]+)+$/;
 
 /** Every key of one state home, under its prefix. Roots end in `/`, so a prefix range stays segment-aware. */
 export interface KeyLayout {
@@ -26,10 +24,9 @@ export interface KeyLayout {
   rootOf(key: string): string;
 }
 
+/** @throws ContractError `refused` for a prefix contracts' `etcdPrefix` refuses (one rule, the one a format document is checked by). */
 export function keyLayout(prefix: string): KeyLayout {
-  if (!PREFIX.test(prefix) || prefix.split('/').some((segment) => segment === '.' || segment === '..')) {
-    throw new ContractError('refused', 'prefix: not a key prefix like /leasehold/team (segments of letters, digits, ".", "_", "-"; no trailing "/")');
-  }
+  decode(etcdPrefix, prefix, 'prefix');
   const fences = `${prefix}/fence`;
   const owners = `${prefix}/owner`;
   return {

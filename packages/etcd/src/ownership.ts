@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ContractError, decode, encode, endpoint as endpointSchema, host as hostSchema, sha256 } from '@leasehold/contracts';
+import { ContractError, decode, encode, endpoint as endpointSchema, host as hostSchema, id, sha256 } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
   decodeRecord,
@@ -43,6 +43,8 @@ export interface AcquireOptions {
   readonly ttlSeconds?: number;
   /** How long before the lease could expire the owner counts itself lost (default a quarter of the TTL). */
   readonly marginMs?: number;
+  /** The epoch its records carry (default a fresh random id): the one the host's files use for the same ownership. */
+  readonly epoch?: string;
 }
 
 /** A root's fence as read: its record and the revision that last wrote it. */
@@ -136,7 +138,7 @@ export class EtcdOwnership {
     const identity = currentProcess();
     const holder = {
       root,
-      epoch: randomUUID(),
+      epoch: options.epoch === undefined ? randomUUID() : decode(id, options.epoch, 'epoch'),
       host: this.host,
       pid: identity.pid,
       ...(identity.processStart === undefined ? {} : { processStart: identity.processStart }),

@@ -1,4 +1,4 @@
-import { ContractError, hash } from '@leasehold/contracts';
+import { ContractError, hash, type Backend } from '@leasehold/contracts';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
 import { PrivateFiles, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
@@ -14,6 +14,11 @@ export interface RecoveryOptions {
   readonly hooks?: PrivateFilesHooks;
   /** Bound of the registry lock wait, in milliseconds (default 2000). */
   readonly lockWaitMs?: number;
+  /**
+   * The backend this state home is used with (default the file backend), handed to the registry:
+   * recovery's transaction on a state home that records another is `refused`, with nothing written.
+   */
+  readonly backend?: Backend;
   /**
    * `recoverySnapshot` only: remove dead writers' staging leftovers first
    * (default true). Without it a dead writer's second link reads `refused`.
@@ -59,7 +64,11 @@ function toolsOf(workspace: string, options: RecoveryOptions): Tools {
   return {
     places,
     files: new PrivateFiles(places.namespace, hooks),
-    registry: new Registry(places.stateHome, { ...hooks, ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }) }),
+    registry: new Registry(places.stateHome, {
+      ...hooks,
+      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+      ...(options.backend === undefined ? {} : { backend: options.backend }),
+    }),
   };
 }
 

@@ -11,6 +11,7 @@ const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
 describe('the public entry point', () => {
   it('exports exactly these names, values and types', () => {
     expect(publicNames(PACKAGE)).toEqual([
+      'Backend',
       'ContractError',
       'ContractErrorCode',
       'DEFAULT_LOCK_WAIT_MS',
@@ -36,6 +37,7 @@ describe('the public entry point', () => {
       'RowRead',
       'StateHomeLayout',
       'TAKEOVER_MARKER',
+      'backendOf',
       'currentProcess',
       'ensureStateHome',
       'ownerStatus',

@@ -1,6 +1,14 @@
 // What a caller of this package meets in its signatures, from the layers
 // below, so that one install is enough.
-export { ContractError, REGISTRY_BYTES, REGISTRY_ENTRIES, type ContractErrorCode, type RegistryLock, type Reservation } from '@leasehold/contracts';
+export {
+  ContractError,
+  REGISTRY_BYTES,
+  REGISTRY_ENTRIES,
+  type Backend,
+  type ContractErrorCode,
+  type RegistryLock,
+  type Reservation,
+} from '@leasehold/contracts';
 // Also what a reader of the table needs: a row's holder's liveness, a read
 // retried when a writer raced it, and this process's identity for its own row.
 export {
@@ -27,6 +35,7 @@ export {
 export {
   DEFAULT_LOCK_WAIT_MS,
   Registry,
+  backendOf,
   ensureStateHome,
   type RegistryLockState,
   type RegistryOptions,

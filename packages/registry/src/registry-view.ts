@@ -3,11 +3,14 @@ import {
   DOCUMENT_BYTES,
   REGISTRY_BYTES,
   REGISTRY_ENTRIES,
+  backendSchema,
   decode,
   decodeBytes,
   encode,
   registryFormatSchema,
   registrySchema,
+  type Backend,
+  type RegistryFormat,
   type Reservation,
 } from '@leasehold/contracts';
 import type { FileSnapshot } from '@leasehold/private-files';
@@ -61,10 +64,52 @@ export function decodeRoots(roots: FileSnapshot, stateHome: string, label: strin
   return registry.entries;
 }
 
-/** Refuses a `format.json` that is not this state home's. */
-export function checkFormat(format: FileSnapshot, stateHome: string, label: string): void {
+/** The backend of a state home whose format document names none. */
+export const FILE_BACKEND: Backend = Object.freeze({ kind: 'files' });
+
+/** The decoded `format.json`; refuses one that is not this state home's. */
+export function checkFormat(format: FileSnapshot, stateHome: string, label: string): RegistryFormat {
   const decoded = decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label);
   if (decoded.stateHome !== stateHome) throw new ContractError('refused', `${label}: names another state home`);
+  return decoded;
+}
+
+/** The backend a `format.json` records: the file backend when it names none. */
+export function recordedBackend(format: FileSnapshot, stateHome: string, label: string): Backend {
+  return checkFormat(format, stateHome, label).backend ?? FILE_BACKEND;
+}
+
+/**
+ * `backend` checked against its schema (never trusted as typed: it may come from a flag or a file).
+ * @throws ContractError `refused`.
+ */
+export function checkBackend(backend: Backend, label: string): Backend {
+  return decode(backendSchema, backend, label);
+}
+
+/** Whether two backends are one, by canonical encoding (so etcd endpoints in another order are another backend). */
+export function sameBackend(a: Backend, b: Backend): boolean {
+  return Buffer.from(encode(a)).equals(encode(b));
+}
+
+/** The backend in words, for a message: its kind, and for etcd its prefix and endpoints (it holds no credential). */
+export function describeBackend(backend: Backend): string {
+  return backend.kind === 'files' ? 'file backend' : `etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
+}
+
+/**
+ * The bytes of `format.json` for a state home of `backend`. The file backend is
+ * left out, so that its format document keeps the bytes it had before backends.
+ * @throws ContractError `refused` for an invalid backend, or one whose document would pass DOCUMENT_BYTES.
+ */
+export function encodeFormat(stateHome: string, backend: Backend, label: string): Uint8Array {
+  const recorded = backend.kind === 'files' ? {} : { backend };
+  const format = decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome, ...recorded }, label);
+  const bytes = encode(format);
+  if (bytes.byteLength > DOCUMENT_BYTES) {
+    throw new ContractError('refused', `${label}: the format document of this backend would be larger than ${DOCUMENT_BYTES} bytes; use fewer or shorter endpoints`);
+  }
+  return bytes;
 }
 
 /**

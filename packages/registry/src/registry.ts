@@ -9,6 +9,7 @@ import {
   encode,
   registryLockSchema,
   sha256,
+  type Backend,
   type RegistryLock,
   type Reservation,
 } from '@leasehold/contracts';
@@ -22,7 +23,18 @@ import {
   type PrivateFilesHooks,
 } from '@leasehold/private-files';
 import { REGISTRY_FOLDER_ENTRIES, TAKEOVER_MARKER, stateHomeLayout, takeoverMarker, type StateHomeLayout } from './layout.js';
-import { admitReservation, checkFormat, decodeRoots, encodeEntries } from './registry-view.js';
+import {
+  FILE_BACKEND,
+  admitReservation,
+  checkBackend,
+  checkFormat,
+  decodeRoots,
+  describeBackend,
+  encodeEntries,
+  encodeFormat,
+  recordedBackend,
+  sameBackend,
+} from './registry-view.js';
 
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */
 export const DEFAULT_LOCK_WAIT_MS = 2000;
@@ -32,6 +44,11 @@ export interface RegistryOptions {
   readonly hooks?: PrivateFilesHooks;
   /** Bound of the wait for a lock held by a live process, then `busy`. */
   readonly lockWaitMs?: number;
+  /**
+   * The backend the caller uses this state home with (default the file backend). A transaction
+   * that creates `format.json` records it there; one on a state home that records another is `refused`.
+   */
+  readonly backend?: Backend;
 }
 
 /** One whole read of the table, without the lock. */
@@ -124,6 +141,32 @@ function setupRefusal(error: unknown, stateHome: string, doing: string): unknown
   );
 }
 
+/** Whether the state home is there, proved safe. @throws ContractError `refused` for an unsafe or unreachable one. */
+function reachStateHome(home: PrivateFiles, stateHome: string): boolean {
+  try {
+    return home.directory(stateHome);
+  } catch (error) {
+    throw setupRefusal(error, stateHome, 'reach');
+  }
+}
+
+/**
+ * The backend `stateHome` records in its format document (the file backend when
+ * the document names none), or undefined before any transaction wrote one. Takes
+ * no lock and writes nothing: this is how a tool picks the backend to open a state home with.
+ * @throws ContractError `refused` (a path not absolute and normalised, an unsafe state home or
+ * file, an invalid format document), `conflict` (a file changed while read).
+ */
+export function backendOf(stateHome: string, hooks?: PrivateFilesHooks): Backend | undefined {
+  const layout = stateHomeLayout(stateHome);
+  const options = hooks === undefined ? {} : { hooks };
+  reachStateHome(new PrivateFiles(layout.stateHome, options), layout.stateHome);
+  const files = new PrivateFiles(layout.namespace, options);
+  files.entries(layout.registry, REGISTRY_FOLDER_ENTRIES);
+  const format = files.read(layout.registryFormat);
+  return format === undefined ? undefined : recordedBackend(format, layout.stateHome, layout.registryFormat);
+}
+
 /**
  * Makes the state home (0700) and its missing ancestors (0700 too). The
  * ancestors lie outside Leasehold's private root; the state home itself is
@@ -152,9 +195,15 @@ export class Registry {
   readonly #home: PrivateFiles;
   readonly #hooks: PrivateFilesHooks | undefined;
   readonly #lockWaitMs: number;
+  readonly #backend: Backend;
+  /** The `format.json` this registry writes for a new state home. */
+  readonly #formatBytes: Uint8Array;
   #decoded: { readonly identity: string; readonly entries: readonly Reservation[] } | undefined;
 
-  /** @throws ContractError `refused` when `stateHome` is not absolute and normalised. */
+  /**
+   * @throws ContractError `refused` when `stateHome` is not absolute and normalised, or `backend`
+   * is not a valid one (or would make a format document larger than DOCUMENT_BYTES, 8192 bytes).
+   */
   constructor(stateHome: string, options: RegistryOptions = {}) {
     this.layout = stateHomeLayout(stateHome);
     this.#hooks = options.hooks;
@@ -162,6 +211,8 @@ export class Registry {
     this.#files = new PrivateFiles(this.layout.namespace, hooks);
     this.#home = new PrivateFiles(this.layout.stateHome, hooks);
     this.#lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
+    this.#backend = checkBackend(options.backend ?? FILE_BACKEND, 'registry backend');
+    this.#formatBytes = encodeFormat(this.layout.stateHome, this.#backend, this.layout.registryFormat);
   }
 
   /**
@@ -172,11 +223,7 @@ export class Registry {
    * @throws ContractError `refused` for an unsafe or unreachable state home.
    */
   checkStateHome(): boolean {
-    try {
-      return this.#home.directory(this.layout.stateHome);
-    } catch (error) {
-      throw setupRefusal(error, this.layout.stateHome, 'reach');
-    }
+    return reachStateHome(this.#home, this.layout.stateHome);
   }
 
   /**
@@ -228,7 +275,8 @@ export class Registry {
    * at most one per-workspace publication that must not race it.
    * @throws ContractError `busy` (a live holder outlasted the wait), `quarantine`
    * (a holder that cannot be told: another host or PID namespace), `refused`
-   * (an invalid registry or unsafe file), and whatever `operation` throws.
+   * (an invalid registry or unsafe file; a state home that records another
+   * backend, before anything is written), and whatever `operation` throws.
    */
   async transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
     if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
@@ -244,12 +292,36 @@ export class Registry {
       throw error;
     }
     try {
+      // Before anything else is written: a state home of another backend is not this caller's to change.
+      this.#assertBackend();
       this.#sweepMarkers();
       const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held));
       return await operation(transaction);
     } finally {
       this.#removeLock(held, token);
     }
+  }
+
+  /**
+   * Records this registry's backend in a new state home (format.json, and the empty roots.json),
+   * or completes an interrupted initialisation; reserves nothing. Idempotent. Its lock names the
+   * state home itself as the transaction's root.
+   * @throws ContractError `refused` when the state home records another backend (nothing written),
+   * and as `transaction`.
+   */
+  async initialize(): Promise<void> {
+    await this.transaction(this.layout.stateHome, () => undefined);
+  }
+
+  /** Refuses, under the lock and before any write, a state home that records another backend. */
+  #assertBackend(): void {
+    const recorded = backendOf(this.layout.stateHome, this.#hooks);
+    if (recorded === undefined || sameBackend(recorded, this.#backend)) return;
+    throw new ContractError(
+      'refused',
+      `${this.layout.stateHome} uses the ${describeBackend(recorded)}, not the ${describeBackend(this.#backend)}: open it with that backend`,
+      { path: this.layout.registryFormat },
+    );
   }
 
   #validate(format: FileSnapshot | undefined, roots: FileSnapshot | undefined): Reservation[] {
@@ -388,17 +460,16 @@ export class Registry {
   }
 
   /**
-   * Both files absent: create both (the empty table); format alone: create
-   * roots. An unexpected name in the registry folder is refused first, as
+   * Both files absent: create both (the empty table, and a format document
+   * recording this registry's backend); format alone: create roots. An unexpected name in the registry folder is refused first, as
    * readers refuse it. Answers the table the transaction starts from.
    */
   #completeInitialisation(held: FileSnapshot): { entries: Reservation[]; roots: FileSnapshot } {
     const { format, roots } = this.list();
     if (roots !== undefined) return { entries: this.#validate(format, roots), roots };
-    const formatBytes = encode({ schema: 'leasehold.registry-format/1', stateHome: this.layout.stateHome });
     const rootsBytes = encodeEntries([], this.layout.stateHome, this.layout.roots);
     this.#files.assert(this.layout.registryLock, held);
-    if (format === undefined) this.#files.create(this.layout.registryFormat, formatBytes);
+    if (format === undefined) this.#files.create(this.layout.registryFormat, this.#formatBytes);
     return { entries: [], roots: this.#files.create(this.layout.roots, rootsBytes, REGISTRY_BYTES) };
   }
 

@@ -28,9 +28,9 @@ interface Waiter {
 
 const children: SpawnedChild[] = [];
 
-/** Spawns `node <script> ...args` with piped stdio; `cleanUp` kills it (SIGKILL) if it is still running. */
-export function spawnChild(script: string, args: readonly string[]): SpawnedChild {
-  const child = spawn(process.execPath, [script, ...args], { stdio: 'pipe' });
+/** Spawns `node <script> ...args` with piped stdio (and `options.env`, default this process's); `cleanUp` kills it (SIGKILL) if it is still running. */
+export function spawnChild(script: string, args: readonly string[], options: { readonly env?: NodeJS.ProcessEnv } = {}): SpawnedChild {
+  const child = spawn(process.execPath, [script, ...args], { stdio: 'pipe', ...(options.env === undefined ? {} : { env: options.env }) });
   const lines: string[] = [];
   const waiters: Waiter[] = [];
   let stderr = '';

@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
-import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination, type Inspection } from '@leasehold/coordination';
+import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
 import { addressOf } from './address.js';
 import type { OwnerStatusBody } from './handler.js';
 
@@ -26,7 +26,9 @@ export interface Connection {
 }
 
 export interface ConnectOptions {
-  /** Defaults to `defaultStateHome()`. */
+  /** Where the workspace is owned: any backend. Default the file backend of `stateHome`, `fileOwnership({ stateHome })`. */
+  readonly ownership?: Ownership;
+  /** Defaults to `defaultStateHome()`; only for the default `ownership`. */
   readonly stateHome?: string;
   /** How long one request may take, in milliseconds (default 3000). */
   readonly timeoutMs?: number;
@@ -81,10 +83,10 @@ function call(endpoint: string, capability: string, timeoutMs: number, method: s
 }
 
 /** Inspect, asked again while a live process is between two steps of this workspace. */
-async function settled(coordination: ServiceCoordination, settleMs: number): Promise<Inspection> {
+async function settled(ownership: Ownership, root: string, settleMs: number): Promise<Inspection> {
   const deadline = Date.now() + settleMs;
   for (;;) {
-    const inspection = coordination.inspect();
+    const inspection = await ownership.inspect(root);
     const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
     if (!passing || Date.now() >= deadline) return inspection;
     await pause(10);
@@ -99,13 +101,13 @@ async function settled(coordination: ServiceCoordination, settleMs: number): Pro
  * the capability refused.
  */
 export async function connect(workspace: string, options: ConnectOptions = {}): Promise<Connection> {
-  const coordination = new ServiceCoordination(workspace, options.stateHome === undefined ? {} : { stateHome: options.stateHome });
+  const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
   const timeoutMs = options.timeoutMs ?? 3000;
-  const inspection = await settled(coordination, options.settleMs ?? 1000);
+  const inspection = await settled(ownership, workspace, options.settleMs ?? 1000);
   if (inspection.status === 'absent' || inspection.status === 'stopped') {
-    throw new ContractError('unavailable', `${coordination.root}: not running (${inspection.status})`);
+    throw new ContractError('unavailable', `${workspace}: not running (${inspection.status})`);
   }
-  const access = coordination.localAccess();
+  const access = await ownership.localAccess(workspace);
   const reply = await call(access.endpoint, access.capability, timeoutMs, 'GET', '/v1/status');
   const status = reply.body as Partial<OwnerStatusBody> | undefined;
   if (reply.status !== 200) {

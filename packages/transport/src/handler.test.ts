@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
 import { ContractError } from '@leasehold/contracts';
-import type { OwnerLease } from '@leasehold/coordination';
 import { handPlaces, replaceFile } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -19,7 +18,7 @@ import {
   type Place,
   type RawReply,
 } from '../test/helpers.js';
-import { DEFAULT_LIMITS, ownerHandler, readBody, type OwnerRoutes } from './index.js';
+import { DEFAULT_LIMITS, ownerHandler, readBody, type OwnerRoutes, type OwnershipLease } from './index.js';
 
 afterEach(endTest);
 
@@ -27,7 +26,7 @@ afterEach(endTest);
 interface OwnServer {
   readonly place: Place;
   readonly port: number;
-  lease: OwnerLease;
+  lease: OwnershipLease;
   capability: string;
   /** How many times onStop was called. */
   stops: number;
@@ -45,7 +44,7 @@ async function ownServer(routes?: OwnerRoutes): Promise<OwnServer> {
   };
   const { port } = await plainServer((incoming, response) => handler(incoming, response));
   const routed: string[] = [];
-  const serve = (lease: OwnerLease) => {
+  const serve = (lease: OwnershipLease) => {
     handler = ownerHandler({
       lease,
       onStop: () => {
@@ -102,7 +101,7 @@ describe('GET /v1/status', () => {
     expect(reply.status).toBe(200);
     expect(reply.headers['content-type']).toBe('application/json');
     expect(reply.headers['cache-control']).toBe('no-store');
-    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.registration.epoch, phase: 'idle', root: owner.place.root, pid: process.pid });
+    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.owner.epoch, phase: 'idle', root: owner.place.root, pid: process.pid });
     // A query string does not change the route.
     const queried = await exchange(owner.port, request('GET', '/v1/status?verbose=1', owner.port, owner.capability));
     expect(jsonBody(queried)).toEqual(jsonBody(reply));
@@ -110,7 +109,7 @@ describe('GET /v1/status', () => {
 
   it('answers the phase the lease is in', async () => {
     const owner = await ownServer();
-    owner.lease.phase('stopping');
+    await owner.lease.phase('stopping');
     const reply = await exchange(owner.port, request('GET', '/v1/status', owner.port, owner.capability));
     expect(jsonBody(reply)).toMatchObject({ phase: 'stopping' });
   });
@@ -121,7 +120,7 @@ describe('GET /v1/status', () => {
     replaceFile(owner.place.base, registration, readFileSync(registration));
     const reply = await exchange(owner.port, request('GET', '/v1/status', owner.port, owner.capability));
     expect(reply.status).toBe(503);
-    expect(reply.body).not.toContain(owner.lease.registration.epoch);
+    expect(reply.body).not.toContain(owner.lease.owner.epoch);
     const stop = await exchange(owner.port, request('POST', '/v1/stop', owner.port, owner.capability));
     expect(stop.status).toBe(503);
     expect(owner.stops).toBe(0);
@@ -159,7 +158,7 @@ describe('the bearer check', () => {
   it("refuses a previous epoch's capability (acquire, release, acquire again)", async () => {
     const owner = await ownServer();
     const first = owner.capability;
-    const firstEpoch = owner.lease.registration.epoch;
+    const firstEpoch = owner.lease.owner.epoch;
     await owner.reacquire();
     expect(owner.capability).not.toBe(first);
     expectUnauthorized(await exchange(owner.port, request('GET', '/v1/status', owner.port, first)));
@@ -167,7 +166,7 @@ describe('the bearer check', () => {
     expect(owner.stops).toBe(0);
     const reply = await exchange(owner.port, request('GET', '/v1/status', owner.port, owner.capability));
     expect(reply.status).toBe(200);
-    expect(jsonBody(reply).epoch).toBe(owner.lease.registration.epoch);
+    expect(jsonBody(reply).epoch).toBe(owner.lease.owner.epoch);
     expect(jsonBody(reply).epoch).not.toBe(firstEpoch);
   });
 });
@@ -325,7 +324,7 @@ describe('POST /v1/stop', () => {
     const reply = await exchange(owner.port, request('POST', '/v1/stop', owner.port, owner.capability));
     expect(reply.status).toBe(202);
     expect(reply.headers.connection).toBe('close');
-    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.registration.epoch, phase: 'idle', root: owner.place.root, pid: process.pid, stopping: true });
+    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.owner.epoch, phase: 'idle', root: owner.place.root, pid: process.pid, stopping: true });
     expect(owner.stops).toBe(1);
   });
 });

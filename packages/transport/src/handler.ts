@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ContractError } from '@leasehold/contracts';
-import type { OwnerLease } from '@leasehold/coordination';
+import { ContractError, type OwnershipLease } from '@leasehold/contracts';
 import { addressOf } from './address.js';
 import { bearerCheck } from './bearer.js';
 
@@ -42,8 +41,8 @@ export const DEFAULT_LIMITS: TransportLimits = {
 };
 
 export interface OwnerHandlerOptions {
-  /** The lease the handler answers for; its capability is read once, when the handler is made. */
-  readonly lease: OwnerLease;
+  /** The lease the handler answers for (any backend's); its capability is read once, when the handler is made. */
+  readonly lease: OwnershipLease;
   /** Called once per authenticated `POST /v1/stop`, after the 202 is written. */
   readonly onStop: () => void;
   /** The owner's own routes; without them every other path is 404. */
@@ -77,7 +76,7 @@ function occurrences(request: IncomingMessage, name: string): number {
  * 127.0.0.1 learns nothing, not even whether a token would do); then the
  * bearer capability (else 401 with `WWW-Authenticate: Bearer`); then
  * `GET /v1/status` and `POST /v1/stop`; every other path goes to `routes`.
- * @throws ContractError as `OwnerLease.localAccess` (the lease is not held).
+ * @throws ContractError as the lease's `localAccess` (the lease is not held).
  */
 export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
   const { lease, onStop, routes } = options;
@@ -87,8 +86,8 @@ export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMe
   const bodyBytes = options.limits?.bodyBytes ?? DEFAULT_LIMITS.bodyBytes;
   const status = (): OwnerStatusBody => ({
     epoch: access.epoch,
-    phase: lease.registration.phase,
-    root: lease.registration.root,
+    phase: lease.owner.phase,
+    root: lease.root,
     pid: process.pid,
   });
   return (request, response) => {
@@ -117,19 +116,21 @@ export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMe
       return;
     }
     if (request.method !== method) return answer(response, 405, { error: 'method not allowed' }, { allow: method });
-    try {
-      lease.assert();
-    } catch (error) {
-      // Files changed under the owner: it must not vouch for an epoch it may have lost.
-      return answer(response, 503, { error: `the lease is lost (${ContractError.is(error) ? error.code : 'error'})` });
-    }
-    if (path === '/v1/stop') {
-      // The server is going away: a kept-alive connection would hold its drain until the keep-alive timeout.
-      answer(response, 202, { ...status(), stopping: true }, { connection: 'close' });
-      onStop();
-      return;
-    }
-    answer(response, 200, { ...status() });
+    void lease.assert().then(
+      () => {
+        if (path === '/v1/stop') {
+          // The server is going away: a kept-alive connection would hold its drain until the keep-alive timeout.
+          answer(response, 202, { ...status(), stopping: true }, { connection: 'close' });
+          onStop();
+          return;
+        }
+        answer(response, 200, { ...status() });
+      },
+      (error: unknown) => {
+        // The ownership changed under the owner: it must not vouch for an epoch it may have lost.
+        answer(response, 503, { error: `the lease is lost (${ContractError.is(error) ? error.code : 'error'})` });
+      },
+    );
   };
 }
 

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as contracts from '@leasehold/contracts';
-import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
+import { ServiceCoordination, fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import { exportsMissingFromReadme, publicNames, runReadmeExample } from '@leasehold/package-checks';
 import { cleanUp, makeTemporaryFolder } from '@leasehold/test-utils';
 import * as transport from './index.js';
@@ -21,9 +21,10 @@ describe('the public entry point', () => {
       'DEFAULT_LIMITS',
       'LoopbackAddress',
       'OwnerHandlerOptions',
-      'OwnerLease',
       'OwnerRoutes',
       'OwnerStatusBody',
+      'Ownership',
+      'OwnershipLease',
       'PrivateFilesHooks',
       'Reply',
       'ServeOptions',
@@ -33,6 +34,7 @@ describe('the public entry point', () => {
       'addressOf',
       'connect',
       'endpointOf',
+      'fileOwnership',
       'ownerHandler',
       'readBody',
       'resolveWorkspace',
@@ -43,6 +45,7 @@ describe('the public entry point', () => {
   it('re-exports the objects of the layers below, not copies', () => {
     expect(transport.ContractError).toBe(contracts.ContractError);
     expect(transport.resolveWorkspace).toBe(resolveWorkspace);
+    expect(transport.fileOwnership).toBe(fileOwnership);
   });
 
   it('names every export in the README', () => {

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ContractError, sha256, type OwnerConfig } from '@leasehold/contracts';
-import { ServiceCoordination, type OwnerLease } from '@leasehold/coordination';
+import { ContractError, sha256, type OwnerConfig, type Ownership, type OwnershipLease } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
 import type { PrivateFilesHooks } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
 import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
@@ -12,8 +12,8 @@ export interface Serving {
   readonly endpoint: string;
   readonly epoch: string;
   readonly pid: number;
-  /** The lease, for the owner's own routes (its `registration`, `phase`). */
-  readonly lease: OwnerLease;
+  /** The lease, for the owner's own routes (its `owner`, `phase`). */
+  readonly lease: OwnershipLease;
 }
 
 /** Why `serveOwner` ended after a clean stop and release. */
@@ -27,7 +27,12 @@ export interface ServeOptions {
   readonly policy: Uint8Array;
   /** Where to listen: `http://127.0.0.1:PORT` or `http://[::1]:PORT`; port 0 (the default) is any free port. */
   readonly endpoint?: string;
-  /** Defaults to `defaultStateHome()`. */
+  /**
+   * Where the workspace is owned: any backend. Default the file backend,
+   * `fileOwnership({ stateHome, lockWaitMs, hooks })` of these options.
+   */
+  readonly ownership?: Ownership;
+  /** Defaults to `defaultStateHome()`; only for the default `ownership`. */
   readonly stateHome?: string;
   /** The owner's own routes, reached only after the Host and bearer checks. */
   readonly routes?: OwnerRoutes;
@@ -41,10 +46,22 @@ export interface ServeOptions {
   readonly limits?: Partial<TransportLimits>;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
-  /** Bound of the registry lock wait, in milliseconds (default 2000). */
+  /** Bound of the registry lock wait, in milliseconds (default 2000); only for the default `ownership`. */
   readonly lockWaitMs?: number;
-  /** Handed to every PrivateFiles used (tests only). */
+  /** Handed to every PrivateFiles used (tests only); only for the default `ownership`. */
   readonly hooks?: PrivateFilesHooks;
+}
+
+/** The ownership the options name, else the file backend of their state home. */
+function ownershipOf(options: ServeOptions): Ownership {
+  return (
+    options.ownership ??
+    fileOwnership({
+      ...(options.stateHome === undefined ? {} : { stateHome: options.stateHome }),
+      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+    })
+  );
 }
 
 function listen(server: Server, port: number, hostname: string): Promise<number> {
@@ -98,11 +115,12 @@ function starting(_request: IncomingMessage, response: ServerResponse): void {
 /**
  * The owner's whole life cycle on the loopback transport: binds the listener
  * (default any free port on 127.0.0.1), acquires the workspace with the bound
- * endpoint, serves `/v1/status`, `/v1/stop` and the owner's routes, and
- * watches the lease. On a stop signal, an authenticated `POST /v1/stop` or
- * an abort, it goes `stopping`, drains, releases and resolves. When the lease
- * is lost (its files changed under it) it closes the listener at once,
- * touches no file, and rejects with the reason. A stop signal that arrives
+ * endpoint through `options.ownership` (any backend; default the files),
+ * serves `/v1/status`, `/v1/stop` and the owner's routes, and watches the
+ * lease. On a stop signal, an authenticated `POST /v1/stop` or an abort, it
+ * goes `stopping`, drains, releases and resolves. When the lease reports its
+ * loss (with files: they changed under it) it closes the listener at once,
+ * touches nothing, and rejects with the reason. A stop signal that arrives
  * during acquire is honoured after it, so acquire is never cut in half.
  * @throws ContractError `refused` (a bad endpoint, an unsafe state), `conflict` (the port is taken, another owner),
  * `quarantine`, `capacity`, `busy` from acquire, and the lost lease's error.
@@ -130,12 +148,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
   try {
     const port = await listen(server, requested.port, requested.hostname);
     const bound = endpointOf(requested.hostname, port);
-    const coordination = new ServiceCoordination(workspace, {
-      ...(options.stateHome === undefined ? {} : { stateHome: options.stateHome }),
-      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
-    });
-    const lease = await coordination.acquire(config, bound, (fresh) => fresh.writeHostConfig(options.policy));
+    const lease = await ownershipOf(options).acquire(workspace, config, { boundEndpoint: bound, initializeNew: (fresh) => fresh.writeHostConfig(options.policy) });
     if (options.signal?.aborted === true) onAbort();
     return await new Promise<ServeOutcome>((resolve, reject) => {
       let ending = false;
@@ -150,7 +163,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
         ending = true;
         stopWatching();
         void (async () => {
-          lease.phase('stopping');
+          await lease.phase('stopping');
           await closeListener(server, false, limits.requestTimeoutMs);
           await lease.release();
           return outcome;
@@ -164,8 +177,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
         'request',
         ownerHandler({ lease, onStop: () => stop({ reason: 'stop' }), limits, ...(options.routes === undefined ? {} : { routes: options.routes }) }),
       );
-      const { epoch } = lease.registration;
-      options.onServing?.({ root: coordination.root, endpoint: bound, epoch, pid: process.pid, lease });
+      options.onServing?.({ root: lease.root, endpoint: bound, epoch: lease.owner.epoch, pid: process.pid, lease });
       if (pending !== undefined) stop(pending);
     });
   } catch (error) {

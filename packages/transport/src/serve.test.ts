@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import { join } from 'node:path';
 import { ContractError } from '@leasehold/contracts';
 import { codeOfAsync, handPlaces, jsonOf, listingOutsideStaging, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,7 +23,7 @@ import {
   witness,
   type Place,
 } from '../test/helpers.js';
-import { connect, type OwnerRoutes } from './index.js';
+import { connect, fileOwnership, type OwnerRoutes, type Ownership, type OwnershipLease } from './index.js';
 
 afterEach(endTest);
 
@@ -55,7 +56,7 @@ describe('serveOwner in this process', () => {
     const owner = await serveHere(place);
     expect(owner.serving).toMatchObject({ root: place.root, pid: process.pid });
     expect(owner.serving.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
-    expect(owner.serving.lease.registration.endpoint).toBe(owner.serving.endpoint);
+    expect(owner.serving.lease.owner.endpoint).toBe(owner.serving.endpoint);
     const capability = capabilityOf(place);
     const reply = await exchange(owner.port, request('GET', '/v1/status', owner.port, capability));
     expect(jsonBody(reply)).toEqual({ epoch: owner.serving.epoch, phase: 'idle', root: place.root, pid: process.pid });
@@ -277,5 +278,91 @@ describe('a lease lost while stopping', () => {
     expect(await connectionResult(owner.port)).toBe('ECONNREFUSED');
     expect(listingOutsideStaging(place.stateHome)).toEqual(changed);
     expect(capability).toBeTruthy();
+  });
+});
+
+/**
+ * A backend over this place's files whose leases the test can take away: the
+ * loss reaches serveOwner only through the interface (`watch`, `assert`), the
+ * files stay exactly as the owner left them.
+ */
+function revocable(place: Place): { ownership: Ownership; revoke: (error: unknown) => void; held: () => OwnershipLease | undefined } {
+  const files = fileOwnership({ stateHome: place.stateHome });
+  const watchers = new Set<(error: unknown) => void>();
+  let revoked: unknown;
+  let held: OwnershipLease | undefined;
+  const ownership: Ownership = {
+    ...files,
+    async acquire(...args) {
+      const lease = await files.acquire(...args);
+      held = lease;
+      return {
+        root: lease.root,
+        get owner() {
+          return lease.owner;
+        },
+        async assert() {
+          if (revoked !== undefined) throw revoked;
+          await lease.assert();
+        },
+        phase: (phase) => lease.phase(phase),
+        release: () => lease.release(),
+        watch(intervalMs, onLost) {
+          watchers.add(onLost);
+          const stop = lease.watch(intervalMs, onLost);
+          return () => {
+            watchers.delete(onLost);
+            stop();
+          };
+        },
+        localAccess: () => lease.localAccess(),
+      };
+    },
+  };
+  const revoke = (error: unknown) => {
+    revoked = error;
+    for (const onLost of [...watchers]) onLost(error);
+    watchers.clear();
+  };
+  return { ownership, revoke, held: () => held };
+}
+
+describe('serveOwner and connect on an explicit ownership', () => {
+  it('serve and connect through the ownership given, never the state home of the options', async () => {
+    const place = makePlace();
+    const elsewhere: Place = { ...place, stateHome: join(place.base, 'elsewhere') };
+    const ownership = fileOwnership({ stateHome: elsewhere.stateHome });
+    const owner = await serveHere(place, { ownership });
+    capabilityOf(elsewhere);
+    expect(owner.serving.lease.owner).toMatchObject({ endpoint: owner.serving.endpoint, epoch: owner.serving.epoch, phase: 'idle' });
+    expect(await ownership.inspect(place.root)).toMatchObject({ status: 'unavailable', owner: { epoch: owner.serving.epoch } });
+    expect(coordinationOf(place).inspect()).toEqual({ status: 'absent' });
+
+    const connection = await connect(place.root, { ownership });
+    witness(connection);
+    expect(connection.status).toEqual({ epoch: owner.serving.epoch, phase: 'idle', root: place.root, pid: process.pid });
+    expect(await codeOfAsync(connect(place.root, { stateHome: place.stateHome }))).toBe('unavailable');
+    expect((await connection.request('POST', '/v1/stop')).status).toBe(202);
+    expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
+    expect(await ownership.inspect(place.root)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+  });
+
+  it('closes the listener, touches no file and rejects with the reason when the lease reports its loss through the interface', async () => {
+    const place = makePlace();
+    const { ownership, revoke, held } = revocable(place);
+    // The self-fence timer is far away: only the interface's report can end the owner.
+    const owner = await serveHere(place, { ownership, watchIntervalMs: 600_000 });
+    const capability = capabilityOf(place);
+    expect((await exchange(owner.port, request('GET', '/v1/status', owner.port, capability))).status).toBe(200);
+    const before = listingOutsideStaging(place.stateHome);
+    const lost = new ContractError('conflict', 'the test took the lease away');
+    revoke(lost);
+    expect(await owner.ended).toEqual({ error: lost });
+    expect(await connectionResult(owner.port)).toBe('ECONNREFUSED');
+    expect(listingOutsideStaging(place.stateHome)).toEqual(before);
+    expect(phaseOf(place)).toBe('idle');
+    // The files' own lease is still whole underneath: the test gives it back.
+    await held()?.release();
+    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
   });
 });

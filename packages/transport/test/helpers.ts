@@ -4,7 +4,7 @@ import { connect as connectSocket, type AddressInfo, type Socket } from 'node:ne
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sha256, type OwnerConfig } from '@leasehold/contracts';
-import { ServiceCoordination, type OwnerLease } from '@leasehold/coordination';
+import { ServiceCoordination, fileOwnership } from '@leasehold/coordination';
 import {
   bytesOf,
   caughtErrors,
@@ -17,7 +17,7 @@ import {
   type SpawnedChild,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import { serveOwner, type ServeOptions, type ServeOutcome, type Serving } from '../src/index.js';
+import { serveOwner, type OwnershipLease, type ServeOptions, type ServeOutcome, type Serving } from '../src/index.js';
 
 /** The owner process fixture; it imports the built package by its name. */
 const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
@@ -148,8 +148,8 @@ export async function plainServer(listener: RequestListener, port = 0): Promise<
 }
 
 /** An owner's lease acquired in this process for `port`'s endpoint, the way serveOwner acquires. */
-export async function acquireFor(place: Place, port: number): Promise<OwnerLease> {
-  return coordinationOf(place).acquire(ANY_PORT, `http://127.0.0.1:${port}`, (fresh) => fresh.writeHostConfig(POLICY));
+export async function acquireFor(place: Place, port: number): Promise<OwnershipLease> {
+  return fileOwnership({ stateHome: place.stateHome }).acquire(place.root, ANY_PORT, { boundEndpoint: `http://127.0.0.1:${port}`, initializeNew: (fresh) => fresh.writeHostConfig(POLICY) });
 }
 
 /** serveOwner in this process (no signals of its own), aborted after the test if it still runs. */

@@ -1,17 +1,42 @@
+import type { ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import { stateHomeOf, type CommandContext } from '../context.js';
+import { withBackend, type OpenBackend } from '../backend.js';
+import { placeOptions, stateHomeOf, type CommandContext } from '../context.js';
 
 /** Exit status of `doctor` when it found something. */
 const FINDINGS_EXIT = 3;
 
+/** One thing `doctor` reports. */
+interface Found {
+  readonly path: string;
+  readonly problem: string;
+  readonly remedy: string;
+  readonly kind: string;
+  readonly workspace?: string;
+}
+
+/** On etcd: every fence whose owner's lease ended, quarantined until an operator recovers it. */
+async function etcdFindings({ backend, ownership, stateHome }: OpenBackend): Promise<Found[]> {
+  if (backend.kind !== 'etcd') return [];
+  const ended = (await ownership.list()).filter((entry: ListedOwner) => entry.holder === 'lease-ended');
+  return ended.map((entry) => ({
+    path: `etcd:${backend.prefix}`,
+    problem: `${entry.root} is fenced in etcd by host ${entry.host} (pid ${entry.pid}, epoch ${entry.epoch}), whose lease ended without a release: it stays quarantined`,
+    remedy: `once that owner is known gone, review and recover it: leasehold recover ${placeOptions(entry.root, stateHome)}`,
+    kind: 'etcd-lease-ended',
+    workspace: entry.root,
+  }));
+}
+
 /**
- * `leasehold doctor`: the library's findings (`diagnose` of @leasehold/recovery),
- * each with its file, its workspace when known, the problem and the exact
- * command that fixes it. Changes nothing; only formats.
+ * `leasehold doctor`: the library's findings (`diagnose` of @leasehold/recovery)
+ * in the state home's files and, on etcd, the fences whose lease ended, each
+ * with its place, its workspace when known, the problem and the exact command
+ * that fixes it. Changes nothing; only formats.
  */
 export async function doctor(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
-  const found = diagnose(stateHome);
+  const found: Found[] = await withBackend(context, async (opened) => [...diagnose(stateHome), ...(await etcdFindings(opened))]);
   const { output } = context;
   output.record({
     findings: found.map((finding) => ({

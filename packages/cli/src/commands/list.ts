@@ -1,22 +1,22 @@
-import { ownerStatus, retryingReads } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
-import { rootExists, stateHomeOf, type CommandContext } from '../context.js';
+import { withBackend } from '../backend.js';
+import { rootExists, type CommandContext } from '../context.js';
 
-/** The registry's entries, read again when a writer raced the read. */
-function registryEntries(registry: Registry) {
-  return retryingReads(() => registry.list().entries);
-}
-
-/** `leasehold list`: every reservation in the state home with its owner's liveness. */
+/**
+ * `leasehold list`: every fenced workspace of the state home's backend with
+ * what holds it: the owner's liveness as this host can tell (`live`, `absent`,
+ * `ambiguous`) or, on etcd, `leased` (a live lease, on any host) and
+ * `lease-ended` (quarantined until recovered).
+ */
 export async function list(context: CommandContext): Promise<number> {
-  const entries = registryEntries(new Registry(stateHomeOf(context))).map((entry) => ({
-    root: entry.root,
-    endpoint: entry.endpoint,
-    epoch: entry.epoch,
-    pid: entry.pid,
-    host: entry.host,
-    ownerStatus: ownerStatus(entry.pid, entry.host, entry.processStart),
-    rootExists: rootExists(entry.root),
+  const listed = await withBackend(context, ({ ownership }) => ownership.list());
+  const entries = listed.map(({ root, endpoint, epoch, pid, host, holder }) => ({
+    root,
+    endpoint,
+    epoch,
+    pid,
+    host,
+    ownerStatus: holder,
+    rootExists: rootExists(root),
   }));
   const { output } = context;
   output.record({ entries });

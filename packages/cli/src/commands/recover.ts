@@ -1,24 +1,25 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ContractError } from '@leasehold/contracts';
-import { recover as recoverWorkspace, recoverySnapshot, type RecoveryState } from '@leasehold/recovery';
-import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { ContractError, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { withBackend } from '../backend.js';
+import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
 
-/** One word for all holders: `live` or `ambiguous` if any is, else `absent`. */
-function overallStatus(state: RecoveryState): 'live' | 'ambiguous' | 'absent' {
+/** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
+function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
   const statuses = state.holders.map(({ status }) => status);
-  if (statuses.includes('live')) return 'live';
+  if (statuses.includes('live') || statuses.includes('leased')) return 'live';
   if (statuses.includes('ambiguous')) return 'ambiguous';
   return 'absent';
 }
 
-function describe(context: CommandContext, state: RecoveryState, options: string): void {
+function describe(context: CommandContext, state: RecoveryView, options: string): void {
   const ownerStatus = overallStatus(state);
   context.output.record({
     digest: state.digest,
     ownerStatus,
-    fences: state.fences,
+    // `path`: the file, or `etcd:<key>` for a fence kept in etcd.
+    fences: state.fences.map(({ where, ...fence }) => ({ ...fence, path: where })),
     holders: state.holders.map(({ holder, status, fences }) => ({ ...holder, status, fences })),
   });
   if (state.clear) {
@@ -27,7 +28,7 @@ function describe(context: CommandContext, state: RecoveryState, options: string
   }
   context.output.say(
     `fences of ${state.root}:`,
-    ...table(state.fences.map((fence) => [fence.kind, fence.path])).map((line) => `  ${line}`),
+    ...table(state.fences.map((fence) => [fence.kind, fence.where])).map((line) => `  ${line}`),
     '',
     'processes they name:',
     ...state.holders.map(({ holder, status }) => `  pid ${holder.pid} on ${holder.host}: ${status}`),
@@ -61,10 +62,13 @@ async function confirmed(context: CommandContext): Promise<boolean | undefined> 
  */
 export async function recover(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
-  const stateHome = stateHomeOf(context);
+  return withBackend(context, ({ recovery, stateHome }) => recoverOn(context, root, stateHome, recovery));
+}
+
+async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    describe(context, recoverySnapshot(root, { stateHome }), placeOptions(root, stateHome));
+    describe(context, await recovery.snapshot(root), placeOptions(root, stateHome));
     return 0;
   }
   const answer = await confirmed(context);
@@ -83,7 +87,7 @@ export async function recover(context: CommandContext): Promise<number> {
     const owner = statSync(stateHome, { throwIfNoEntry: false })?.uid;
     if (owner !== undefined && owner !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
   };
-  const outcome = await recoverWorkspace(root, { stateHome, expectedDigest: digest, assertAuthority });
+  const outcome = await recovery.recover(root, { expectedDigest: digest, assertAuthority });
   context.output.record(outcome.recovered ? { recovered: true } : { recovered: false, reason: outcome.reason });
   context.output.say(
     outcome.recovered

@@ -1,6 +1,7 @@
 import { ContractError } from '@leasehold/contracts';
-import { serveOwner, type Serving } from '@leasehold/transport';
-import { placeOptions, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { serveOwner, type ServeOptions, type Serving } from '@leasehold/transport';
+import { openBackend, requireEtcd, withBackend } from '../backend.js';
+import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
 
@@ -19,13 +20,28 @@ function describeError(error: unknown, otherwise: string): string {
  * non-zero without touching any file.
  */
 export async function serve(context: CommandContext): Promise<number> {
-  const { output, values } = context;
+  const { values } = context;
   const root = workspaceOf(context);
-  const stateHome = stateHomeOf(context);
-  const watchIntervalMs = Number(values['watch-ms'] ?? 1000);
-  if (!Number.isInteger(watchIntervalMs) || watchIntervalMs < 10) {
-    throw new ContractError('refused', '--watch-ms: not a whole number of at least 10');
-  }
+  const watchIntervalMs = wholeNumber(values['watch-ms'], '--watch-ms', 10) ?? 1000;
+  const ttlSeconds = wholeNumber(values['lease-ttl'], '--lease-ttl', 1);
+  const opened = openBackend(context, ttlSeconds);
+  const { stateHome } = opened;
+  return withBackend(context, async ({ backend, ownership }) => {
+    if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');
+    return serveOn(context, root, stateHome, { ownership, watchIntervalMs });
+  }, opened);
+}
+
+/** A whole-number option of at least `least`, or undefined when it is not given. */
+function wholeNumber(value: string | boolean | undefined, option: string, least: number): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < least) throw new ContractError('refused', `${option}: not a whole number of at least ${least}`);
+  return number;
+}
+
+async function serveOn(context: CommandContext, root: string, stateHome: string, options: Pick<ServeOptions, 'ownership' | 'watchIntervalMs'>): Promise<number> {
+  const { output, values } = context;
   // Set by `onServing`, once the owner has acquired and serves.
   let serving = undefined as Serving | undefined;
   const onServing = (started: Serving) => {
@@ -44,11 +60,11 @@ export async function serve(context: CommandContext): Promise<number> {
   };
   const endpoint = typeof values.endpoint === 'string' ? values.endpoint : undefined;
   try {
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, watchIntervalMs, onServing, ...(endpoint === undefined ? {} : { endpoint }) });
+    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, onServing, ...(endpoint === undefined ? {} : { endpoint }) });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
-    const { epoch, phase } = serving.lease.registration;
+    const { epoch, phase } = serving.lease.owner;
     if (phase !== 'idle') {
       // The stop had begun writing (phase `stopping`) when it failed: the remaining fences keep the workspace closed.
       output.warn(`leasehold: could not stop cleanly: ${describeError(error, 'error')}`);

@@ -1,7 +1,8 @@
-import { ServiceCoordination, type Inspection, type OwnerSummary } from '@leasehold/coordination';
+import type { Inspection, OwnerSummary, Ownership } from '@leasehold/contracts';
 import { ownerStatus } from '@leasehold/private-files';
 import { connect } from '@leasehold/transport';
-import { placeOptions, rootExists, stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { withBackend } from '../backend.js';
+import { placeOptions, rootExists, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
 
 /** Exit status of `status` when the workspace is not running. */
@@ -21,9 +22,9 @@ interface StatusReport {
  * only when `connect` resolves: the owner answered GET /v1/status,
  * authenticated with the capability, with the recorded epoch.
  */
-async function challenge(root: string, stateHome: string): Promise<StatusReport | undefined> {
+async function challenge(root: string, ownership: Ownership): Promise<StatusReport | undefined> {
   try {
-    const { epoch, endpoint, status } = await connect(root, { stateHome });
+    const { epoch, endpoint, status } = await connect(root, { ownership });
     return { status: 'running', epoch, endpoint, pid: status.pid };
   } catch {
     return undefined;
@@ -47,11 +48,13 @@ function reportOf(inspection: Inspection): StatusReport {
   }
 }
 
-/** An owner the files name but that did not answer: say whether its process is even there. */
+/** An owner the backend names but that did not answer: say whether its process is even there. */
 function silentOwner(report: StatusReport, owner: OwnerSummary | undefined): StatusReport {
   if (owner === undefined) return report;
-  const gone = ownerStatus(owner.pid, owner.host) === 'absent';
-  return { ...report, reason: `its owner (pid ${owner.pid}) does not answer${gone ? ' and is gone: it crashed' : ''}` };
+  const liveness = ownerStatus(owner.pid, owner.host);
+  // An owner this host cannot see (another host's, on etcd) is out of its reach: the backend's reason says where it serves.
+  if (liveness === 'ambiguous') return report;
+  return { ...report, reason: `its owner (pid ${owner.pid}) does not answer${liveness === 'absent' ? ' and is gone: it crashed' : ''}` };
 }
 
 /** The next thing a person might do, for each status. */
@@ -73,10 +76,10 @@ function nextStep(report: StatusReport, root: string, options: string): string {
 const SETTLE_MS = 1000;
 
 /** `inspect`, asked again for up to a second while it says a live process's acquire or release is in progress. */
-async function settledInspection(coordination: ServiceCoordination): Promise<Inspection> {
+async function settledInspection(ownership: Ownership, root: string): Promise<Inspection> {
   const deadline = Date.now() + SETTLE_MS;
   for (;;) {
-    const inspection = coordination.inspect();
+    const inspection = await ownership.inspect(root);
     const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
     if (!passing || Date.now() >= deadline) return inspection;
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -86,12 +89,15 @@ async function settledInspection(coordination: ServiceCoordination): Promise<Ins
 /** `leasehold status`: inspect, plus the transport challenge when access material exists. */
 export async function status(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
-  const stateHome = stateHomeOf(context);
-  const coordination = new ServiceCoordination(root, { stateHome });
-  const inspection = await settledInspection(coordination);
-  const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
-  const answered = owner === undefined ? undefined : await challenge(root, stateHome);
-  const report = answered ?? silentOwner(reportOf(inspection), owner);
+  return withBackend(context, async ({ ownership, stateHome }) => {
+    const inspection = await settledInspection(ownership, root);
+    const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
+    const answered = owner === undefined ? undefined : await challenge(root, ownership);
+    return reported(context, root, stateHome, answered ?? silentOwner(reportOf(inspection), owner));
+  });
+}
+
+function reported(context: CommandContext, root: string, stateHome: string, report: StatusReport): number {
   const { output } = context;
   output.record({ ...report });
   const rows: Array<[string, string]> = [[report.status, root]];

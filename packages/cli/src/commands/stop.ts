@@ -1,7 +1,7 @@
-import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { ContractError, type Ownership } from '@leasehold/contracts';
 import { connect, type Connection } from '@leasehold/transport';
-import { stateHomeOf, workspaceOf, type CommandContext } from '../context.js';
+import { withBackend } from '../backend.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 
 /** How long `stop` waits for the workspace to read `stopped`. */
 const STOP_WAIT_MS = 15000;
@@ -15,13 +15,15 @@ const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(reso
  */
 export async function stop(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
-  const stateHome = stateHomeOf(context);
-  const coordination = new ServiceCoordination(root, { stateHome });
+  return withBackend(context, ({ ownership }) => stopOn(context, root, ownership));
+}
+
+async function stopOn(context: CommandContext, root: string, ownership: Ownership): Promise<number> {
   let connection: Connection;
   try {
-    connection = await connect(root, { stateHome });
+    connection = await connect(root, { ownership });
   } catch (error) {
-    const now = coordination.inspect();
+    const now = await ownership.inspect(root);
     if (now.status !== 'stopped' && now.status !== 'absent') throw error;
     const epoch = now.status === 'stopped' ? now.epoch : null;
     context.output.record({ stopped: true, epoch });
@@ -34,7 +36,7 @@ export async function stop(context: CommandContext): Promise<number> {
   }
   const deadline = Date.now() + STOP_WAIT_MS;
   for (;;) {
-    const now = coordination.inspect();
+    const now = await ownership.inspect(root);
     if (now.status === 'stopped' && now.epoch === connection.epoch) break;
     if (Date.now() >= deadline) throw new ContractError('unavailable', `${root}: not stopped after ${STOP_WAIT_MS} ms`);
     await pause(50);

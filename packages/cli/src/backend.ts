@@ -1,0 +1,140 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { ContractError, type Backend, type Ownership, type Recovery } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
+import { etcdBackend, type EtcdAuth, type EtcdTls } from '@leasehold/etcd';
+import { fileRecovery } from '@leasehold/recovery';
+import { backendOf } from '@leasehold/registry';
+import { stateHomeOf, type CommandContext } from './context.js';
+import { SetupError } from './remedies.js';
+
+/** The backend of one state home, opened for one command. */
+export interface OpenBackend {
+  readonly stateHome: string;
+  readonly backend: Backend;
+  readonly ownership: Ownership;
+  readonly recovery: Recovery;
+  /** Lets go of connections (etcd); leases still held are lost. */
+  close(): Promise<void>;
+}
+
+/** How to open a state home beyond what it records. */
+export interface OpenOptions {
+  /** Where etcd's credentials and this host's name are read from (default `process.env`). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** On etcd: each lease's time to live, in seconds (default 10). */
+  readonly ttlSeconds?: number;
+}
+
+/**
+ * The backend `stateHome`'s format document names (a state home without one is
+ * the file backend, until `leasehold init` records another), so that two hosts
+ * can never use two backends on one state home: the choice is the document's,
+ * not a flag's. What `leasehold` itself uses; a daemon passes its `ownership`
+ * to `serveOwner`.
+ * @throws ContractError `refused` for a state home path that is not absolute and normalised, or
+ * etcd credentials half set or unreadable (the message names the variable).
+ */
+export function openStateHome(stateHome: string, options: OpenOptions = {}): OpenBackend {
+  return openBackendFor(stateHome, recordedBackend(stateHome), options);
+}
+
+/** The state home of a command line, opened. */
+export function openBackend(context: CommandContext, ttlSeconds?: number): OpenBackend {
+  return openStateHome(stateHomeOf(context), { env: context.env, ...(ttlSeconds === undefined ? {} : { ttlSeconds }) });
+}
+
+const FILES: Backend = { kind: 'files' };
+
+function recordedBackend(stateHome: string): Backend {
+  try {
+    return backendOf(stateHome) ?? FILES;
+  } catch (error) {
+    // An unreadable format document: the file backend reads such a state home as unavailable and
+    // refuses every write to it, so nothing proceeds on a guess, and `doctor` still reports it.
+    if (ContractError.is(error, 'refused')) return FILES;
+    throw error;
+  }
+}
+
+/** `backend` on `stateHome`, whatever the state home records (`leasehold init` checks it before recording). */
+export function openBackendFor(stateHome: string, backend: Backend, options: OpenOptions = {}): OpenBackend {
+  return backend.kind === 'files' ? fileBackend(stateHome) : etcdBackendOf(stateHome, backend, options);
+}
+
+/** The backend in words, for a person (never a credential: there is none in it). */
+export function describeBackend(backend: Backend): string {
+  return backend.kind === 'files' ? 'the file backend' : `the etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
+}
+
+function fileBackend(stateHome: string): OpenBackend {
+  const backend = FILES;
+  const ownership = fileOwnership({ stateHome, backend });
+  return { stateHome, backend, ownership, recovery: fileRecovery({ stateHome, backend }), close: () => ownership.close() };
+}
+
+function etcdBackendOf(stateHome: string, backend: Extract<Backend, { kind: 'etcd' }>, options: OpenOptions): OpenBackend {
+  const env = options.env ?? process.env;
+  const opened = etcdBackend({
+    endpoints: backend.endpoints,
+    prefix: backend.prefix,
+    host: hostOf(env),
+    ...credentialsOf(env),
+    ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
+    // The host's own part (capability, checkout lock, owner config) stays in this state home's files.
+    local: fileOwnership({ stateHome, backend }),
+    localRecovery: fileRecovery({ stateHome, backend }),
+  });
+  return { stateHome, backend, ownership: opened, recovery: opened, close: () => opened.close() };
+}
+
+/** This host's identity in etcd: `LEASEHOLD_HOST`, else the host name. */
+function hostOf(env: NodeJS.ProcessEnv): string {
+  return env.LEASEHOLD_HOST ?? hostname();
+}
+
+/**
+ * etcd's credentials, from the environment only (a state home never records them):
+ * `LEASEHOLD_ETCD_USER` and `LEASEHOLD_ETCD_PASSWORD`; `LEASEHOLD_ETCD_CA`, and
+ * `LEASEHOLD_ETCD_CERT` with `LEASEHOLD_ETCD_KEY`, as PEM files. Not `ETCD_*`: etcd
+ * itself reads every such variable as a flag.
+ */
+function credentialsOf(env: NodeJS.ProcessEnv): { auth?: EtcdAuth; tls?: EtcdTls } {
+  const username = env.LEASEHOLD_ETCD_USER;
+  const password = env.LEASEHOLD_ETCD_PASSWORD;
+  if ((username === undefined) !== (password === undefined)) {
+    throw new SetupError('LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither', 'export both variables, or unset both');
+  }
+  const ca = env.LEASEHOLD_ETCD_CA;
+  const cert = env.LEASEHOLD_ETCD_CERT;
+  const key = env.LEASEHOLD_ETCD_KEY;
+  if ((cert === undefined) !== (key === undefined) || (cert !== undefined && ca === undefined)) {
+    throw new SetupError('LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY: set both or neither, with LEASEHOLD_ETCD_CA', 'export the CA, and the client certificate with its key');
+  }
+  return {
+    ...(username === undefined || password === undefined ? {} : { auth: { username, password } }),
+    ...(ca === undefined ? {} : { tls: { ca: pem(ca, 'LEASEHOLD_ETCD_CA'), ...(cert === undefined || key === undefined ? {} : { cert: pem(cert, 'LEASEHOLD_ETCD_CERT'), key: pem(key, 'LEASEHOLD_ETCD_KEY') }) } }),
+  };
+}
+
+function pem(path: string, variable: string): Uint8Array {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new SetupError(`${variable}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`, `point ${variable} at a readable PEM file`, { path, cause: error });
+  }
+}
+
+/** Runs `use` on the state home's backend (or `opened`), and closes it whatever happens. */
+export async function withBackend<T>(context: CommandContext, use: (opened: OpenBackend) => Promise<T>, opened = openBackend(context)): Promise<T> {
+  try {
+    return await use(opened);
+  } finally {
+    await opened.close();
+  }
+}
+
+/** `refused` unless the backend is etcd: for options that only the etcd backend has. */
+export function requireEtcd(backend: Backend, option: string): void {
+  if (backend.kind !== 'etcd') throw new ContractError('refused', `${option}: only for a state home on the etcd backend (this one uses files)`);
+}

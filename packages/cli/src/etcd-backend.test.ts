@@ -1,0 +1,306 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Backend, OwnerConfig } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
+import { EtcdOwnership, etcdBackend, type EtcdBackend } from '@leasehold/etcd';
+import { fileRecovery } from '@leasehold/recovery';
+import {
+  bytesOf,
+  cleanUp,
+  codeOfAsync,
+  etcdAvailable,
+  etcdctl,
+  isMessage,
+  killAndReap,
+  makeTemporaryFolder,
+  makeWorkspace,
+  sha256Hex,
+  spawnChild,
+  startEtcd,
+  type EtcdCluster,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
+
+// The etcd backend composed with each host's real file backend. Two state homes on this machine
+// stand for two hosts sharing one etcd: each has its own private files and its own `host` identity,
+// and the workspace root is the same string on both, as on hosts that share it.
+
+const opened: EtcdBackend[] = [];
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((backend) => backend.close()));
+  await cleanUp();
+});
+
+const CONFIG: OwnerConfig = { schema: 'leasehold.owner-config/1', endpoint: 'http://127.0.0.1:0', policyIdentity: sha256Hex(bytesOf('{"policy":"p"}')) };
+/** One port, bound on both hosts: endpoints are scoped per host. No socket needs to listen on it. */
+const BOUND = 'http://127.0.0.1:40001';
+/** A short lease, so that a killed owner's lease ends within the test. */
+const TTL_SECONDS = 2;
+
+let prefixes = 0;
+
+/** A state home of its own, named for the etcd prefix it shares with the other host. */
+interface Place {
+  readonly base: string;
+  readonly prefix: string;
+  readonly backend: Backend;
+}
+
+function placeOn(cluster: EtcdCluster): Place {
+  prefixes += 1;
+  const prefix = `/leasehold/cli-test-${process.pid}-${prefixes}`;
+  return { base: makeTemporaryFolder('etcd-backend-'), prefix, backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix } };
+}
+
+/** The state home of host `host` under the place. */
+function stateHomeOf(place: Place, host: string): string {
+  return join(place.base, `state-${host}`);
+}
+
+/** The etcd backend of `host`, over that host's own file backend; closed after the test. */
+function hostOf(place: Place, host: string): EtcdBackend {
+  const stateHome = stateHomeOf(place, host);
+  const backend = etcdBackend({
+    endpoints: place.backend.kind === 'etcd' ? place.backend.endpoints : [],
+    prefix: place.prefix,
+    host,
+    ttlSeconds: TTL_SECONDS,
+    local: fileOwnership({ stateHome, backend: place.backend }),
+    localRecovery: fileRecovery({ stateHome, backend: place.backend }),
+  });
+  opened.push(backend);
+  return backend;
+}
+
+/** The `code` of a ContractError (any other value has none). */
+function codeOfError(error: unknown): unknown {
+  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
+}
+
+/** Polls `inspect` from `backend` until it answers `status` (the test's timeout bounds it). */
+async function untilStatus(backend: EtcdBackend, root: string, status: string): Promise<void> {
+  while ((await backend.inspect(root)).status !== status) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+/** An owner on host `host` in its own process, through the built packages: it acquires and waits to be killed. */
+const OWNER_SCRIPT = `
+import { writeSync } from 'node:fs';
+const plan = JSON.parse(process.argv[2]);
+const { etcdBackend } = await import(plan.modules.etcd);
+const { fileOwnership } = await import(plan.modules.coordination);
+const { fileRecovery } = await import(plan.modules.recovery);
+const backend = etcdBackend({
+  endpoints: plan.backend.endpoints,
+  prefix: plan.backend.prefix,
+  host: plan.host,
+  ttlSeconds: plan.ttlSeconds,
+  local: fileOwnership({ stateHome: plan.stateHome, backend: plan.backend }),
+  localRecovery: fileRecovery({ stateHome: plan.stateHome, backend: plan.backend }),
+});
+const lease = await backend.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
+writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
+process.stdin.resume();
+`;
+
+async function spawnOwner(place: Place, host: string, root: string): Promise<{ child: SpawnedChild; epoch: string }> {
+  const script = join(makeTemporaryFolder('etcd-backend-owner-'), 'owner.mjs');
+  writeFileSync(script, OWNER_SCRIPT);
+  const modules = {
+    etcd: import.meta.resolve('@leasehold/etcd'),
+    coordination: import.meta.resolve('@leasehold/coordination'),
+    recovery: import.meta.resolve('@leasehold/recovery'),
+  };
+  const plan = { modules, backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
+  const child = spawnChild(script, [JSON.stringify(plan)]);
+  const line = await child.line(isMessage('acquired'));
+  return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
+}
+
+describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file backend, on a real etcd', () => {
+  it('refuses a local backend opened with another backend', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const stateHome = stateHomeOf(place, 'host-a');
+    const refusal = await codeOfAsync(async () =>
+      etcdBackend({ endpoints: cluster.endpoints, prefix: place.prefix, host: 'host-a', local: fileOwnership({ stateHome }), localRecovery: fileRecovery({ stateHome }) }),
+    );
+    expect(refusal).toBe('refused');
+    const backend = hostOf(place, 'host-a');
+    expect(backend.backend).toEqual(place.backend);
+    expect(backend.stateHome).toBe(stateHome);
+  });
+
+  it('keeps one owner per root across two hosts: refused on the other host and on the same one, the same port allowed, free after release', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const [root, other] = [makeWorkspace(place, 'shared'), makeWorkspace(place, 'other')];
+    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+
+    const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    expect(lease.root).toBe(root);
+    expect(lease.owner).toMatchObject({ endpoint: BOUND, pid: process.pid, phase: 'idle' });
+    expect(lease.sequencer).toMatchObject({ root });
+    await lease.assert();
+    expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: 'http://127.0.0.1:40002' }))).toBe('conflict');
+    expect(await codeOfAsync(() => hostA.acquire(root, CONFIG, { boundEndpoint: 'http://127.0.0.1:40002' }))).toBe('conflict');
+    // The same port on the other host is another endpoint.
+    const elsewhere = await hostB.acquire(other, CONFIG, { boundEndpoint: BOUND });
+
+    // Host A's files tell its own owner (files never prove an idle owner live: the transport does); host B sees host A's
+    // etcd fence, with the same epoch: one ownership has one epoch, in etcd and in the files.
+    const epoch = lease.owner.epoch;
+    const listed = await hostB.list();
+    expect(listed.find((row) => row.root === root)?.epoch).toBe(epoch);
+    expect(listed.map(({ root: at, host, endpoint, pid, holder }) => ({ at, host, endpoint, pid, holder })).sort((a, b) => a.at.localeCompare(b.at))).toEqual(
+      [
+        { at: root, host: 'host-a', endpoint: BOUND, pid: process.pid, holder: 'leased' },
+        { at: other, host: 'host-b', endpoint: BOUND, pid: process.pid, holder: 'leased' },
+      ].sort((a, b) => a.at.localeCompare(b.at)),
+    );
+    expect(await hostA.list()).toEqual(listed);
+    expect(await hostA.inspect(root)).toMatchObject({ status: 'unavailable', owner: { epoch, endpoint: BOUND, phase: 'idle' } });
+    expect(await hostA.inspect(root)).not.toHaveProperty('inProgress');
+    const seenFromB = { endpoint: BOUND, epoch, pid: process.pid, host: 'host-a' };
+    expect(await hostB.inspect(root)).toEqual({ status: 'unavailable', reason: 'served on host host-a', owner: { ...seenFromB, phase: 'idle' } });
+    await lease.phase('stopping');
+    expect(await hostA.inspect(root)).toMatchObject({ status: 'stopping', owner: { epoch, phase: 'stopping' } });
+    expect(await hostB.inspect(root)).toEqual({ status: 'stopping', owner: { ...seenFromB, phase: 'stopping' } });
+
+    await lease.release();
+    expect(await hostA.inspect(root)).toEqual({ status: 'stopped', epoch });
+    expect(await hostB.inspect(root)).toEqual({ status: 'absent' });
+    expect(await codeOfAsync(() => lease.assert())).toBe('unavailable');
+
+    const next = await hostB.acquire(root, CONFIG, { boundEndpoint: 'http://127.0.0.1:40002' });
+    expect(await hostA.inspect(root)).toMatchObject({ status: 'unavailable', reason: 'served on host host-b' });
+    await next.release();
+    await elsewhere.release();
+    expect(await hostA.list()).toEqual([]);
+  });
+
+  it('gives the etcd fence back when the local acquire fails', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const root = makeWorkspace(place, 'rolled-back');
+    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    // The files refuse an endpoint the config does not admit; etcd had already fenced the root.
+    const fixedPort: OwnerConfig = { ...CONFIG, endpoint: 'http://127.0.0.1:5000' };
+    expect(await codeOfAsync(() => hostA.acquire(root, fixedPort, { boundEndpoint: BOUND }))).toBe('conflict');
+    expect(await hostB.inspect(root)).toEqual({ status: 'absent' });
+    expect(await hostA.list()).toEqual([]);
+    const lease = await hostB.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    await lease.release();
+  });
+
+  it('reads an etcd fence of this host without its files as an acquire or release in progress', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const root = makeWorkspace(place, 'between');
+    const hostA = hostOf(place, 'host-a');
+    // The state between the composite's two steps: the etcd fence taken (or still held), the files not (or no longer) written.
+    const fenceOnly = new EtcdOwnership({ endpoints: cluster.endpoints, prefix: place.prefix, host: 'host-a' });
+    try {
+      const fence = await fenceOnly.acquire(root, { endpoint: BOUND });
+      expect(await hostA.inspect(root)).toEqual({
+        status: 'unavailable',
+        reason: expect.stringContaining('in progress'),
+        owner: { epoch: fence.epoch, endpoint: BOUND, pid: process.pid, host: 'host-a', phase: 'idle' },
+        inProgress: true,
+      });
+      await fence.release();
+      expect(await hostA.inspect(root)).toEqual({ status: 'absent' });
+    } finally {
+      await fenceOnly.close();
+    }
+  });
+
+  it.skipIf(!etcdAvailable('etcdctl'))('reports the loss of the etcd lease once through watch; its release frees the files and leaves the etcd fence, recovered from any host', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const root = makeWorkspace(place, 'lost');
+    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    const losses: unknown[] = [];
+    const lost = new Promise<void>((resolve) => {
+      lease.watch(50, (error) => {
+        losses.push(error);
+        resolve();
+      });
+    });
+    // Someone deletes the owner key behind its back: the etcd lease counts itself lost.
+    await etcdctl(cluster, ['del', `${place.prefix}/owner${root}/`]);
+    await lost;
+    expect(await codeOfAsync(() => lease.assert())).toBe('conflict');
+
+    // The files go first and do; the etcd fence goes last and cannot: the root stays fenced across hosts.
+    expect(await codeOfAsync(() => lease.release())).toBe('conflict');
+    expect(await hostA.inspect(root)).toMatchObject({ status: 'quarantined', owner: { host: 'host-a', phase: 'quarantined' } });
+    expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toBe('quarantine');
+    expect(losses).toHaveLength(1);
+    expect(codeOfError(losses[0])).toBe('conflict');
+
+    // Nothing of host A's files is left to recover: host B recovers the etcd fence alone.
+    const snapshot = await hostB.snapshot(root);
+    expect(snapshot.fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);
+    expect(await hostA.snapshot(root)).toMatchObject({ clear: false, holders: [{ status: 'lease-ended' }] });
+    const result = await hostB.recover(root, { expectedDigest: snapshot.digest, assertAuthority: () => {} });
+    expect(result).toMatchObject({ recovered: true });
+    const next = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    await next.release();
+  });
+
+  it('quarantines the root of an owner killed with SIGKILL once its lease ends, and recovers it from its host with the digest', async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const root = makeWorkspace(place, 'crashed');
+    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const { child, epoch } = await spawnOwner(place, 'host-a', root);
+    const killed = child.pid;
+    // Refused while the lease holds, and once it ended too: never freed by its end.
+    expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toMatch(/^(conflict|quarantine)$/);
+    await killAndReap(child);
+
+    await untilStatus(hostB, root, 'quarantined');
+    const [row] = await hostB.list();
+    expect(row).toEqual({ root, endpoint: BOUND, epoch, pid: killed, host: 'host-a', holder: 'lease-ended' });
+    // Read from its fence, on either host, with the epoch its files carry too.
+    const owner = { epoch, endpoint: BOUND, pid: killed, host: 'host-a', phase: 'quarantined' };
+    expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner });
+    expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner });
+    expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toBe('quarantine');
+
+    const snapshot = await hostA.snapshot(root);
+    const where = `etcd:${place.prefix}/fence${root}/`;
+    expect(snapshot.clear).toBe(false);
+    expect(snapshot.fences.filter((fence) => fence.kind !== 'etcd-fence').length).toBeGreaterThan(0);
+    expect(snapshot.fences.filter((fence) => fence.kind === 'etcd-fence')).toEqual([{ kind: 'etcd-fence', where, holder: expect.objectContaining({ pid: killed, host: 'host-a' }) }]);
+    expect(snapshot.holders).toContainEqual({ holder: expect.objectContaining({ pid: killed, host: 'host-a' }), status: 'lease-ended', fences: [where] });
+    expect(snapshot.holders.filter((holder) => holder.status !== 'lease-ended').map((holder) => holder.status)).toEqual(['absent']);
+    // The same state on the other host shows only the etcd fence: host A's files are out of its reach.
+    expect((await hostB.snapshot(root)).fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);
+
+    const denied = new Error('denied');
+    expect(await codeOfAsync(() => hostA.recover(root, { expectedDigest: '0'.repeat(64), assertAuthority: () => {} }))).toBe('conflict');
+    await expect(hostA.recover(root, { expectedDigest: snapshot.digest, assertAuthority: () => { throw denied; } })).rejects.toBe(denied);
+    const result = await hostA.recover(root, { expectedDigest: snapshot.digest, assertAuthority: () => {} });
+
+    const auditor = new EtcdOwnership({ endpoints: cluster.endpoints, prefix: place.prefix, host: 'auditor' });
+    const journal = await auditor.journal().finally(() => auditor.close());
+    expect(result).toEqual({ recovered: true, record: journal[0]?.id });
+    expect(journal).toHaveLength(1);
+    expect(journal[0]).toMatchObject({ root, fence: { epoch: owner.epoch, endpoint: BOUND, pid: killed, host: 'host-a' } });
+    // What stays is a stopped workspace's service folder, which fences nothing: no etcd fence, no holder.
+    const after = await hostA.snapshot(root);
+    expect(after).toMatchObject({ holders: [], clear: true });
+    expect(after.fences.filter((fence) => fence.kind === 'etcd-fence' || fence.holder !== undefined)).toEqual([]);
+    expect(await hostA.recover(root, { expectedDigest: (await hostA.snapshot(root)).digest, assertAuthority: () => {} })).toEqual({ recovered: false, reason: 'clear' });
+    expect(await hostB.inspect(root)).toEqual({ status: 'absent' });
+    expect(await hostA.inspect(root)).toMatchObject({ status: 'stopped' });
+
+    const lease = await hostB.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    expect(BigInt(lease.sequencer.revision)).toBeGreaterThan(0n);
+    await lease.release();
+  });
+});

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanUp, etcdAvailable, etcdctl, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { capabilityLeaks, cleanEnv, cli, json, killAll, removeSandboxes, sandbox, Server, type Result, type Sandbox } from '../test/helpers.js';
+
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/** Two state homes on one machine stand for two hosts: each has its own files and its own `LEASEHOLD_HOST`. */
+interface Host {
+  readonly box: Sandbox;
+  readonly env: NodeJS.ProcessEnv;
+  run(args: readonly string[], workspace?: string): Promise<Result>;
+}
+
+function hostNamed(name: string): Host {
+  const box = sandbox();
+  const env = cleanEnv({ LEASEHOLD_HOST: name });
+  return {
+    box,
+    env,
+    run: (args, workspace) => cli([...args, ...(workspace === undefined ? ['--state-home', box.stateHome] : box.place(workspace)), '--json'], { env }),
+  };
+}
+
+/** Asks `status` again until it answers `wanted` (each answer is a real CLI run; bounded by the CLI helper's wait). */
+async function statusUntil(host: Host, workspace: string, wanted: string): Promise<Record<string, unknown>> {
+  for (let attempt = 0; ; attempt += 1) {
+    const report = json(await host.run(['status'], workspace));
+    if (report.status === wanted || attempt === 200) return report;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two hosts through the built binary', () => {
+  let cluster: EtcdCluster;
+  beforeAll(async () => {
+    cluster = await startEtcd({ members: 1 });
+  });
+  afterEach(async () => {
+    await killAll();
+    removeSandboxes();
+    expect(capabilityLeaks()).toEqual([]);
+  });
+  afterAll(cleanUp);
+
+  it('one owner across hosts; kill -9 is refused to others, then quarantined, until `leasehold recover` with the digest; journalled in etcd', async () => {
+    const prefix = `/leasehold/cli-${randomUUID()}`;
+    const a = hostNamed('host-a');
+    const b = hostNamed('host-b');
+    const endpoints = cluster.endpoints.join(',');
+
+    // Each host's state home records the backend: endpoints and prefix, never a credential.
+    for (const host of [a, b]) {
+      const init = await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix]);
+      expect(init.code).toBe(0);
+      expect(json(init)).toEqual({ initialized: true, stateHome: host.box.stateHome, backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix } });
+      expect((await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix])).code).toBe(0);
+    }
+    const format = JSON.parse(readFileSync(join(a.box.stateHome, 'v1', 'registry', 'format.json'), 'utf8')) as Record<string, unknown>;
+    expect(format.backend).toEqual({ kind: 'etcd', endpoints: [...cluster.endpoints], prefix });
+    // The wrong backend for a state home is refused, and changes nothing.
+    const wrong = await a.run(['init']);
+    expect(wrong.code).toBe(1);
+    expect(json(wrong)).toMatchObject({ error: 'refused', message: expect.stringContaining('etcd') });
+
+    const workspace = a.box.workspace('shared');
+    const server = new Server([...a.box.place(workspace), '--lease-ttl', '2'], { env: a.env });
+    const ready = await server.ready();
+    a.box.recordCapabilities();
+
+    // Host A proves its owner live over the transport; host B sees who holds it, and cannot take it.
+    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
+    const seenFromB = await b.run(['status'], workspace);
+    expect(seenFromB.code).toBe(3);
+    expect(json(seenFromB)).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: expect.stringContaining('host-a') });
+    const taken = await b.run(['serve'], workspace);
+    expect(json(taken).error).toBe('conflict');
+    expect(json(await b.run(['list'])).entries).toEqual([expect.objectContaining({ root: workspace, host: 'host-a', pid: server.pid, ownerStatus: 'leased' })]);
+
+    // kill -9: refused to everyone while its lease may live, then quarantined (never free) once it ended.
+    await server.kill9();
+    const whileLeased = await b.run(['serve'], workspace);
+    expect(whileLeased.code).toBe(1);
+    expect(['conflict', 'quarantine']).toContain(json(whileLeased).error);
+    const quarantined = await statusUntil(b, workspace, 'quarantined');
+    expect(quarantined).toMatchObject({ status: 'quarantined', epoch: ready.epoch });
+    expect(json(await b.run(['serve'], workspace)).error).toBe('quarantine');
+    const doctor = await b.run(['doctor']);
+    expect(doctor.code).toBe(3);
+    expect(json(doctor).findings).toEqual([expect.objectContaining({ kind: 'etcd-lease-ended', workspace })]);
+
+    // Host A reviews: its own dead owner's files and the etcd fence, every holder gone, one digest.
+    const review = json(await a.run(['recover'], workspace));
+    expect(review.ownerStatus).toBe('absent');
+    expect(review.digest).toMatch(DIGEST);
+    expect((review.fences as Array<{ kind: string }>).map(({ kind }) => kind)).toEqual(expect.arrayContaining(['etcd-fence', 'registry-row', 'owner-lock', 'capability']));
+    const digest = review.digest as string;
+    const stale = digest.startsWith('0') ? `1${digest.slice(1)}` : `0${digest.slice(1)}`;
+    expect(json(await a.run(['recover', '--digest', stale, '--yes'], workspace)).error).toBe('conflict');
+    const recovered = await a.run(['recover', '--digest', digest, '--yes'], workspace);
+    expect(recovered.code).toBe(0);
+    expect(json(recovered)).toEqual({ recovered: true });
+    const journal = await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only']);
+    expect(journal).toContain(`"root":"${workspace}"`);
+
+    // Now free across hosts: B serves it, and stops it.
+    const next = new Server(b.box.place(workspace), { env: b.env });
+    await next.ready();
+    b.box.recordCapabilities();
+    expect(json(await b.run(['status'], workspace)).status).toBe('running');
+    expect((await b.run(['stop'], workspace)).code).toBe(0);
+    expect((await next.exit()).code).toBe(0);
+    expect(json(await b.run(['list'])).entries).toEqual([]);
+  });
+
+  it('`--lease-ttl` is refused on a state home of the file backend, and nothing is served', async () => {
+    const host = hostNamed('host-a');
+    const workspace = host.box.workspace('files');
+    const refused = await host.run(['serve', '--lease-ttl', '2'], workspace);
+    expect(refused.code).toBe(1);
+    expect(json(refused)).toMatchObject({ error: 'refused', message: expect.stringContaining('--lease-ttl') });
+  });
+});

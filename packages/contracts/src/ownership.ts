@@ -1,0 +1,179 @@
+import { z } from 'zod';
+import type { Holder, OwnerConfig, Phase } from './documents.js';
+import { text } from './primitives.js';
+
+// The seam between the places that own workspaces (the files of one host, or an etcd cluster
+// shared by hosts) and what runs on them (the transport, the CLI). Every backend implements
+// these; nothing above the seam knows which one it has.
+
+/** An etcd key prefix like `/leasehold/team`: segments of letters, digits, `.`, `_`, `-`; no `.`/`..` segment, no trailing `/`. */
+export const etcdPrefix = text(512, { nonEmpty: true }).refine(
+  (value) => /^(?:\/[A-Za-z0-9._-]+)+$/.test(value) && !value.split('/').some((segment) => segment === '.' || segment === '..'),
+  { message: 'not a key prefix like /leasehold/team (segments of letters, digits, ".", "_", "-"; no trailing "/")' },
+);
+
+/** A client URL of one etcd member: `http://` or `https://`, a host name, IPv4 or bracketed IPv6, and a port 1 to 65535; nothing else. */
+export const etcdEndpoint = text(300, { nonEmpty: true }).refine(
+  (value) => {
+    const port = /^https?:\/\/(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([1-9][0-9]{0,4})$/.exec(value)?.[1];
+    return port !== undefined && Number(port) <= 65535;
+  },
+  { message: 'not an etcd client URL like http://10.0.0.5:2379' },
+);
+
+/**
+ * Which backend a state home uses, as its format document records it: never a credential.
+ * A format document without one is the file backend.
+ */
+export const backendSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('files') }),
+  z.strictObject({ kind: z.literal('etcd'), endpoints: z.array(etcdEndpoint).min(1).max(16), prefix: etcdPrefix }),
+]);
+export type Backend = z.infer<typeof backendSchema>;
+
+/** Who holds a workspace (never the capability). */
+export interface OwnerSummary {
+  readonly epoch: string;
+  readonly endpoint: string;
+  readonly pid: number;
+  readonly host: string;
+  readonly phase: Phase;
+}
+
+/** What a backend can tell of a workspace without asking its owner. */
+export type Inspection =
+  | { readonly status: 'absent' }
+  | { readonly status: 'stopped'; readonly epoch: string | null }
+  | { readonly status: 'stopping' | 'quarantined'; readonly owner: OwnerSummary }
+  | {
+      readonly status: 'unavailable';
+      readonly reason: string;
+      readonly owner?: OwnerSummary;
+      /**
+       * True when the state is between two steps of a live process's acquire
+       * or release of this workspace: a passing state, worth asking again about.
+       */
+      readonly inProgress?: true;
+    };
+
+/** What a local client needs to reach the owner. Holds the secret: never print it. */
+export interface LocalAccess {
+  readonly endpoint: string;
+  readonly epoch: string;
+  readonly capability: string;
+}
+
+/** Handed to `initializeNew` for a workspace that had no service state. */
+export interface NewWorkspace {
+  readonly root: string;
+  /**
+   * Publishes `host-config.json`, whose identity must be the config's `policyIdentity`.
+   * @throws ContractError `refused` for other bytes (nothing written).
+   */
+  writeHostConfig(bytes: Uint8Array): void;
+}
+
+/** How to acquire, beyond the config. */
+export interface AcquireRequest {
+  /** The endpoint the owner actually bound (default the config's endpoint); it must be concrete. */
+  readonly boundEndpoint?: string;
+  /** Runs once for a workspace that had no service state, before anything else is written for it. */
+  readonly initializeNew?: (fresh: NewWorkspace) => void;
+  /**
+   * The epoch of this ownership (default a fresh random id). For a backend that fenced the root
+   * elsewhere first under that epoch, so that one ownership has one epoch everywhere: a fresh
+   * random id each time, never one used before.
+   */
+  readonly epoch?: string;
+}
+
+/** One ownership of a workspace, as any backend holds it. */
+export interface OwnershipLease {
+  readonly root: string;
+  /** The owner as it stands; `phase` is the one it last wrote. */
+  readonly owner: OwnerSummary;
+  /** Proves this process still owns the workspace. @throws ContractError when it does not (`conflict`, `unavailable`). */
+  assert(): Promise<void>;
+  /** Writes the phase, compare-and-swap against what this owner wrote. */
+  phase(phase: Exclude<Phase, 'stopped'>): Promise<void>;
+  /** Gives the workspace back, every fence in its order; a release that failed part-way can be called again. */
+  release(): Promise<void>;
+  /** Calls `onLost(error)` once when the ownership is lost (re-checked every `intervalMs`); the answer stops watching. */
+  watch(intervalMs: number, onLost: (error: unknown) => void): () => void;
+  /** Endpoint, epoch and capability of this owner. Holds the secret. */
+  localAccess(): LocalAccess;
+}
+
+/** One fenced workspace of `list()`, and whether what holds it is still there. */
+export interface ListedOwner {
+  readonly root: string;
+  readonly endpoint: string;
+  readonly epoch: string;
+  readonly pid: number;
+  readonly host: string;
+  /**
+   * `live`, `absent`, `ambiguous`: the named process, as this host can tell. `leased`: a live etcd
+   * lease holds it (on any host). `lease-ended`: its lease is gone and its fence stays, quarantined.
+   */
+  readonly holder: 'live' | 'absent' | 'ambiguous' | 'leased' | 'lease-ended';
+}
+
+/** The ownership of workspaces in one state home, whichever backend keeps it. */
+export interface Ownership {
+  readonly stateHome: string;
+  readonly backend: Backend;
+  /** Never throws: what it cannot prove is `unavailable`. */
+  inspect(root: string): Promise<Inspection>;
+  /** Publishes the workspace's config; idempotent for the same config. */
+  initialize(root: string, config: OwnerConfig): Promise<void>;
+  /** Becomes the workspace's owner, on the request's bound endpoint. */
+  acquire(root: string, config: OwnerConfig, request?: AcquireRequest): Promise<OwnershipLease>;
+  /** The workspace's config, or undefined before `initialize`. */
+  configuration(root: string): Promise<OwnerConfig | undefined>;
+  /** What a client of this host needs to reach the owner. @throws ContractError `unavailable`. */
+  localAccess(root: string): Promise<LocalAccess>;
+  /** Every fenced workspace. */
+  list(): Promise<ListedOwner[]>;
+  /** Lets go of connections; leases still held are lost (their fences stay). */
+  close(): Promise<void>;
+}
+
+/** A fence of a workspace as recovery sees it: a file, or an etcd key; never a secret. */
+export interface RecoveryFenceView {
+  readonly kind: string;
+  /** The file's path, or `etcd:<key>`. */
+  readonly where: string;
+  readonly holder?: Holder;
+  readonly phase?: Phase;
+}
+
+/** A holder some fence names, and whether recovery may act for it (only `absent` and `lease-ended` may be recovered). */
+export interface RecoveryHolderView {
+  readonly holder: Holder;
+  readonly status: ListedOwner['holder'];
+  readonly fences: readonly string[];
+}
+
+/** What recovery would act on, and the digest that names exactly it. */
+export interface RecoveryView {
+  readonly root: string;
+  readonly fences: readonly RecoveryFenceView[];
+  readonly holders: readonly RecoveryHolderView[];
+  readonly digest: string;
+  /** Nothing to recover. */
+  readonly clear: boolean;
+}
+
+/** What a recovery did: `record` names its journal record. */
+export type RecoveryResult = { readonly recovered: false; readonly reason: 'clear' } | { readonly recovered: true; readonly record: string };
+
+/** The recovery of workspaces whose owner is gone, whichever backend keeps them. */
+export interface Recovery {
+  /** Changes nothing but dead writers' staging leftovers. */
+  snapshot(root: string): Promise<RecoveryView>;
+  /**
+   * Releases a dead owner's fences, only with the digest of the current snapshot, journalled.
+   * `assertAuthority` throws to deny; it runs first and before every effect.
+   */
+  recover(root: string, options: { readonly expectedDigest: string; readonly assertAuthority: () => void }): Promise<RecoveryResult>;
+}

@@ -1,0 +1,82 @@
+import type { Backend, Inspection, ListedOwner, Ownership, OwnershipLease } from '@leasehold/contracts';
+import { ownerStatus, retryingReads } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import type { OwnerLease } from './owner-lease.js';
+import { defaultStateHome } from './places.js';
+import { ServiceCoordination, reasonOf, registryOptionsOf, summaryOf, type CoordinationOptions } from './service-coordination.js';
+
+/** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
+function leaseOver(lease: OwnerLease, root: string): OwnershipLease {
+  return {
+    root,
+    // A getter: the phase is the one this owner last wrote, not the one at acquire.
+    get owner() {
+      return summaryOf(lease.registration);
+    },
+    assert: async () => lease.assert(),
+    phase: async (phase) => lease.phase(phase),
+    release: () => lease.release(),
+    watch: (intervalMs, onLost) => lease.watch(intervalMs, onLost),
+    localAccess: () => lease.localAccess(),
+  };
+}
+
+/** Every row of the table, with whether the process it names is still there. */
+function listed(registry: Registry): ListedOwner[] {
+  const { entries } = retryingReads(() => registry.list());
+  return entries.map(({ root, endpoint, epoch, pid, host, processStart }) => ({
+    root,
+    endpoint,
+    epoch,
+    pid,
+    host,
+    holder: ownerStatus(pid, host, processStart),
+  }));
+}
+
+/**
+ * The file backend behind the seam: the ownership of the workspaces of one
+ * state home, kept in this host's private files. Each call opens a
+ * `ServiceCoordination` for its root (which checks the root), so one
+ * `Ownership` serves every workspace of the state home.
+ * @throws ContractError `refused` for a state home (given, or the environment's) that is not absolute and normalised.
+ */
+export function fileOwnership(options: CoordinationOptions = {}): Ownership {
+  const stateHome = options.stateHome ?? defaultStateHome();
+  const backend: Backend = options.backend ?? { kind: 'files' };
+  const settings: CoordinationOptions = { ...options, stateHome };
+  // Made once: it checks the state home now, and `list` reads through it.
+  const registry = new Registry(stateHome, registryOptionsOf(options));
+  const coordination = (root: string) => new ServiceCoordination(root, settings);
+  return {
+    stateHome,
+    backend,
+    async inspect(root): Promise<Inspection> {
+      try {
+        return coordination(root).inspect();
+      } catch (error) {
+        // Only the constructor throws: a root that is not absolute and normalised.
+        return { status: 'unavailable', reason: reasonOf(error) };
+      }
+    },
+    async initialize(root, config) {
+      await coordination(root).initialize(config);
+    },
+    async acquire(root, config, request = {}) {
+      const workspace = coordination(root);
+      const choices = request.epoch === undefined ? {} : { epoch: request.epoch };
+      return leaseOver(await workspace.acquire(config, request.boundEndpoint, request.initializeNew, choices), workspace.root);
+    },
+    async configuration(root) {
+      return coordination(root).configuration();
+    },
+    async localAccess(root) {
+      return coordination(root).localAccess();
+    },
+    async list() {
+      return listed(registry);
+    },
+    // Files hold no connection: a lease still held stays held until this process releases it or exits.
+    async close() {},
+  };
+}

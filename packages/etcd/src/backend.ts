@@ -1,0 +1,313 @@
+import { randomUUID } from 'node:crypto';
+import {
+  ContractError,
+  backendSchema,
+  decode,
+  encode,
+  endpoint as endpointSchema,
+  sha256,
+  type AcquireRequest,
+  type Backend,
+  type Inspection,
+  type ListedOwner,
+  type LocalAccess,
+  type OwnerConfig,
+  type OwnerSummary,
+  type Ownership,
+  type OwnershipLease,
+  type Phase,
+  type Recovery,
+  type RecoveryFenceView,
+  type RecoveryHolderView,
+  type RecoveryResult,
+  type RecoveryView,
+} from '@leasehold/contracts';
+import type { FenceRecord, OwnerRecord } from './documents.js';
+import { keyLayout, type KeyLayout } from './keys.js';
+import type { EtcdOwnerLease, Sequencer } from './owner-lease.js';
+import { EtcdOwnership, type EtcdOwnershipOptions, type RecoverySnapshot } from './ownership.js';
+
+// The etcd backend behind the seam: the cross-host fence in etcd, composed with this host's own
+// file backend for what must never leave the host (the capability, the checkout lock, the owner
+// config). etcd is always the outer fence: it is taken first and given back last, so that at every
+// step between, every other host is kept out by etcd alone.
+
+export interface EtcdBackendOptions extends EtcdOwnershipOptions {
+  /** The etcd lease's time to live of each acquire (default `DEFAULT_TTL_SECONDS`). */
+  readonly ttlSeconds?: number;
+  /** How long before the lease could expire an owner counts itself lost (default a quarter of the TTL). */
+  readonly marginMs?: number;
+  /**
+   * This host's file backend, opened on the same state home with this backend's
+   * `{ kind: 'etcd', endpoints, prefix }`: it keeps the capability, checkout lock and owner config.
+   */
+  readonly local: Ownership;
+  /** The recovery of `local`'s files. */
+  readonly localRecovery: Recovery;
+}
+
+/** An ownership through `etcdBackend`: its etcd fencing token besides the seam's lease. */
+export interface EtcdBackendLease extends OwnershipLease {
+  /** The etcd acquire's `{ root, cluster, revision }`, for downstream resources to check. */
+  readonly sequencer: Sequencer;
+}
+
+/** The ownership and recovery of one state home whose roots are fenced in etcd across hosts. */
+export interface EtcdBackend extends Ownership, Recovery {
+  acquire(root: string, config: OwnerConfig, request?: AcquireRequest): Promise<EtcdBackendLease>;
+}
+
+/**
+ * The etcd backend of a state home, over this host's `local` file backend.
+ * @throws ContractError `refused` for malformed options, or a `local` opened with another backend.
+ */
+export function etcdBackend(options: EtcdBackendOptions): EtcdBackend {
+  const backend = decode(backendSchema, { kind: 'etcd', endpoints: [...options.endpoints], prefix: options.prefix }, 'backend');
+  if (!sameBackend(options.local.backend, backend)) {
+    throw new ContractError('refused', `local: opened with backend ${JSON.stringify(options.local.backend)}, not this one's ${JSON.stringify(backend)}`);
+  }
+  return new CompositeBackend(backend, options);
+}
+
+function sameBackend(one: Backend, other: Backend): boolean {
+  return Buffer.from(encode(one)).equals(Buffer.from(encode(other)));
+}
+
+class CompositeBackend implements EtcdBackend {
+  readonly stateHome: string;
+  readonly backend: Backend;
+  readonly #etcd: EtcdOwnership;
+  readonly #keys: KeyLayout;
+  readonly #local: Ownership;
+  readonly #localRecovery: Recovery;
+  readonly #acquireOptions: { readonly ttlSeconds?: number; readonly marginMs?: number };
+
+  constructor(backend: Backend, options: EtcdBackendOptions) {
+    this.backend = backend;
+    this.stateHome = options.local.stateHome;
+    this.#local = options.local;
+    this.#localRecovery = options.localRecovery;
+    this.#keys = keyLayout(options.prefix);
+    this.#acquireOptions = {
+      ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
+      ...(options.marginMs === undefined ? {} : { marginMs: options.marginMs }),
+    };
+    this.#etcd = new EtcdOwnership(options);
+  }
+
+  /**
+   * Crash-safety order: the etcd fence FIRST (a crash after it leaves a fence that every host
+   * respects, quarantined once the lease ends), then the local files. A local acquire that fails
+   * has rolled itself back; the etcd lease is then given back, so the root is free again.
+   */
+  async acquire(root: string, config: OwnerConfig, request: AcquireRequest = {}): Promise<EtcdBackendLease> {
+    const endpoint = request.boundEndpoint ?? config.endpoint;
+    // etcd keys endpoints per host, so it must be the one actually bound, never a port-0 request.
+    if (!endpointSchema.safeParse(endpoint).success) throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
+    // One ownership, one epoch: the files take the epoch the etcd fence was written with.
+    const epoch = request.epoch ?? randomUUID();
+    const fence = await this.#etcd.acquire(root, { endpoint, epoch, ...this.#acquireOptions });
+    try {
+      return new CompositeLease(fence, await this.#local.acquire(root, config, { ...request, boundEndpoint: endpoint, epoch }));
+    } catch (error) {
+      // Best effort: a release that fails leaves the fence on a lease this process keeps; close() revokes it (quarantined).
+      await fence.release().catch(() => {});
+      throw error;
+    }
+  }
+
+  /** etcd decides across hosts; this host's files decide for this host's own owner. Never throws. */
+  async inspect(root: string): Promise<Inspection> {
+    let fenced: Awaited<ReturnType<EtcdOwnership['inspect']>>;
+    try {
+      fenced = await this.#etcd.inspect(root);
+    } catch (error) {
+      if (!ContractError.is(error)) throw error;
+      return { status: 'unavailable', reason: `${error.code}: ${error.message}` };
+    }
+    switch (fenced.status) {
+      case 'absent':
+        return this.#local.inspect(root);
+      case 'unavailable':
+        return { status: 'unavailable', reason: `etcd: ${fenced.reason}` };
+      case 'quarantined':
+        return { status: 'quarantined', owner: summaryOf(fenced.owner ?? fenced.fence, 'quarantined') };
+      default:
+        return fenced.owner.host === this.#etcd.host ? this.#inspectHere(root, fenced.owner) : inspectElsewhere(fenced.owner);
+    }
+  }
+
+  /** This host holds the etcd fence: its files tell the rest, unless they are not (or no longer) written. */
+  async #inspectHere(root: string, owner: OwnerRecord): Promise<Inspection> {
+    const here = await this.#local.inspect(root);
+    if (here.status !== 'absent' && here.status !== 'stopped') return here;
+    // Acquire writes etcd before the files and release removes the files before etcd: a live lease between the two.
+    return { status: 'unavailable', reason: 'fenced in etcd by this host, its files not (or no longer) written: an acquire or release in progress', owner: summaryOf(owner, owner.phase), inProgress: true };
+  }
+
+  initialize(root: string, config: OwnerConfig): Promise<void> {
+    return this.#local.initialize(root, config);
+  }
+
+  configuration(root: string): Promise<OwnerConfig | undefined> {
+    return this.#local.configuration(root);
+  }
+
+  localAccess(root: string): Promise<LocalAccess> {
+    return this.#local.localAccess(root);
+  }
+
+  /** Every etcd fence, then this host's rows etcd does not fence (a local leftover). */
+  async list(): Promise<ListedOwner[]> {
+    const fenced = (await this.#etcd.list()).map(({ root, fence, owner }): ListedOwner => ({
+      root,
+      endpoint: fence.endpoint,
+      epoch: fence.epoch,
+      pid: fence.pid,
+      host: fence.host,
+      holder: owner === undefined ? 'lease-ended' : 'leased',
+    }));
+    const roots = new Set(fenced.map((row) => row.root));
+    return [...fenced, ...(await this.#local.list()).filter((row) => !roots.has(row.root))];
+  }
+
+  async snapshot(root: string): Promise<RecoveryView> {
+    return (await this.#snapshots(root)).view;
+  }
+
+  /**
+   * Crash-safety order: this host's files first (with their own digest and journal), the etcd fence
+   * LAST (its own journal record), so that a recovery stopped part-way still keeps every other host out.
+   */
+  async recover(root: string, options: { readonly expectedDigest: string; readonly assertAuthority: () => void }): Promise<RecoveryResult> {
+    options.assertAuthority();
+    const { view, local, etcd } = await this.#snapshots(root);
+    if (view.digest !== options.expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
+    if (etcd.owner !== undefined) {
+      throw new ContractError('quarantine', `${root} is held by a live etcd lease (host ${etcd.owner.host}, pid ${etcd.owner.pid}, epoch ${etcd.owner.epoch}): it is never recovered`);
+    }
+    if (view.clear) return { recovered: false, reason: 'clear' };
+    let record: string | undefined;
+    if (!local.clear) {
+      options.assertAuthority();
+      const result = await this.#localRecovery.recover(root, { expectedDigest: local.digest, assertAuthority: options.assertAuthority });
+      if (result.recovered) record = result.record;
+    }
+    if (!etcd.clear) {
+      options.assertAuthority();
+      record = (await this.#etcd.recover(root, etcd.digest)).id;
+    }
+    return record === undefined ? { recovered: false, reason: 'clear' } : { recovered: true, record };
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.#etcd.close();
+    } finally {
+      await this.#local.close();
+    }
+  }
+
+  /** Both backends' snapshots, and the one view (and digest) of them. */
+  async #snapshots(root: string): Promise<{ view: RecoveryView; local: RecoveryView; etcd: RecoverySnapshot }> {
+    const [local, etcd] = await Promise.all([this.#localRecovery.snapshot(root), this.#etcd.recoverySnapshot(root)]);
+    const etcdViews = etcdFenceViews(etcd, this.#keys.fence(root));
+    const view: RecoveryView = {
+      root,
+      fences: [...local.fences, ...etcdViews.fences],
+      holders: [...local.holders, ...etcdViews.holders],
+      digest: sha256(encode({ schema: 'leasehold.etcd-backend-recovery-digest/1', root, local: local.digest, etcd: etcd.digest })),
+      clear: local.clear && etcd.clear,
+    };
+    return { view, local, etcd };
+  }
+}
+
+/** Another host holds the root: its files are out of reach, so an idle owner cannot be proved here. */
+function inspectElsewhere(owner: OwnerRecord): Inspection {
+  if (owner.phase === 'stopping') return { status: 'stopping', owner: summaryOf(owner, 'stopping') };
+  return { status: 'unavailable', reason: `served on host ${owner.host}`, owner: summaryOf(owner, owner.phase) };
+}
+
+function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase): OwnerSummary {
+  return { epoch: record.epoch, endpoint: record.endpoint, pid: record.pid, host: record.host, phase };
+}
+
+/** The etcd fence as recovery shows it, and its holder: `leased` while an owner key is there, `lease-ended` once it is gone. */
+function etcdFenceViews(snapshot: RecoverySnapshot, key: string): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
+  if (snapshot.fence === undefined) return { fences: [], holders: [] };
+  const { pid, host, processStart } = snapshot.fence.record;
+  const holder = { pid, host, ...(processStart === undefined ? {} : { processStart }) };
+  const where = `etcd:${key}`;
+  return {
+    fences: [{ kind: 'etcd-fence', where, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) }],
+    holders: [{ holder, status: snapshot.owner === undefined ? 'lease-ended' : 'leased', fences: [where] }],
+  };
+}
+
+/** One ownership through the composite: the etcd fence outside, this host's files inside. */
+class CompositeLease implements EtcdBackendLease {
+  readonly root: string;
+  readonly sequencer: Sequencer;
+  readonly #fence: EtcdOwnerLease;
+  readonly #local: OwnershipLease;
+  #localReleased = false;
+
+  constructor(fence: EtcdOwnerLease, local: OwnershipLease) {
+    this.root = local.root;
+    this.sequencer = fence.sequencer;
+    this.#fence = fence;
+    this.#local = local;
+  }
+
+  get owner(): OwnerSummary {
+    return this.#local.owner;
+  }
+
+  /** The cross-host fence first: a lost etcd lease must be reported whatever the files say. */
+  async assert(): Promise<void> {
+    await this.#fence.assert();
+    await this.#local.assert();
+  }
+
+  /** The files first, then etcd: a phase other hosts see is one this host's owner already wrote. */
+  async phase(phase: Exclude<Phase, 'stopped'>): Promise<void> {
+    await this.#local.phase(phase);
+    await this.#fence.setPhase(phase);
+  }
+
+  /**
+   * The files FIRST, then etcd: the cross-host fence goes last. A local release that failed leaves
+   * the etcd fence held, so no other host enters; calling again resumes where it stopped.
+   */
+  async release(): Promise<void> {
+    if (!this.#localReleased) {
+      await this.#local.release();
+      this.#localReleased = true;
+    }
+    await this.#fence.release();
+  }
+
+  /** Both watches; `onLost` is called once, for whichever loss comes first, and stops both. */
+  watch(intervalMs: number, onLost: (error: unknown) => void): () => void {
+    let lost = false;
+    const stops: (() => void)[] = [];
+    const stop = (): void => {
+      for (const one of stops.splice(0)) one();
+    };
+    const once = (error: unknown): void => {
+      if (lost) return;
+      lost = true;
+      stop();
+      onLost(error);
+    };
+    stops.push(this.#fence.watch(once), this.#local.watch(intervalMs, once));
+    // A watch that reported at once (before both were set up) must still stop the other.
+    if (lost) stop();
+    return stop;
+  }
+
+  localAccess(): LocalAccess {
+    return this.#local.localAccess();
+  }
+}

@@ -1,0 +1,73 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { fileOwnership } from '@leasehold/coordination';
+import { cleanUp, codeOfAsync, makeWorkspace, pathExists, serviceFences } from '@leasehold/test-utils';
+import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, makePlace, snapshotOf } from '../test/helpers.js';
+import { ContractError, fileRecovery } from './index.js';
+
+afterEach(cleanUp);
+
+/** Grants authority. */
+const granted = (): void => {};
+
+describe('fileRecovery', () => {
+  it('finds nothing to recover in a workspace nobody owned, and says so', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'never');
+    const recovery = fileRecovery({ stateHome: place.stateHome });
+    const view = await recovery.snapshot(root);
+    expect(view).toMatchObject({ root, fences: [], holders: [], clear: true });
+    expect(await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted })).toEqual({ recovered: false, reason: 'clear' });
+  });
+
+  it('shows a SIGKILLed owner’s fences where they are, recovers them with the digest, and a fresh acquire succeeds', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'crashed');
+    const { pid } = await deadOwner(place, root);
+    const recovery = fileRecovery({ stateHome: place.stateHome });
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    // Its row still fences the root.
+    expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe('conflict');
+
+    const view = await recovery.snapshot(root);
+    const state = snapshotOf(place, root);
+    expect(view.digest).toBe(state.digest);
+    expect(view.clear).toBe(false);
+    expect(view.fences.map(({ kind, where }) => ({ kind, where }))).toEqual(state.fences.map(({ kind, path }) => ({ kind, where: path })));
+    for (const { where } of view.fences) expect(pathExists(where), where).toBe(true);
+    expect(view.holders).toEqual([{ holder: expect.objectContaining({ pid }) as unknown, status: 'absent', fences: state.holders[0]?.fences }]);
+
+    const wrong = '0'.repeat(64);
+    expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: wrong, assertAuthority: granted }))).toBe('conflict');
+    const denied = recovery.recover(root, {
+      expectedDigest: view.digest,
+      assertAuthority: () => {
+        throw new ContractError('refused', 'not this operator');
+      },
+    });
+    expect(await codeOfAsync(denied)).toBe('refused');
+    expect(journalRecords(place.stateHome)).toEqual([]);
+
+    const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted });
+    expect(result).toMatchObject({ recovered: true });
+    if (!result.recovered) throw new Error('unreachable');
+    expect(journalRecords(place.stateHome).map((name) => result.record.endsWith(name))).toEqual([true]);
+    expect(serviceFences(place.stateHome, root)).toEqual([]);
+    expect((await recovery.snapshot(root)).clear).toBe(true);
+
+    const lease = await ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT });
+    expect(lease.owner).toMatchObject({ pid: process.pid, phase: 'idle', endpoint: PARENT_ENDPOINT });
+    await lease.release();
+    expect(await ownership.inspect(root)).toEqual({ status: 'stopped', epoch: lease.owner.epoch });
+  });
+
+  it('never recovers over a live owner: its holder is live, and recover is quarantine', async () => {
+    const place = makePlace();
+    const root = makeWorkspace(place, 'alive');
+    const child = await liveOwner(place, root);
+    const recovery = fileRecovery({ stateHome: place.stateHome });
+    const view = await recovery.snapshot(root);
+    expect(view.holders.map(({ holder, status }) => ({ pid: holder.pid, status }))).toEqual([{ pid: child.pid, status: 'live' }]);
+    expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted }))).toBe('quarantine');
+    expect(serviceFences(place.stateHome, root)).not.toEqual([]);
+  });
+});

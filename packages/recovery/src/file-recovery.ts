@@ -1,0 +1,35 @@
+import type { Recovery, RecoveryView } from '@leasehold/contracts';
+import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
+import type { RecoveryState } from './recovery-state.js';
+
+/** A snapshot as the seam shows it: a fence's file is where it is. */
+function viewOf(state: RecoveryState): RecoveryView {
+  return {
+    root: state.root,
+    fences: state.fences.map(({ kind, path, holder, phase }) => ({
+      kind,
+      where: path,
+      ...(holder === undefined ? {} : { holder }),
+      ...(phase === undefined ? {} : { phase }),
+    })),
+    holders: state.holders.map(({ holder, status, fences }) => ({ holder, status, fences })),
+    digest: state.digest,
+    clear: state.clear,
+  };
+}
+
+/**
+ * The file backend's recovery behind the seam: `recoverySnapshot` and
+ * `recover` of this package, with these options, for any workspace of the
+ * state home. The digest a snapshot shows is the one `recover` checks.
+ */
+export function fileRecovery(options: RecoveryOptions = {}): Recovery {
+  return {
+    async snapshot(root) {
+      return viewOf(recoverySnapshot(root, options));
+    },
+    async recover(root, { expectedDigest, assertAuthority }) {
+      return recover(root, { ...options, expectedDigest, assertAuthority });
+    },
+  };
+}
