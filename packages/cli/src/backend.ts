@@ -14,6 +14,8 @@ export interface OpenBackend {
   readonly backend: Backend;
   readonly ownership: Ownership;
   readonly recovery: Recovery;
+  /** On etcd: this host's name there (`LEASEHOLD_HOST`, else the host name). */
+  readonly host?: string;
   /** Lets go of connections (etcd); leases still held are lost. */
   close(): Promise<void>;
 }
@@ -75,17 +77,18 @@ function fileBackend(stateHome: string): OpenBackend {
 
 function etcdBackendOf(stateHome: string, backend: Extract<Backend, { kind: 'etcd' }>, options: OpenOptions): OpenBackend {
   const env = options.env ?? process.env;
+  const host = hostOf(env);
   const opened = etcdBackend({
     endpoints: backend.endpoints,
     prefix: backend.prefix,
-    host: hostOf(env),
+    host,
     ...credentialsOf(env),
     ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
     // The host's own part (capability, checkout lock, owner config) stays in this state home's files.
     local: fileOwnership({ stateHome, backend }),
     localRecovery: fileRecovery({ stateHome, backend }),
   });
-  return { stateHome, backend, ownership: opened, recovery: opened, close: () => opened.close() };
+  return { stateHome, backend, ownership: opened, recovery: opened, host, close: () => opened.close() };
 }
 
 /** This host's identity in etcd: `LEASEHOLD_HOST`, else the host name. */

@@ -63,7 +63,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     // The wrong backend for a state home is refused, and changes nothing.
     const wrong = await a.run(['init']);
     expect(wrong.code).toBe(1);
-    expect(json(wrong)).toMatchObject({ error: 'refused', message: expect.stringContaining('etcd') });
+    expect(json(wrong)).toMatchObject({ error: 'refused', message: expect.stringContaining('etcd'), path: join(a.box.stateHome, 'v1', 'registry', 'format.json'), remedy: expect.stringContaining('keeps its backend') });
 
     const workspace = a.box.workspace('shared');
     const server = new Server([...a.box.place(workspace), '--lease-ttl', '2'], { env: a.env });
@@ -75,6 +75,9 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const seenFromB = await b.run(['status'], workspace);
     expect(seenFromB.code).toBe(3);
     expect(json(seenFromB)).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: expect.stringContaining('host-a') });
+    const humanFromB = await cli(['status', ...b.box.place(workspace)], { env: b.env });
+    expect(humanFromB.stdout).toContain('reason       served on host host-a');
+    expect(humanFromB.stdout).toContain('It is served on another host: ask there with leasehold status');
     const taken = await b.run(['serve'], workspace);
     expect(json(taken).error).toBe('conflict');
     expect(json(await b.run(['list'])).entries).toEqual([expect.objectContaining({ root: workspace, host: 'host-a', pid: server.pid, ownerStatus: 'leased' })]);

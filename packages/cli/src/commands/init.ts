@@ -1,4 +1,4 @@
-import { backendSchema, decode, type Backend } from '@leasehold/contracts';
+import { ContractError, backendSchema, decode, type Backend } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { describeBackend, openBackendFor, withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
@@ -26,7 +26,11 @@ export async function init(context: CommandContext): Promise<number> {
   const backend = requested(context);
   // Reach etcd (with the environment's credentials) before recording it, so a typo is never recorded.
   if (backend.kind === 'etcd') await withBackend(context, ({ ownership }) => ownership.list(), openBackendFor(stateHome, backend, { env: context.env }));
-  await new Registry(stateHome, { backend }).initialize();
+  await new Registry(stateHome, { backend }).initialize().catch((error: unknown) => {
+    if (!ContractError.is(error, 'refused') || error.path === undefined) throw error;
+    // The state home records another backend: a state home keeps the backend it was made with.
+    throw new SetupError(error.message, 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one', { path: error.path, cause: error });
+  });
   context.output.record({ initialized: true, stateHome, backend });
   context.output.say(`${stateHome} uses ${describeBackend(backend)}`);
   return 0;

@@ -58,7 +58,7 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined): Sta
 }
 
 /** The next thing a person might do, for each status. */
-function nextStep(report: StatusReport, root: string, options: string): string {
+function nextStep(report: StatusReport, root: string, options: string, elsewhere: boolean): string {
   switch (report.status) {
     case 'running':
       return `Stop it with: leasehold stop ${options}`;
@@ -68,6 +68,8 @@ function nextStep(report: StatusReport, root: string, options: string): string {
     case 'stopping':
       return 'It is stopping; check again in a moment.';
     default:
+      // An owner on another host (etcd) is reached from that host only: its capability never leaves it.
+      if (elsewhere) return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
       return `If its owner crashed, see: leasehold recover ${options}`;
   }
 }
@@ -89,15 +91,16 @@ async function settledInspection(ownership: Ownership, root: string): Promise<In
 /** `leasehold status`: inspect, plus the transport challenge when access material exists. */
 export async function status(context: CommandContext): Promise<number> {
   const root = workspaceOf(context, true);
-  return withBackend(context, async ({ ownership, stateHome }) => {
+  return withBackend(context, async ({ ownership, stateHome, host }) => {
     const inspection = await settledInspection(ownership, root);
     const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
     const answered = owner === undefined ? undefined : await challenge(root, ownership);
-    return reported(context, root, stateHome, answered ?? silentOwner(reportOf(inspection), owner));
+    const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
+    return reported(context, root, stateHome, answered ?? silentOwner(reportOf(inspection), owner), elsewhere);
   });
 }
 
-function reported(context: CommandContext, root: string, stateHome: string, report: StatusReport): number {
+function reported(context: CommandContext, root: string, stateHome: string, report: StatusReport, elsewhere: boolean): number {
   const { output } = context;
   output.record({ ...report });
   const rows: Array<[string, string]> = [[report.status, root]];
@@ -105,6 +108,6 @@ function reported(context: CommandContext, root: string, stateHome: string, repo
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
-  output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome)));
+  output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome), elsewhere));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
 }
