@@ -107,6 +107,8 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect(json(recovered)).toEqual({ recovered: true });
     const journal = await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only']);
     expect(journal).toContain(`"root":"${workspace}"`);
+    // It names the digest the operator confirmed, besides its own part's.
+    expect(journal).toContain(`"reviewedDigest":"${digest}"`);
 
     // Now free across hosts: B serves it, and stops it.
     const next = new Server(b.box.place(workspace), { env: b.env });

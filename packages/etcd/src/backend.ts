@@ -195,7 +195,7 @@ class CompositeBackend implements EtcdBackend {
     }
     if (!etcd.clear) {
       options.assertAuthority();
-      record = (await this.#etcd.recover(root, etcd.digest)).id;
+      record = (await this.#etcd.recover(root, etcd.digest, { reviewedDigest: view.digest })).id;
     }
     return record === undefined ? { recovered: false, reason: 'clear' } : { recovered: true, record };
   }

@@ -37,6 +37,8 @@ export const journalRecordSchema = z.strictObject({
   id,
   root: absolutePath,
   digest: hash,
+  /** The digest the operator reviewed, when this recovery was part of a wider one (the etcd backend's, over a host's files). */
+  reviewedDigest: hash.optional(),
   recordedAt: z.iso.datetime(),
   operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
   fence: fenceRecordSchema,

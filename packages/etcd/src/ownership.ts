@@ -215,7 +215,7 @@ export class EtcdOwnership {
    * Removes a fence whose owner's lease is gone, in ONE transaction that compares the fence's
    * revision and the owner key's absence and writes the journal record. Answers the record.
    */
-  async recover(root: string, expectedDigest: string, options: { readonly user?: string } = {}): Promise<JournalRecord> {
+  async recover(root: string, expectedDigest: string, options: { readonly user?: string; readonly reviewedDigest?: string } = {}): Promise<JournalRecord> {
     const snapshot = await this.recoverySnapshot(root);
     const { fence, owner } = snapshot;
     if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
@@ -229,6 +229,7 @@ export class EtcdOwnership {
       id: randomUUID(),
       root,
       digest: expectedDigest,
+      ...(options.reviewedDigest === undefined ? {} : { reviewedDigest: options.reviewedDigest }),
       recordedAt: new Date().toISOString(),
       operator: { pid: identity.pid, host: this.host, user: options.user ?? userInfo().username },
       fence: fence.record,
