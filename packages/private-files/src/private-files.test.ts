@@ -854,6 +854,31 @@ describe('the beforeMutation hook', () => {
     ]);
   });
 
+  it('is told the source of a link or rename and the bytes of a write, in create and replace, and nothing more', () => {
+    const root = makeRoot();
+    const steps: MutationStep[] = [];
+    const files = new PrivateFiles(root, { hooks: { beforeMutation: (step) => steps.push({ ...step }) } });
+    const path = join(root, 'file');
+    const created = files.create(path, bytesOf('old'));
+    files.replace(path, created, bytesOf('new'));
+    const [createTemp, replaceTemp] = steps.filter((step) => step.action === 'write').map((step) => step.path);
+    // The recorded arrays are the ones passed in: compare their text, not their identity.
+    const shown = steps.map(({ bytes, ...step }) => (bytes === undefined ? step : { ...step, text: new TextDecoder().decode(bytes) }));
+    expect(shown).toEqual([
+      { operation: 'create', action: 'mkdir', path: join(root, STAGING_FOLDER) },
+      { operation: 'create', action: 'fsync-directory', path: root },
+      { operation: 'create', action: 'write', path: createTemp, text: 'old' },
+      { operation: 'create', action: 'fsync', path: createTemp },
+      { operation: 'create', action: 'link', path, source: createTemp },
+      { operation: 'create', action: 'unlink', path: createTemp },
+      { operation: 'create', action: 'fsync-directory', path: root },
+      { operation: 'replace', action: 'write', path: replaceTemp, text: 'new' },
+      { operation: 'replace', action: 'fsync', path: replaceTemp },
+      { operation: 'replace', action: 'rename', path, source: replaceTemp },
+      { operation: 'replace', action: 'fsync-directory', path: root },
+    ]);
+  });
+
   it('sees remove unlink and folder fsync, in order', () => {
     const root = makeRoot();
     const { files, steps } = recording(root);

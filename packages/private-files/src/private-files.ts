@@ -41,7 +41,14 @@ export interface MutationStep {
   readonly operation: MutationOperation;
   readonly action: MutationAction;
   readonly path: string;
+  /** For a `link` or a `rename`: the path linked or renamed from (`path` is where it goes). */
+  readonly source?: string;
+  /** For a `write`: the exact bytes about to be written to `path` (the caller's array, not a copy). */
+  readonly bytes?: Uint8Array;
 }
+
+/** What a step carries beyond its operation, action and path. */
+type StepDetail = Pick<MutationStep, 'source' | 'bytes'>;
 
 /** Test seam: called before every mutating system call. Production code passes nothing. */
 export interface PrivateFilesHooks {
@@ -239,7 +246,7 @@ export class PrivateFiles {
     if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
     const temp = this.#stage('create', bytes);
     try {
-      this.#step('create', 'link', path);
+      this.#step('create', 'link', path, { source: temp.staged });
       try {
         linkSync(temp.staged, path);
       } catch (error) {
@@ -285,7 +292,7 @@ export class PrivateFiles {
       fsyncDirectory(staged);
       // rename() silently replaces an empty folder: check absence once more, right before it.
       if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
-      this.#step('create-folder', 'rename', path);
+      this.#step('create-folder', 'rename', path, { source: staged });
       unlessRemoved(path, () => renameSync(staged, path));
       pending = false;
       this.#step('create-folder', 'fsync-directory', parent);
@@ -306,7 +313,7 @@ export class PrivateFiles {
     const temp = this.#stage('replace', bytes);
     try {
       this.#expect(path, expected, maxBytes);
-      this.#step('replace', 'rename', path);
+      this.#step('replace', 'rename', path, { source: temp.staged });
       unlessRemoved(path, () => renameSync(temp.staged, path));
       temp.pending = false;
       const published = fstatSync(temp.descriptor, { bigint: true });
@@ -350,7 +357,8 @@ export class PrivateFiles {
     for (const name of names) this.#expect(join(path, name), expected[name]!, maxBytes);
     this.#walk(this.staging, 'remove-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
-    this.#step('remove-folder', 'rename', path);
+    // Reported like every rename: `path` is where the folder goes, `source` the folder.
+    this.#step('remove-folder', 'rename', staged, { source: path });
     unlessRemoved(path, () => renameSync(path, staged));
     this.#step('remove-folder', 'fsync-directory', parent);
     fsyncDirectory(parent);
@@ -431,7 +439,7 @@ export class PrivateFiles {
   }
 
   #writeStagedFile(path: string, bytes: Uint8Array): void {
-    this.#step('create-folder', 'write', path);
+    this.#step('create-folder', 'write', path, { bytes });
     const descriptor = unlessRemoved(path, () => openSync(path, TEMP_FLAGS, 0o600));
     try {
       writeAll(descriptor, bytes);
@@ -474,8 +482,8 @@ export class PrivateFiles {
     }
   }
 
-  #step(operation: MutationOperation, action: MutationAction, path: string): void {
-    this.#hooks?.beforeMutation?.({ operation, action, path });
+  #step(operation: MutationOperation, action: MutationAction, path: string, detail: StepDetail = {}): void {
+    this.#hooks?.beforeMutation?.({ operation, action, path, ...detail });
   }
 
   /** `path` itself, once proven absolute, normalised and strictly inside the root. */
@@ -641,7 +649,7 @@ export class PrivateFiles {
   #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
     this.#walk(this.staging, operation);
     const staged = join(this.staging, stagingName(currentProcess()));
-    this.#step(operation, 'write', staged);
+    this.#step(operation, 'write', staged, { bytes });
     const descriptor = unlessRemoved(staged, () => openSync(staged, TEMP_FLAGS, 0o600));
     const temp: StagedTemp = { staged, descriptor, pending: true };
     try {

@@ -49,9 +49,11 @@ describe('removeFolder', () => {
     const { root, files, parent, target, expected } = published({ beforeMutation: (step) => steps.push({ ...step }) });
     files.removeFolder(target, expected);
     expect(readdirSync(join(root, STAGING_FOLDER))).toEqual([]);
-    const shown = steps.map(({ action, path }) => `${action} ${path.replace(/\/\.staging\/[^/]+\.dir/, '/.staging/<staged>')}`);
+    const staged = (path: string) => path.replace(/\/\.staging\/[^/]+\.dir/, '/.staging/<staged>');
+    // The rename reports like every other: `path` where the folder goes (its staged name), `source` the folder.
+    const shown = steps.map(({ action, path, source }) => `${action} ${staged(path)}${source === undefined ? '' : ` from ${source}`}`);
     expect(shown).toEqual([
-      `rename ${target}`,
+      `rename ${root}/.staging/<staged> from ${target}`,
       `fsync-directory ${parent}`,
       `unlink ${root}/.staging/<staged>/config.json`,
       `unlink ${root}/.staging/<staged>/format.json`,
