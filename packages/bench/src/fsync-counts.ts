@@ -4,43 +4,29 @@ import { fileURLToPath } from 'node:url';
 import { ServiceCoordination } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
 import { recover, recoverySnapshot } from '@leasehold/recovery';
-import { Registry, TAKEOVER_MARKER } from '@leasehold/registry';
+import { Registry } from '@leasehold/registry';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
 
-// Item 7 of issue #6 and the fsync row of issue #9: the fsyncs each operation
-// makes, seen through the beforeMutation hook (called before every mutating
-// system call), and the minimum the protocol needs.
+// Item 7 of issue #6, the fsync row of issue #9 and issue 13: the fsyncs
+// each operation makes, seen through the beforeMutation hook (called before
+// every mutating system call), against the previous release's count.
 
 const CRASH_WORKER = fileURLToPath(new URL('./crash-worker.js', import.meta.url));
 
-/** Why one fsync is made. */
-export type FsyncReason =
-  /** A staged file's (or staged folder's) contents, before a link or rename publishes it. */
-  | 'contents-before-publication'
-  /** The folder that a link, rename, unlink or mkdir changed, so the change survives a crash. */
-  | 'publication'
-  /** The registry folder right after `registry.lock` or a take-over marker is linked or renamed into place: see `AVOIDABLE`. */
-  | 'registry-lock-link'
-  /** The registry folder right after `registry.lock` or a take-over marker is unlinked: see `AVOIDABLE`. */
-  | 'registry-lock-removal';
+/**
+ * Where the proof is that the fsyncs this release no longer makes are not
+ * needed, and what it found: the power-loss exploration of issue 13.
+ */
+export const FSYNC_PROOF =
+  'the previous release also fsynced the registry folder right after registry.lock was linked and right after it was unlinked; ' +
+  'this release publishes and removes the lock without them (PublishOptions { syncFolder: false }, registry LOCK_PUBLISH). ' +
+  'The proof that neither is needed: packages/recovery/src/power-loss.test.ts explores every crash state of all six protocols ' +
+  'without them and finds nothing; packages/recovery/src/power-loss-fsyncs.test.ts drops each remaining fsync in turn and ' +
+  'prints, per protocol, how many are needed one at a time (a lower bound on the minimum, not the minimum).';
 
-/** The fsyncs the protocol does not need, with the argument. */
-export const AVOIDABLE: Readonly<Partial<Record<FsyncReason, string>>> = {
-  'registry-lock-link':
-    'the registry folder fsync right after registry.lock (or a take-over marker) is linked or renamed into place. ' +
-    'Whether the lock survives a crash does not matter: after a crash its holder is gone, and a lock whose holder ' +
-    'is gone is taken over by the next writer, so the lock is never a fence (SPEC 1.2, 4). Its contents fsync stays: a ' +
-    'later folder fsync (the roots.json replace) can make the link durable, and a torn lock reads as refused.',
-  'registry-lock-removal':
-    'the registry folder fsync right after registry.lock (or a take-over marker) is unlinked. A removal lost in a ' +
-    'crash brings back a lock whose holder is gone, which the next writer takes over; nothing the transaction wrote ' +
-    'depends on it (an unlink whose folder fsync fails already counts as removed).',
-};
-
-/** Whether `path` is the registry lock or a take-over marker (in the registry folder). */
+/** Whether `path` is the registry lock (in the registry folder; a take-over marker is not). */
 function isRegistryLock(path: string): boolean {
-  const name = basename(path);
-  return basename(dirname(path)) === 'registry' && (name === 'registry.lock' || TAKEOVER_MARKER.test(name));
+  return basename(dirname(path)) === 'registry' && basename(path) === 'registry.lock';
 }
 
 /** The fsyncs of one operation. */
@@ -51,48 +37,48 @@ export interface FsyncCount {
   readonly file: number;
   /** fsync of a folder. */
   readonly folder: number;
+  /** What this run measured: `file + folder`. */
   readonly total: number;
   /** Durable publications: links, renames, removals and folder creations. */
   readonly publications: number;
   /** The publications by kind: what their exact floor is made of. */
   readonly kinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly folder: number };
-  /** What the protocol needs: `total` less the avoidable ones. */
-  readonly minimum: number;
-  /** Each avoidable fsync's reason. */
-  readonly avoidable: readonly FsyncReason[];
+  /** The links and unlinks of registry.lock that no registry folder fsync of their own followed (see `FSYNC_PROOF`). */
+  readonly unsyncedLock: number;
+  /** What the previous release made for the same operation: `total` plus one registry folder fsync per `unsyncedLock`. */
+  readonly previousRelease: number;
 }
 
-/** Whether a step publishes an entry durably (its folder is fsynced after it). */
+/** Whether a step publishes an entry durably (its folder is fsynced after it, unless asked not to be). */
 function publishes(step: MutationStep): boolean {
   if (step.action === 'link' || step.action === 'rename') return true;
   if (step.operation === 'remove' && step.action === 'unlink') return true;
   return step.operation === 'directory' && step.action === 'mkdir';
 }
 
-/** The reason of each fsync in `steps`. */
-function fsyncReasons(steps: readonly MutationStep[]): FsyncReason[] {
-  const reasons: FsyncReason[] = [];
-  let published: MutationStep | undefined;
-  steps.forEach((step, index) => {
-    if (publishes(step)) published = step;
-    if (step.action === 'fsync') reasons.push('contents-before-publication');
-    if (step.action !== 'fsync-directory') return;
-    // createFolder fsyncs the staged folder before its rename: contents, not a publication.
-    if (step.operation === 'create-folder' && steps[index + 1]?.action === 'rename') reasons.push('contents-before-publication');
-    else if (published !== undefined && isRegistryLock(published.path)) {
-      reasons.push(published.action === 'unlink' ? 'registry-lock-removal' : 'registry-lock-link');
-    } else reasons.push('publication');
-    published = undefined;
-  });
-  return reasons;
+/** Whether a step is the link (create) or the unlink (remove) of registry.lock. */
+function publishesLock(step: MutationStep): boolean {
+  return ((step.operation === 'create' && step.action === 'link') || (step.operation === 'remove' && step.action === 'unlink')) && isRegistryLock(step.path);
+}
+
+/** How many links and unlinks of registry.lock in `steps` the same call did not follow with a fsync of its folder. */
+function unsyncedLockPublications(steps: readonly MutationStep[]): number {
+  return steps.filter((step, index) => {
+    if (!publishesLock(step)) return false;
+    // The rest of the same call: the steps up to the next one of another operation or the next publication.
+    for (const later of steps.slice(index + 1)) {
+      if (later.operation !== step.operation || publishes(later)) return true;
+      if (later.action === 'fsync-directory' && later.path === dirname(step.path)) return false;
+    }
+    return true;
+  }).length;
 }
 
 /** Counts one run of `steps` for the operation `id`. */
 function countOf(id: string, label: string, steps: readonly MutationStep[]): FsyncCount {
-  const reasons = fsyncReasons(steps);
-  const avoidable = reasons.filter((reason) => AVOIDABLE[reason] !== undefined);
   const file = steps.filter((step) => step.action === 'fsync').length;
   const folder = steps.filter((step) => step.action === 'fsync-directory').length;
+  const unsyncedLock = unsyncedLockPublications(steps);
   return {
     id,
     label,
@@ -106,8 +92,8 @@ function countOf(id: string, label: string, steps: readonly MutationStep[]): Fsy
       remove: steps.filter((step) => step.operation === 'remove' && step.action === 'unlink').length,
       folder: steps.filter((step) => (step.operation === 'directory' && step.action === 'mkdir') || (step.operation === 'create-folder' && step.action === 'rename')).length,
     },
-    minimum: file + folder - avoidable.length,
-    avoidable,
+    unsyncedLock,
+    previousRelease: file + folder + unsyncedLock,
   };
 }
 

@@ -19,5 +19,5 @@ export { formatDuration, type BenchResult, type ContentionResult, type Settings 
 export { type AvailabilityResult } from './availability.js';
 export { type EtcdSection } from './etcd-operations.js';
 export { type Figure, type FigureSpec } from './figures.js';
-export { type FsyncCount, type FsyncReason } from './fsync-counts.js';
+export { type FsyncCount } from './fsync-counts.js';
 export { type Machine } from './machine.js';

@@ -106,7 +106,7 @@ function expectTruthful(readers: Readers, reads: Reads): void {
 }
 
 /** A stepper for `root` stopped (`then`) at the step `at` of its acquire, or the step after it. */
-function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pause', after = false): SpawnedChild {
+function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pause', after: boolean | number = false): SpawnedChild {
   const plan: StepperPlan = {
     workspace: root,
     stateHome: place.stateHome,
@@ -223,28 +223,31 @@ describe('many owners, one state home (SPEC 10.6)', () => {
     readers.lease.assert();
   });
 
-  const KILLS: readonly { name: string; at: (lock: string) => string; killedAt: string; secondLink: boolean }[] = [
+  const KILLS: readonly { name: string; at: (lock: string) => string; after: boolean | number; killedAt: string; secondLink: boolean }[] = [
     {
       name: 'linked, its staged temp still a second link of it',
       at: (lock) => stepAt('create', 'link', lock),
+      after: true,
       killedAt: 'create unlink state/v1/.staging/<temp>',
       secondLink: true,
     },
     {
-      name: 'whole and durable, before the table is touched',
-      at: (lock) => stepAt('create', 'fsync-directory', posix.dirname(lock)),
+      // The lock has no folder fsync of its own (registry LOCK_PUBLISH): its create ends with the temp's unlink.
+      name: 'whole, its temp unlinked, before the table is touched',
+      at: (lock) => stepAt('create', 'link', lock),
+      after: 2,
       killedAt: 'replace write state/v1/.staging/<temp>',
       secondLink: false,
     },
   ];
 
-  for (const { name, at, killedAt, secondLink } of KILLS) {
+  for (const { name, at, after, killedAt, secondLink } of KILLS) {
     it(`a writer killed by its hook right after it created the registry lock (${name}) blocks no other workspace`, async () => {
       const place = makePlace();
       const readers = await readersIn(place);
       const places = handPlaces(place.stateHome, '/');
       const crashedRoot = makeWorkspace(place, 'crashed');
-      const crashed = stepper(place, crashedRoot, at(places.registryLock), 'kill', true);
+      const crashed = stepper(place, crashedRoot, at(places.registryLock), 'kill', after);
       const killed = await messageOf(crashed, 'at');
       expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
       expect(shownStep({ step: killed.at }, place, crashedRoot)).toBe(killedAt);

@@ -1,5 +1,5 @@
 import { posix } from 'node:path';
-import { createFolderSteps, createSteps, listingOutsideStaging, removeSteps, replaceSteps } from '@leasehold/test-utils';
+import { createFolderSteps, createSteps, listingOutsideStaging, lockCreateSteps, lockRemoveSteps, removeSteps, replaceSteps } from '@leasehold/test-utils';
 
 // ---- The expected step lists, written from SPEC 3 (how private-files publishes), 4 (the registry
 // transaction) and 5.3 (the order of acquire, phase and release). ----
@@ -35,12 +35,12 @@ const SERVICE_FOLDER_PUBLISHED = [
  * the service folder, the lock removed. Nothing else runs under the lock.
  */
 const RESERVATION_OF_NEW_WORKSPACE = [
-  ...createSteps(`${REGISTRY}/registry.lock`),
+  ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...createSteps(`${REGISTRY}/format.json`),
   ...createSteps(`${REGISTRY}/roots.json`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
   ...SERVICE_FOLDER_PUBLISHED,
-  ...removeSteps(`${REGISTRY}/registry.lock`),
+  ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
 ];
 
 /** Outside the lock, in SPEC 5.3 order: the checkout lock, owner.lock, the capability. */
@@ -78,9 +78,9 @@ export const ACQUIRE_AFTER_STAGED_TEMP_STEPS: readonly string[] = [
 
 /** Acquire over a stopped registration: the row alone under the lock; the registration replaced last. */
 export const ACQUIRE_OVER_STOPPED_STEPS: readonly string[] = [
-  ...createSteps(`${REGISTRY}/registry.lock`),
+  ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
-  ...removeSteps(`${REGISTRY}/registry.lock`),
+  ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
   ...OWNER_FILES_CREATED,
   ...replaceSteps(`${SERVICE}/registration.json`),
 ];
@@ -93,16 +93,16 @@ export const RELEASE_STEPS: readonly string[] = [
   ...replaceSteps(`${SERVICE}/registration.json`),
   ...removeSteps(`${SERVICE}/local-capability.json`),
   ...removeSteps(`${SERVICE}/owner.lock`),
-  ...createSteps(`${REGISTRY}/registry.lock`),
+  ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
   ...removeSteps(`${WORKSPACE}/checkout.lock`),
-  ...removeSteps(`${REGISTRY}/registry.lock`),
+  ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
 ];
 
 // ---- Steps whose I/O error the operation absorbs, so that it resolves (SPEC 4 step 5, 5.3). ----
 
 /** A failed removal of the registry lock never fails the transaction: its work stands. */
-export const LOCK_REMOVAL_STEPS: readonly string[] = removeSteps(`${REGISTRY}/registry.lock`);
+export const LOCK_REMOVAL_STEPS: readonly string[] = lockRemoveSteps(`${REGISTRY}/registry.lock`);
 
 /** Phase: the rename went through, only the folder fsync failed: the write counts as done. */
 export const PHASE_ABSORBED: readonly string[] = [`replace fsync-directory ${SERVICE}`];

@@ -68,8 +68,8 @@ export interface StepperPlan {
   readonly during: 'acquire' | 'release';
   /** The step to stop at, `<operation> <action> <absolute path>` (see `stepAt`). */
   readonly at: string;
-  /** Stop at the step after `at` instead (a step whose path is a staged temp, say). */
-  readonly after?: boolean;
+  /** Stop at the step after `at` instead (a step whose path is a staged temp, say); a number: that many steps after it. */
+  readonly after?: boolean | number;
   readonly then: 'kill' | 'pause';
 }
 

@@ -22,6 +22,7 @@ describe('the public entry point', () => {
       'PrivateFilesHooks',
       'PrivateFilesOptions',
       'ProcessIdentity',
+      'PublishOptions',
       'STAGING_FOLDER',
       'StagingEntry',
       'StagingSweep',

@@ -10,6 +10,7 @@ export {
   type MutationStep,
   type PrivateFilesHooks,
   type PrivateFilesOptions,
+  type PublishOptions,
   type StagingEntry,
   type StagingSweep,
 } from './private-files.js';

@@ -893,6 +893,60 @@ describe('the beforeMutation hook', () => {
     ]);
   });
 
+  it('with syncFolder: false, create skips exactly the folder fsync; the data fsync before the link stays', () => {
+    const root = makeRoot();
+    const { files, steps } = recording(root);
+    files.directory(join(root, 'docs'), true);
+    files.create(join(root, 'docs', 'warm-up'), bytesOf('w'));
+    steps.length = 0;
+    const path = join(root, 'docs', 'file');
+    const created = files.create(path, bytesOf('x'), undefined, { syncFolder: false });
+    const temp = steps[0]?.path ?? '';
+    expect(temp.startsWith(`${root}/${STAGING_FOLDER}/`)).toBe(true);
+    expect(steps).toEqual([
+      { operation: 'create', action: 'write', path: temp },
+      { operation: 'create', action: 'fsync', path: temp },
+      { operation: 'create', action: 'link', path },
+      { operation: 'create', action: 'unlink', path: temp },
+    ]);
+    // The file is published all the same, whole, single-link, its temp gone.
+    expect(files.read(path)?.identity).toBe(created.identity);
+    expect(lstatSync(path).nlink).toBe(1);
+    expect(namesIn(join(root, STAGING_FOLDER))).toEqual([]);
+    // syncFolder: true is the default.
+    steps.length = 0;
+    files.create(join(root, 'docs', 'other'), bytesOf('y'), undefined, { syncFolder: true });
+    expect(steps.at(-1)).toEqual({ operation: 'create', action: 'fsync-directory', path: join(root, 'docs') });
+  });
+
+  it('with syncFolder: false, remove skips exactly the folder fsync after its unlink', () => {
+    const root = makeRoot();
+    const { files, steps } = recording(root);
+    files.directory(join(root, 'docs'), true);
+    const path = join(root, 'docs', 'file');
+    const created = files.create(path, bytesOf('x'));
+    steps.length = 0;
+    files.remove(path, created, undefined, { syncFolder: false });
+    expect(steps).toEqual([{ operation: 'remove', action: 'unlink', path }]);
+    expect(files.read(path)).toBeUndefined();
+    // The checks are unchanged: a second remove is a conflict, and nothing runs.
+    steps.length = 0;
+    expect(codeOf(() => files.remove(path, created, undefined, { syncFolder: false }))).toBe('conflict');
+    expect(steps).toEqual([]);
+  });
+
+  it('with syncFolder: false, create refuses and conflicts exactly as without it', () => {
+    const root = makeRoot();
+    const { files, steps } = recording(root);
+    files.directory(join(root, 'docs'), true);
+    const path = join(root, 'docs', 'file');
+    files.create(path, bytesOf('x'));
+    steps.length = 0;
+    expect(codeOf(() => files.create(path, bytesOf('y'), undefined, { syncFolder: false }))).toBe('conflict');
+    expect(codeOf(() => files.create(join(root, 'missing', 'file'), bytesOf('y'), undefined, { syncFolder: false }))).toBe('refused');
+    expect(steps).toEqual([]);
+  });
+
   it('sees directory(create) make each missing level and fsync its parent, in order', () => {
     const root = makeRoot();
     const { files, steps } = recording(root);

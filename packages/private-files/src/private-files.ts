@@ -36,6 +36,18 @@ export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'repl
 /** The mutating system call about to run. */
 export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
+/**
+ * Whether a `create` or `remove` fsyncs the folder it changed (default true).
+ * With `syncFolder: false` the new name (or its removal) is durable only once
+ * a later fsync of that folder runs, and a power loss before it may lose the
+ * new name or bring the removed one back. Only for a file whose loss or
+ * return after a crash is harmless: a lock whose holder the crash ended, which
+ * the next writer takes over. The file's own data is fsynced either way.
+ */
+export interface PublishOptions {
+  readonly syncFolder?: boolean;
+}
+
 /** What `beforeMutation` is told: the call about to run, and the path it touches. */
 export interface MutationStep {
   readonly operation: MutationOperation;
@@ -238,10 +250,11 @@ export class PrivateFiles {
   }
 
   /**
-   * Publishes a new file exclusively: staged temp, fsync, link, temp unlink, folder fsync.
+   * Publishes a new file exclusively: staged temp, fsync, link, temp unlink, folder fsync
+   * (unless `options.syncFolder` is false).
    * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
    */
-  create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
+  create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
     if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
     const temp = this.#stage('create', bytes);
@@ -258,8 +271,10 @@ export class PrivateFiles {
       unlessGone(() => unlinkSync(temp.staged));
       temp.pending = false;
       const published = fstatSync(temp.descriptor, { bigint: true });
-      this.#step('create', 'fsync-directory', folder);
-      fsyncDirectory(folder);
+      if (options.syncFolder !== false) {
+        this.#step('create', 'fsync-directory', folder);
+        fsyncDirectory(folder);
+      }
       return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
     } finally {
       this.#discard('create', temp);
@@ -326,14 +341,16 @@ export class PrivateFiles {
   }
 
   /**
-   * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync.
+   * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync
+   * (unless `options.syncFolder` is false).
    * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
-  remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES): void {
+  remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
     const folder = this.#folderOf(path, 'read');
     this.#expect(path, expected, maxBytes);
     this.#step('remove', 'unlink', path);
     unlessRemoved(path, () => unlinkSync(path));
+    if (options.syncFolder === false) return;
     this.#step('remove', 'fsync-directory', folder);
     fsyncDirectory(folder);
   }

@@ -9,6 +9,8 @@ import {
   endpointOf,
   handPlaces,
   killAndReap,
+  lockCreateSteps,
+  lockRemoveSteps,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -60,8 +62,8 @@ const SERVICE = `${WORKSPACE}/service`;
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
 const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
-const lockTaken = createSteps(`${REGISTRY}/registry.lock`);
-const lockRemoved = removeSteps(`${REGISTRY}/registry.lock`);
+const lockTaken = lockCreateSteps(`${REGISTRY}/registry.lock`);
+const lockRemoved = lockRemoveSteps(`${REGISTRY}/registry.lock`);
 const serviceFolderPublished = createFolderSteps(SERVICE, ['format.json', 'config.json']);
 /** After the transaction, outside the lock: the owner's files in SPEC 5.3 order (the registration follows). */
 const ownerFilesCreated = [

@@ -6,6 +6,8 @@ import {
   countsOf,
   createSteps,
   handPlaces,
+  lockCreateSteps,
+  lockRemoveSteps,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -62,7 +64,7 @@ const serviceEffects = [
 /** A dead holder's registry lock taken over: the marker (exclusive), the lock replaced, the marker swept. */
 const lockTakenOver = [...createSteps(MARKER), ...replaceSteps(`${REGISTRY}/registry.lock`), ...removeSteps(MARKER)];
 /** In the transaction: the row, then the checkout lock; then its lock removed. */
-const rowAndCheckout = [...replaceSteps(`${REGISTRY}/roots.json`), ...removeSteps(`${WORKSPACE}/checkout.lock`), ...removeSteps(`${REGISTRY}/registry.lock`)];
+const rowAndCheckout = [...replaceSteps(`${REGISTRY}/roots.json`), ...removeSteps(`${WORKSPACE}/checkout.lock`), ...lockRemoveSteps(`${REGISTRY}/registry.lock`)];
 
 /** A fresh place with one workspace. */
 interface Place {
@@ -89,7 +91,7 @@ const CASES: readonly DeadOwnerCase[] = [
       const reports = await runBatch('owners.mjs', { operation: 'acquire', config: OWNER_CONFIG, runs: runsOf(places), end: 'kill' }, 'kill');
       for (const report of reports) expect(report.failed).toBeNull();
     },
-    expectedSteps: [...journalRecorded, ...serviceEffects, ...createSteps(`${REGISTRY}/registry.lock`), ...rowAndCheckout],
+    expectedSteps: [...journalRecorded, ...serviceEffects, ...lockCreateSteps(`${REGISTRY}/registry.lock`), ...rowAndCheckout],
   },
   {
     name: 'an owner whose release failed in its transaction and could not remove its lock, then exited (recovery takes the lock over)',
@@ -115,7 +117,7 @@ const CASES: readonly DeadOwnerCase[] = [
       const reports = await runBatch('owners.mjs', { operation: 'acquire', config: OWNER_CONFIG, runs: runsOf(places, failOn), end: 'exit' });
       for (const report of reports) expect(report).toMatchObject({ failed: 'EIO', step: { operation: 'create', action: 'link' } });
     },
-    expectedSteps: [...journalRecorded, ...lockTakenOver, ...createSteps(`${REGISTRY}/roots.json`), ...removeSteps(`${REGISTRY}/registry.lock`)],
+    expectedSteps: [...journalRecorded, ...lockTakenOver, ...createSteps(`${REGISTRY}/roots.json`), ...lockRemoveSteps(`${REGISTRY}/registry.lock`)],
   },
 ];
 

@@ -3,12 +3,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   codeOfAsync,
-  createSteps,
   killAndReap,
+  lockCreateSteps,
+  lockRemoveSteps,
   messagesOf,
   namesIn,
   pathExists,
-  removeSteps,
   replaceSteps,
 } from '@leasehold/test-utils';
 import {
@@ -157,9 +157,9 @@ describe('a dead holder', () => {
 // The mutating steps of one transaction that reserves a row on an initialised
 // registry (SPEC 3 and 4): create the lock, replace roots.json, remove the lock.
 const TRANSACTION_STEPS = [
-  ...createSteps('state/v1/registry/registry.lock'),
+  ...lockCreateSteps('state/v1/registry/registry.lock'),
   ...replaceSteps('state/v1/registry/roots.json'),
-  ...removeSteps('state/v1/registry/registry.lock'),
+  ...lockRemoveSteps('state/v1/registry/registry.lock'),
 ];
 const ROOTS_RENAMED = TRANSACTION_STEPS.indexOf('replace rename state/v1/registry/roots.json') + 1;
 

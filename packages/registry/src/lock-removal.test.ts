@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { ownerStatus } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, messagesOf, namesIn, pathExists } from '@leasehold/test-utils';
-import { bytesOf, initialised, lockAt, markersIn, myProcessStart, reservation, spawnTransactor } from '../test/helpers.js';
+import { cleanUp, codeOfAsync, messageOf, messagesOf, namesIn, pathExists } from '@leasehold/test-utils';
+import { bytesOf, initialised, lockAt, markersIn, myProcessStart, reservation, spawnTransactor, writePrivateFile } from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
@@ -30,7 +30,6 @@ function failingAt(stateHome: string, shown: (registry: Registry) => string): Re
 }
 
 const unlinkOfLock = (registry: Registry) => `remove unlink ${registry.layout.registryLock}`;
-const fsyncAfterUnlink = (registry: Registry) => `remove fsync-directory ${registry.layout.registry}`;
 
 describe('a failed removal of the lock', () => {
   it('the transaction resolves with its result; the lock stays, naming this live process; others wait and answer busy; this process takes it over', async () => {
@@ -108,24 +107,33 @@ describe('a failed removal of the lock', () => {
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
   });
 
-  it('an unlink that went through with a failing folder fsync counts as removed: the result stands and the lock is gone', async () => {
+  it('the unlink has no folder fsync after it: a power loss may bring the lock back, and the next writer takes the dead holder\'s lock over', async () => {
     const { stateHome, registry } = await initialised();
     const row = reservation(stateHome, 1);
-    const hooked = failingAt(stateHome, fsyncAfterUnlink);
-    await expect(
-      hooked.transaction(row.root, (transaction) => {
-        transaction.reserve(row);
-        return 'reserved';
-      }),
-    ).resolves.toBe('reserved');
-    expect(pathExists(registry.layout.registryLock)).toBe(false);
-    expect(registry.readLock()).toBeUndefined();
-    expect(registry.list().entries).toEqual([row]);
-    // Nothing is left for anyone to wait on.
-    const other = reservation(stateHome, 2);
-    const child = spawnTransactor({ stateHome, root: other.root, reserve: other, lockWaitMs: 0 });
+    // The writer stops right before it unlinks its lock: its bytes are what a power loss that lost the unlink brings back.
+    const child = spawnTransactor({ stateHome, root: row.root, reserve: row, pauseAt: [`^${unlinkOfLock(registry)}$`] });
+    expect(await messageOf(child, 'paused')).toMatchObject({ paused: { operation: 'remove', action: 'unlink' } });
+    const lock = bytesOf(registry.layout.registryLock)!;
+    child.send('go');
     expect((await child.closed).code).toBe(0);
-    expect(registry.list().entries).toEqual([row, other]);
+    expect(messagesOf(child, 'done')).toHaveLength(1);
+    // The unlink is the transaction's last step: no folder fsync makes the removal durable.
+    expect(messagesOf(child, 'step').at(-1)).toMatchObject({ step: { operation: 'remove', action: 'unlink', path: registry.layout.registryLock } });
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+
+    // The power loss: the removal is lost, the lock is back, whole (its data was fsynced before its link), naming a dead holder.
+    writePrivateFile(registry.layout.registryLock, Buffer.from(lock, 'hex'));
+    expect(registry.readLock()).toMatchObject({ lock: { pid: child.pid, root: row.root }, holder: 'absent' });
+    expect(registry.list().entries).toEqual([row]);
+    // It fences nothing: even a writer that waits not at all takes it over, and the table the lost removal followed stands.
+    const next = reservation(stateHome, 2);
+    const seen = await new Registry(stateHome, { lockWaitMs: 0 }).transaction(next.root, (transaction) => {
+      transaction.reserve(next);
+      return registry.readLock()?.lock;
+    });
+    expect(seen).toMatchObject({ pid: process.pid, root: next.root });
+    expect(registry.list().entries).toEqual([row, next]);
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
   });
 });

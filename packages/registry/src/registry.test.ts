@@ -21,6 +21,7 @@ import {
   createSteps,
   handPlaces,
   modeOf,
+  lockRemoveSteps,
   namesIn,
   pathExists,
   removeSteps,
@@ -641,22 +642,19 @@ describe('the order of mutations', () => {
     const create = steps.filter((step) => step.operation === 'create');
     const replace = steps.filter((step) => step.operation === 'replace');
     const remove = steps.filter((step) => step.operation === 'remove');
-    // create: staged temp written and fsynced, linked to registry.lock, temp unlinked, folder fsynced.
-    expect(create.map((step) => step.action)).toEqual(['write', 'fsync', 'link', 'unlink', 'fsync-directory']);
+    // create: staged temp written and fsynced, linked to registry.lock, temp unlinked; no folder fsync of its own (LOCK_PUBLISH).
+    expect(create.map((step) => step.action)).toEqual(['write', 'fsync', 'link', 'unlink']);
     expect(create.find((step) => step.action === 'link')?.path).toBe(hooked.layout.registryLock);
-    expect(create.filter((step) => step.action !== 'link' && step.action !== 'fsync-directory').every((step) => inStaging(step.path))).toBe(
-      true,
-    );
-    expect(create.at(-1)?.path).toBe(hooked.layout.registry);
-    // replace: staged temp, renamed over roots.json, folder fsynced.
+    expect(create.filter((step) => step.action !== 'link').every((step) => inStaging(step.path))).toBe(true);
+    // replace: staged temp, renamed over roots.json, folder fsynced: this fsync makes the lock's link durable too.
     expect(replace.map((step) => step.action)).toEqual(['write', 'fsync', 'rename', 'fsync-directory']);
     expect(replace.find((step) => step.action === 'rename')?.path).toBe(hooked.layout.roots);
-    // remove: the lock unlinked, folder fsynced; nothing after it.
-    expect(remove).toEqual([
-      { operation: 'remove', action: 'unlink', path: hooked.layout.registryLock },
-      { operation: 'remove', action: 'fsync-directory', path: hooked.layout.registry },
-    ]);
-    expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'fsync-directory', path: hooked.layout.registry });
+    expect(replace.at(-1)?.path).toBe(hooked.layout.registry);
+    // remove: the lock unlinked, no folder fsync; nothing after it.
+    expect(remove).toEqual([{ operation: 'remove', action: 'unlink', path: hooked.layout.registryLock }]);
+    expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'unlink', path: hooked.layout.registryLock });
+    // The registry folder is fsynced once in all: by the table's replace.
+    expect(steps.filter((step) => step.action === 'fsync-directory' && step.path === hooked.layout.registry)).toHaveLength(1);
     expect(pathExists(hooked.layout.registryLock)).toBe(false);
   });
 
@@ -673,7 +671,7 @@ describe('the order of mutations', () => {
       ...replaceSteps('state/v1/registry/registry.lock'),
       ...removeSteps('state/v1/registry/takeover-<dead>.lock'),
       ...replaceSteps('state/v1/registry/roots.json'),
-      ...removeSteps('state/v1/registry/registry.lock'),
+      ...lockRemoveSteps('state/v1/registry/registry.lock'),
     ]);
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
     expect(markersIn(stateHome)).toEqual([]);

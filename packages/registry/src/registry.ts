@@ -39,6 +39,16 @@ import {
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */
 export const DEFAULT_LOCK_WAIT_MS = 2000;
 
+/**
+ * The registry lock is published and removed without its own folder fsync. Its
+ * loss or return after a power loss is harmless: the crash ended its holder,
+ * and a lock whose holder is gone is taken over by the next writer, so the lock
+ * is never a fence; the table it guards is fsynced by its own replace. The
+ * recovery package's power-loss exploration proves it: with both fsyncs gone,
+ * every crash state of every protocol that takes the lock still holds.
+ */
+const LOCK_PUBLISH = { syncFolder: false } as const;
+
 export interface RegistryOptions {
   /** Handed to every PrivateFiles the registry uses (tests only). */
   readonly hooks?: PrivateFilesHooks;
@@ -357,7 +367,8 @@ export class Registry {
       const found = this.#judge(this.layout.registryLock);
       if (found.kind === 'free') {
         try {
-          return this.#files.create(this.layout.registryLock, bytes);
+          // No registry folder fsync for the lock (LOCK_PUBLISH): the table's own replace fsyncs that folder.
+          return this.#files.create(this.layout.registryLock, bytes, undefined, LOCK_PUBLISH);
         } catch (error) {
           if (!ContractError.is(error, 'conflict')) throw error;
           continue; // another writer won the race: judge its lock
@@ -503,7 +514,7 @@ export class Registry {
    */
   #removeLock(held: FileSnapshot, token: string): void {
     try {
-      this.#files.remove(this.layout.registryLock, held);
+      this.#files.remove(this.layout.registryLock, held, undefined, LOCK_PUBLISH);
       abandonedTokens.delete(token);
     } catch {
       try {

@@ -10,7 +10,7 @@ export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type Cr
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { handPlaces, serviceFences, type HandPlaces } from './hand-places.js';
-export { createFolderSteps, createSteps, removeSteps, replaceSteps, shownStep } from './shown-steps.js';
+export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';

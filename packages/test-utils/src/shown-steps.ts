@@ -17,14 +17,20 @@ export function shownStep(message: Record<string, unknown>, place: { readonly ba
   return `${step.operation} ${step.action} ${path}`;
 }
 
-/** The shown steps of a private-files create of `path` (SPEC 3): staged, fsynced, linked, unlinked, folder fsynced. */
-export function createSteps(path: string): string[] {
+/** How a create or remove was asked to publish: private-files' `PublishOptions`. */
+export interface ShownPublish {
+  /** False: the step list has no folder fsync (as private-files skips it). */
+  readonly syncFolder?: boolean;
+}
+
+/** The shown steps of a private-files create of `path` (SPEC 3): staged, fsynced, linked, unlinked, folder fsynced (unless `syncFolder: false`). */
+export function createSteps(path: string, options: ShownPublish = {}): string[] {
   return [
     `create write ${STAGING}/<temp>`,
     `create fsync ${STAGING}/<temp>`,
     `create link ${path}`,
     `create unlink ${STAGING}/<temp>`,
-    `create fsync-directory ${posix.dirname(path)}`,
+    ...(options.syncFolder === false ? [] : [`create fsync-directory ${posix.dirname(path)}`]),
   ];
 }
 
@@ -38,9 +44,19 @@ export function replaceSteps(path: string): string[] {
   ];
 }
 
-/** The shown steps of a private-files remove of `path` (SPEC 3): unlinked, folder fsynced. */
-export function removeSteps(path: string): string[] {
-  return [`remove unlink ${path}`, `remove fsync-directory ${posix.dirname(path)}`];
+/** The shown steps of a private-files remove of `path` (SPEC 3): unlinked, folder fsynced (unless `syncFolder: false`). */
+export function removeSteps(path: string, options: ShownPublish = {}): string[] {
+  return [`remove unlink ${path}`, ...(options.syncFolder === false ? [] : [`remove fsync-directory ${posix.dirname(path)}`])];
+}
+
+/** The shown steps of the create of the registry lock at `path` (registry's `LOCK_PUBLISH`): no folder fsync of its own. */
+export function lockCreateSteps(path: string): string[] {
+  return createSteps(path, { syncFolder: false });
+}
+
+/** The shown steps of the remove of the registry lock at `path` (registry's `LOCK_PUBLISH`): no folder fsync of its own. */
+export function lockRemoveSteps(path: string): string[] {
+  return removeSteps(path, { syncFolder: false });
 }
 
 /** The shown steps of a private-files createFolder of `path` with `names` (SPEC 3): staged whole, renamed into place. */

@@ -1,6 +1,6 @@
 // A writer stopped at one chosen mutating step of its acquire or release: its
 // beforeMutation hook watches for the step `at` ("<operation> <action> <path>")
-// and, at it (or, with `after`, at the next step), prints {"at":{operation,action,path}}
+// and, at it (or, with `after`, at the next step; with `after: n`, n steps later), prints {"at":{operation,action,path}}
 // and then either kills its own process with SIGKILL (`then: "kill"`: no cleanup,
 // no finally runs) or blocks on a synchronous read of stdin until the line "go"
 // (`then: "pause"`: a live process between two steps, with nothing of the event
@@ -16,7 +16,7 @@ import { readLineSync } from '@leasehold/test-utils';
 
 const plan = JSON.parse(process.argv[2]);
 let watching = plan.during === 'acquire';
-let armed = false;
+let armed = 0; // steps still to pass before the stop, once `at` was seen
 let stopped = false;
 
 function say(message) {
@@ -34,12 +34,14 @@ function stop(step) {
 const hooks = {
   beforeMutation(step) {
     if (!watching || stopped) return;
-    if (armed) {
-      stop(step);
+    if (armed > 0) {
+      armed -= 1;
+      if (armed === 0) stop(step);
       return;
     }
     if (`${step.operation} ${step.action} ${step.path}` !== plan.at) return;
-    if (plan.after === true) armed = true;
+    if (plan.after === true) armed = 1;
+    else if (typeof plan.after === 'number' && plan.after > 0) armed = plan.after;
     else stop(step);
   },
 };

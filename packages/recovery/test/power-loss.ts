@@ -1,0 +1,425 @@
+import { mkdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { expect } from 'vitest';
+import { decodeBytes, recoveryRecordSchema } from '@leasehold/contracts';
+import { ServiceCoordination } from '@leasehold/coordination';
+import { rootsOverlap } from '@leasehold/registry';
+import {
+  allCrashStates,
+  baseTree,
+  decodeTrace,
+  endpointOf,
+  handPlaces,
+  makeTemporaryFolder,
+  makeWorkspace,
+  materialise,
+  serviceFences,
+  type CrashPoint,
+  type Tree,
+  type TreeNode,
+  type TraceOp,
+} from '@leasehold/test-utils';
+import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
+import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture, type TestPlace } from './helpers.js';
+
+// The power-loss harness of SPEC 10.7, shared by src/power-loss.test.ts (every
+// protocol at every crash point) and src/power-loss-fsyncs.test.ts (which
+// fsyncs the model needs). A child (fixtures/power-loss-recorder.mjs) records
+// the trace of the one operation and exits; then, for every crash point and
+// every state the model of @leasehold/test-utils yields (its README states
+// it), this process writes the state at the same state-home path (documents
+// name absolute paths) and checks SPEC 10.3 on it after the "reboot" (every
+// holder is a dead process): recovery can read it, `inspect` never answers
+// `absent` or `stopped` while a service fence remains, `recover` with the
+// current digest brings it to `stopped` and a fresh acquire succeeds, and no
+// two registry rows overlap or share an endpoint; and, inside a recovery,
+// that its journal record is durable before its first effect (SPEC 6).
+
+/** The endpoint of the second root's reservation in the transaction protocol. */
+const OTHER_ENDPOINT = endpointOf(45_003);
+
+export type ProtocolName = 'acquire-fresh' | 'acquire-stopped' | 'phase' | 'release' | 'recover' | 'transaction';
+
+/** The plan of test/fixtures/power-loss-recorder.mjs (see its header). */
+interface RecorderPlan {
+  readonly protocol: ProtocolName;
+  readonly workspace: string;
+  readonly otherWorkspace?: string;
+  readonly stateHome: string;
+  readonly treeRoot: string;
+  readonly config: typeof OWNER_CONFIG;
+  readonly endpoint: string;
+  readonly otherEndpoint?: string;
+}
+
+export interface Protocol {
+  readonly name: string;
+  readonly protocol: ProtocolName;
+}
+
+/** Every shipped protocol the harness records, in the order the tests run them. */
+/** The bound of one exploration test: a guard against a hang, never a speed limit (see the tests). */
+export const EXPLORATION_TIMEOUT_MS = 900_000;
+
+export const PROTOCOLS: readonly Protocol[] = [
+  { name: 'acquire of a fresh workspace in a fresh state home', protocol: 'acquire-fresh' },
+  { name: 'acquire over a stopped registration', protocol: 'acquire-stopped' },
+  { name: 'phase idle -> stopping', protocol: 'phase' },
+  { name: 'release', protocol: 'release' },
+  { name: 'recovery of an owner killed with SIGKILL', protocol: 'recover' },
+  { name: 'a registry transaction alone: a reservation of another root while this one is held', protocol: 'transaction' },
+];
+
+/**
+ * Where one protocol runs: the state home `<base>/home/state`, whose parent
+ * `home` is the tree the trace is taken of (a fresh acquire makes the state
+ * home itself), and the workspaces outside it, which no state touches.
+ */
+export interface Case {
+  readonly place: TestPlace;
+  readonly home: string;
+  readonly roots: readonly string[];
+}
+
+function caseFor(protocol: ProtocolName): Case {
+  const base = makeTemporaryFolder('leasehold-power-loss-');
+  const home = join(base, 'home');
+  const scratch = join(base, 'scratch');
+  mkdirSync(home, { mode: 0o700 });
+  mkdirSync(scratch, { mode: 0o700 });
+  const place: TestPlace = { base, stateHome: join(home, 'state'), scratch };
+  const roots = [makeWorkspace(place, 'workspace'), ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : [])];
+  return { place, home, roots };
+}
+
+/** A tree node as the recorder prints it: a file's bytes in base64. */
+type PrintedNode = Exclude<TreeNode, { kind: 'file' }> | { readonly kind: 'file'; readonly mode: number; readonly bytes: string; readonly inode: string };
+
+/** The base tree a recorder printed, its file bytes back from base64. */
+function baseOf(lines: readonly string[]): Tree {
+  const line = lines.find((each) => each.startsWith('{"base":'));
+  if (line === undefined) throw new Error('the recorder printed no base tree');
+  const { base } = JSON.parse(line) as { base: { root: string; entries: Record<string, PrintedNode> } };
+  const entries = Object.fromEntries(
+    Object.entries(base.entries).map(([path, node]): [string, TreeNode] => [
+      path,
+      node.kind === 'file' ? { ...node, bytes: new Uint8Array(Buffer.from(node.bytes, 'base64')) } : node,
+    ]),
+  );
+  return { root: base.root, entries };
+}
+
+/** Sets up the protocol's start (the recovery's dead owner here, the rest in the child), records it, and answers the base and the trace. */
+async function recordedRun(protocol: ProtocolName, where: Case): Promise<{ base: Tree; ops: TraceOp[] }> {
+  const [root, other] = where.roots;
+  if (protocol === 'recover') await deadOwner(where.place, root!);
+  const plan: RecorderPlan = {
+    protocol,
+    workspace: root!,
+    ...(other === undefined ? {} : { otherWorkspace: other, otherEndpoint: OTHER_ENDPOINT }),
+    stateHome: where.place.stateHome,
+    treeRoot: where.home,
+    config: OWNER_CONFIG,
+    endpoint: CHILD_ENDPOINT,
+  };
+  const child = spawnFixture('power-loss-recorder.mjs', plan);
+  const end = await child.closed;
+  expect(end, end.stderr).toMatchObject({ code: 0, signal: null });
+  expect(child.lines.at(-1)).toBe('{"done":true}');
+  return { base: baseOf(child.lines), ops: decodeTrace(child.lines) };
+}
+
+/** One protocol as the harness explores it: where it ran, the durable state it started from, its trace, and every crash point of that trace. */
+export interface Recorded {
+  readonly where: Case;
+  readonly base: Tree;
+  readonly ops: readonly TraceOp[];
+  readonly points: readonly CrashPoint[];
+}
+
+/** Records `protocol` in a child and computes its crash points; fails unless the trace replays to what the run left (no mutation escaped the hooks). */
+export async function recordProtocol(protocol: ProtocolName): Promise<Recorded> {
+  const where = caseFor(protocol);
+  const { base, ops } = await recordedRun(protocol, where);
+  // The run's own end is a state of the last point: no mutation escaped the hooks, so the trace is whole.
+  const finished = stateKey(baseTree(where.home));
+  const points = allCrashStates(base, ops);
+  expect(points.at(-1)!.states.map(stateKey), 'the trace replays to what the run left').toContain(finished);
+  return { where, base, ops, points };
+}
+
+// ---- What a state holds, read from the tree itself (SPEC 10), not through the packages under test. ----
+
+/** The parsed JSON of a file of the tree; undefined when absent, 'unreadable' when it does not parse. */
+function documentIn(tree: Tree, path: string): unknown {
+  const node = tree.entries[relative(tree.root, path)];
+  if (node === undefined) return undefined;
+  if (node.kind !== 'file') return 'unreadable';
+  try {
+    return JSON.parse(Buffer.from(node.bytes).toString('utf8')) as unknown;
+  } catch {
+    return 'unreadable';
+  }
+}
+
+/** The service fences of `root` in the tree (SPEC 10); a fence file that does not parse counts, since it cannot be proved not to be one. */
+function fencesIn(tree: Tree, stateHome: string, root: string): string[] {
+  const places = handPlaces(stateHome, root);
+  const has = (path: string) => tree.entries[relative(tree.root, path)] !== undefined;
+  const rows = documentIn(tree, places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
+  const registration = documentIn(tree, places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
+  const checkout = documentIn(tree, places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
+  const fences: string[] = [];
+  if (rows === 'unreadable' || rows?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
+  if (has(places.ownerLock)) fences.push('owner.lock');
+  if (has(places.capability)) fences.push('local-capability.json');
+  if (registration === 'unreadable' || (registration !== undefined && registration.phase !== 'stopped')) fences.push('registration not stopped');
+  const tokenOfRegistration = registration === 'unreadable' ? undefined : registration?.checkoutToken;
+  if (checkout === 'unreadable' || (checkout !== undefined && checkout.token === tokenOfRegistration)) fences.push("a registration's checkout lock");
+  return fences;
+}
+
+interface Row {
+  readonly root: string;
+  readonly endpoint: string;
+}
+
+/** Every pair of registry rows in the tree that overlap or share an endpoint (SPEC 10.1), as text. */
+function clashingRows(tree: Tree, stateHome: string): string[] {
+  const document = documentIn(tree, handPlaces(stateHome, '/').roots);
+  if (document === 'unreadable') return ['roots.json does not parse'];
+  const rows = (document as { entries?: Row[] } | undefined)?.entries ?? [];
+  return rows.flatMap((row, index) =>
+    rows.slice(index + 1).flatMap((other) => {
+      if (rootsOverlap(row.root, other.root)) return [`${row.root} overlaps ${other.root}`];
+      if (row.endpoint === other.endpoint) return [`${row.root} and ${other.root} share ${row.endpoint}`];
+      return [];
+    }),
+  );
+}
+
+/** A file's bytes in the tree as text (hex), or 'absent'. */
+function bytesIn(tree: Tree, path: string): string {
+  const node = tree.entries[relative(tree.root, path)];
+  return node?.kind === 'file' ? Buffer.from(node.bytes).toString('hex') : (node?.kind ?? 'absent');
+}
+
+/**
+ * SPEC 6, for a crash inside a recovery: its record is durable before its
+ * first effect. A state where any fence of `root` differs from the start
+ * (`before`) holds a whole record of `root` (decoded with the real schema).
+ */
+function effectWithoutRecord(state: Tree, before: Tree, stateHome: string, root: string): string[] {
+  const places = handPlaces(stateHome, root);
+  const fenceFiles = [places.roots, places.registration, places.ownerLock, places.capability, places.checkoutLock];
+  if (fenceFiles.every((path) => bytesIn(state, path) === bytesIn(before, path))) return [];
+  const journal = `${relative(state.root, places.journal)}/`;
+  const recorded = Object.entries(state.entries).some(([path, node]) => {
+    if (!path.startsWith(journal) || node.kind !== 'file') return false;
+    try {
+      return decodeBytes(recoveryRecordSchema, node.bytes, RECOVERY_RECORD_BYTES, path).root === root;
+    } catch {
+      return false;
+    }
+  });
+  return recorded ? [] : [`${root}: a recovery effect is on disk without a whole record in the journal`];
+}
+
+// ---- The checks on one state, with the real library. ----
+
+/** What one state showed: each root's `inspect` before recovery and what recovery did, and every invariant it broke. */
+interface Checked {
+  readonly inspected: readonly string[];
+  readonly recovery: readonly string[];
+  readonly broken: readonly string[];
+}
+
+/** The message of a thrown error, with its code when it is a ContractError. */
+function failureOf(error: unknown): string {
+  if (error instanceof Error) return 'code' in error ? `${String(error.code)}: ${error.message}` : error.message;
+  return String(error);
+}
+
+/**
+ * SPEC 10.3 on one state, written at its own root, for each root: no two
+ * rows clash; inside a recovery (`recoveryOf`, the state it started from),
+ * no effect is on disk without its journal record; `inspect`, before anything else, is not `absent` or `stopped`
+ * while a fence remains; the snapshot answers (it may sweep dead writers'
+ * staging leftovers; no refusal is allowed); `recover` with its digest
+ * leaves the root fence-free, `absent` or `stopped`; then (only once every
+ * root recovered, since a failure leaves its files behind) a fresh owner
+ * acquires and releases. Answers what broke rather than throwing, so that
+ * every broken state is reported, not just the first.
+ */
+async function checkState(where: Case, state: Tree, recoveryOf?: Tree): Promise<Checked> {
+  const { stateHome } = where.place;
+  materialise(state);
+  const broken = clashingRows(state, stateHome).map((clash) => `registry rows: ${clash}`);
+  if (recoveryOf !== undefined) broken.push(...where.roots.flatMap((root) => effectWithoutRecord(state, recoveryOf, stateHome, root)));
+  const inspected = where.roots.map((root) => {
+    const fences = fencesIn(state, stateHome, root);
+    const status = new ServiceCoordination(root, { stateHome }).inspect().status;
+    if (fences.length > 0 && (status === 'absent' || status === 'stopped')) broken.push(`${root}: inspect answered ${status} with ${fences.join(', ')}`);
+    return status;
+  });
+  const recovery: string[] = [];
+  for (const root of where.roots) recovery.push(await recovered(stateHome, root, broken));
+  if (broken.length === 0) for (const root of where.roots) await reacquired(stateHome, root, broken);
+  return { inspected, recovery, broken };
+}
+
+/** The snapshot, then `recover` with its digest: recovered or clear, and nothing fencing the root after it. */
+async function recovered(stateHome: string, root: string, broken: string[]): Promise<string> {
+  let snapshot: RecoveryState;
+  try {
+    snapshot = recoverySnapshot(root, { stateHome });
+  } catch (error) {
+    broken.push(`${root}: recoverySnapshot refused (${failureOf(error)})`);
+    return 'unreadable';
+  }
+  for (const { holder, status } of snapshot.holders) if (status !== 'absent') broken.push(`${root}: holder ${holder.pid} reads ${status}`);
+  try {
+    const outcome = await recover(root, { stateHome, expectedDigest: snapshot.digest, assertAuthority: () => {} });
+    if (outcome.recovered === snapshot.clear) broken.push(`${root}: recover answered ${JSON.stringify(outcome)} for a snapshot with clear ${snapshot.clear}`);
+  } catch (error) {
+    broken.push(`${root}: recover failed (${failureOf(error)})`);
+    return 'failed';
+  }
+  const left = serviceFences(stateHome, root);
+  if (left.length > 0) broken.push(`${root}: fences left after recovery: ${left.join(', ')}`);
+  const status = new ServiceCoordination(root, { stateHome }).inspect().status;
+  if (status !== 'absent' && status !== 'stopped') broken.push(`${root}: inspect answered ${status} after recovery`);
+  return snapshot.clear ? 'clear' : 'recovered';
+}
+
+/** A fresh acquire by this process, released: the root is `stopped` after it. */
+async function reacquired(stateHome: string, root: string, broken: string[]): Promise<void> {
+  const coordination = new ServiceCoordination(root, { stateHome });
+  try {
+    await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
+  } catch (error) {
+    broken.push(`${root}: a fresh acquire and release failed (${failureOf(error)})`);
+    return;
+  }
+  const status = coordination.inspect().status;
+  if (status !== 'stopped') broken.push(`${root}: inspect answered ${status} after a fresh acquire and release`);
+}
+
+/**
+ * A state's content: each path with its kind, mode and bytes, and which
+ * names share a file. States are checked by what is on disk, so a state
+ * that several crash points leave is the same state, checked once.
+ */
+function stateKey(tree: Tree): string {
+  const firstName = new Map<string, string>();
+  return Object.keys(tree.entries)
+    .sort()
+    .map((path) => {
+      const node = tree.entries[path]!;
+      if (node.kind === 'symlink') return `${path} -> ${node.target}`;
+      if (node.kind === 'folder') return `${path} folder ${node.mode}`;
+      if (!firstName.has(node.inode)) firstName.set(node.inode, path);
+      return `${path} file ${node.mode} ${firstName.get(node.inode)} ${Buffer.from(node.bytes).toString('hex')}`;
+    })
+    .join('\n');
+}
+
+/** The distinct states of all crash points, each with the first crash point that leaves it. */
+function distinctStates(points: readonly CrashPoint[], home: string): Map<string, { state: Tree; at: string }> {
+  const distinct = new Map<string, { state: Tree; at: string }>();
+  for (const { point, after, states } of points) {
+    const at = `crash after op ${point}${after === undefined ? '' : ` (${after.op} ${relative(home, after.path)})`}`;
+    for (const state of states) {
+      const key = stateKey(state);
+      if (!distinct.has(key)) distinct.set(key, { state, at });
+    }
+  }
+  return distinct;
+}
+
+/** What an exploration of one trace found: the figures, and each distinct state that broke an invariant. */
+export interface Exploration {
+  readonly points: number;
+  readonly yielded: number;
+  readonly distinct: number;
+  /** How many of the distinct states were checked in this exploration: not taken from `ExploreOptions.verdicts`, nor left after the first finding. */
+  readonly checkedNow: number;
+  readonly inspected: readonly string[];
+  readonly recovery: readonly string[];
+  readonly findings: readonly { readonly at: string; readonly broken: readonly string[] }[];
+}
+
+/** What each state checked showed, by its content (`stateKey`). */
+export type Verdicts = Map<string, Checked>;
+
+/** How `exploreTrace` goes about it; by default every distinct state is checked and every finding reported. */
+export interface ExploreOptions {
+  /** Inside a recovery: the state it started from, so that no effect is on disk without its journal record (SPEC 6). */
+  readonly recoveryOf?: Tree;
+  /** Stop at the first state that breaks an invariant: answers whether one does, not which all do. */
+  readonly untilFirstFinding?: boolean;
+  /**
+   * The verdicts of the states already checked in this case, read and added
+   * to: a state that several traces of one case leave is checked once. Sound
+   * because a check depends on the state alone (and on `recoveryOf`, which
+   * is the case's).
+   */
+  readonly verdicts?: Verdicts;
+  /**
+   * The crash points of a trace whose states are known to hold (the whole
+   * trace's, when `points` are a variant's): the states none of them leaves
+   * are checked first, so a broken one shows early.
+   */
+  readonly familiar?: readonly CrashPoint[];
+}
+
+/** Every distinct state of every crash point, checked (see `ExploreOptions`); fails when the enumeration was capped. */
+export async function exploreTrace(where: Case, points: readonly CrashPoint[], options: ExploreOptions = {}): Promise<Exploration> {
+  const { recoveryOf, untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [] } = options;
+  expect(points.filter((point) => point.capped).map((point) => point.point), 'capped crash points').toEqual([]);
+  const distinct = distinctStates(points, where.home);
+  const known = new Set(distinctStates(familiar, where.home).keys());
+  const order = [...distinct].sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b)));
+  const inspected: string[] = [];
+  const recovery: string[] = [];
+  const findings: { at: string; broken: readonly string[] }[] = [];
+  let checkedNow = 0;
+  for (const [key, { state, at }] of order) {
+    let checked = verdicts.get(key);
+    if (checked === undefined) {
+      checked = await checkState(where, state, recoveryOf);
+      verdicts.set(key, checked);
+      checkedNow += 1;
+    }
+    inspected.push(...checked.inspected);
+    recovery.push(...checked.recovery);
+    if (checked.broken.length > 0) findings.push({ at, broken: checked.broken });
+    if (untilFirstFinding && findings.length > 0) break;
+  }
+  const yielded = points.reduce((sum, point) => sum + point.states.length, 0);
+  return { points: points.length, yielded, distinct: distinct.size, checkedNow, inspected, recovery, findings };
+}
+
+/**
+ * What a finished operation promised its caller, which a power loss after it
+ * returned must not take back: an acquire told its caller it owns the
+ * workspace, so a fence survives (else, after the reboot, another owner
+ * would acquire without the recovery that reviews what the dead one left);
+ * a reservation told its owner the row fences its root. A release, phase
+ * change or recovery taken back only fences again, which recovery clears:
+ * the checks above cover those.
+ */
+export function promiseBroken(protocol: ProtocolName, where: Case, last: CrashPoint): string[] {
+  const { stateHome } = where.place;
+  const [root, other] = where.roots;
+  return last.states.flatMap((state) => {
+    if ((protocol === 'acquire-fresh' || protocol === 'acquire-stopped') && fencesIn(state, stateHome, root!).length === 0) {
+      return [`after acquire returned, a state with no fence of ${root}`];
+    }
+    if (protocol === 'transaction' && !fencesIn(state, stateHome, other!).includes('registry row')) {
+      return [`after the reservation returned, a state without the row of ${other}`];
+    }
+    return [];
+  });
+}
+
