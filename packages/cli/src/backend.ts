@@ -64,10 +64,6 @@ export function openBackendFor(stateHome: string, backend: Backend, options: Ope
   return backend.kind === 'files' ? fileBackend(stateHome) : etcdBackendOf(stateHome, backend, options);
 }
 
-/** The backend in words, for a person (never a credential: there is none in it). */
-export function describeBackend(backend: Backend): string {
-  return backend.kind === 'files' ? 'the file backend' : `the etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
-}
 
 function fileBackend(stateHome: string): OpenBackend {
   const backend = FILES;

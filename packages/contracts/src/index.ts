@@ -52,8 +52,10 @@ export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResu
 export { MAX_DEPTH } from './json-parser.js';
 export {
   backendSchema,
+  describeBackend,
   etcdEndpoint,
   etcdPrefix,
+  sameBackend,
   type AcquireRequest,
   type Backend,
   type Inspection,

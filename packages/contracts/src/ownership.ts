@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { encode } from './codec.js';
 import type { Holder, OwnerConfig, Phase } from './documents.js';
 import { text } from './primitives.js';
 
@@ -30,6 +31,16 @@ export const backendSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('etcd'), endpoints: z.array(etcdEndpoint).min(1).max(16), prefix: etcdPrefix }),
 ]);
 export type Backend = z.infer<typeof backendSchema>;
+
+/** Whether two backends are one, by canonical encoding (so etcd endpoints in another order are another backend). */
+export function sameBackend(a: Backend, b: Backend): boolean {
+  return Buffer.from(encode(a)).equals(encode(b));
+}
+
+/** The backend in words, for a message: its kind, and for etcd its prefix and endpoints (it holds no credential). */
+export function describeBackend(backend: Backend): string {
+  return backend.kind === 'files' ? 'file backend' : `etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
+}
 
 /** Who holds a workspace (never the capability). */
 export interface OwnerSummary {

@@ -5,6 +5,7 @@ import {
   decode,
   encode,
   endpoint as endpointSchema,
+  sameBackend,
   sha256,
   type AcquireRequest,
   type Backend,
@@ -67,10 +68,6 @@ export function etcdBackend(options: EtcdBackendOptions): EtcdBackend {
     throw new ContractError('refused', `local: opened with backend ${JSON.stringify(options.local.backend)}, not this one's ${JSON.stringify(backend)}`);
   }
   return new CompositeBackend(backend, options);
-}
-
-function sameBackend(one: Backend, other: Backend): boolean {
-  return Buffer.from(encode(one)).equals(Buffer.from(encode(other)));
 }
 
 class CompositeBackend implements EtcdBackend {

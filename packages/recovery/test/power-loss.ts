@@ -7,6 +7,7 @@ import { rootsOverlap } from '@leasehold/registry';
 import {
   allCrashStates,
   baseTree,
+  contentKey,
   decodeTrace,
   endpointOf,
   handPlaces,
@@ -142,9 +143,9 @@ export async function recordProtocol(protocol: ProtocolName): Promise<Recorded> 
   const where = caseFor(protocol);
   const { base, ops } = await recordedRun(protocol, where);
   // The run's own end is a state of the last point: no mutation escaped the hooks, so the trace is whole.
-  const finished = stateKey(baseTree(where.home));
+  const finished = contentKey(baseTree(where.home));
   const points = allCrashStates(base, ops);
-  expect(points.at(-1)!.states.map(stateKey), 'the trace replays to what the run left').toContain(finished);
+  expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(finished);
   return { where, base, ops, points };
 }
 
@@ -305,32 +306,13 @@ async function reacquired(stateHome: string, root: string, broken: string[]): Pr
   if (status !== 'stopped') broken.push(`${root}: inspect answered ${status} after a fresh acquire and release`);
 }
 
-/**
- * A state's content: each path with its kind, mode and bytes, and which
- * names share a file. States are checked by what is on disk, so a state
- * that several crash points leave is the same state, checked once.
- */
-function stateKey(tree: Tree): string {
-  const firstName = new Map<string, string>();
-  return Object.keys(tree.entries)
-    .sort()
-    .map((path) => {
-      const node = tree.entries[path]!;
-      if (node.kind === 'symlink') return `${path} -> ${node.target}`;
-      if (node.kind === 'folder') return `${path} folder ${node.mode}`;
-      if (!firstName.has(node.inode)) firstName.set(node.inode, path);
-      return `${path} file ${node.mode} ${firstName.get(node.inode)} ${Buffer.from(node.bytes).toString('hex')}`;
-    })
-    .join('\n');
-}
-
 /** The distinct states of all crash points, each with the first crash point that leaves it. */
 function distinctStates(points: readonly CrashPoint[], home: string): Map<string, { state: Tree; at: string }> {
   const distinct = new Map<string, { state: Tree; at: string }>();
   for (const { point, after, states } of points) {
     const at = `crash after op ${point}${after === undefined ? '' : ` (${after.op} ${relative(home, after.path)})`}`;
     for (const state of states) {
-      const key = stateKey(state);
+      const key = contentKey(state);
       if (!distinct.has(key)) distinct.set(key, { state, at });
     }
   }
@@ -349,7 +331,7 @@ export interface Exploration {
   readonly findings: readonly { readonly at: string; readonly broken: readonly string[] }[];
 }
 
-/** What each state checked showed, by its content (`stateKey`). */
+/** What each state checked showed, by its content (`contentKey`). */
 export type Verdicts = Map<string, Checked>;
 
 /** How `exploreTrace` goes about it; by default every distinct state is checked and every finding reported. */

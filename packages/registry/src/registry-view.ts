@@ -87,16 +87,6 @@ export function checkBackend(backend: Backend, label: string): Backend {
   return decode(backendSchema, backend, label);
 }
 
-/** Whether two backends are one, by canonical encoding (so etcd endpoints in another order are another backend). */
-export function sameBackend(a: Backend, b: Backend): boolean {
-  return Buffer.from(encode(a)).equals(encode(b));
-}
-
-/** The backend in words, for a message: its kind, and for etcd its prefix and endpoints (it holds no credential). */
-export function describeBackend(backend: Backend): string {
-  return backend.kind === 'files' ? 'file backend' : `etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
-}
-
 /**
  * The bytes of `format.json` for a state home of `backend`. The file backend is
  * left out, so that its format document keeps the bytes it had before backends.

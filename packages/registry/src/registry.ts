@@ -6,8 +6,10 @@ import {
   REGISTRY_BYTES,
   absolutePath,
   decodeBytes,
+  describeBackend,
   encode,
   registryLockSchema,
+  sameBackend,
   sha256,
   type Backend,
   type RegistryLock,
@@ -29,11 +31,9 @@ import {
   checkBackend,
   checkFormat,
   decodeRoots,
-  describeBackend,
   encodeEntries,
   encodeFormat,
   recordedBackend,
-  sameBackend,
 } from './registry-view.js';
 
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */

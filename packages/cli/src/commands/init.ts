@@ -1,6 +1,6 @@
-import { ContractError, backendSchema, decode, type Backend } from '@leasehold/contracts';
+import { ContractError, backendSchema, decode, describeBackend, type Backend } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
-import { describeBackend, openBackendFor, withBackend } from '../backend.js';
+import { openBackendFor, withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
 import { SetupError } from '../remedies.js';
 
@@ -32,6 +32,6 @@ export async function init(context: CommandContext): Promise<number> {
     throw new SetupError(error.message, 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one', { path: error.path, cause: error });
   });
   context.output.record({ initialized: true, stateHome, backend });
-  context.output.say(`${stateHome} uses ${describeBackend(backend)}`);
+  context.output.say(`${stateHome} uses the ${describeBackend(backend)}`);
   return 0;
 }

@@ -409,8 +409,11 @@ function treeOf(replay: Replay, root: string, paths: ReadonlyMap<string, string>
   return { root, entries };
 }
 
-/** Two trees are one state when every path shows the same kind, mode and bytes, and the same names share a file. */
-function contentKey(tree: Tree): string {
+/**
+ * A state's content, as a key: two trees are one state when every path shows the same kind, mode
+ * and bytes, and the same names share a file. A state several crash points leave is one state.
+ */
+export function contentKey(tree: Tree): string {
   const firstName = new Map<string, string>();
   return Object.keys(tree.entries)
     .sort()
