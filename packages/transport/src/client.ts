@@ -82,8 +82,12 @@ function call(endpoint: string, capability: string, timeoutMs: number, method: s
   });
 }
 
-/** Inspect, asked again while a live process is between two steps of this workspace. */
-async function settled(ownership: Ownership, root: string, settleMs: number): Promise<Inspection> {
+/**
+ * `ownership.inspect(root)`, asked again (for at most `settleMs`, default 1000) while it says a live
+ * process is between two steps of this workspace's acquire or release: what a status reader answers.
+ * Never throws, as `inspect`.
+ */
+export async function settledInspection(ownership: Ownership, root: string, settleMs = 1000): Promise<Inspection> {
   const deadline = Date.now() + settleMs;
   for (;;) {
     const inspection = await ownership.inspect(root);
@@ -103,7 +107,7 @@ async function settled(ownership: Ownership, root: string, settleMs: number): Pr
 export async function connect(workspace: string, options: ConnectOptions = {}): Promise<Connection> {
   const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
   const timeoutMs = options.timeoutMs ?? 3000;
-  const inspection = await settled(ownership, workspace, options.settleMs ?? 1000);
+  const inspection = await settledInspection(ownership, workspace, options.settleMs);
   if (inspection.status === 'absent' || inspection.status === 'stopped') {
     throw new ContractError('unavailable', `${workspace}: not running (${inspection.status})`);
   }

@@ -39,6 +39,7 @@ describe('the public entry point', () => {
       'readBody',
       'resolveWorkspace',
       'serveOwner',
+      'settledInspection',
     ]);
   });
 

@@ -1,5 +1,5 @@
 export { addressOf, endpointOf, type LoopbackAddress } from './address.js';
-export { connect, type ConnectOptions, type Connection, type Reply } from './client.js';
+export { connect, settledInspection, type ConnectOptions, type Connection, type Reply } from './client.js';
 export {
   DEFAULT_LIMITS,
   ownerHandler,

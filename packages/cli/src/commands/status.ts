@@ -1,6 +1,6 @@
 import type { Inspection, OwnerSummary, Ownership } from '@leasehold/contracts';
 import { ownerStatus } from '@leasehold/private-files';
-import { connect } from '@leasehold/transport';
+import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { placeOptions, rootExists, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
@@ -71,20 +71,6 @@ function nextStep(report: StatusReport, root: string, options: string, elsewhere
       // An owner on another host (etcd) is reached from that host only: its capability never leaves it.
       if (elsewhere) return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
       return `If its owner crashed, see: leasehold recover ${options}`;
-  }
-}
-
-/** How long `status` asks again while a live process is between two steps of this workspace's acquire or release. */
-const SETTLE_MS = 1000;
-
-/** `inspect`, asked again for up to a second while it says a live process's acquire or release is in progress. */
-async function settledInspection(ownership: Ownership, root: string): Promise<Inspection> {
-  const deadline = Date.now() + SETTLE_MS;
-  for (;;) {
-    const inspection = await ownership.inspect(root);
-    const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
-    if (!passing || Date.now() >= deadline) return inspection;
-    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
 
