@@ -98,13 +98,16 @@ const FSYNC_COUNTS = [
   'files.replace',
   'files.read',
   'files.remove',
+  'acquire.first',
   'acquire.fresh',
   'release.fresh',
   'acquire.reused',
   'phase',
   'release.reused',
+  'recovery.first',
   'recovery',
   'registry.transaction',
+  'registry.reservation',
   'registry.takeover',
   'inspect',
   'local-access',
@@ -157,6 +160,9 @@ describe('pnpm bench --quick', () => {
 
     for (const section of SECTIONS) expect(stdout).toContain(section);
     for (const row of ROWS) expect(stdout).toContain(row);
+    // Section 7's proved minimum: a column, and each explored operation's figure in it (an exact "9 (+2)" or a range).
+    expect(stdout).toMatch(/^ {2}operation +file +folder +measured +proved minimum +publications +previous release$/m);
+    expect(stdout).toMatch(/^ {2}acquire, reused workspace +\d+ +\d+ +\d+ +\d+(\.\.\d+)?( \(\+\d+\))? +\d+ +\d+/m);
     expect(stdout).toMatch(/Contention: busy answers \d+ of \d+/);
     expect(stdout).toMatch(/^Targets: \d+ of \d+ met; busy \d+ \((met|MISSED)\); readers [\d.]+ % stopped \((met|MISSED)\)\.$/m);
 
@@ -189,16 +195,32 @@ describe('pnpm bench --quick', () => {
     const counts = new Map<string, Record<string, unknown>>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
     expect([...counts.keys()].sort()).toEqual([...FSYNC_COUNTS].sort());
     for (const count of counts.values()) {
-      for (const key of ['file', 'folder', 'total', 'publications', 'unsyncedLock', 'previousRelease']) expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
+      for (const key of ['file', 'folder', 'total', 'publications', 'unsynced', 'previousRelease']) expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
       expect(count.total, `${count.id}`).toBe((count.file as number) + (count.folder as number));
-      expect(count.previousRelease, `${count.id}`).toBe((count.total as number) + (count.unsyncedLock as number));
+      expect(count.previousRelease, `${count.id}`).toBe((count.total as number) + (count.unsynced as number));
     }
     // Issue 13: the registry lock is linked and unlinked without a registry folder fsync of its own, in every
-    // transaction (the take-over replaces the dead lock instead of linking it: only its unlink is counted).
-    expect(counts.get('registry.transaction')).toMatchObject({ file: 1, folder: 0, unsyncedLock: 2 });
-    expect(counts.get('registry.takeover')?.unsyncedLock).toBe(1);
-    for (const id of ['acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused', 'recovery']) expect(counts.get(id)?.unsyncedLock, id).toBe(2);
-    for (const id of ['files.create', 'files.replace', 'files.remove', 'phase']) expect(counts.get(id)?.unsyncedLock, id).toBe(0);
+    // transaction (the take-over replaces the dead lock instead of linking it: only its unlink is counted); an
+    // acquire also publishes owner.lock without one, a release and a recovery write the registration stopped and
+    // remove the capability without one.
+    expect(counts.get('registry.transaction')).toMatchObject({ file: 1, folder: 0, unsynced: 2 });
+    expect(counts.get('registry.takeover')?.unsynced).toBe(1);
+    for (const id of ['acquire.first', 'acquire.fresh', 'acquire.reused']) expect(counts.get(id)?.unsynced, id).toBe(3);
+    expect(counts.get('registry.reservation')?.unsynced).toBe(2);
+    for (const id of ['release.fresh', 'release.reused', 'recovery.first', 'recovery']) expect(counts.get(id)?.unsynced, id).toBe(4);
+    for (const id of ['files.create', 'files.replace', 'files.remove', 'phase']) expect(counts.get(id)?.unsynced, id).toBe(0);
+    // The counts with a proved minimum are the explored protocols step for step: this run makes exactly the fsyncs
+    // the exploration's trace made, and never fewer than it proved needed.
+    const proved = [...counts.values()].filter((count) => count.proved !== undefined);
+    expect(proved.map((count) => count.id).sort()).toEqual(
+      ['acquire.first', 'acquire.reused', 'phase', 'release.fresh', 'release.reused', 'recovery.first', 'registry.reservation'].sort(),
+    );
+    for (const count of proved) {
+      const bounds = count.proved as { fsyncs: number; lower: number; upper: number };
+      expect(count.total, `${count.id}`).toBe(bounds.fsyncs);
+      expect(count.total, `${count.id}`).toBeGreaterThanOrEqual(bounds.upper);
+      expect(bounds.lower, `${count.id}`).toBeLessThanOrEqual(bounds.upper);
+    }
     // What follows a crash was really measured: recovery wrote, and the take-over replaced a dead writer's lock.
     expect(counts.get('recovery')?.total).toBeGreaterThan(0);
     expect((counts.get('registry.takeover')?.kinds as { replace: number }).replace).toBe(1);

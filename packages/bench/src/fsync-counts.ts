@@ -1,33 +1,46 @@
 import { fork } from 'node:child_process';
-import { basename, dirname, join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServiceCoordination } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
 import { recover, recoverySnapshot } from '@leasehold/recovery';
-import { Registry } from '@leasehold/registry';
+import { Registry, currentProcess } from '@leasehold/registry';
+import type { Reservation } from '@leasehold/contracts';
+import { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol } from '@leasehold/test-utils';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
 
 // Item 7 of issue #6, the fsync row of issue #9 and issue 13: the fsyncs
 // each operation makes, seen through the beforeMutation hook (called before
-// every mutating system call), against the previous release's count.
+// every mutating system call), against the previous release's count and
+// against the fewest the power-loss exploration proved the operation needs.
 
 const CRASH_WORKER = fileURLToPath(new URL('./crash-worker.js', import.meta.url));
 
-/**
- * Where the proof is that the fsyncs this release no longer makes are not
- * needed, and what it found: the power-loss exploration of issue 13.
- */
+/** What the previous release did that this one does not, and where the proof that it was not needed is. */
 export const FSYNC_PROOF =
-  'the previous release also fsynced the registry folder right after registry.lock was linked and right after it was unlinked; ' +
-  'this release publishes and removes the lock without them (PublishOptions { syncFolder: false }, registry LOCK_PUBLISH). ' +
-  'The proof that neither is needed: packages/recovery/src/power-loss.test.ts explores every crash state of all six protocols ' +
-  'without them and finds nothing; packages/recovery/src/power-loss-fsyncs.test.ts drops each remaining fsync in turn and ' +
-  'prints, per protocol, how many are needed one at a time (a lower bound on the minimum, not the minimum).';
+  'the previous release fsynced the folder after every publication; this one skips it (private-files PublishOptions { syncFolder: false }) ' +
+  'right after registry.lock is linked and unlinked (registry LOCK_PUBLISH); in an acquire, after owner.lock is published, whose folder ' +
+  'the capability\'s publication fsyncs next; in a release and a recovery, after the registration is written stopped and the capability ' +
+  'removed, whose folder owner.lock\'s removal fsyncs next (coordination SYNCED_BY_LATER_CHANGE). ' +
+  'packages/recovery/src/power-loss.test.ts explores every crash state of all six protocols without them and finds nothing.';
 
-/** Whether `path` is the registry lock (in the registry folder; a take-over marker is not). */
-function isRegistryLock(path: string): boolean {
-  return basename(dirname(path)) === 'registry' && basename(path) === 'registry.lock';
-}
+/** What "proved minimum" means, for the report. */
+export const FSYNC_MINIMUM =
+  'the fewest fsyncs the power-loss exploration proved the same operation needs (PROVED_FSYNCS of @leasehold/test-utils, which ' +
+  'packages/recovery/src/power-loss-fsyncs*.test.ts asserts): each fsync dropped alone (needed when a state then breaks), then the others ' +
+  'dropped one by one while every state still holds; a range lower..upper where that could not settle it. "-": not one of the explored protocols.';
+
+/** The counted operations that are, step for step, a protocol the power-loss exploration records (the bench test checks the counts agree). */
+const EXPLORED: Readonly<Record<string, PowerLossProtocol>> = {
+  'acquire.first': 'acquire-fresh',
+  'acquire.reused': 'acquire-stopped',
+  phase: 'phase',
+  'release.fresh': 'release',
+  'release.reused': 'release',
+  'recovery.first': 'recover',
+  'registry.reservation': 'transaction',
+};
 
 /** The fsyncs of one operation. */
 export interface FsyncCount {
@@ -43,10 +56,12 @@ export interface FsyncCount {
   readonly publications: number;
   /** The publications by kind: what their exact floor is made of. */
   readonly kinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly folder: number };
-  /** The links and unlinks of registry.lock that no registry folder fsync of their own followed (see `FSYNC_PROOF`). */
-  readonly unsyncedLock: number;
-  /** What the previous release made for the same operation: `total` plus one registry folder fsync per `unsyncedLock`. */
+  /** The publications that no folder fsync of their own call followed (see `FSYNC_PROOF`). */
+  readonly unsynced: number;
+  /** What the previous release made for the same operation: `total` plus one folder fsync per `unsynced`. */
   readonly previousRelease: number;
+  /** The explored protocol this operation is, and the bounds its exploration proved (see `FSYNC_MINIMUM`). */
+  readonly proved?: { readonly protocol: PowerLossProtocol; readonly fsyncs: number; readonly lower: number; readonly upper: number };
 }
 
 /** Whether a step publishes an entry durably (its folder is fsynced after it, unless asked not to be). */
@@ -56,15 +71,10 @@ function publishes(step: MutationStep): boolean {
   return step.operation === 'directory' && step.action === 'mkdir';
 }
 
-/** Whether a step is the link (create) or the unlink (remove) of registry.lock. */
-function publishesLock(step: MutationStep): boolean {
-  return ((step.operation === 'create' && step.action === 'link') || (step.operation === 'remove' && step.action === 'unlink')) && isRegistryLock(step.path);
-}
-
-/** How many links and unlinks of registry.lock in `steps` the same call did not follow with a fsync of its folder. */
-function unsyncedLockPublications(steps: readonly MutationStep[]): number {
+/** How many publications in `steps` the same call did not follow with a fsync of their folder. */
+function unsyncedPublications(steps: readonly MutationStep[]): number {
   return steps.filter((step, index) => {
-    if (!publishesLock(step)) return false;
+    if (!publishes(step)) return false;
     // The rest of the same call: the steps up to the next one of another operation or the next publication.
     for (const later of steps.slice(index + 1)) {
       if (later.operation !== step.operation || publishes(later)) return true;
@@ -78,7 +88,8 @@ function unsyncedLockPublications(steps: readonly MutationStep[]): number {
 function countOf(id: string, label: string, steps: readonly MutationStep[]): FsyncCount {
   const file = steps.filter((step) => step.action === 'fsync').length;
   const folder = steps.filter((step) => step.action === 'fsync-directory').length;
-  const unsyncedLock = unsyncedLockPublications(steps);
+  const unsynced = unsyncedPublications(steps);
+  const protocol = EXPLORED[id];
   return {
     id,
     label,
@@ -92,9 +103,16 @@ function countOf(id: string, label: string, steps: readonly MutationStep[]): Fsy
       remove: steps.filter((step) => step.operation === 'remove' && step.action === 'unlink').length,
       folder: steps.filter((step) => (step.operation === 'directory' && step.action === 'mkdir') || (step.operation === 'create-folder' && step.action === 'rename')).length,
     },
-    unsyncedLock,
-    previousRelease: file + folder + unsyncedLock,
+    unsynced,
+    previousRelease: file + folder + unsynced,
+    ...(protocol === undefined ? {} : { proved: { protocol, fsyncs: PROVED_FSYNCS[protocol].fsyncs, ...fsyncBounds(PROVED_FSYNCS[protocol]) } }),
   };
+}
+
+/** A reservation of `root` as an owner of this process would make it, for a transaction to reserve on its own. */
+function reservationOf(root: string, stateHome: string, configIdentity: string): Reservation {
+  const { pid, host, processStart } = currentProcess();
+  return { root, stateHome, configIdentity, endpoint: boundEndpoint(), epoch: randomUUID(), pid, host, ...(processStart === undefined ? {} : { processStart }), ownerToken: randomUUID() };
 }
 
 /** Runs the crash worker in `mode` to its end: it dies holding what `mode` says. */
@@ -112,13 +130,16 @@ const FSYNC_COUNT_IDS = [
   'files.replace',
   'files.remove',
   'files.read',
+  'acquire.first',
   'acquire.fresh',
   'release.fresh',
   'acquire.reused',
   'phase',
   'release.reused',
+  'recovery.first',
   'recovery',
   'registry.transaction',
+  'registry.reservation',
   'registry.takeover',
   'inspect',
   'local-access',
@@ -151,8 +172,8 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
 
   const stateHome = join(place.root, 'state-counted');
   const options = { stateHome, hooks };
-  const warmUp = new ServiceCoordination(place.workspace(), options);
-  await (await warmUp.acquire(CONFIG, boundEndpoint())).release();
+  const first = new ServiceCoordination(place.workspace(), options);
+  await (await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () => first.acquire(CONFIG, boundEndpoint()))).release();
 
   const coordination = new ServiceCoordination(place.workspace(), options);
   const endpoint = boundEndpoint();
@@ -164,21 +185,29 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   await measure('phase', 'phase(stopping), reused workspace', () => reused.phase('stopping'));
   await measure('release.reused', 'release, reused workspace (from stopping)', () => reused.release());
 
-  // Recovery of an owner that died holding its workspace: one first (it makes the journal folder), then the counted one.
+  // Recovery of an owner that died holding its workspace: the state home's first (it makes the journal folder), then another.
   const assertAuthority = () => undefined;
-  for (const counted of [false, true]) {
+  const recoveries = [
+    ['recovery.first', "recover() of a dead owner, the state home's first"],
+    ['recovery', 'recover() of a dead owner'],
+  ] as const;
+  for (const [id, label] of recoveries) {
     const crashed = place.workspace();
     await crash('owner', stateHome, crashed);
     const { digest } = recoverySnapshot(crashed, { stateHome });
-    const recovery = () => recover(crashed, { stateHome, hooks, expectedDigest: digest, assertAuthority });
-    const outcome = counted ? await measure('recovery', 'recover() of a dead owner', recovery) : await recovery();
+    const outcome = await measure(id, label, () => recover(crashed, { stateHome, hooks, expectedDigest: digest, assertAuthority }));
     if (!outcome.recovered) throw new Error('fsync count: the crashed owner had nothing to recover');
   }
 
-  // A registry transaction that writes nothing, free, then after a writer died inside one.
+  // A registry transaction that writes nothing, one that reserves a root beside another's row, then one after a writer died inside one.
   const registry = new Registry(stateHome, { hooks });
   const root = place.workspace();
   await measure('registry.transaction', 'registry transaction, nothing written', () => registry.transaction(root, () => undefined));
+  const reserved = reservationOf(place.workspace(), stateHome, reused.registration.configIdentity);
+  await measure('registry.reservation', 'registry transaction, one reservation', () =>
+    registry.transaction(reserved.root, (transaction) => transaction.reserve(reserved)),
+  );
+  await registry.transaction(reserved.root, (transaction) => transaction.unreserve(reserved.root, reserved.epoch));
   await crash('registry-writer', stateHome, place.workspace());
   await measure('registry.takeover', 'registry transaction, a dead writer’s lock taken over', () => registry.transaction(root, () => undefined));
 

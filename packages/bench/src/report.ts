@@ -1,7 +1,7 @@
 import type { AvailabilityResult } from './availability.js';
 import type { EtcdSection } from './etcd-operations.js';
 import type { FsyncCount } from './fsync-counts.js';
-import { FSYNC_PROOF } from './fsync-counts.js';
+import { FSYNC_MINIMUM, FSYNC_PROOF } from './fsync-counts.js';
 import { ETCD_SECTION, type Figure } from './figures.js';
 import type { Machine } from './machine.js';
 import type { Summary } from './statistics.js';
@@ -177,6 +177,14 @@ function formatEtcd(etcd: EtcdSection, series: BenchResult['series']): string[] 
   ];
 }
 
+/** The proved bounds of a count, with how far the measured count is above them: "9 (+2)", "6..8", "-". */
+function provedMinimum(count: FsyncCount): string {
+  if (count.proved === undefined) return '-';
+  const { lower, upper } = count.proved;
+  const bounds = lower === upper ? String(lower) : `${lower}..${upper}`;
+  return count.total > upper ? `${bounds} (+${count.total - upper})` : bounds;
+}
+
 /** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
 export function formatReport(result: BenchResult): string {
   const { settings, machine, contention } = result;
@@ -201,18 +209,20 @@ export function formatReport(result: BenchResult): string {
 
   lines.push('', '7. fsyncs per operation (counted through the beforeMutation hook)');
   const fsyncRows = [
-    ['operation', 'file', 'folder', 'measured', 'publications', 'previous release'],
+    ['operation', 'file', 'folder', 'measured', 'proved minimum', 'publications', 'previous release'],
     ...result.fsyncs.map((count) => [
       count.label,
       String(count.file),
       String(count.folder),
       String(count.total),
+      provedMinimum(count),
       String(count.publications),
       count.previousRelease === count.total ? String(count.previousRelease) : `${count.previousRelease} (-${count.previousRelease - count.total})`,
     ]),
   ];
-  lines.push(...table(fsyncRows, new Set([1, 2, 3, 4, 5])).map((line) => `  ${line}`));
+  lines.push(...table(fsyncRows, new Set([1, 2, 3, 4, 5, 6])).map((line) => `  ${line}`));
   lines.push('  measured: the fsyncs this release makes (file + folder), each a contents fsync before a publication or a folder fsync after one.');
+  lines.push(`  proved minimum: ${FSYNC_MINIMUM}`);
   lines.push(`  previous release: ${FSYNC_PROOF}`);
 
   lines.push('', ...formatAvailability(result.availability));

@@ -51,6 +51,7 @@ describe('the public entry point', () => {
       'SERVICE_ENTRIES',
       'SERVICE_FILES',
       'SERVICE_SCHEMAS',
+      'SYNCED_BY_LATER_CHANGE',
       'ServiceCoordination',
       'ServiceFile',
       'ServiceFormat',

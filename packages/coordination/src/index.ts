@@ -46,6 +46,7 @@ export {
   FILE_BYTES,
   SERVICE_FILES,
   SERVICE_SCHEMAS,
+  SYNCED_BY_LATER_CHANGE,
   assertFiles,
   readServiceState,
   snapshotsOf,

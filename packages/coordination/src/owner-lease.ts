@@ -9,10 +9,10 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
+import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
-import { FILE_BYTES, SERVICE_FILES, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
+import { FILE_BYTES, SERVICE_FILES, SYNCED_BY_LATER_CHANGE, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */
 export function reservationOf(registration: Registration): Reservation {
@@ -113,11 +113,14 @@ export class OwnerLease {
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
+    // The registration and the capability are fsynced with the service folder by owner.lock's removal
+    // (SYNCED_BY_LATER_CHANGE). A release called again after a failure runs only the steps not yet done,
+    // in this order, so whatever it changes there precedes that removal.
     if (this.#registration.phase !== 'stopped') {
       this.assert();
-      this.#writeRegistration({ ...this.#registration, phase: 'stopped' });
+      this.#writeRegistration({ ...this.#registration, phase: 'stopped' }, SYNCED_BY_LATER_CHANGE);
     }
-    this.#removeOwned('capability');
+    this.#removeOwned('capability', SYNCED_BY_LATER_CHANGE);
     this.#removeOwned('ownerLock');
     await this.#registry.transaction(this.#places.root, (transaction) => {
       if (!this.#unreserved) {
@@ -199,7 +202,7 @@ export class OwnerLease {
     }
   }
 
-  #writeRegistration(next: Registration): void {
+  #writeRegistration(next: Registration, publish?: PublishOptions): void {
     const path = this.#places.registration;
     const bytes = bounded(encode(next), FILE_BYTES.registration, path);
     const expected = this.#owned.registration;
@@ -207,7 +210,7 @@ export class OwnerLease {
     let written: FileSnapshot | undefined;
     this.#settle(
       () => {
-        written = this.#files.replace(path, expected, bytes, FILE_BYTES.registration);
+        written = this.#files.replace(path, expected, bytes, FILE_BYTES.registration, publish);
       },
       () => {
         written = this.#files.read(path, FILE_BYTES.registration);
@@ -219,13 +222,13 @@ export class OwnerLease {
   }
 
   /** One removal step of release: re-assert, then remove by compare-and-swap (skipped when already done). */
-  #removeOwned(key: 'capability' | 'ownerLock' | 'checkoutLock'): void {
+  #removeOwned(key: 'capability' | 'ownerLock' | 'checkoutLock', publish?: PublishOptions): void {
     const expected = this.#owned[key];
     if (expected === undefined) return;
     this.assert();
     const path = this.#places[key];
     this.#settle(
-      () => this.#files.remove(path, expected, FILE_BYTES[key]),
+      () => this.#files.remove(path, expected, FILE_BYTES[key], publish),
       () => this.#files.read(path, FILE_BYTES[key]) === undefined,
     );
     this.#owned[key] = undefined;

@@ -16,13 +16,14 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
+import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
 import { Registry, type RegistryOptions } from '@leasehold/registry';
 import { Rollback } from './rollback.js';
 import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
 import {
   FILE_BYTES,
+  SYNCED_BY_LATER_CHANGE,
   assertFiles,
   bounded,
   checkServiceState,
@@ -201,7 +202,8 @@ export class ServiceCoordination {
         }
       }
       owned.checkoutLock = this.#create('checkoutLock', documents.checkoutLock, rollback, step);
-      owned.ownerLock = this.#create('ownerLock', documents.ownerLock, rollback, step);
+      // Fsynced with the service folder by the capability's publication, next (SYNCED_BY_LATER_CHANGE).
+      owned.ownerLock = this.#create('ownerLock', documents.ownerLock, rollback, step, SYNCED_BY_LATER_CHANGE);
       owned.capability = this.#create('capability', documents.capability, rollback, step);
       step();
       const previous = state.registration?.snapshot;
@@ -408,10 +410,16 @@ export class ServiceCoordination {
   }
 
   /** One create step of acquire: re-assert, register its undo, publish. */
-  #create(key: 'checkoutLock' | 'ownerLock' | 'capability' | 'hostConfig', bytes: Uint8Array, rollback: Rollback, step: () => void) {
+  #create(
+    key: 'checkoutLock' | 'ownerLock' | 'capability' | 'hostConfig',
+    bytes: Uint8Array,
+    rollback: Rollback,
+    step: () => void,
+    publish?: PublishOptions,
+  ) {
     step();
     rollback.file(key, bytes);
-    return this.#files.create(this.places[key], bytes, FILE_BYTES[key]);
+    return this.#files.create(this.places[key], bytes, FILE_BYTES[key], publish);
   }
 
   #serviceFolderBytes(configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {

@@ -1,5 +1,5 @@
 import { posix } from 'node:path';
-import { createFolderSteps, createSteps, listingOutsideStaging, lockCreateSteps, lockRemoveSteps, removeSteps, replaceSteps } from '@leasehold/test-utils';
+import { createFolderSteps, createSteps, listingOutsideStaging, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps } from '@leasehold/test-utils';
 
 // ---- The expected step lists, written from SPEC 3 (how private-files publishes), 4 (the registry
 // transaction) and 5.3 (the order of acquire, phase and release). ----
@@ -43,12 +43,8 @@ const RESERVATION_OF_NEW_WORKSPACE = [
   ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
 ];
 
-/** Outside the lock, in SPEC 5.3 order: the checkout lock, owner.lock, the capability. */
-const OWNER_FILES_CREATED = [
-  ...createSteps(`${WORKSPACE}/checkout.lock`),
-  ...createSteps(`${SERVICE}/owner.lock`),
-  ...createSteps(`${SERVICE}/local-capability.json`),
-];
+/** Outside the lock, in SPEC 5.3 order: the checkout lock, owner.lock, the capability (one folder fsync for the last two). */
+const OWNER_FILES_CREATED = ownerFilesSteps(WORKSPACE);
 
 /** Acquire of a fresh workspace in a fresh state home. */
 export const ACQUIRE_FRESH_STEPS: readonly string[] = [
@@ -88,11 +84,9 @@ export const ACQUIRE_OVER_STOPPED_STEPS: readonly string[] = [
 /** `lease.phase('stopping')`: one compare-and-swap of the registration. */
 export const PHASE_STEPS: readonly string[] = replaceSteps(`${SERVICE}/registration.json`);
 
-/** `lease.release()`: registration stopped, capability, owner.lock; then one transaction: the row, the checkout lock last. */
+/** `lease.release()`: registration stopped, capability, owner.lock (one folder fsync for the three); then one transaction: the row, the checkout lock last. */
 export const RELEASE_STEPS: readonly string[] = [
-  ...replaceSteps(`${SERVICE}/registration.json`),
-  ...removeSteps(`${SERVICE}/local-capability.json`),
-  ...removeSteps(`${SERVICE}/owner.lock`),
+  ...releaseServiceSteps(SERVICE),
   ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
   ...removeSteps(`${WORKSPACE}/checkout.lock`),
@@ -109,7 +103,6 @@ export const PHASE_ABSORBED: readonly string[] = [`replace fsync-directory ${SER
 
 /** Release: every write or removal whose effect happened but whose folder fsync failed counts as done, and the lock removal. */
 export const RELEASE_ABSORBED: readonly string[] = [
-  `replace fsync-directory ${SERVICE}`,
   `remove fsync-directory ${SERVICE}`,
   `replace fsync-directory ${REGISTRY}`,
   `remove fsync-directory ${WORKSPACE}`,

@@ -935,6 +935,27 @@ describe('the beforeMutation hook', () => {
     expect(steps).toEqual([]);
   });
 
+  it('with syncFolder: false, replace skips exactly the folder fsync after its rename; the data fsync before it stays', () => {
+    const root = makeRoot();
+    const { files, steps } = recording(root);
+    files.directory(join(root, 'docs'), true);
+    const path = join(root, 'docs', 'file');
+    const created = files.create(path, bytesOf('x'));
+    steps.length = 0;
+    const replaced = files.replace(path, created, bytesOf('y'), undefined, { syncFolder: false });
+    const temp = steps[0]?.path ?? '';
+    expect(steps).toEqual([
+      { operation: 'replace', action: 'write', path: temp },
+      { operation: 'replace', action: 'fsync', path: temp },
+      { operation: 'replace', action: 'rename', path },
+    ]);
+    expect(files.read(path)?.identity).toBe(replaced.identity);
+    // The compare-and-swap is unchanged: the old snapshot is a conflict now, and nothing runs.
+    steps.length = 0;
+    expect(codeOf(() => files.replace(path, created, bytesOf('z'), undefined, { syncFolder: false }))).toBe('conflict');
+    expect(steps).toEqual([]);
+  });
+
   it('with syncFolder: false, create refuses and conflicts exactly as without it', () => {
     const root = makeRoot();
     const { files, steps } = recording(root);

@@ -37,12 +37,15 @@ export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'repl
 export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /**
- * Whether a `create` or `remove` fsyncs the folder it changed (default true).
- * With `syncFolder: false` the new name (or its removal) is durable only once
- * a later fsync of that folder runs, and a power loss before it may lose the
- * new name or bring the removed one back. Only for a file whose loss or
- * return after a crash is harmless: a lock whose holder the crash ended, which
- * the next writer takes over. The file's own data is fsynced either way.
+ * Whether a `create`, `replace` or `remove` fsyncs the folder it changed
+ * (default true). With `syncFolder: false` the change is durable only once a
+ * later fsync of that folder runs, and a power loss before it may lose the
+ * new name or the replacement, or bring the removed name back. Only for a
+ * file whose loss or return after a crash is harmless (a lock whose holder
+ * the crash ended, which the next writer takes over), or for all but the last
+ * of several changes to one folder whose last one fsyncs it, when any subset
+ * of them surviving a power loss is safe. The file's own data is fsynced
+ * either way.
  */
 export interface PublishOptions {
   readonly syncFolder?: boolean;
@@ -318,11 +321,12 @@ export class PrivateFiles {
   }
 
   /**
-   * Replaces the file when it is still exactly `expected`: staged temp, fsync, rename over, folder fsync.
+   * Replaces the file when it is still exactly `expected`: staged temp, fsync, rename over, folder fsync
+   * (unless `options.syncFolder` is false).
    * The comparison runs right before the rename; callers that race other writers hold a lock around it.
    * @throws ContractError `conflict` (the file is not `expected`, or gone with its folder), `refused` (unsafe path or file, over `maxBytes`).
    */
-  replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES): FileSnapshot {
+  replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
     this.#expect(path, expected, maxBytes);
     const temp = this.#stage('replace', bytes);
@@ -332,8 +336,10 @@ export class PrivateFiles {
       unlessRemoved(path, () => renameSync(temp.staged, path));
       temp.pending = false;
       const published = fstatSync(temp.descriptor, { bigint: true });
-      this.#step('replace', 'fsync-directory', folder);
-      fsyncDirectory(folder);
+      if (options.syncFolder !== false) {
+        this.#step('replace', 'fsync-directory', folder);
+        fsyncDirectory(folder);
+      }
       return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
     } finally {
       this.#discard('replace', temp);

@@ -16,6 +16,8 @@ import {
   messagesOf,
   namesIn,
   pathExists,
+  ownerFilesSteps,
+  releaseServiceSteps,
   removeSteps,
   replaceSteps,
   serviceFences,
@@ -66,11 +68,7 @@ const lockTaken = lockCreateSteps(`${REGISTRY}/registry.lock`);
 const lockRemoved = lockRemoveSteps(`${REGISTRY}/registry.lock`);
 const serviceFolderPublished = createFolderSteps(SERVICE, ['format.json', 'config.json']);
 /** After the transaction, outside the lock: the owner's files in SPEC 5.3 order (the registration follows). */
-const ownerFilesCreated = [
-  ...createSteps(`${WORKSPACE}/checkout.lock`),
-  ...createSteps(`${SERVICE}/owner.lock`),
-  ...createSteps(`${SERVICE}/local-capability.json`),
-];
+const ownerFilesCreated = ownerFilesSteps(WORKSPACE);
 
 interface OperationCase {
   readonly name: string;
@@ -115,9 +113,7 @@ const CASES: readonly OperationCase[] = [
     name: 'release',
     operation: 'release',
     expectedSteps: [
-      ...replaceSteps(`${SERVICE}/registration.json`),
-      ...removeSteps(`${SERVICE}/local-capability.json`),
-      ...removeSteps(`${SERVICE}/owner.lock`),
+      ...releaseServiceSteps(SERVICE),
       // One registry transaction: the row, then the checkout lock last.
       ...lockTaken,
       ...replaceSteps(`${REGISTRY}/roots.json`),

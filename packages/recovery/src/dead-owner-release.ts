@@ -1,6 +1,6 @@
 import { ContractError, encode } from '@leasehold/contracts';
-import { FILE_BYTES, assertFiles, snapshotsOf, type FileSnapshots, type WorkspacePlaces } from '@leasehold/coordination';
-import { ownerStatus, retryingReads, type PrivateFiles } from '@leasehold/private-files';
+import { FILE_BYTES, SYNCED_BY_LATER_CHANGE, assertFiles, snapshotsOf, type FileSnapshots, type WorkspacePlaces } from '@leasehold/coordination';
+import { ownerStatus, retryingReads, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
 import type { Registry, RegistryTransaction } from '@leasehold/registry';
 import { internalsFor, rowIdentity, type RecoveryInternals, type RecoveryState } from './recovery-state.js';
 
@@ -57,14 +57,24 @@ class DeadOwnerRelease {
   async run(): Promise<void> {
     const { service, row, initialisation, ownersCheckout } = this.#internals;
     const registration = service.registration;
+    // One fsync of the service folder for the changes below, by the last of them that runs (as a release
+    // does; see SYNCED_BY_LATER_CHANGE). What the dead owner left decides which run: any of them may be absent.
+    const last = (['capability', 'ownerLock'] as const).filter((key) => this.#expected[key] !== undefined).at(-1) ?? 'registration';
+    const publish = (key: 'registration' | 'capability' | 'ownerLock'): PublishOptions | undefined => (key === last ? undefined : SYNCED_BY_LATER_CHANGE);
     if (registration !== undefined && registration.value.phase !== 'stopped') {
       const stopped = encode({ ...registration.value, phase: 'stopped' });
       this.#effect(() => {
-        this.#expected.registration = this.#files.replace(this.#places.registration, registration.snapshot, stopped, FILE_BYTES.registration);
+        this.#expected.registration = this.#files.replace(
+          this.#places.registration,
+          registration.snapshot,
+          stopped,
+          FILE_BYTES.registration,
+          publish('registration'),
+        );
       });
     }
-    this.#removeIfPresent('capability');
-    this.#removeIfPresent('ownerLock');
+    this.#removeIfPresent('capability', undefined, publish('capability'));
+    this.#removeIfPresent('ownerLock', undefined, publish('ownerLock'));
     const checkout = ownersCheckout && this.#expected.checkoutLock !== undefined;
     if (row === undefined && !checkout && initialisation === undefined) return;
     // The transaction's own first write may be the completion of an interrupted initialisation.
@@ -102,12 +112,12 @@ class DeadOwnerRelease {
     write();
   }
 
-  #removeIfPresent(key: 'capability' | 'ownerLock' | 'checkoutLock', transaction?: RegistryTransaction): void {
+  #removeIfPresent(key: 'capability' | 'ownerLock' | 'checkoutLock', transaction?: RegistryTransaction, publish?: PublishOptions): void {
     const snapshot = this.#expected[key];
     if (snapshot === undefined) return;
     this.#effect(() => {
       transaction?.assertHeld();
-      this.#files.remove(this.#places[key], snapshot, FILE_BYTES[key]);
+      this.#files.remove(this.#places[key], snapshot, FILE_BYTES[key], publish);
       this.#expected[key] = undefined;
     });
   }

@@ -12,20 +12,24 @@ afterEach(cleanUp);
 // process writes the state at the same state-home path (documents name
 // absolute paths) and checks SPEC 10.3 on it after the "reboot" (every
 // holder is a dead process): recovery can read it, `inspect` never answers
-// `absent` or `stopped` while a service fence remains, `recover` with the
-// current digest brings it to `stopped` and a fresh acquire succeeds, and no
-// two registry rows overlap or share an endpoint; and, inside a recovery,
-// that its journal record is durable before its first effect (SPEC 6). The
+// `absent` or `stopped` while a service fence remains, a new acquire is
+// refused while one remains, a registry lock the crash left is taken over by
+// a transaction of another workspace, `recover` with the current digest
+// brings it to `stopped` and a fresh acquire succeeds, and no two registry
+// rows overlap or share an endpoint; inside a recovery, that its journal
+// record is durable before its first effect (SPEC 6); and, after the last
+// op, that what the call did is durable (SPEC principle 3). The
 // harness is test/power-loss.ts.
 
 /** One protocol recorded and explored; the figures printed for the record. */
 async function explore(protocol: Protocol): Promise<void> {
-  const { where, base, ops, points } = await recordProtocol(protocol.protocol);
-  expect(promiseBroken(protocol.protocol, where, points.at(-1)!), 'what the finished operation promised').toEqual([]);
+  const recorded = await recordProtocol(protocol.protocol);
+  const { where, base, ops, points } = recorded;
+  expect(promiseBroken(recorded, points.at(-1)!), 'what the finished operation promised').toEqual([]);
   const explored = await exploreTrace(where, points, protocol.protocol === 'recover' ? { recoveryOf: base } : {});
   console.log(
     `${protocol.name}: ${ops.length} ops, ${explored.points} crash points, ${explored.yielded} states yielded, ${explored.distinct} distinct states checked`,
-    { 'inspect before recovery': countsOf(explored.inspected), recovery: countsOf(explored.recovery) },
+    { 'inspect before recovery': countsOf(explored.inspected), 'a new acquire while fenced': countsOf(explored.acquired), recovery: countsOf(explored.recovery) },
   );
   expect(explored.findings).toEqual([]);
 }

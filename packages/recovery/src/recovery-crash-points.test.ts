@@ -13,6 +13,7 @@ import {
   messagesOf,
   namesIn,
   pathExists,
+  releaseServiceSteps,
   removeSteps,
   replaceSteps,
   serviceFences,
@@ -55,12 +56,8 @@ const MARKER = `${REGISTRY}/takeover-<token>.lock`;
 
 /** The journal record first (SPEC 6: written before the first effect). */
 const journalRecorded = ['directory mkdir state/v1/journal', 'directory fsync-directory state/v1', ...createSteps('state/v1/journal/<record>')];
-/** The effects on the service folder, in release order. */
-const serviceEffects = [
-  ...replaceSteps(`${SERVICE}/registration.json`),
-  ...removeSteps(`${SERVICE}/local-capability.json`),
-  ...removeSteps(`${SERVICE}/owner.lock`),
-];
+/** The effects on the service folder, in release order (one folder fsync for the three). */
+const serviceEffects = releaseServiceSteps(SERVICE);
 /** A dead holder's registry lock taken over: the marker (exclusive), the lock replaced, the marker swept. */
 const lockTakenOver = [...createSteps(MARKER), ...replaceSteps(`${REGISTRY}/registry.lock`), ...removeSteps(MARKER)];
 /** In the transaction: the row, then the checkout lock; then its lock removed. */

@@ -465,10 +465,11 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
       const { place, root } = await deadOwnerPlace();
       const places = handPlaces(place.stateHome, root);
       let tampered = false;
-      // Right after the first effect's last step (the service folder's fsync after the registration's rename).
+      // Inside the first effect, once its guard passed: right before the registration's rename (its last step; the
+      // service folder's fsync is left to owner.lock's removal), so the next effect's guard is the first to see it.
       const hooks = {
         beforeMutation(step: { operation: string; action: string; path: string }) {
-          if (tampered || step.operation !== 'replace' || step.action !== 'fsync-directory' || step.path !== places.service) return;
+          if (tampered || step.operation !== 'replace' || step.action !== 'rename' || step.path !== places.registration) return;
           tampered = true;
           const [name, ...others] = journalRecords(place.stateHome);
           if (name === undefined || others.length > 0) throw new Error('expected one journal record');

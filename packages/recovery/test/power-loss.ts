@@ -3,7 +3,7 @@ import { join, relative } from 'node:path';
 import { expect } from 'vitest';
 import { decodeBytes, recoveryRecordSchema } from '@leasehold/contracts';
 import { ServiceCoordination } from '@leasehold/coordination';
-import { rootsOverlap } from '@leasehold/registry';
+import { Registry, rootsOverlap } from '@leasehold/registry';
 import {
   allCrashStates,
   baseTree,
@@ -16,6 +16,7 @@ import {
   materialise,
   serviceFences,
   type CrashPoint,
+  type PowerLossProtocol,
   type Tree,
   type TreeNode,
   type TraceOp,
@@ -31,19 +32,21 @@ import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture,
 // it), this process writes the state at the same state-home path (documents
 // name absolute paths) and checks SPEC 10.3 on it after the "reboot" (every
 // holder is a dead process): recovery can read it, `inspect` never answers
-// `absent` or `stopped` while a service fence remains, `recover` with the
-// current digest brings it to `stopped` and a fresh acquire succeeds, and no
-// two registry rows overlap or share an endpoint; and, inside a recovery,
-// that its journal record is durable before its first effect (SPEC 6).
+// `absent` or `stopped` while a service fence remains, a new acquire is
+// refused while one remains, a registry lock the crash left is taken over by
+// a transaction of another workspace, `recover` with the current digest
+// brings it to `stopped` and a fresh acquire succeeds, and no two registry
+// rows overlap or share an endpoint; inside a recovery, that its journal
+// record is durable before its first effect (SPEC 6); and, after the last
+// op, that what the call did is durable (SPEC principle 3).
 
 /** The endpoint of the second root's reservation in the transaction protocol. */
 const OTHER_ENDPOINT = endpointOf(45_003);
 
-export type ProtocolName = 'acquire-fresh' | 'acquire-stopped' | 'phase' | 'release' | 'recover' | 'transaction';
 
 /** The plan of test/fixtures/power-loss-recorder.mjs (see its header). */
 interface RecorderPlan {
-  readonly protocol: ProtocolName;
+  readonly protocol: PowerLossProtocol;
   readonly workspace: string;
   readonly otherWorkspace?: string;
   readonly stateHome: string;
@@ -55,7 +58,7 @@ interface RecorderPlan {
 
 export interface Protocol {
   readonly name: string;
-  readonly protocol: ProtocolName;
+  readonly protocol: PowerLossProtocol;
 }
 
 /** Every shipped protocol the harness records, in the order the tests run them. */
@@ -80,9 +83,11 @@ export interface Case {
   readonly place: TestPlace;
   readonly home: string;
   readonly roots: readonly string[];
+  /** A workspace no protocol touches: its registry transaction is "the next writer of any workspace" (SPEC 10.3). */
+  readonly elsewhere: string;
 }
 
-function caseFor(protocol: ProtocolName): Case {
+function caseFor(protocol: PowerLossProtocol): Case {
   const base = makeTemporaryFolder('leasehold-power-loss-');
   const home = join(base, 'home');
   const scratch = join(base, 'scratch');
@@ -90,7 +95,7 @@ function caseFor(protocol: ProtocolName): Case {
   mkdirSync(scratch, { mode: 0o700 });
   const place: TestPlace = { base, stateHome: join(home, 'state'), scratch };
   const roots = [makeWorkspace(place, 'workspace'), ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : [])];
-  return { place, home, roots };
+  return { place, home, roots, elsewhere: makeWorkspace(place, 'elsewhere') };
 }
 
 /** A tree node as the recorder prints it: a file's bytes in base64. */
@@ -111,7 +116,7 @@ function baseOf(lines: readonly string[]): Tree {
 }
 
 /** Sets up the protocol's start (the recovery's dead owner here, the rest in the child), records it, and answers the base and the trace. */
-async function recordedRun(protocol: ProtocolName, where: Case): Promise<{ base: Tree; ops: TraceOp[] }> {
+async function recordedRun(protocol: PowerLossProtocol, where: Case): Promise<{ base: Tree; ops: TraceOp[] }> {
   const [root, other] = where.roots;
   if (protocol === 'recover') await deadOwner(where.place, root!);
   const plan: RecorderPlan = {
@@ -134,19 +139,21 @@ async function recordedRun(protocol: ProtocolName, where: Case): Promise<{ base:
 export interface Recorded {
   readonly where: Case;
   readonly base: Tree;
+  /** What the run left: the state home after the operation returned. */
+  readonly finished: Tree;
   readonly ops: readonly TraceOp[];
   readonly points: readonly CrashPoint[];
 }
 
 /** Records `protocol` in a child and computes its crash points; fails unless the trace replays to what the run left (no mutation escaped the hooks). */
-export async function recordProtocol(protocol: ProtocolName): Promise<Recorded> {
+export async function recordProtocol(protocol: PowerLossProtocol): Promise<Recorded> {
   const where = caseFor(protocol);
   const { base, ops } = await recordedRun(protocol, where);
   // The run's own end is a state of the last point: no mutation escaped the hooks, so the trace is whole.
-  const finished = contentKey(baseTree(where.home));
+  const finished = baseTree(where.home);
   const points = allCrashStates(base, ops);
-  expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(finished);
-  return { where, base, ops, points };
+  expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(contentKey(finished));
+  return { where, base, finished, ops, points };
 }
 
 // ---- What a state holds, read from the tree itself (SPEC 10), not through the packages under test. ----
@@ -232,6 +239,8 @@ function effectWithoutRecord(state: Tree, before: Tree, stateHome: string, root:
 interface Checked {
   readonly inspected: readonly string[];
   readonly recovery: readonly string[];
+  /** Each fenced root's new acquire: how it was refused (its error code). */
+  readonly acquired: readonly string[];
   readonly broken: readonly string[];
 }
 
@@ -244,29 +253,55 @@ function failureOf(error: unknown): string {
 /**
  * SPEC 10.3 on one state, written at its own root, for each root: no two
  * rows clash; inside a recovery (`recoveryOf`, the state it started from),
- * no effect is on disk without its journal record; `inspect`, before anything else, is not `absent` or `stopped`
- * while a fence remains; the snapshot answers (it may sweep dead writers'
- * staging leftovers; no refusal is allowed); `recover` with its digest
- * leaves the root fence-free, `absent` or `stopped`; then (only once every
- * root recovered, since a failure leaves its files behind) a fresh owner
- * acquires and releases. Answers what broke rather than throwing, so that
- * every broken state is reported, not just the first.
+ * no effect is on disk without its journal record; `inspect`, before
+ * anything else, is not `absent` or `stopped` while a fence remains; a
+ * registry transaction of a workspace no protocol touches succeeds (the
+ * next writer of any workspace takes over a lock the crash left), and
+ * everything below is checked after it; a new acquire by this process (not
+ * the dead holder) is refused while a fence remains; the snapshot answers
+ * (it may sweep dead writers' staging leftovers; no refusal is allowed);
+ * `recover` with its digest leaves the root fence-free, `absent` or
+ * `stopped`; then (only once every root recovered, since a failure leaves
+ * its files behind) a fresh owner acquires and releases. Answers what broke
+ * rather than throwing, so that every broken state is reported, not just
+ * the first.
  */
 async function checkState(where: Case, state: Tree, recoveryOf?: Tree): Promise<Checked> {
   const { stateHome } = where.place;
   materialise(state);
   const broken = clashingRows(state, stateHome).map((clash) => `registry rows: ${clash}`);
   if (recoveryOf !== undefined) broken.push(...where.roots.flatMap((root) => effectWithoutRecord(state, recoveryOf, stateHome, root)));
-  const inspected = where.roots.map((root) => {
-    const fences = fencesIn(state, stateHome, root);
+  const fenced = where.roots.map((root) => fencesIn(state, stateHome, root));
+  const inspected = where.roots.map((root, index) => {
+    const fences = fenced[index]!;
     const status = new ServiceCoordination(root, { stateHome }).inspect().status;
     if (fences.length > 0 && (status === 'absent' || status === 'stopped')) broken.push(`${root}: inspect answered ${status} with ${fences.join(', ')}`);
     return status;
   });
+  try {
+    await new Registry(stateHome).transaction(where.elsewhere, () => undefined);
+  } catch (error) {
+    broken.push(`a registry transaction of another workspace failed (${failureOf(error)})`);
+  }
+  const acquired: string[] = [];
+  for (const [index, root] of where.roots.entries()) if (fenced[index]!.length > 0) acquired.push(await refusedAcquire(stateHome, root, fenced[index]!, broken));
   const recovery: string[] = [];
   for (const root of where.roots) recovery.push(await recovered(stateHome, root, broken));
   if (broken.length === 0) for (const root of where.roots) await reacquired(stateHome, root, broken);
-  return { inspected, recovery, broken };
+  return { inspected, recovery, acquired, broken };
+}
+
+/** SPEC 10.3: while a fence of `root` remains, a new owner's acquire is refused; answers how ('refused: <code>'), or 'acquired'. */
+async function refusedAcquire(stateHome: string, root: string, fences: readonly string[], broken: string[]): Promise<string> {
+  let lease: Awaited<ReturnType<ServiceCoordination['acquire']>>;
+  try {
+    lease = await new ServiceCoordination(root, { stateHome }).acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+  } catch (error) {
+    return `refused: ${error instanceof Error && 'code' in error ? String(error.code) : 'no code'}`;
+  }
+  broken.push(`${root}: a new acquire succeeded with ${fences.join(', ')}`);
+  await lease.release();
+  return 'acquired';
 }
 
 /** The snapshot, then `recover` with its digest: recovered or clear, and nothing fencing the root after it. */
@@ -328,6 +363,7 @@ export interface Exploration {
   readonly checkedNow: number;
   readonly inspected: readonly string[];
   readonly recovery: readonly string[];
+  readonly acquired: readonly string[];
   readonly findings: readonly { readonly at: string; readonly broken: readonly string[] }[];
 }
 
@@ -364,6 +400,7 @@ export async function exploreTrace(where: Case, points: readonly CrashPoint[], o
   const order = [...distinct].sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b)));
   const inspected: string[] = [];
   const recovery: string[] = [];
+  const acquired: string[] = [];
   const findings: { at: string; broken: readonly string[] }[] = [];
   let checkedNow = 0;
   for (const [key, { state, at }] of order) {
@@ -375,33 +412,45 @@ export async function exploreTrace(where: Case, points: readonly CrashPoint[], o
     }
     inspected.push(...checked.inspected);
     recovery.push(...checked.recovery);
+    acquired.push(...checked.acquired);
     if (checked.broken.length > 0) findings.push({ at, broken: checked.broken });
     if (untilFirstFinding && findings.length > 0) break;
   }
   const yielded = points.reduce((sum, point) => sum + point.states.length, 0);
-  return { points: points.length, yielded, distinct: distinct.size, checkedNow, inspected, recovery, findings };
+  return { points: points.length, yielded, distinct: distinct.size, checkedNow, inspected, recovery, acquired, findings };
+}
+
+/** The tree without what no promise covers: the registry lock (not a fence, removed without a folder fsync; see the registry README) and the staging folder's entries (temps, swept by the next writer). */
+function promised(tree: Tree, stateHome: string): Tree {
+  const places = handPlaces(stateHome, '/');
+  const lock = relative(tree.root, places.registryLock);
+  const staging = `${relative(tree.root, places.staging)}/`;
+  return { root: tree.root, entries: Object.fromEntries(Object.entries(tree.entries).filter(([path]) => path !== lock && !path.startsWith(staging))) };
 }
 
 /**
- * What a finished operation promised its caller, which a power loss after it
- * returned must not take back: an acquire told its caller it owns the
- * workspace, so a fence survives (else, after the reboot, another owner
- * would acquire without the recovery that reviews what the dead one left);
- * a reservation told its owner the row fences its root. A release, phase
- * change or recovery taken back only fences again, which recovery clears:
- * the checks above cover those.
+ * What a finished operation promised its caller (SPEC principle 3: durable
+ * before the call returns), which a power loss after it returned must not
+ * take back: every state of the last crash point is the state the run left,
+ * but for what `promised` leaves out. So an acquire's fences survive (else,
+ * after the reboot, another owner would acquire without the recovery that
+ * reviews what the dead one left), a reservation's row, a phase; and a
+ * release or recovery stays done: a cleanly stopped workspace needs no
+ * `leasehold recover` after a power loss.
  */
-export function promiseBroken(protocol: ProtocolName, where: Case, last: CrashPoint): string[] {
-  const { stateHome } = where.place;
-  const [root, other] = where.roots;
-  return last.states.flatMap((state) => {
-    if ((protocol === 'acquire-fresh' || protocol === 'acquire-stopped') && fencesIn(state, stateHome, root!).length === 0) {
-      return [`after acquire returned, a state with no fence of ${root}`];
-    }
-    if (protocol === 'transaction' && !fencesIn(state, stateHome, other!).includes('registry row')) {
-      return [`after the reservation returned, a state without the row of ${other}`];
-    }
-    return [];
-  });
+export function promiseBroken(recorded: Pick<Recorded, 'where' | 'finished'>, last: CrashPoint): string[] {
+  const { stateHome } = recorded.where.place;
+  const expected = contentKey(promised(recorded.finished, stateHome));
+  const differing = last.states.filter((state) => contentKey(promised(state, stateHome)) !== expected);
+  if (differing.length === 0) return [];
+  const paths = new Set(differing.flatMap((state) => changedPaths(promised(state, stateHome), promised(recorded.finished, stateHome))));
+  return [`after the operation returned, ${differing.length} state(s) differ from what it left, at ${[...paths].sort().join(', ')}`];
 }
 
+/** The paths at which two trees differ (by kind, mode, bytes or target). */
+function changedPaths(a: Tree, b: Tree): string[] {
+  const describe = (node: TreeNode | undefined) =>
+    node === undefined ? 'absent' : node.kind === 'file' ? `f ${node.mode} ${Buffer.from(node.bytes).toString('hex')}` : node.kind === 'folder' ? `d ${node.mode}` : `l ${node.target}`;
+  const paths = new Set([...Object.keys(a.entries), ...Object.keys(b.entries)]);
+  return [...paths].filter((path) => describe(a.entries[path]) !== describe(b.entries[path]));
+}

@@ -10,10 +10,11 @@ export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type Cr
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { handPlaces, serviceFences, type HandPlaces } from './hand-places.js';
-export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
+export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
 export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
 export { materialise } from './power-loss/materialise.js';
+export { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
 export { baseTree, decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';

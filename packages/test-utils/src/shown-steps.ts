@@ -34,19 +34,48 @@ export function createSteps(path: string, options: ShownPublish = {}): string[] 
   ];
 }
 
-/** The shown steps of a private-files replace of `path` (SPEC 3): staged, fsynced, renamed over it, folder fsynced. */
-export function replaceSteps(path: string): string[] {
+/** The shown steps of a private-files replace of `path` (SPEC 3): staged, fsynced, renamed over it, folder fsynced (unless `syncFolder: false`). */
+export function replaceSteps(path: string, options: ShownPublish = {}): string[] {
   return [
     `replace write ${STAGING}/<temp>`,
     `replace fsync ${STAGING}/<temp>`,
     `replace rename ${path}`,
-    `replace fsync-directory ${posix.dirname(path)}`,
+    ...(options.syncFolder === false ? [] : [`replace fsync-directory ${posix.dirname(path)}`]),
   ];
 }
 
 /** The shown steps of a private-files remove of `path` (SPEC 3): unlinked, folder fsynced (unless `syncFolder: false`). */
 export function removeSteps(path: string, options: ShownPublish = {}): string[] {
   return [`remove unlink ${path}`, ...(options.syncFolder === false ? [] : [`remove fsync-directory ${posix.dirname(path)}`])];
+}
+
+/**
+ * The shown steps of an acquire's owner files, outside the registry lock, in
+ * SPEC 5.3 order, for the workspace's private root `workspace`: the checkout
+ * lock, then in its service folder owner.lock without a folder fsync (the
+ * capability's covers it: coordination's `SYNCED_BY_LATER_CHANGE`), then the
+ * capability.
+ */
+export function ownerFilesSteps(workspace: string): string[] {
+  return [
+    ...createSteps(`${workspace}/checkout.lock`),
+    ...createSteps(`${workspace}/service/owner.lock`, { syncFolder: false }),
+    ...createSteps(`${workspace}/service/local-capability.json`),
+  ];
+}
+
+/**
+ * The shown steps of a release's (and a recovery's) changes to the service
+ * folder `service`: the registration `stopped` and the capability removed
+ * without a folder fsync, then owner.lock removed with the one fsync of the
+ * folder for all three (coordination's `SYNCED_BY_LATER_CHANGE`).
+ */
+export function releaseServiceSteps(service: string): string[] {
+  return [
+    ...replaceSteps(`${service}/registration.json`, { syncFolder: false }),
+    ...removeSteps(`${service}/local-capability.json`, { syncFolder: false }),
+    ...removeSteps(`${service}/owner.lock`),
+  ];
 }
 
 /** The shown steps of the create of the registry lock at `path` (registry's `LOCK_PUBLISH`): no folder fsync of its own. */
