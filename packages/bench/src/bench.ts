@@ -210,6 +210,7 @@ async function main(): Promise<void> {
         create: acquireReused.kinds.create + releaseReused.kinds.create,
         replace: acquireReused.kinds.replace + releaseReused.kinds.replace,
         remove: acquireReused.kinds.remove + releaseReused.kinds.remove,
+        unsynced: acquireReused.unsynced + releaseReused.unsynced,
       },
     };
     const summaries = summariesOf(series);

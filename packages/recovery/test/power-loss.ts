@@ -10,6 +10,7 @@ import {
   contentKey,
   decodeTrace,
   endpointOf,
+  fencesOf,
   handPlaces,
   makeTemporaryFolder,
   makeWorkspace,
@@ -172,19 +173,7 @@ function documentIn(tree: Tree, path: string): unknown {
 
 /** The service fences of `root` in the tree (SPEC 10); a fence file that does not parse counts, since it cannot be proved not to be one. */
 function fencesIn(tree: Tree, stateHome: string, root: string): string[] {
-  const places = handPlaces(stateHome, root);
-  const has = (path: string) => tree.entries[relative(tree.root, path)] !== undefined;
-  const rows = documentIn(tree, places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
-  const registration = documentIn(tree, places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
-  const checkout = documentIn(tree, places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
-  const fences: string[] = [];
-  if (rows === 'unreadable' || rows?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
-  if (has(places.ownerLock)) fences.push('owner.lock');
-  if (has(places.capability)) fences.push('local-capability.json');
-  if (registration === 'unreadable' || (registration !== undefined && registration.phase !== 'stopped')) fences.push('registration not stopped');
-  const tokenOfRegistration = registration === 'unreadable' ? undefined : registration?.checkoutToken;
-  if (checkout === 'unreadable' || (checkout !== undefined && checkout.token === tokenOfRegistration)) fences.push("a registration's checkout lock");
-  return fences;
+  return fencesOf({ json: (path) => documentIn(tree, path), exists: (path) => tree.entries[relative(tree.root, path)] !== undefined }, stateHome, root);
 }
 
 interface Row {

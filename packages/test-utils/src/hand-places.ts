@@ -46,23 +46,34 @@ export function handPlaces(stateHome: string, root: string): HandPlaces {
   };
 }
 
+/** How `fencesOf` reads a state: a file's parsed JSON (undefined when absent, 'unreadable' when it does not parse), and whether a name exists. */
+export interface StateReader {
+  readonly json: (path: string) => unknown;
+  readonly exists: (path: string) => boolean;
+}
+
 /** The service fences of `root` (SPEC 10) that remain, found with node:fs and JSON.parse alone. */
 export function serviceFences(stateHome: string, root: string): string[] {
+  return fencesOf({ json: jsonOf, exists: pathExists }, stateHome, root);
+}
+
+/** The service fences of `root` (SPEC 10) in the state `read` reads: on disk (`serviceFences`), or a crash state in memory. */
+export function fencesOf(read: StateReader, stateHome: string, root: string): string[] {
   // A registry row for the root, `owner.lock`, the capability, a registration that is not `stopped`, a
   // checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the
   // next writer takes a dead holder's lock over.) A file that does not parse counts as a fence (it
   // cannot be proven not to be one).
   const places = handPlaces(stateHome, root);
   const fences: string[] = [];
-  const roots = jsonOf(places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
+  const roots = read.json(places.roots) as { entries?: { root?: unknown }[] } | 'unreadable' | undefined;
   if (roots === 'unreadable') fences.push('roots.json (unreadable)');
   else if (roots?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
-  if (pathExists(places.ownerLock)) fences.push('owner.lock');
-  if (pathExists(places.capability)) fences.push('local-capability.json');
-  const registration = jsonOf(places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
+  if (read.exists(places.ownerLock)) fences.push('owner.lock');
+  if (read.exists(places.capability)) fences.push('local-capability.json');
+  const registration = read.json(places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
   if (registration === 'unreadable') fences.push('registration.json (unreadable)');
   else if (registration !== undefined && registration.phase !== 'stopped') fences.push(`registration (${String(registration.phase)})`);
-  const checkout = jsonOf(places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
+  const checkout = read.json(places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
   if (checkout === 'unreadable') fences.push('checkout.lock (unreadable)');
   else if (checkout !== undefined && registration !== 'unreadable' && checkout.token === registration?.checkoutToken) {
     fences.push('checkout.lock (a registration\'s)');

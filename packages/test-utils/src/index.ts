@@ -9,7 +9,7 @@ export { enableEtcdAuth, etcdAvailable, etcdctl, etcdVersion, makeEtcdCertificat
 export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type CrasherPlan, type CrasherStep, type FixtureModules, type SharedFixturePlans } from './fixtures.js';
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
-export { handPlaces, serviceFences, type HandPlaces } from './hand-places.js';
+export { fencesOf, handPlaces, serviceFences, type HandPlaces, type StateReader } from './hand-places.js';
 export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
