@@ -39,6 +39,17 @@ function recording(root: string): { files: PrivateFiles; steps: MutationStep[] }
   return { files: new PrivateFiles(root, { hooks }), steps };
 }
 
+/** A recorded PrivateFiles with one document, `docs/file` holding 'x', made before the recording starts. */
+function recordedDocument(): { root: string; files: PrivateFiles; steps: MutationStep[]; path: string; created: FileSnapshot } {
+  const root = makeRoot();
+  const { files, steps } = recording(root);
+  files.directory(join(root, 'docs'), true);
+  const path = join(root, 'docs', 'file');
+  const created = files.create(path, bytesOf('x'));
+  steps.length = 0;
+  return { root, files, steps, path, created };
+}
+
 /** A file written directly (not through PrivateFiles) with an exact mode. */
 function writePlainFile(path: string, content: string | Uint8Array, mode = 0o600): void {
   writeFileSync(path, content, { mode });
@@ -880,12 +891,7 @@ describe('the beforeMutation hook', () => {
   });
 
   it('sees remove unlink and folder fsync, in order', () => {
-    const root = makeRoot();
-    const { files, steps } = recording(root);
-    files.directory(join(root, 'docs'), true);
-    const path = join(root, 'docs', 'file');
-    const created = files.create(path, bytesOf('x'));
-    steps.length = 0;
+    const { root, files, steps, path, created } = recordedDocument();
     files.remove(path, created);
     expect(steps).toEqual([
       { operation: 'remove', action: 'unlink', path },
@@ -920,12 +926,7 @@ describe('the beforeMutation hook', () => {
   });
 
   it('with syncFolder: false, remove skips exactly the folder fsync after its unlink', () => {
-    const root = makeRoot();
-    const { files, steps } = recording(root);
-    files.directory(join(root, 'docs'), true);
-    const path = join(root, 'docs', 'file');
-    const created = files.create(path, bytesOf('x'));
-    steps.length = 0;
+    const { files, steps, path, created } = recordedDocument();
     files.remove(path, created, undefined, { syncFolder: false });
     expect(steps).toEqual([{ operation: 'remove', action: 'unlink', path }]);
     expect(files.read(path)).toBeUndefined();
@@ -936,12 +937,7 @@ describe('the beforeMutation hook', () => {
   });
 
   it('with syncFolder: false, replace skips exactly the folder fsync after its rename; the data fsync before it stays', () => {
-    const root = makeRoot();
-    const { files, steps } = recording(root);
-    files.directory(join(root, 'docs'), true);
-    const path = join(root, 'docs', 'file');
-    const created = files.create(path, bytesOf('x'));
-    steps.length = 0;
+    const { files, steps, path, created } = recordedDocument();
     const replaced = files.replace(path, created, bytesOf('y'), undefined, { syncFolder: false });
     const temp = steps[0]?.path ?? '';
     expect(steps).toEqual([
@@ -957,12 +953,7 @@ describe('the beforeMutation hook', () => {
   });
 
   it('with syncFolder: false, create refuses and conflicts exactly as without it', () => {
-    const root = makeRoot();
-    const { files, steps } = recording(root);
-    files.directory(join(root, 'docs'), true);
-    const path = join(root, 'docs', 'file');
-    files.create(path, bytesOf('x'));
-    steps.length = 0;
+    const { root, files, steps, path } = recordedDocument();
     expect(codeOf(() => files.create(path, bytesOf('y'), undefined, { syncFolder: false }))).toBe('conflict');
     expect(codeOf(() => files.create(join(root, 'missing', 'file'), bytesOf('y'), undefined, { syncFolder: false }))).toBe('refused');
     expect(steps).toEqual([]);

@@ -24,9 +24,9 @@ afterEach(cleanUp);
 /** One protocol recorded and explored; the figures printed for the record. */
 async function explore(protocol: Protocol): Promise<void> {
   const recorded = await recordProtocol(protocol.protocol);
-  const { where, base, ops, points } = recorded;
+  const { ops, points } = recorded;
   expect(promiseBroken(recorded, points.at(-1)!), 'what the finished operation promised').toEqual([]);
-  const explored = await exploreTrace(where, points, protocol.protocol === 'recover' ? { recoveryOf: base } : {});
+  const explored = await exploreTrace(recorded, points);
   console.log(
     `${protocol.name}: ${ops.length} ops, ${explored.points} crash points, ${explored.yielded} states yielded, ${explored.distinct} distinct states checked`,
     { 'inspect before recovery': countsOf(explored.inspected), 'a new acquire while fenced': countsOf(explored.acquired), recovery: countsOf(explored.recovery) },

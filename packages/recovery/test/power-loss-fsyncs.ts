@@ -107,8 +107,8 @@ type Outcome = { readonly kind: 'holds' } | { readonly kind: 'broken' | 'unprove
  * could not show the drop holds anyway), the promise on whatever states the
  * last point yielded.
  */
-async function without(protocol: PowerLossProtocol, recorded: Recorded, dropped: readonly number[], verdicts: Verdicts): Promise<Outcome> {
-  const { where, base, ops, points: familiar } = recorded;
+async function without(recorded: Recorded, dropped: readonly number[], verdicts: Verdicts): Promise<Outcome> {
+  const { base, ops, points: familiar } = recorded;
   const points = allCrashStates(
     base,
     ops.filter((_, index) => !dropped.includes(index)),
@@ -116,9 +116,9 @@ async function without(protocol: PowerLossProtocol, recorded: Recorded, dropped:
   const promise = promiseBroken(recorded, points.at(-1)!);
   if (promise.length > 0) return { kind: 'broken', why: `${promise[0]} (the promise of the finished operation)` };
   const explored = await exploreTrace(
-    where,
+    recorded,
     points.filter((point) => !point.capped),
-    { ...(protocol === 'recover' ? { recoveryOf: base } : {}), untilFirstFinding: true, verdicts, familiar },
+    { untilFirstFinding: true, verdicts, familiar },
   );
   const first = explored.findings[0];
   if (first !== undefined) return { kind: 'broken', why: `${first.at}: ${first.broken.join('; ')}` };
@@ -141,12 +141,12 @@ export async function exploreFsyncs(protocol: PowerLossProtocol): Promise<void> 
   const verdicts: Verdicts = new Map();
   const fsyncs = fsyncsOf(recorded);
   const alone = new Map<Fsync, Outcome>();
-  for (const fsync of fsyncs) alone.set(fsync, await without(protocol, recorded, [fsync.index], verdicts));
+  for (const fsync of fsyncs) alone.set(fsync, await without(recorded, [fsync.index], verdicts));
   const dropped: Fsync[] = [];
   const together = new Map<Fsync, Outcome>();
   for (const [fsync, outcome] of alone) {
     if (outcome.kind !== 'holds') continue;
-    const more = await without(protocol, recorded, [...dropped, fsync].map((each) => each.index), verdicts);
+    const more = await without(recorded, [...dropped, fsync].map((each) => each.index), verdicts);
     together.set(fsync, more);
     if (more.kind === 'holds') dropped.push(fsync);
   }

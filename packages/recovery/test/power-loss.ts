@@ -7,6 +7,7 @@ import { Registry, rootsOverlap } from '@leasehold/registry';
 import {
   allCrashStates,
   baseTree,
+  codeOfAsync,
   contentKey,
   decodeTrace,
   endpointOf,
@@ -15,6 +16,7 @@ import {
   makeTemporaryFolder,
   makeWorkspace,
   materialise,
+  nodeKey,
   serviceFences,
   type CrashPoint,
   type PowerLossProtocol,
@@ -80,7 +82,7 @@ export const PROTOCOLS: readonly Protocol[] = [
  * `home` is the tree the trace is taken of (a fresh acquire makes the state
  * home itself), and the workspaces outside it, which no state touches.
  */
-export interface Case {
+interface Case {
   readonly place: TestPlace;
   readonly home: string;
   readonly roots: readonly string[];
@@ -142,6 +144,8 @@ export interface Recorded {
   readonly base: Tree;
   /** What the run left: the state home after the operation returned. */
   readonly finished: Tree;
+  /** Inside a recovery: the state it started from, so that no effect is on disk without its journal record (SPEC 6). */
+  readonly recoveryOf?: Tree;
   readonly ops: readonly TraceOp[];
   readonly points: readonly CrashPoint[];
 }
@@ -154,7 +158,7 @@ export async function recordProtocol(protocol: PowerLossProtocol): Promise<Recor
   const finished = baseTree(where.home);
   const points = allCrashStates(base, ops);
   expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(contentKey(finished));
-  return { where, base, finished, ops, points };
+  return { where, base, finished, ops, points, ...(protocol === 'recover' ? { recoveryOf: base } : {}) };
 }
 
 // ---- What a state holds, read from the tree itself (SPEC 10), not through the packages under test. ----
@@ -282,12 +286,11 @@ async function checkState(where: Case, state: Tree, recoveryOf?: Tree): Promise<
 
 /** SPEC 10.3: while a fence of `root` remains, a new owner's acquire is refused; answers how ('refused: <code>'), or 'acquired'. */
 async function refusedAcquire(stateHome: string, root: string, fences: readonly string[], broken: string[]): Promise<string> {
-  let lease: Awaited<ReturnType<ServiceCoordination['acquire']>>;
-  try {
+  let lease: Awaited<ReturnType<ServiceCoordination['acquire']>> | undefined;
+  const code = await codeOfAsync(async () => {
     lease = await new ServiceCoordination(root, { stateHome }).acquire(OWNER_CONFIG, PARENT_ENDPOINT);
-  } catch (error) {
-    return `refused: ${error instanceof Error && 'code' in error ? String(error.code) : 'no code'}`;
-  }
+  });
+  if (lease === undefined) return `refused: ${code}`;
   broken.push(`${root}: a new acquire succeeded with ${fences.join(', ')}`);
   await lease.release();
   return 'acquired';
@@ -361,15 +364,13 @@ export type Verdicts = Map<string, Checked>;
 
 /** How `exploreTrace` goes about it; by default every distinct state is checked and every finding reported. */
 export interface ExploreOptions {
-  /** Inside a recovery: the state it started from, so that no effect is on disk without its journal record (SPEC 6). */
-  readonly recoveryOf?: Tree;
   /** Stop at the first state that breaks an invariant: answers whether one does, not which all do. */
   readonly untilFirstFinding?: boolean;
   /**
    * The verdicts of the states already checked in this case, read and added
    * to: a state that several traces of one case leave is checked once. Sound
-   * because a check depends on the state alone (and on `recoveryOf`, which
-   * is the case's).
+   * because a check depends on the state alone (and on the recording's
+   * `recoveryOf`, which is the case's).
    */
   readonly verdicts?: Verdicts;
   /**
@@ -381,8 +382,13 @@ export interface ExploreOptions {
 }
 
 /** Every distinct state of every crash point, checked (see `ExploreOptions`); fails when the enumeration was capped. */
-export async function exploreTrace(where: Case, points: readonly CrashPoint[], options: ExploreOptions = {}): Promise<Exploration> {
-  const { recoveryOf, untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [] } = options;
+export async function exploreTrace(
+  recorded: Pick<Recorded, 'where' | 'recoveryOf'>,
+  points: readonly CrashPoint[],
+  options: ExploreOptions = {},
+): Promise<Exploration> {
+  const { where, recoveryOf } = recorded;
+  const { untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [] } = options;
   expect(points.filter((point) => point.capped).map((point) => point.point), 'capped crash points').toEqual([]);
   const distinct = distinctStates(points, where.home);
   const known = new Set(distinctStates(familiar, where.home).keys());
@@ -429,17 +435,20 @@ function promised(tree: Tree, stateHome: string): Tree {
  */
 export function promiseBroken(recorded: Pick<Recorded, 'where' | 'finished'>, last: CrashPoint): string[] {
   const { stateHome } = recorded.where.place;
-  const expected = contentKey(promised(recorded.finished, stateHome));
-  const differing = last.states.filter((state) => contentKey(promised(state, stateHome)) !== expected);
+  const finished = promised(recorded.finished, stateHome);
+  const expected = contentKey(finished);
+  const differing = last.states.map((state) => promised(state, stateHome)).filter((state) => contentKey(state) !== expected);
   if (differing.length === 0) return [];
-  const paths = new Set(differing.flatMap((state) => changedPaths(promised(state, stateHome), promised(recorded.finished, stateHome))));
+  const paths = new Set(differing.flatMap((state) => changedPaths(state, finished)));
   return [`after the operation returned, ${differing.length} state(s) differ from what it left, at ${[...paths].sort().join(', ')}`];
 }
 
 /** The paths at which two trees differ (by kind, mode, bytes or target). */
 function changedPaths(a: Tree, b: Tree): string[] {
-  const describe = (node: TreeNode | undefined) =>
-    node === undefined ? 'absent' : node.kind === 'file' ? `f ${node.mode} ${Buffer.from(node.bytes).toString('hex')}` : node.kind === 'folder' ? `d ${node.mode}` : `l ${node.target}`;
+  const keyAt = (tree: Tree, path: string) => {
+    const node = tree.entries[path];
+    return node === undefined ? 'absent' : nodeKey(node);
+  };
   const paths = new Set([...Object.keys(a.entries), ...Object.keys(b.entries)]);
-  return [...paths].filter((path) => describe(a.entries[path]) !== describe(b.entries[path]));
+  return [...paths].filter((path) => keyAt(a, path) !== keyAt(b, path));
 }

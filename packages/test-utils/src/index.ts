@@ -14,7 +14,7 @@ export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, owner
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
-export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
+export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, nodeKey, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
 export { materialise } from './power-loss/materialise.js';
 export { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
 export { baseTree, decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';

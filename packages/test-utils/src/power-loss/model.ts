@@ -419,12 +419,18 @@ export function contentKey(tree: Tree): string {
     .sort()
     .map((path) => {
       const node = tree.entries[path]!;
-      if (node.kind === 'folder') return `${path} d ${node.mode}`;
-      if (node.kind === 'symlink') return `${path} l ${node.target}`;
+      if (node.kind !== 'file') return `${path} ${nodeKey(node)}`;
       if (!firstName.has(node.inode)) firstName.set(node.inode, path);
-      return `${path} f ${node.mode} ${firstName.get(node.inode)} ${Buffer.from(node.bytes).toString('hex')}`;
+      return `${path} ${nodeKey(node)} ${firstName.get(node.inode)}`;
     })
     .join('\n');
+}
+
+/** One node's content, as a key: its kind and mode, and a file's bytes or a link's target (not which names share a file: that is the tree's). */
+export function nodeKey(node: TreeNode): string {
+  if (node.kind === 'folder') return `d ${node.mode}`;
+  if (node.kind === 'symlink') return `l ${node.target}`;
+  return `f ${node.mode} ${Buffer.from(node.bytes).toString('hex')}`;
 }
 
 /** Enumerates the states of one crash point, stopping at `cap` combinations. */
