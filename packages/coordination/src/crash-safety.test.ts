@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   codeOfAsync,
@@ -131,7 +131,7 @@ function crasherPlan(operation: CrasherPlan['operation'], place: TestPlace, root
 }
 
 /** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from the SPEC. */
-async function dryRun(operationCase: OperationCase): Promise<readonly string[]> {
+async function dryRun(operationCase: OperationCase): Promise<void> {
   const dry = await preparedPlace(operationCase);
   const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, dry.place, dry.root), FIXTURE_MODULES);
   const done = await messageOf(child, 'done');
@@ -139,7 +139,6 @@ async function dryRun(operationCase: OperationCase): Promise<readonly string[]> 
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, dry.place, dry.root));
   expect(steps).toEqual(operationCase.expectedSteps);
   expect(done.steps).toBe(operationCase.expectedSteps.length);
-  return steps;
 }
 
 /** What one crash point showed, for the record. */
@@ -252,60 +251,59 @@ function summary(judgements: readonly Judgement[]) {
   };
 }
 
-describe('a writer killed (SIGKILL) before any mutating step (SPEC 10.3)', () => {
-  for (const operationCase of CASES) {
-    it(operationCase.name, async () => {
-      const steps = await dryRun(operationCase);
-      // Every crash point: killed before step k, for k in 1..N, and once after the operation returned.
-      const crashPoints: (number | 'end')[] = [...steps.map((_, index) => index + 1), 'end'];
-      const judgements: Judgement[] = [];
-      for (const killAt of crashPoints) {
-        const prepared = await preparedPlace(operationCase);
-        const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { killAt }), FIXTURE_MODULES);
-        const end = await child.closed;
-        expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
-        const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
-        expect(reported).toEqual(killAt === 'end' ? steps : steps.slice(0, killAt));
-        expect(messagesOf(child, 'done')).toHaveLength(killAt === 'end' ? 1 : 0);
-        const label = `${operationCase.name}, killed ${killAt === 'end' ? 'after the last step' : `before step ${killAt}: ${steps[killAt - 1]}`}`;
-        // Alternately the same root's writer or another workspace's meets what the dead writer left first.
-        const order = killAt === 'end' || killAt % 2 === 1 ? 'same root first' : 'other first';
-        judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], order, label)), order });
-      }
-      console.log(`${operationCase.name}: ${steps.length} SIGKILL crash points (+1 after the last step)`, summary(judgements));
-      expect(judgements).toHaveLength(crashPoints.length);
-    });
-  }
+/** Every crash point of a case: killed before step k, for k in 1..N, and once after the operation returned. */
+const killPoints = (operationCase: OperationCase): (number | 'end')[] => [...operationCase.expectedSteps.map((_, index) => index + 1), 'end'];
+const pointName = (operationCase: OperationCase, killAt: number | 'end') =>
+  killAt === 'end' ? 'after the last step' : `before step ${killAt}: ${operationCase.expectedSteps[killAt - 1]}`;
+
+// One test per crash point (each a fresh place and one child), so that each stays far inside its bound; the
+// dry run, which proves the step list every point relies on, is a test of its own.
+for (const operationCase of CASES) describe(`a writer killed (SIGKILL) before any mutating step (SPEC 10.3): ${operationCase.name}`, () => {
+  const judgements: Judgement[] = [];
+  afterAll(() => console.log(`${operationCase.name}: ${judgements.length} SIGKILL crash points judged`, summary(judgements)));
+
+  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(operationCase));
+
+  for (const killAt of killPoints(operationCase)) it(`killed ${pointName(operationCase, killAt)}`, async () => {
+    const steps = operationCase.expectedSteps;
+    const prepared = await preparedPlace(operationCase);
+    const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { killAt }), FIXTURE_MODULES);
+    const end = await child.closed;
+    expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
+    const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
+    expect(reported).toEqual(killAt === 'end' ? steps : steps.slice(0, killAt));
+    expect(messagesOf(child, 'done')).toHaveLength(killAt === 'end' ? 1 : 0);
+    const label = `${operationCase.name}, killed ${pointName(operationCase, killAt)}`;
+    // Alternately the same root's writer or another workspace's meets what the dead writer left first.
+    const order = killAt === 'end' || killAt % 2 === 1 ? 'same root first' : 'other first';
+    judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], order, label)), order });
+  });
 });
 
-describe('a writer failing with an I/O error at any mutating step, then exiting (SPEC 10.3)', () => {
-  for (const operationCase of CASES) {
-    it(operationCase.name, async () => {
-      const steps = await dryRun(operationCase);
-      const judgements: Judgement[] = [];
-      const outcomes: string[] = [];
-      for (const [index, step] of steps.entries()) {
-        const failAt = index + 1;
-        const failCode = ioErrorCodeOf(step);
-        const label = `${operationCase.name}, ${failCode} at step ${failAt}: ${step}`;
-        const prepared = await preparedPlace(operationCase);
-        const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { failAt, failCode }), FIXTURE_MODULES);
-        const failed = (await messageOf(child, 'failed')).failed as { outcome: string; code?: string; message?: string };
-        const end = await child.closed;
-        expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: 0, signal: null });
-        // The same steps up to the failing one; after it, the rollback's or nothing.
-        const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
-        expect(reported.slice(0, failAt), label).toEqual(steps.slice(0, failAt));
-        // The injected error itself is what the operation rejects with, unless the operation absorbs it.
-        if (operationCase.absorbed.includes(step)) expect(failed, label).toEqual({ outcome: 'resolved' });
-        else expect(failed, label).toMatchObject({ outcome: 'rejected', code: failCode, message: `${failCode}: injected before ${reportedRaw(child, failAt)}` });
-        outcomes.push(`${failed.outcome}${failed.code === undefined ? '' : ` ${failed.code}`}`);
-        judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], 'same root first', label)), order: 'same root first' });
-      }
-      console.log(`${operationCase.name}: ${steps.length} I/O-error points`, { outcomes: countsOf(outcomes), ...summary(judgements) });
-      expect(judgements).toHaveLength(steps.length);
-    });
-  }
+for (const operationCase of CASES) describe(`a writer failing with an I/O error at any mutating step, then exiting (SPEC 10.3): ${operationCase.name}`, () => {
+  const judgements: Judgement[] = [];
+  const outcomes: string[] = [];
+  afterAll(() => console.log(`${operationCase.name}: ${judgements.length} I/O-error points judged`, { outcomes: countsOf(outcomes), ...summary(judgements) }));
+
+  for (const [index, step] of operationCase.expectedSteps.entries()) it(`${ioErrorCodeOf(step)} at step ${index + 1}: ${step}`, async () => {
+    const steps = operationCase.expectedSteps;
+    const failAt = index + 1;
+    const failCode = ioErrorCodeOf(step);
+    const label = `${operationCase.name}, ${failCode} at step ${failAt}: ${step}`;
+    const prepared = await preparedPlace(operationCase);
+    const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, prepared.place, prepared.root, { failAt, failCode }), FIXTURE_MODULES);
+    const failed = (await messageOf(child, 'failed')).failed as { outcome: string; code?: string; message?: string };
+    const end = await child.closed;
+    expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: 0, signal: null });
+    // The same steps up to the failing one; after it, the rollback's or nothing.
+    const reported = messagesOf(child, 'step').map((message) => shownStep(message, prepared.place, prepared.root));
+    expect(reported.slice(0, failAt), label).toEqual(steps.slice(0, failAt));
+    // The injected error itself is what the operation rejects with, unless the operation absorbs it.
+    if (operationCase.absorbed.includes(step)) expect(failed, label).toEqual({ outcome: 'resolved' });
+    else expect(failed, label).toMatchObject({ outcome: 'rejected', code: failCode, message: `${failCode}: injected before ${reportedRaw(child, failAt)}` });
+    outcomes.push(`${failed.outcome}${failed.code === undefined ? '' : ` ${failed.code}`}`);
+    judgements.push({ ...(await judge(prepared, [...prepared.deadPids, child.pid], 'same root first', label)), order: 'same root first' });
+  });
 });
 
 /** Step `n` as the child reported it, with its real path (the injected error's message names it). */

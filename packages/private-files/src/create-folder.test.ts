@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, modeOf, sha256Hex } from '@leasehold/test-utils';
 import { makeRoot, namesIn, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
@@ -32,6 +32,57 @@ function outcomeOf(target: string): 'absent' | 'whole' | 'partial' {
     names.join(',') === Object.keys(CONTENTS).sort().join(',') &&
     Object.entries(CONTENTS).every(([name, text]) => readFileSync(join(target, name), 'utf8') === text);
   return whole ? 'whole' : 'partial';
+}
+
+// The mutating steps of createFolder of `parent/service`, as a writer in a child reports them (see
+// shownSteps): the same list the hook test above checks in this process.
+const CREATE_FOLDER_STEPS = [
+  'create-folder mkdir .staging/<staged>',
+  'create-folder write .staging/<staged>/format.json',
+  'create-folder fsync .staging/<staged>/format.json',
+  'create-folder write .staging/<staged>/config.json',
+  'create-folder fsync .staging/<staged>/config.json',
+  'create-folder fsync-directory .staging/<staged>',
+  'create-folder rename parent/service',
+  'create-folder fsync-directory parent',
+];
+const RENAMED_AT = CREATE_FOLDER_STEPS.indexOf('create-folder rename parent/service') + 1;
+
+/** Steps as `operation action path`, relative to the root, the staged folder (a `.dir` in staging) as `<staged>`. */
+function shownSteps(steps: readonly MutationStep[], root: string): string[] {
+  const shownPath = (path: string) => relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
+  return steps.map(({ operation, action, path }) => `${operation} ${action} ${shownPath(path)}`);
+}
+
+/** The dry run: createFolder in a child, every step reported; it must be exactly CREATE_FOLDER_STEPS. */
+async function dryRunInChild(): Promise<void> {
+  const { root, target } = prepared();
+  const dry = spawnWriter({ root, operations: [{ op: 'createFolder', path: target, files: CONTENTS }] });
+  expect((await dry.closed).code).toBe(0);
+  const steps = writerMessages(dry, 'step') as MutationStep[];
+  expect(steps).toHaveLength(8);
+  expect(shownSteps(steps, root)).toEqual(CREATE_FOLDER_STEPS);
+}
+
+/** A writer in a child, SIGKILLed before step `crashAt` of createFolder: absent or whole, before and after the sweep. */
+async function killedAt(crashAt: number): Promise<void> {
+  const { root, files, parent, target } = prepared();
+  const writer = spawnWriter({
+    root,
+    operations: [{ op: 'createFolder', path: target, files: CONTENTS }],
+    stop: { how: 'kill', at: crashAt },
+  });
+  expect((await writer.closed).signal).toBe('SIGKILL');
+  expect(shownSteps(writerMessages(writer, 'step') as MutationStep[], root)).toEqual(CREATE_FOLDER_STEPS.slice(0, crashAt));
+  const renamed = crashAt > RENAMED_AT;
+  const expected = renamed ? 'whole' : 'absent';
+  expect({ crashAt, outcome: outcomeOf(target) }).toEqual({ crashAt, outcome: expected });
+  expect(readdirSync(parent)).toEqual(renamed ? ['service'] : []);
+  const swept = files.sweepStaging();
+  expect(swept.kept).toEqual([]);
+  expect(readdirSync(join(root, STAGING_FOLDER))).toEqual([]);
+  // Never partial, after the sweep either: the sweep touches staging only.
+  expect({ crashAt, afterSweep: outcomeOf(target) }).toEqual({ crashAt, afterSweep: expected });
 }
 
 describe('createFolder', () => {
@@ -84,30 +135,14 @@ describe('createFolder', () => {
     expect(new Set(steps.map((step) => step.operation))).toEqual(new Set(['create-folder']));
   });
 
-  it('leaves the folder absent or whole when the writer is killed before any step, and sweepStaging removes the rest', async () => {
-    const dryRun = prepared();
-    const dry = spawnWriter({ root: dryRun.root, operations: [{ op: 'createFolder', path: dryRun.target, files: CONTENTS }] });
-    expect((await dry.closed).code).toBe(0);
-    const total = writerMessages(dry, 'step').length;
-    expect(total).toBe(8);
-    const outcomes: string[] = [];
-    for (let crashAt = 1; crashAt <= total; crashAt += 1) {
-      const { root, files, parent, target } = prepared();
-      const writer = spawnWriter({
-        root,
-        operations: [{ op: 'createFolder', path: target, files: CONTENTS }],
-        stop: { how: 'kill', at: crashAt },
-      });
-      expect((await writer.closed).signal).toBe('SIGKILL');
-      const renamed = crashAt > 7; // step 7 is the rename
-      expect({ crashAt, outcome: outcomeOf(target) }).toEqual({ crashAt, outcome: renamed ? 'whole' : 'absent' });
-      expect(readdirSync(parent)).toEqual(renamed ? ['service'] : []);
-      const swept = files.sweepStaging();
-      expect(swept.kept).toEqual([]);
-      expect(readdirSync(join(root, STAGING_FOLDER))).toEqual([]);
-      outcomes.push(outcomeOf(target));
+  // One test per crash point (each a fresh root and one child), so that each stays far inside its bound; the dry
+  // run, which proves the step list every point relies on, is a test of its own.
+  describe('leaves the folder absent or whole when the writer is killed before any step, and sweepStaging removes the rest', () => {
+    it('the dry run reports exactly the steps written above', dryRunInChild);
+
+    for (const crashAt of CREATE_FOLDER_STEPS.map((_, index) => index + 1)) {
+      it(`killed before step ${crashAt}: ${CREATE_FOLDER_STEPS[crashAt - 1]}`, () => killedAt(crashAt));
     }
-    expect(outcomes.filter((outcome) => outcome === 'partial')).toEqual([]);
   });
 
   it('keeps a staged folder that holds something it did not stage', () => {

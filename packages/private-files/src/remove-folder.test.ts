@@ -1,5 +1,5 @@
 import { readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp } from '@leasehold/test-utils';
 import { makeRoot, namesIn, unchangedCodeOf } from '../test/helpers.js';
@@ -20,6 +20,51 @@ function published(hooks?: { beforeMutation: (step: MutationStep) => void }) {
   const snapshots = (): Record<string, FileSnapshot> =>
     Object.fromEntries(Object.keys(CONTENTS).map((name) => [name, new PrivateFiles(root).read(join(target, name))!]));
   return { root, files, parent, target, expected: snapshots() };
+}
+
+// The mutating steps of removeFolder of `parent/service`, as shownSteps shows them: the list the hook test below checks.
+const REMOVE_FOLDER_STEPS = [
+  'remove-folder rename .staging/<staged> from parent/service',
+  'remove-folder fsync-directory parent',
+  'remove-folder unlink .staging/<staged>/config.json',
+  'remove-folder unlink .staging/<staged>/format.json',
+  'remove-folder rmdir .staging/<staged>',
+];
+
+/** Steps as `operation action path [from source]`, relative to the root, the staged folder (a `.dir` in staging) as `<staged>`. */
+function shownSteps(steps: readonly MutationStep[], root: string): string[] {
+  const shownPath = (path: string) => relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
+  return steps.map(({ operation, action, path, source }) =>
+    `${operation} ${action} ${shownPath(path)}${source === undefined ? '' : ` from ${shownPath(source)}`}`,
+  );
+}
+
+/** removeFolder with EIO thrown before step `failAt`: the folder is whole in place, or gone from it. */
+function failedAt(failAt: number): void {
+  const reached: MutationStep[] = [];
+  const { root, files, parent, target, expected } = published({
+    beforeMutation: (step) => {
+      reached.push({ ...step });
+      if (reached.length === failAt) throw Object.assign(new Error('injected EIO'), { code: 'EIO' });
+    },
+  });
+  let thrown = false;
+  try {
+    files.removeFolder(target, expected);
+  } catch {
+    thrown = true;
+  }
+  expect(shownSteps(reached, root).slice(0, failAt)).toEqual(REMOVE_FOLDER_STEPS.slice(0, failAt));
+  const names = namesIn(target);
+  if (failAt === 1) {
+    expect({ failAt, thrown, names }).toEqual({ failAt, thrown: true, names: ['config.json', 'format.json'] });
+  } else {
+    // After the rename the folder is gone from its place; a failure before the parent fsync is reported.
+    expect({ failAt, thrown, names, parent: readdirSync(parent) }).toEqual({ failAt, thrown: failAt === 2, names: undefined, parent: [] });
+  }
+  // Whatever is left in staging names this live writer: a later sweep removes it once the writer is gone.
+  expect(files.stagingEntries().every((entry) => entry.writer === 'live')).toBe(true);
+  expect(readdirSync(join(root, STAGING_FOLDER)).length).toBeLessThanOrEqual(1);
 }
 
 describe('removeFolder', () => {
@@ -62,31 +107,10 @@ describe('removeFolder', () => {
     expect(new Set(steps.map((step) => step.operation))).toEqual(new Set(['remove-folder']));
   });
 
-  it('leaves the folder whole or gone when any step fails, never a half-emptied folder in place', () => {
-    for (let failAt = 1; failAt <= 5; failAt += 1) {
-      let count = 0;
-      const { root, files, parent, target, expected } = published({
-        beforeMutation: () => {
-          count += 1;
-          if (count === failAt) throw Object.assign(new Error('injected EIO'), { code: 'EIO' });
-        },
-      });
-      let thrown = false;
-      try {
-        files.removeFolder(target, expected);
-      } catch {
-        thrown = true;
-      }
-      const names = namesIn(target);
-      if (failAt === 1) {
-        expect({ failAt, thrown, names }).toEqual({ failAt, thrown: true, names: ['config.json', 'format.json'] });
-      } else {
-        // After the rename the folder is gone from its place; a failure before the parent fsync is reported.
-        expect({ failAt, thrown, names, parent: readdirSync(parent) }).toEqual({ failAt, thrown: failAt === 2, names: undefined, parent: [] });
-      }
-      // Whatever is left in staging names this live writer: a later sweep removes it once the writer is gone.
-      expect(files.stagingEntries().every((entry) => entry.writer === 'live')).toBe(true);
-      expect(readdirSync(join(root, STAGING_FOLDER)).length).toBeLessThanOrEqual(1);
+  // One test per failing step (each a fresh root), so that each names its point and runs alone.
+  describe('leaves the folder whole or gone when any step fails, never a half-emptied folder in place', () => {
+    for (const failAt of REMOVE_FOLDER_STEPS.map((_, index) => index + 1)) {
+      it(`EIO before step ${failAt}: ${REMOVE_FOLDER_STEPS[failAt - 1]}`, () => failedAt(failAt));
     }
   });
 });

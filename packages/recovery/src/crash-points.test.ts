@@ -1,6 +1,6 @@
 import { unlinkSync } from 'node:fs';
 import { posix } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   countsOf,
@@ -28,7 +28,6 @@ import {
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   coordinationOf,
-  inTurns,
   journalRecords,
   judgeFenced,
   makePlace,
@@ -177,20 +176,19 @@ async function recoverAndReacquire(place: TestPlace, root: string, label: string
   return { inspected, recovery: snapshot.clear ? 'clear' : 'recovered' };
 }
 
+/** A step list as the log shows it, numbered. */
+const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${index + 1}. ${step}`).join('\n');
+
 /** The dry run: the whole operation in a child, every step reported and checked against the expected list. */
-async function dryRun(operationCase: OperationCase): Promise<string[]> {
-  const place = makePlace();
-  const root = makeWorkspace(place, 'workspace');
-  await operationCase.prepare?.(place, root);
+async function dryRun(operationCase: OperationCase): Promise<void> {
+  const { place, root } = await preparedPlace(operationCase);
   const child = spawnOwner(ownerPlan(place, root, operationCase.operation));
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, place, root));
-  console.log(`${operationCase.name}: ${steps.length} steps\n${steps.map((step, index) => `  ${index + 1}. ${step}`).join('\n')}`);
+  console.log(`${operationCase.name}: ${steps.length} steps\n${numbered(steps)}`);
   expect(steps).toEqual(operationCase.expectedSteps);
   expect(done.steps).toBe(steps.length);
-  await cleanUp();
-  return steps;
 }
 
 /** A fresh place, prepared for the operation. */
@@ -201,41 +199,84 @@ async function preparedPlace(operationCase: OperationCase): Promise<{ place: Tes
   return { place, root };
 }
 
-/** A fresh place where the owner child was killed before step `killAt` (or after the last step). */
-async function killed(operationCase: OperationCase, killAt: number | 'end', stepCount: number): Promise<{ place: TestPlace; root: string }> {
+/**
+ * A fresh place where the owner child was killed before step `killAt` (or
+ * after the last step); the steps it reported are the expected list's up to
+ * there, so the point is the step its title names.
+ */
+async function killed(operationCase: OperationCase, killAt: number | 'end'): Promise<{ place: TestPlace; root: string }> {
   const { place, root } = await preparedPlace(operationCase);
   const child = spawnOwner(ownerPlan(place, root, operationCase.operation, killAt));
   const end = await child.closed;
   expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
-  expect(messagesOf(child, 'step').map((message) => (message.step as { n: number }).n).at(-1)).toBe(killAt === 'end' ? stepCount : killAt);
+  const steps = operationCase.expectedSteps;
+  expect(messagesOf(child, 'step').map((message) => shownStep(message, place, root))).toEqual(killAt === 'end' ? steps : steps.slice(0, killAt));
   return { place, root };
 }
 
 /**
- * Fresh places where the operation failed with EIO at each of `failAts`, one
- * place per step, all run by one owner process that then exited (owners.mjs):
- * each state is as a failing disk and an exited process left it.
+ * A fresh place where the operation failed with EIO at step `failAt`, run by
+ * an owner process (owners.mjs) that then exited: the state is as a failing
+ * disk and an exited process left it.
  */
-async function failed(operationCase: OperationCase, failAts: readonly number[], steps: readonly string[]) {
-  const places: { place: TestPlace; root: string }[] = [];
-  for (let index = 0; index < failAts.length; index += 1) places.push(await preparedPlace(operationCase));
-  const runs = places.map(({ place, root }, index) => ({ workspace: root, stateHome: place.stateHome, endpoint: CHILD_ENDPOINT, failAt: failAts[index]! }));
-  const reports = await runBatch('owners.mjs', { operation: operationCase.operation, config: OWNER_CONFIG, runs, end: 'exit' });
-  return places.map(({ place, root }, index) => {
-    const report = reports[index]!;
-    // The step that failed is the dry run's step of that number.
-    expect(report.step === null ? null : shownStep({ step: report.step }, place, root)).toBe(steps[failAts[index]! - 1]);
-    return { place, root, failed: String(report.failed) };
-  });
+async function failed(operationCase: OperationCase, failAt: number): Promise<{ place: TestPlace; root: string; failed: string }> {
+  const { place, root } = await preparedPlace(operationCase);
+  const runs = [{ workspace: root, stateHome: place.stateHome, endpoint: CHILD_ENDPOINT, failAt }];
+  const [report] = await runBatch('owners.mjs', { operation: operationCase.operation, config: OWNER_CONFIG, runs, end: 'exit' });
+  // The step that failed is the expected list's step of that number.
+  expect(report!.step === null ? null : shownStep({ step: report!.step }, place, root)).toBe(operationCase.expectedSteps[failAt - 1]);
+  return { place, root, failed: String(report!.failed) };
 }
 
-let recovered = { killed: 0, failing: 0 };
+/** What one crash point showed: as left, with the registry lock deleted by hand (where one was left), and what the operation answered. */
+interface PointResult {
+  readonly asLeft: Outcome;
+  readonly withoutLock?: Outcome;
+  readonly answered?: string;
+}
+
+const lockLeft = (place: TestPlace) => pathExists(handPlaces(place.stateHome, '/').registryLock);
+
+/** Deletes the registry lock a dead writer left, by hand, then recovers. */
+async function withLockDeleted(left: { place: TestPlace; root: string }, label: string): Promise<Outcome> {
+  unlinkSync(handPlaces(left.place.stateHome, left.root).registryLock);
+  return recoverAndReacquire(left.place, left.root, `${label}, registry lock deleted by hand`);
+}
+
+/** One kill point: recovered as left, then (where a registry lock was left) in a second fresh place with it deleted by hand. */
+async function killPoint(operationCase: OperationCase, killAt: number | 'end', label: string): Promise<PointResult> {
+  const left = await killed(operationCase, killAt);
+  const hadLock = lockLeft(left.place);
+  const asLeft = await recoverAndReacquire(left.place, left.root, label);
+  if (!hadLock) return { asLeft };
+  return { asLeft, withoutLock: await withLockDeleted(await killed(operationCase, killAt), label) };
+}
+
+/** One I/O error point: recovered as left, then (where a registry lock was left) in a second fresh place with it deleted by hand. */
+async function failingPoint(operationCase: OperationCase, failAt: number, label: string): Promise<PointResult> {
+  const left = await failed(operationCase, failAt);
+  const hadLock = lockLeft(left.place);
+  const asLeft = await recoverAndReacquire(left.place, left.root, label);
+  if (!hadLock) return { asLeft, answered: left.failed };
+  return { asLeft, answered: left.failed, withoutLock: await withLockDeleted(await failed(operationCase, failAt), label) };
+}
+
+/** Every crash point of a case: killed before step k, for k in 1..N, and once after the operation returned. */
+const killPoints = (operationCase: OperationCase): (number | 'end')[] => [...operationCase.expectedSteps.map((_, index) => index + 1), 'end'];
+const killPointName = (operationCase: OperationCase, killAt: number | 'end') =>
+  killAt === 'end' ? 'killed after the last step' : `killed before step ${killAt}: ${operationCase.expectedSteps[killAt - 1]}`;
+const failingPointName = (operationCase: OperationCase, failAt: number) => `failing with EIO at step ${failAt}: ${operationCase.expectedSteps[failAt - 1]}`;
+
+/** Counts of the crash points recovered in this file, for the closing log (bookkeeping only). */
+const recovered = { killed: 0, failing: 0 };
 
 /** Logs what the crash points of one operation showed. */
-function logOutcomes(name: string, kind: 'killed' | 'failing', count: number, outcomes: readonly Outcome[], withoutLock: readonly Outcome[], answers: readonly string[]) {
-  recovered = { ...recovered, [kind]: recovered[kind] + count };
-  console.log(`${name} (${kind}): recovered ${count} crash points (and ${withoutLock.length} with the registry lock deleted by hand)`, {
-    ...(kind === 'failing' ? { 'the operation answered': countsOf(answers) } : {}),
+function logOutcomes(name: string, kind: 'killed' | 'failing', results: readonly PointResult[]) {
+  recovered[kind] += results.length;
+  const outcomes = results.map((result) => result.asLeft);
+  const withoutLock = results.flatMap((result) => (result.withoutLock === undefined ? [] : [result.withoutLock]));
+  console.log(`${name} (${kind}): recovered ${results.length} crash points (and ${withoutLock.length} with the registry lock deleted by hand)`, {
+    ...(kind === 'failing' ? { 'the operation answered': countsOf(results.map((result) => result.answered ?? '')) } : {}),
     'inspect before recovery': countsOf(outcomes.map((outcome) => outcome.inspected)),
     recovery: countsOf(outcomes.map((outcome) => outcome.recovery)),
     'lock deleted: inspect before recovery': countsOf(withoutLock.map((outcome) => outcome.inspected)),
@@ -243,56 +284,36 @@ function logOutcomes(name: string, kind: 'killed' | 'failing', count: number, ou
   });
 }
 
-const lockLeft = (place: TestPlace) => pathExists(handPlaces(place.stateHome, '/').registryLock);
+afterAll(() => console.log(`recovered crash points of acquire/phase/release: ${recovered.killed} killed, ${recovered.failing} failing with EIO`));
 
-/** Every kill point of one operation (two at a time): as left, then (where a registry lock was left) with it deleted by hand. */
-async function everyKillPoint(operationCase: OperationCase): Promise<void> {
-  const steps = await dryRun(operationCase);
-  const points: (number | 'end')[] = [...steps.map((_, index) => index + 1), 'end'];
-  const results = await inTurns(points, 2, async (killAt) => {
-    const label = `${operationCase.name}, ${killAt === 'end' ? 'killed after the last step' : `killed before step ${killAt}: ${steps[killAt - 1]}`}`;
-    const left = await killed(operationCase, killAt, steps.length);
-    const hadLock = lockLeft(left.place);
-    const asLeft = await recoverAndReacquire(left.place, left.root, label);
-    if (!hadLock) return { asLeft };
-    const again = await killed(operationCase, killAt, steps.length);
-    unlinkSync(handPlaces(again.place.stateHome, again.root).registryLock);
-    return { asLeft, withoutLock: await recoverAndReacquire(again.place, again.root, `${label}, registry lock deleted by hand`) };
+// One test per crash point (each a fresh place and its own child), so that each stays far inside its bound; the dry
+// run, which proves the step list every point's title and checks rely on, is a test of its own.
+for (const operationCase of CASES) describe(`recovery from every crash point of an owner (SPEC 10.3): ${operationCase.name}`, () => {
+  const killedResults: PointResult[] = [];
+  const failingResults: PointResult[] = [];
+  afterAll(() => {
+    logOutcomes(operationCase.name, 'killed', killedResults);
+    logOutcomes(operationCase.name, 'failing', failingResults);
   });
-  await cleanUp();
-  const outcomes = results.map((result) => result.asLeft);
-  const withoutLock = results.flatMap((result) => (result.withoutLock === undefined ? [] : [result.withoutLock]));
-  logOutcomes(operationCase.name, 'killed', points.length, outcomes, withoutLock, []);
-}
 
-/** Every I/O error point of one operation: as left, then (where a registry lock was left) with it deleted by hand. */
-async function everyFailingPoint(operationCase: OperationCase): Promise<void> {
-  const steps = await dryRun(operationCase);
-  const failAts = steps.map((_, index) => index + 1);
-  const label = (failAt: number) => `${operationCase.name}, failing with EIO at step ${failAt}: ${steps[failAt - 1]}`;
-  const left = await failed(operationCase, failAts, steps);
-  const outcomes: Outcome[] = [];
-  const withLock: number[] = [];
-  for (const [index, { place, root }] of left.entries()) {
-    if (lockLeft(place)) withLock.push(failAts[index]!);
-    outcomes.push(await recoverAndReacquire(place, root, label(failAts[index]!)));
-  }
-  await cleanUp();
-  const withoutLock: Outcome[] = [];
-  for (const [index, { place, root }] of (await failed(operationCase, withLock, steps)).entries()) {
-    unlinkSync(handPlaces(place.stateHome, root).registryLock);
-    withoutLock.push(await recoverAndReacquire(place, root, `${label(withLock[index]!)}, registry lock deleted by hand`));
-  }
-  await cleanUp();
-  logOutcomes(operationCase.name, 'failing', failAts.length, outcomes, withoutLock, left.map((point) => point.failed));
-}
+  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(operationCase));
 
-describe('recovery from every crash point of an owner (SPEC 10.3)', () => {
-  for (const operationCase of CASES) {
-    it(`${operationCase.name}: killed before each step`, () => everyKillPoint(operationCase));
-    it(`${operationCase.name}: an I/O error at each step, then the process exits`, () => everyFailingPoint(operationCase));
+  for (const killAt of killPoints(operationCase)) {
+    const name = killPointName(operationCase, killAt);
+    it(name, async () => {
+      killedResults.push(await killPoint(operationCase, killAt, `${operationCase.name}, ${name}`));
+    });
   }
 
+  for (const [index] of operationCase.expectedSteps.entries()) {
+    const name = failingPointName(operationCase, index + 1);
+    it(`${name}, then the process exits`, async () => {
+      failingResults.push(await failingPoint(operationCase, index + 1, `${operationCase.name}, ${name}`));
+    });
+  }
+});
+
+describe('recovery of an owner killed while idle (SPEC 10.3)', () => {
   it('a running owner killed with kill -9 while idle', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');
@@ -315,6 +336,5 @@ describe('recovery from every crash point of an owner (SPEC 10.3)', () => {
     ]);
     expect(snapshot.holders.map(({ holder, status }) => [holder.pid, status])).toEqual([[owner.pid, 'absent']]);
     expect(await recoverAndReacquire(place, root, 'kill -9 while idle')).toEqual({ inspected: 'unavailable', recovery: 'recovered' });
-    console.log(`recovered crash points of acquire/phase/release so far: ${recovered.killed} killed, ${recovered.failing} failing with EIO`);
   });
 });

@@ -1,6 +1,6 @@
 import { linkSync, renameSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
   countsOf,
@@ -25,7 +25,6 @@ import {
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   coordinationOf,
-  inTurns,
   journalRecords,
   judgeFenced,
   makePlace,
@@ -123,122 +122,153 @@ function stepOf(message: Record<string, unknown>, place: TestPlace, root: string
   return shownStep(message, place, root).replace(/takeover-[0-9a-f-]{36}\.lock/, 'takeover-<token>.lock');
 }
 
-let recoveryCrashPoints = { killed: 0, failing: 0 };
+/** A fresh place where the case left a dead owner, and the digest of the snapshot the parent took of it. */
+async function deadOwnerPlace(deadOwnerCase: DeadOwnerCase): Promise<Place & { digest: string }> {
+  const place = makePlace();
+  const root = makeWorkspace(place, 'workspace');
+  await deadOwnerCase.kill([{ place, root }]);
+  const snapshot = snapshotOf(place, root);
+  expect(snapshot.clear).toBe(false);
+  for (const { status } of snapshot.holders) expect(status).toBe('absent');
+  // The registry lock is not a fence: only this workspace's files and row are.
+  expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+  return { place, root, digest: snapshot.digest };
+}
 
-describe('recovery from every crash point of a recovery (SPEC 10.3)', () => {
-  for (const deadOwnerCase of CASES) {
-    /** `count` fresh places with a dead owner each, and the digest of the snapshot the parent took of each. */
-    const setUp = async (count: number): Promise<(Place & { digest: string })[]> => {
-      const places: Place[] = Array.from({ length: count }, () => {
-        const place = makePlace();
-        return { place, root: makeWorkspace(place, 'workspace') };
-      });
-      await deadOwnerCase.kill(places);
-      return places.map(({ place, root }) => {
-        const snapshot = snapshotOf(place, root);
-        expect(snapshot.clear).toBe(false);
-        for (const { status } of snapshot.holders) expect(status).toBe('absent');
-        // The registry lock is not a fence: only this workspace's files and row are.
-        expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
-        return { place, root, digest: snapshot.digest };
-      });
-    };
+/** A step list as the log shows it, numbered. */
+const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${index + 1}. ${step}`).join('\n');
 
-    /** The dry run: the whole recovery in a child, every step reported and checked. */
-    const dryRun = async (): Promise<string[]> => {
-      const [dry] = await setUp(1);
-      const plan: RecovererPlan = { workspace: dry!.root, stateHome: dry!.place.stateHome, digest: dry!.digest };
-      const child = spawnFixture('recoverer.mjs', plan);
-      const done = await messageOf(child, 'done');
-      expect(await child.closed).toMatchObject({ code: 0, signal: null });
-      expect(done.outcome).toMatchObject({ recovered: true });
-      const steps = messagesOf(child, 'step').map((message) => stepOf(message, dry!.place, dry!.root));
-      console.log(`recovery of ${deadOwnerCase.name}: ${steps.length} steps\n${steps.map((step, index) => `  ${index + 1}. ${step}`).join('\n')}`);
-      expect(steps).toEqual(deadOwnerCase.expectedSteps);
-      expect(done.steps).toBe(steps.length);
-      expect(serviceFences(dry!.place.stateHome, dry!.root)).toEqual([]);
-      expect(['absent', 'stopped']).toContain(coordinationOf(dry!.place, dry!.root).inspect().status);
-      await cleanUp();
-      return steps;
-    };
+/** The dry run: the whole recovery in a child, every step reported and checked against the expected list. */
+async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
+  const dry = await deadOwnerPlace(deadOwnerCase);
+  const child = spawnFixture('recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
+  const done = await messageOf(child, 'done');
+  expect(await child.closed).toMatchObject({ code: 0, signal: null });
+  expect(done.outcome).toMatchObject({ recovered: true });
+  const steps = messagesOf(child, 'step').map((message) => stepOf(message, dry.place, dry.root));
+  console.log(`recovery of ${deadOwnerCase.name}: ${steps.length} steps\n${numbered(steps)}`);
+  expect(steps).toEqual(deadOwnerCase.expectedSteps);
+  expect(done.steps).toBe(steps.length);
+  expect(serviceFences(dry.place.stateHome, dry.root)).toEqual([]);
+  expect(['absent', 'stopped']).toContain(coordinationOf(dry.place, dry.root).inspect().status);
+}
 
-    for (const kind of ['killed', 'failing'] as const) {
-      const title = kind === 'killed' ? 'killed before each step' : 'an I/O error at each step, then the process exits';
-      it(`${deadOwnerCase.name}: recovery ${title}`, async () => {
-        const steps = await dryRun();
-        const asLeft: string[] = [];
-        const lockAside: string[] = [];
-        const first: string[] = [];
-        const second: string[] = [];
-        const points = steps.map((_, index) => index + 1);
-        const places = await setUp(points.length);
-        const labelOf = (at: number) => `${deadOwnerCase.name}, recovery ${kind === 'killed' ? 'killed before' : 'failing with EIO at'} step ${at}: ${steps[at - 1]}`;
-        if (kind === 'failing') {
-          // One recoverer process runs every failing recovery, one place each, then exits.
-          const runs = places.map(({ place, root, digest }, index) => ({ workspace: root, stateHome: place.stateHome, digest, failAt: points[index]! }));
-          const reports = await runBatch('recoverer.mjs', { runs });
-          for (const [index, report] of reports.entries()) {
-            const { place, root } = places[index]!;
-            expect(report.step === null ? null : stepOf({ step: report.step }, place, root), labelOf(points[index]!)).toBe(steps[index]);
-            first.push(String(report.failed));
-          }
-        }
-        // Two places at a time: a recoverer child starting for one overlaps this process's work on another.
-        await inTurns(places, 2, async ({ place, root, digest }, index) => {
-          const at = points[index]!;
-          const label = labelOf(at);
-          const files = handPlaces(place.stateHome, root);
-          if (kind === 'killed') {
-            const child = spawnFixture('recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
-            const end = await child.closed;
-            expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
-            expect(messagesOf(child, 'step').map((message) => (message.step as { n: number }).n).at(-1), label).toBe(at);
-          }
+/** A recovery child killed before step `at`; the steps it reported are the expected list's up to there. */
+async function recoveryKilled(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<void> {
+  const child = spawnFixture('recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
+  const end = await child.closed;
+  expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
+  expect(messagesOf(child, 'step').map((message) => stepOf(message, place, root)), label).toEqual(deadOwnerCase.expectedSteps.slice(0, at));
+}
 
-          asLeft.push(await judgeFenced(place, root, label));
-          const markers = namesIn(join(place.stateHome, 'v1', 'registry')).filter((name) => name.startsWith('takeover-'));
-          if (pathExists(files.registryLock) && markers.length === 0) {
-            // Set the dead recovery's lock aside (a rename keeps its inode), judge, and put it back exclusively.
-            const aside = join(place.scratch, 'registry.lock');
-            renameSync(files.registryLock, aside);
-            lockAside.push(await judgeFenced(place, root, `${label}, registry lock set aside`));
-            linkSync(aside, files.registryLock);
-            unlinkSync(aside);
-          }
+/** A recovery failing with EIO at step `at`, run by a recoverer process that then exits; answers what that recovery failed with. */
+async function recoveryFailed(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<string> {
+  const [report] = await runBatch('recoverer.mjs', { runs: [{ workspace: root, stateHome: place.stateHome, digest, failAt: at }] });
+  expect(report!.step === null ? null : stepOf({ step: report!.step }, place, root), label).toBe(deadOwnerCase.expectedSteps[at - 1]);
+  return String(report!.failed);
+}
 
-          // A second recovery, with a new snapshot's digest, finishes it (taking over a lock left behind).
-          const snapshot = snapshotOf(place, root);
-          for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
-          const recordsBefore = journalRecords(place.stateHome).length;
-          const outcome = await recoverWith(place, root, snapshot.digest).catch((error: unknown) => {
-            throw new Error(`${label}: the second recovery failed (${String(error)})`, { cause: error });
-          });
-          if (snapshot.clear) {
-            expect(outcome, label).toEqual({ recovered: false, reason: 'clear' });
-          } else {
-            expect(outcome, label).toMatchObject({ recovered: true });
-            expect(journalRecords(place.stateHome), label).toHaveLength(recordsBefore + 1);
-          }
-          second.push(snapshot.clear ? 'clear' : 'recovered');
-          expect(serviceFences(place.stateHome, root), label).toEqual([]);
-          expect(pathExists(files.checkoutLock), label).toBe(false);
-          const coordination = coordinationOf(place, root);
-          expect(['absent', 'stopped'], label).toContain(coordination.inspect().status);
-          const lease = await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
-          await lease.release();
-          expect(coordination.inspect().status, label).toBe('stopped');
-          expect(namesIn(join(place.stateHome, 'v1', 'registry')), label).toEqual(['format.json', 'roots.json']);
-        });
-        await cleanUp();
-        recoveryCrashPoints = { ...recoveryCrashPoints, [kind]: recoveryCrashPoints[kind] + steps.length };
-        console.log(`crash points of recovery itself so far: ${recoveryCrashPoints.killed} killed, ${recoveryCrashPoints.failing} failing with EIO`);
-        console.log(`${deadOwnerCase.name}: recovered ${steps.length} crash points of recovery itself (${kind})`, {
-          ...(kind === 'failing' ? { 'the first recovery answered': countsOf(first) } : {}),
-          'inspect as left': countsOf(asLeft),
-          'inspect with the lock set aside': countsOf(lockAside),
-          'second recovery': countsOf(second),
-        });
-      });
-    }
+/** What one crash point of a recovery showed, for the record. */
+interface PointResult {
+  readonly asLeft: string;
+  readonly lockAside?: string;
+  readonly second: 'recovered' | 'clear';
+  /** What the failing first recovery answered (EIO points only). */
+  readonly first?: string;
+}
+
+/** With the dead recovery's registry lock set aside (a rename keeps its inode): judged, then put back exclusively. */
+async function judgedWithLockAside({ place, root }: Place, label: string): Promise<string> {
+  const files = handPlaces(place.stateHome, root);
+  const aside = join(place.scratch, 'registry.lock');
+  renameSync(files.registryLock, aside);
+  const inspected = await judgeFenced(place, root, `${label}, registry lock set aside`);
+  linkSync(aside, files.registryLock);
+  unlinkSync(aside);
+  return inspected;
+}
+
+/** A second recovery, with a new snapshot's digest, finishes what the dead one left (taking over a lock left behind). */
+async function secondRecovery({ place, root }: Place, label: string): Promise<'recovered' | 'clear'> {
+  const snapshot = snapshotOf(place, root);
+  for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
+  const recordsBefore = journalRecords(place.stateHome).length;
+  const outcome = await recoverWith(place, root, snapshot.digest).catch((error: unknown) => {
+    throw new Error(`${label}: the second recovery failed (${String(error)})`, { cause: error });
+  });
+  if (snapshot.clear) {
+    expect(outcome, label).toEqual({ recovered: false, reason: 'clear' });
+  } else {
+    expect(outcome, label).toMatchObject({ recovered: true });
+    expect(journalRecords(place.stateHome), label).toHaveLength(recordsBefore + 1);
+  }
+  return snapshot.clear ? 'clear' : 'recovered';
+}
+
+/** What a dead recovery left: judged as left (and with its lock set aside), recovered by a second one, then free to acquire. */
+async function judgeAndFinish(left: Place, label: string): Promise<Omit<PointResult, 'first'>> {
+  const { place, root } = left;
+  const files = handPlaces(place.stateHome, root);
+  const asLeft = await judgeFenced(place, root, label);
+  const markers = namesIn(join(place.stateHome, 'v1', 'registry')).filter((name) => name.startsWith('takeover-'));
+  const lockAside = pathExists(files.registryLock) && markers.length === 0 ? await judgedWithLockAside(left, label) : undefined;
+  const second = await secondRecovery(left, label);
+  expect(serviceFences(place.stateHome, root), label).toEqual([]);
+  expect(pathExists(files.checkoutLock), label).toBe(false);
+  const coordination = coordinationOf(place, root);
+  expect(['absent', 'stopped'], label).toContain(coordination.inspect().status);
+  const lease = await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+  await lease.release();
+  expect(coordination.inspect().status, label).toBe('stopped');
+  expect(namesIn(join(place.stateHome, 'v1', 'registry')), label).toEqual(['format.json', 'roots.json']);
+  return { asLeft, ...(lockAside === undefined ? {} : { lockAside }), second };
+}
+
+/** Counts of the crash points of recovery itself in this file, for the closing log (bookkeeping only). */
+const recoveryCrashPoints = { killed: 0, failing: 0 };
+
+/** Logs what the crash points of one case's recovery showed. */
+function logOutcomes(name: string, kind: 'killed' | 'failing', results: readonly PointResult[]) {
+  recoveryCrashPoints[kind] += results.length;
+  console.log(`${name}: recovered ${results.length} crash points of recovery itself (${kind})`, {
+    ...(kind === 'failing' ? { 'the first recovery answered': countsOf(results.map((result) => result.first ?? '')) } : {}),
+    'inspect as left': countsOf(results.map((result) => result.asLeft)),
+    'inspect with the lock set aside': countsOf(results.flatMap((result) => (result.lockAside === undefined ? [] : [result.lockAside]))),
+    'second recovery': countsOf(results.map((result) => result.second)),
+  });
+}
+
+afterAll(() => console.log(`crash points of recovery itself: ${recoveryCrashPoints.killed} killed, ${recoveryCrashPoints.failing} failing with EIO`));
+
+// One test per crash point of the recovery (each a fresh place with its own dead owner, and its own recovery child),
+// so that each stays far inside its bound; the dry run, which proves the step list every point's title and checks
+// rely on, is a test of its own.
+for (const deadOwnerCase of CASES) describe(`recovery from every crash point of a recovery (SPEC 10.3): ${deadOwnerCase.name}`, () => {
+  const results = { killed: [] as PointResult[], failing: [] as PointResult[] };
+  afterAll(() => {
+    logOutcomes(deadOwnerCase.name, 'killed', results.killed);
+    logOutcomes(deadOwnerCase.name, 'failing', results.failing);
+  });
+
+  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(deadOwnerCase));
+
+  for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
+    const at = index + 1;
+    const name = `recovery killed before step ${at}: ${step}`;
+    it(name, async () => {
+      const left = await deadOwnerPlace(deadOwnerCase);
+      await recoveryKilled(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
+      results.killed.push(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`));
+    });
+  }
+
+  for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
+    const at = index + 1;
+    const name = `recovery failing with EIO at step ${at}: ${step}`;
+    it(`${name}, then the process exits`, async () => {
+      const left = await deadOwnerPlace(deadOwnerCase);
+      const first = await recoveryFailed(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
+      results.failing.push({ first, ...(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`)) });
+    });
   }
 });

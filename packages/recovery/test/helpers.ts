@@ -296,19 +296,3 @@ export function placesOf(place: TestPlace, root: string): WorkspacePlaces {
 export function ioError(step: MutationStep): Error {
   return Object.assign(new Error(`EIO: i/o error, ${step.action} '${step.path}'`), { code: 'EIO', errno: -5, syscall: step.action, path: step.path });
 }
-
-/**
- * Runs `work` for every item, at most `width` at a time (each item has its
- * own place, so they share nothing but this process), and answers the
- * results in item order. A child starting for one item overlaps this
- * process's work on another.
- */
-export async function inTurns<T, R>(items: readonly T[], width: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let index = next++; index < items.length; index = next++) results[index] = await work(items[index]!, index);
-  };
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
-  return results;
-}
