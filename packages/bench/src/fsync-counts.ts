@@ -28,7 +28,7 @@ export const FSYNC_PROOF =
 /** What "proved minimum" means, for the report. */
 export const FSYNC_MINIMUM =
   'the fewest fsyncs the power-loss exploration proved the same operation needs (PROVED_FSYNCS of @leasehold/test-utils, which ' +
-  'packages/recovery/src/power-loss-fsyncs*.test.ts asserts): each fsync dropped alone (needed when a state then breaks), then the others ' +
+  'packages/recovery/src/power-loss*.test.ts asserts): each fsync dropped alone (needed when a state then breaks), then the others ' +
   'dropped one by one while every state still holds; a range lower..upper where that could not settle it. "-": not one of the explored protocols.';
 
 /** The counted operations that are, step for step, a protocol the power-loss exploration records (the bench test checks the counts agree). */

@@ -1,8 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, countsOf } from '@leasehold/test-utils';
-import { EXPLORATION_TIMEOUT_MS, PROTOCOLS, exploreTrace, promiseBroken, recordProtocol, type Protocol } from '../test/power-loss.js';
-
-afterEach(cleanUp);
+import { afterAll } from 'vitest';
+import { cleanUp } from '@leasehold/test-utils';
+import { PROTOCOLS } from '../test/power-loss.js';
+import { powerLossTable } from '../test/power-loss-table.js';
 
 // SPEC 10.7: a crash that loses the page cache (a power loss, a kernel
 // crash) at any point of a protocol leaves only the states the persistence
@@ -18,24 +17,15 @@ afterEach(cleanUp);
 // brings it to `stopped` and a fresh acquire succeeds, and no two registry
 // rows overlap or share an endpoint; inside a recovery, that its journal
 // record is durable before its first effect (SPEC 6); and, after the last
-// op, that what the call did is durable (SPEC principle 3). The
-// harness is test/power-loss.ts.
+// op, that what the call did is durable (SPEC principle 3). Then which of
+// the trace's fsyncs the model needs (test/power-loss-fsyncs.ts), against
+// the figures pinned in PROVED_FSYNCS. The harness is test/power-loss.ts,
+// the table of tests test/power-loss-table.ts.
+//
+// The fresh acquire, whose trace is the longest, has a file of its own
+// (power-loss-fresh.test.ts) so that it runs beside these.
 
-/** One protocol recorded and explored; the figures printed for the record. */
-async function explore(protocol: Protocol): Promise<void> {
-  const recorded = await recordProtocol(protocol.protocol);
-  const { ops, points } = recorded;
-  expect(promiseBroken(recorded, points.at(-1)!), 'what the finished operation promised').toEqual([]);
-  const explored = await exploreTrace(recorded, points);
-  console.log(
-    `${protocol.name}: ${ops.length} ops, ${explored.points} crash points, ${explored.yielded} states yielded, ${explored.distinct} distinct states checked`,
-    { 'inspect before recovery': countsOf(explored.inspected), 'a new acquire while fenced': countsOf(explored.acquired), recovery: countsOf(explored.recovery) },
-  );
-  expect(explored.findings).toEqual([]);
-}
+// The recordings' folders live until the file ends (every test of a protocol writes its states there).
+afterAll(cleanUp);
 
-describe('power-loss crash states of every protocol (SPEC 10.7)', () => {
-  // Thousands of states, each recovered and acquired for real: minutes on a loaded 2-core machine. A bound
-  // against a hang, not a speed limit (the shared 120 s would fail the fresh acquire on time, not on an assertion).
-  for (const protocol of PROTOCOLS) it(protocol.name, () => explore(protocol), EXPLORATION_TIMEOUT_MS);
-});
+for (const protocol of PROTOCOLS) if (protocol.protocol !== 'acquire-fresh') powerLossTable(protocol);

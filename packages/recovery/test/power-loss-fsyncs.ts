@@ -1,10 +1,9 @@
 import { basename, dirname, relative } from 'node:path';
-import { expect } from 'vitest';
-import { CRASH_STATE_CAP, PROVED_FSYNCS, allCrashStates, type PowerLossProtocol, type TraceOp } from '@leasehold/test-utils';
-import { exploreTrace, promiseBroken, recordProtocol, type Recorded, type Verdicts } from './power-loss.js';
+import { CRASH_STATE_CAP, allCrashStates, type CrashPoint, type TraceOp } from '@leasehold/test-utils';
+import { exploreTrace, promiseBroken, type ExploreOptions, type Recorded, type Verdicts } from './power-loss.js';
 
-// Issue 13: which fsyncs the persistence model needs, for
-// src/power-loss-fsyncs*.test.ts. A protocol's recorded trace is explored
+// Which fsyncs the persistence model needs, for the fsync tables of
+// ./power-loss-table.ts. A protocol's recorded trace is explored
 // again WITHOUT one of its fsyncs (an `fsync` of a file or an
 // `fsync-directory` of a folder), for each in turn, with every check of
 // src/power-loss.test.ts (the harness, ./power-loss.ts), the promise of the
@@ -17,8 +16,11 @@ import { exploreTrace, promiseBroken, recordProtocol, type Recorded, type Verdic
 // is a sound set no fsync of which can be dropped as well (or not proved
 // to be: a drop that leaves more states at one crash point than the
 // enumeration's cap keeps its fsync). The figures are
-// pinned in @leasehold/test-utils' PROVED_FSYNCS (the bench prints against
-// them), so a protocol change that adds or removes a needed fsync shows.
+// pinned fsync by fsync in @leasehold/test-utils' PROVED_FSYNCS (the bench
+// prints against them), so a protocol change that adds or removes a needed
+// fsync shows; each fsync's drop is a test of its own, which asserts the
+// pinned outcome, the one-by-one pass with the earlier drops taken from the
+// pinned figures, so that each test stands alone.
 // "Not needed" is a claim about the model (the README of
 // @leasehold/test-utils), which counts on nothing ext4, XFS or btrfs keep
 // beyond it.
@@ -30,7 +32,7 @@ import { exploreTrace, promiseBroken, recordProtocol, type Recorded, type Verdic
 // traces are checked to have none any more.
 
 /** One fsync of a trace: where it is, and its name for the record (paths relative to the state home, a staged temp's name elided). */
-interface Fsync {
+export interface Fsync {
   readonly index: number;
   readonly label: string;
   readonly registryLock: boolean;
@@ -44,7 +46,7 @@ function opName(stateHome: string, op: TraceOp | undefined): string {
 }
 
 /** Whether the op is the link or the unlink of registry.lock (not its replace by a take-over). */
-function isLockPublication(op: TraceOp): boolean {
+export function isLockPublication(op: TraceOp): boolean {
   return (op.op === 'link' || op.op === 'unlink') && basename(op.path) === 'registry.lock' && basename(dirname(op.path)) === 'registry';
 }
 
@@ -83,7 +85,8 @@ function lastChangeIn(ops: readonly TraceOp[], index: number): number | undefine
   return undefined;
 }
 
-function fsyncsOf(recorded: Recorded): Fsync[] {
+/** The trace's fsyncs, in trace order (the `n`-th is `fsyncsOf(recorded)[n - 1]`). */
+export function fsyncsOf(recorded: Recorded): Fsync[] {
   const { ops } = recorded;
   const { stateHome } = recorded.where.place;
   return ops.flatMap((op, index) => {
@@ -93,8 +96,33 @@ function fsyncsOf(recorded: Recorded): Fsync[] {
   });
 }
 
+/** A trace without some ops: its crash points, and those under the enumeration's cap. */
+interface Variant {
+  readonly points: readonly CrashPoint[];
+  readonly explorable: readonly CrashPoint[];
+}
+
+/** The variants already enumerated, by recording and dropped ops: each share of one drop's exploration is a test, and they all explore the same one. */
+const variants = new WeakMap<Recorded, Map<string, Variant>>();
+
+/** The crash points of the recorded trace without the ops at `dropped` (enumerated once per recording and drop). */
+function variantOf(recorded: Recorded, dropped: readonly number[]): Variant {
+  const known = variants.get(recorded) ?? new Map<string, Variant>();
+  variants.set(recorded, known);
+  const key = dropped.join(',');
+  const cached = known.get(key);
+  if (cached !== undefined) return cached;
+  const points = allCrashStates(
+    recorded.base,
+    recorded.ops.filter((_, index) => !dropped.includes(index)),
+  );
+  const variant = { points, explorable: points.filter((point) => !point.capped) };
+  known.set(key, variant);
+  return variant;
+}
+
 /** What dropping some fsyncs showed: every state holds, one breaks (the first found), or too many states to tell. */
-type Outcome = { readonly kind: 'holds' } | { readonly kind: 'broken' | 'unproved'; readonly why: string };
+export type Outcome = { readonly kind: 'holds' } | { readonly kind: 'broken' | 'unproved'; readonly why: string };
 
 /**
  * Explores the trace without the ops at `dropped`: the promise of the
@@ -105,76 +133,16 @@ type Outcome = { readonly kind: 'holds' } | { readonly kind: 'broken' | 'unprove
  * proves the drop breaks, but none broken proves nothing, `unproved`. Only
  * the points under the cap are explored (those over it would take long and
  * could not show the drop holds anyway), the promise on whatever states the
- * last point yielded.
+ * last point yielded. With `shard`, only that share of the states is
+ * explored (the promise is checked by every share).
  */
-async function without(recorded: Recorded, dropped: readonly number[], verdicts: Verdicts): Promise<Outcome> {
-  const { base, ops, points: familiar } = recorded;
-  const points = allCrashStates(
-    base,
-    ops.filter((_, index) => !dropped.includes(index)),
-  );
+export async function without(recorded: Recorded, dropped: readonly number[], verdicts: Verdicts, shard?: ExploreOptions['shard']): Promise<Outcome> {
+  const { points, explorable } = variantOf(recorded, dropped);
   const promise = promiseBroken(recorded, points.at(-1)!);
   if (promise.length > 0) return { kind: 'broken', why: `${promise[0]} (the promise of the finished operation)` };
-  const explored = await exploreTrace(
-    recorded,
-    points.filter((point) => !point.capped),
-    { untilFirstFinding: true, verdicts, familiar },
-  );
+  const explored = await exploreTrace(recorded, explorable, { untilFirstFinding: true, verdicts, familiar: recorded.points, ...(shard === undefined ? {} : { shard }) });
   const first = explored.findings[0];
   if (first !== undefined) return { kind: 'broken', why: `${first.at}: ${first.broken.join('; ')}` };
   const over = points.find((point) => point.capped);
   return over === undefined ? { kind: 'holds' } : { kind: 'unproved', why: `over ${CRASH_STATE_CAP} states at crash point ${over.point}` };
-}
-
-/** The labels and reasons of the fsyncs with outcome `kind`. */
-function withOutcome(outcomes: ReadonlyMap<Fsync, Outcome>, kind: Outcome['kind']): Record<string, string> {
-  return Object.fromEntries([...outcomes].flatMap(([fsync, outcome]) => (outcome.kind === kind && 'why' in outcome ? [[fsync.label, outcome.why]] : [])));
-}
-
-/**
- * Every fsync of one protocol dropped alone, then those that were not needed
- * alone one by one (each kept dropped while every state holds); the figures
- * printed and checked against PROVED_FSYNCS.
- */
-export async function exploreFsyncs(protocol: PowerLossProtocol): Promise<void> {
-  const recorded = await recordProtocol(protocol);
-  const verdicts: Verdicts = new Map();
-  const fsyncs = fsyncsOf(recorded);
-  const alone = new Map<Fsync, Outcome>();
-  for (const fsync of fsyncs) alone.set(fsync, await without(recorded, [fsync.index], verdicts));
-  const dropped: Fsync[] = [];
-  const together = new Map<Fsync, Outcome>();
-  for (const [fsync, outcome] of alone) {
-    if (outcome.kind !== 'holds') continue;
-    const more = await without(recorded, [...dropped, fsync].map((each) => each.index), verdicts);
-    together.set(fsync, more);
-    if (more.kind === 'holds') dropped.push(fsync);
-  }
-  const count = (outcomes: ReadonlyMap<Fsync, Outcome>, kind: Outcome['kind']) => [...outcomes.values()].filter((outcome) => outcome.kind === kind).length;
-  const figures = {
-    fsyncs: fsyncs.length,
-    neededAlone: count(alone, 'broken'),
-    keptTogether: count(together, 'broken'),
-    unproved: count(alone, 'unproved') + count(together, 'unproved'),
-    sufficient: fsyncs.length - dropped.length,
-  };
-  const lockPublications = recorded.ops.filter(isLockPublication).length;
-  console.log(
-    `${protocol}: ${recorded.ops.length} ops, ${JSON.stringify(figures)} (${verdicts.size} distinct states checked; ` +
-      `${lockPublications === 0 ? 'the registry lock not taken' : `registry.lock linked and unlinked ${lockPublications} times`}); ` +
-      `droppable together: ${dropped.map((each) => each.label).join('; ') || 'none'}`,
-    {
-      'needed alone': withOutcome(alone, 'broken'),
-      'kept, once those before it were dropped': withOutcome(together, 'broken'),
-      unproved: { ...withOutcome(alone, 'unproved'), ...withOutcome(together, 'unproved') },
-    },
-  );
-  expect(figures).toEqual(PROVED_FSYNCS[protocol]);
-  // Issue 13: the registry lock is published and removed without a registry folder fsync of its own, in every protocol.
-  expect(fsyncs.filter((fsync) => fsync.registryLock).map((fsync) => fsync.label)).toEqual([]);
-  // And the lock is still taken where it was (link and unlink, once each), so the absence above is not vacuous.
-  expect(lockPublications).toBe(protocol === 'phase' ? 0 : 2);
-  // No file fsync can go: each stages the bytes a link or rename then publishes, and without it the published name may
-  // read empty, half or zeros (needed alone, or unproved where the states are too many to enumerate).
-  expect([...alone].filter(([fsync, outcome]) => recorded.ops[fsync.index]!.op === 'fsync' && outcome.kind === 'holds').map(([fsync]) => fsync.label)).toEqual([]);
 }

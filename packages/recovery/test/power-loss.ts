@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { expect } from 'vitest';
 import { decodeBytes, recoveryRecordSchema } from '@leasehold/contracts';
@@ -27,9 +28,9 @@ import {
 import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
 import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture, type TestPlace } from './helpers.js';
 
-// The power-loss harness of SPEC 10.7, shared by src/power-loss.test.ts (every
-// protocol at every crash point) and src/power-loss-fsyncs.test.ts (which
-// fsyncs the model needs). A child (fixtures/power-loss-recorder.mjs) records
+// The power-loss harness of SPEC 10.7, for src/power-loss*.test.ts through
+// ./power-loss-table.ts (every protocol at every crash point, then which
+// fsyncs the model needs, ./power-loss-fsyncs.ts). A child (fixtures/power-loss-recorder.mjs) records
 // the trace of the one operation and exits; then, for every crash point and
 // every state the model of @leasehold/test-utils yields (its README states
 // it), this process writes the state at the same state-home path (documents
@@ -65,9 +66,6 @@ export interface Protocol {
 }
 
 /** Every shipped protocol the harness records, in the order the tests run them. */
-/** The bound of one exploration test: a guard against a hang, never a speed limit (see the tests). */
-export const EXPLORATION_TIMEOUT_MS = 900_000;
-
 export const PROTOCOLS: readonly Protocol[] = [
   { name: 'acquire of a fresh workspace in a fresh state home', protocol: 'acquire-fresh' },
   { name: 'acquire over a stopped registration', protocol: 'acquire-stopped' },
@@ -76,6 +74,27 @@ export const PROTOCOLS: readonly Protocol[] = [
   { name: 'recovery of an owner killed with SIGKILL', protocol: 'recover' },
   { name: 'a registry transaction alone: a reservation of another root while this one is held', protocol: 'transaction' },
 ];
+
+/**
+ * How many tests share out one exploration's distinct states (`ExploreOptions.shard`): a
+ * few hundred states each, so that every test stays far inside its bound (each state is
+ * written, recovered and acquired for real) and passes alone.
+ */
+export const STATE_SHARDS: Readonly<Record<PowerLossProtocol, number>> = {
+  'acquire-fresh': 16,
+  'acquire-stopped': 4,
+  phase: 1,
+  release: 1,
+  recover: 1,
+  transaction: 1,
+};
+
+/**
+ * Where the states are written: in memory (tmpfs) where the machine has it. What survives a
+ * power loss is the model's to say, not the disk's, and each of thousands of states is
+ * written and then checked through the real library, whose fsyncs would only cost time here.
+ */
+const STATES_PARENT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
 /**
  * Where one protocol runs: the state home `<base>/home/state`, whose parent
@@ -91,7 +110,7 @@ interface Case {
 }
 
 function caseFor(protocol: PowerLossProtocol): Case {
-  const base = makeTemporaryFolder('leasehold-power-loss-');
+  const base = makeTemporaryFolder('leasehold-power-loss-', STATES_PARENT);
   const home = join(base, 'home');
   const scratch = join(base, 'scratch');
   mkdirSync(home, { mode: 0o700 });
@@ -333,9 +352,15 @@ async function reacquired(stateHome: string, root: string, broken: string[]): Pr
   if (status !== 'stopped') broken.push(`${root}: inspect answered ${status} after a fresh acquire and release`);
 }
 
-/** The distinct states of all crash points, each with the first crash point that leaves it. */
+/** `distinctStates` of each list of crash points already seen: every test of a table explores the same lists. */
+const distinctOfPoints = new WeakMap<readonly CrashPoint[], Map<string, { state: Tree; at: string }>>();
+
+/** The distinct states of all crash points, each with the first crash point that leaves it (keyed by content, which costs a hash of every state: once per list). */
 function distinctStates(points: readonly CrashPoint[], home: string): Map<string, { state: Tree; at: string }> {
+  const known = distinctOfPoints.get(points);
+  if (known !== undefined) return known;
   const distinct = new Map<string, { state: Tree; at: string }>();
+  distinctOfPoints.set(points, distinct);
   for (const { point, after, states } of points) {
     const at = `crash after op ${point}${after === undefined ? '' : ` (${after.op} ${relative(home, after.path)})`}`;
     for (const state of states) {
@@ -351,6 +376,8 @@ export interface Exploration {
   readonly points: number;
   readonly yielded: number;
   readonly distinct: number;
+  /** How many of the distinct states are in this exploration's share (all of them, unsharded). */
+  readonly inShare: number;
   /** How many of the distinct states were checked in this exploration: not taken from `ExploreOptions.verdicts`, nor left after the first finding. */
   readonly checkedNow: number;
   readonly inspected: readonly string[];
@@ -379,6 +406,8 @@ export interface ExploreOptions {
    * are checked first, so a broken one shows early.
    */
   readonly familiar?: readonly CrashPoint[];
+  /** Check only this share of the distinct states (every `count`-th from `index`, in the order they are checked), so that one exploration can be a table of tests. */
+  readonly shard?: { readonly index: number; readonly count: number };
 }
 
 /** Every distinct state of every crash point, checked (see `ExploreOptions`); fails when the enumeration was capped. */
@@ -388,11 +417,11 @@ export async function exploreTrace(
   options: ExploreOptions = {},
 ): Promise<Exploration> {
   const { where, recoveryOf } = recorded;
-  const { untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [] } = options;
+  const { untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [], shard = { index: 0, count: 1 } } = options;
   expect(points.filter((point) => point.capped).map((point) => point.point), 'capped crash points').toEqual([]);
   const distinct = distinctStates(points, where.home);
   const known = new Set(distinctStates(familiar, where.home).keys());
-  const order = [...distinct].sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b)));
+  const order = [...distinct].sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b))).filter((_, position) => position % shard.count === shard.index);
   const inspected: string[] = [];
   const recovery: string[] = [];
   const acquired: string[] = [];
@@ -412,7 +441,7 @@ export async function exploreTrace(
     if (untilFirstFinding && findings.length > 0) break;
   }
   const yielded = points.reduce((sum, point) => sum + point.states.length, 0);
-  return { points: points.length, yielded, distinct: distinct.size, checkedNow, inspected, recovery, acquired, findings };
+  return { points: points.length, yielded, distinct: distinct.size, inShare: order.length, checkedNow, inspected, recovery, acquired, findings };
 }
 
 /** The tree without what no promise covers: the registry lock (not a fence, removed without a folder fsync; see the registry README) and the staging folder's entries (temps, swept by the next writer). */

@@ -16,5 +16,5 @@ export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
 export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, nodeKey, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
 export { materialise } from './power-loss/materialise.js';
-export { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
+export { PROVED_FSYNCS, droppedTogether, fsyncBounds, provedCounts, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
 export { baseTree, decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 
 const temporaryFolders: string[] = [];
 
-/** A fresh folder under the system temp folder (resolved, 0700), removed by `cleanUp`. */
-export function makeTemporaryFolder(prefix: string): string {
-  const folder = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+/** A fresh folder under `parent`, by default the system temp folder (resolved, 0700), removed by `cleanUp`. */
+export function makeTemporaryFolder(prefix: string, parent = tmpdir()): string {
+  const folder = realpathSync(mkdtempSync(join(parent, prefix)));
   chmodSync(folder, 0o700);
   temporaryFolders.push(folder);
   return folder;
