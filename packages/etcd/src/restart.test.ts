@@ -11,6 +11,8 @@ interface RestartCase {
   readonly ownerMember: number;
   readonly restarted: number;
   readonly port: number;
+  /** The owner's lease TTL: 2 s, so that a lost lease ends soon; longer where the test asserts the owner keeps it. */
+  readonly ttlSeconds?: number;
 }
 
 /** Whether the owner's first fenced write after the restart committed, and how its ownership ended. */
@@ -26,14 +28,14 @@ interface RestartOutcome {
  * restart, with no loss reported before it) or reports the loss before any fenced write commits;
  * the claimant is refused throughout, never granted while the owner believes it owns.
  */
-async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted, port }: RestartCase): Promise<RestartOutcome> {
+async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted, port, ttlSeconds = 2 }: RestartCase): Promise<RestartOutcome> {
   const prefix = freshPrefix();
   const root = '/srv/restarted';
   const written = `/app/restarted-${port}`;
   const raw = rawClient(cluster.endpoints);
   const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
   const claim = (): Promise<string> => codeOfAsync(() => claimant.acquire(root, { endpoint: endpointOf(port + 1) }));
-  const owner = spawnOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: endpointOf(port), ttlSeconds: 2 });
+  const owner = spawnOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: endpointOf(port), ttlSeconds });
   await outcomeOf(owner, ['acquired']);
   const fenceKey = `${prefix}/fence${root}/`;
   const fence = (await raw.range(fenceKey)).kvs[0];
@@ -55,7 +57,7 @@ async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted,
   expect(codes.filter((code) => !['conflict', 'quarantine', 'unavailable'].includes(code))).toEqual([]);
   const end = afterRestart === 'lost' ? 'lost' : await releaseOrLoss(owner);
   console.log(
-    `etcd member ${restarted} restarted (${Math.round(restartMs)} ms, owner on member ${ownerMember}, TTL 2 s): ` +
+    `etcd member ${restarted} restarted (${Math.round(restartMs)} ms, owner on member ${ownerMember}, TTL ${ttlSeconds} s): ` +
       `${afterRestart === 'kept' ? 'the owner kept its lease (a fenced write committed after the restart), then ' : 'before its first write after the restart, the owner '}` +
       `${end === 'released' ? 'released the root' : `reported the loss (${JSON.stringify(lossOf(owner))})`}; claims meanwhile: ${JSON.stringify(tally(codes))}`,
   );
@@ -131,7 +133,10 @@ describe.skipIf(!etcdAvailable())('etcd members restarted under a live owner, on
 
   it('another member restarted: the fence survives and the owner keeps its lease, never two owners', async () => {
     const leader = await leaderIndex(cluster);
-    expect(await restartUnderOwner(cluster, { ownerMember: leader, restarted: (leader + 1) % 3, port: 55000 })).toEqual({ afterRestart: 'kept', end: 'released' });
+    // That the owner keeps its lease is a claim about liveness: its TTL leaves room for the stalls of a busy
+    // 2-core machine (the member's restart and a new leader's first heartbeats), so the claim is about etcd, not the
+    // machine's mood. Safety is asserted either way.
+    expect(await restartUnderOwner(cluster, { ownerMember: leader, restarted: (leader + 1) % 3, port: 55000, ttlSeconds: 6 })).toEqual({ afterRestart: 'kept', end: 'released' });
   });
 
   it('the leader restarted under an owner on a follower: the fence survives, the owner keeps or cleanly loses its lease, never two owners', async () => {
