@@ -284,10 +284,10 @@ describe('the example daemon', () => {
       pid: ready.pid,
       reason: expect.stringContaining('is gone: it crashed'),
     });
-    // A stop cannot reach it either, and a new daemon is not the owner until recovery.
+    // A stop cannot reach it either, and a new daemon is not the owner until recovery: quarantine, the crash's word.
     expect((await leasehold(place, 'stop', '--json')).code).toBe(1);
     const blocked = startDaemon(place);
-    expect(await blocked.next()).toEqual({ event: 'refused', code: 'conflict' });
+    expect(await blocked.next()).toEqual({ event: 'refused', code: 'quarantine' });
     expect(await blocked.exited).toEqual({ code: 1, signal: null });
 
     const review = await leasehold(place, 'recover', '--json');

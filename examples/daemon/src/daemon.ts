@@ -12,7 +12,7 @@
  * acquires the workspace with that endpoint, serves the owner contract
  * (`GET /v1/status`, `POST /v1/stop`, which `leasehold status` and
  * `leasehold stop` speak) beside this daemon's own `GET /hello`, re-checks its
- * files every `--watch-ms`, and on SIGINT, SIGTERM or `leasehold stop` goes
+ * files every `--watch-ms`, and on SIGINT, SIGTERM, SIGHUP or `leasehold stop` goes
  * `stopping`, drains and releases. Every request, `/hello` included, must
  * carry the right `Host` and the workspace's bearer capability.
  *
@@ -22,7 +22,7 @@
  *   {"event":"ready","endpoint":"http://127.0.0.1:PORT","epoch":"…","pid":N}
  *   {"event":"refused","code":"conflict"}       exit 1: not the owner (another owner, quarantine, …)
  *   {"event":"lost","code":"conflict"}          exit 2: our files changed under us; nothing touched
- *   {"event":"released","epoch":"…"}            exit 0: after SIGINT, SIGTERM or `leasehold stop`
+ *   {"event":"released","epoch":"…"}            exit 0: after SIGINT, SIGTERM, SIGHUP or `leasehold stop`
  *   {"event":"release-failed","code":"busy"}    exit 1: fences remain; see `leasehold status`
  */
 import { resolve } from 'node:path';

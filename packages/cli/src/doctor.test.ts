@@ -280,9 +280,10 @@ describe('leasehold doctor', () => {
         fix: `rm ${lockPath}`,
       },
     ]);
+    // Still blocked, now by a gone process: quarantine, naming it (recover would clear it too).
     const stillBlocked = await cli(['serve', ...box.place(workspace), '--json']);
     expect(stillBlocked.code).toBe(1);
-    expect(json(stillBlocked).error).toBe('conflict');
+    expect(json(stillBlocked)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${holder.pid} on host ${hostname()} (absent)`) });
 
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);

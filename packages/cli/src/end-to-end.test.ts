@@ -75,9 +75,16 @@ describe('leasehold, end to end through the built binary', () => {
     expect(crashReport.status).not.toBe('stopped');
     expect(crashReport.status).not.toBe('absent');
     expect(crashReport.epoch).toBe(firstReady.epoch);
+    // The next start says what blocks it: the dead owner, by pid, host and state, and the recovery that frees it.
     const blocked = await cli(['serve', ...place, '--json']);
     expect(blocked.code).toBe(1);
-    expect(json(blocked).error).toBe('conflict');
+    expect(json(blocked)).toEqual({
+      error: 'quarantine',
+      message: expect.stringContaining(`pid ${first.pid} on host ${hostname()} (absent)`),
+      remedy: expect.stringContaining('leasehold recover'),
+    });
+    const blockedHuman = await cli(['serve', ...place]);
+    expect(blockedHuman.stderr).toMatch(new RegExp(`^leasehold: quarantine: .*pid ${first.pid} on host .* \\(absent\\)`));
 
     // recover --json shows the fences, an absent owner and the digest; it changes nothing.
     const beforeReview = treeOf(box.stateHome);
@@ -285,10 +292,10 @@ describe('leasehold, end to end through the built binary', () => {
     expect((await server.exit()).code).toBe(0);
   });
 
-  it('stops cleanly on SIGTERM and on SIGINT: exit 0, a stopped event, and status stopped', async () => {
+  it('stops cleanly on SIGTERM, SIGINT and SIGHUP (a closed terminal): exit 0, a stopped event, and status stopped', async () => {
     const box = sandbox();
     const workspace = box.workspace('signals');
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const { server, ready } = await box.serve(workspace);
       server.child.kill(signal);
       const ended = await server.exit();
@@ -302,6 +309,36 @@ describe('leasehold, end to end through the built binary', () => {
       expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
     }
     await expectStopIsIdempotent(box, workspace);
+  });
+
+  it('upgrades a stopped workspace to another config only with --replace-config, and never while it is fenced', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('upgrade');
+    const place = box.place(workspace);
+    const { server: first, ready: firstReady } = await box.serve(workspace);
+    expect((await cli(['stop', ...place, '--json'])).code).toBe(0);
+    expect((await first.exit()).code).toBe(0);
+
+    // The next owner asks for a fixed endpoint (the one just freed): another config, refused with the option to pass.
+    const fixed = firstReady.endpoint;
+    const before = treeOf(box.stateHome, { folderTimes: false });
+    const refused = await cli(['serve', ...place, '--endpoint', fixed, '--json']);
+    expect(refused.code).toBe(1);
+    expect(json(refused)).toEqual({ error: 'conflict', message: expect.stringContaining('another config exists'), path: expect.stringMatching(/\/service\/config\.json$/), remedy: expect.stringContaining('--replace-config') });
+    expect(treeOf(box.stateHome, { folderTimes: false })).toEqual(before);
+
+    const { server: upgraded, ready } = await box.serve(workspace, ['--endpoint', fixed, '--replace-config']);
+    expect(ready.endpoint).toBe(fixed);
+    expect(json(await cli(['status', ...place, '--json']))).toMatchObject({ status: 'running', endpoint: fixed, epoch: ready.epoch });
+
+    // (A refused serve still takes and removes the registry lock: folder times change, nothing else.)
+    // Fenced by a crashed owner: --replace-config changes nothing and says quarantine.
+    await upgraded.kill9();
+    const fenced = treeOf(box.stateHome, { folderTimes: false });
+    const blocked = await cli(['serve', ...place, '--replace-config', '--json']);
+    expect(blocked.code).toBe(1);
+    expect(json(blocked)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${upgraded.pid} on host`) });
+    expect(treeOf(box.stateHome, { folderTimes: false })).toEqual(fenced);
   });
 
   it('serves on a requested port, and refuses a busy port, a non-loopback endpoint and a bad --watch-ms', async () => {

@@ -84,6 +84,15 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
 
     // kill -9: refused to everyone while its lease may live, then quarantined (never free) once it ended.
     await server.kill9();
+    // The crashed host's own restart: its host proves the process gone, so the answer is quarantine naming it at
+    // once, whether or not the lease has ended yet; never conflict.
+    const restart = await a.run(['serve'], workspace);
+    expect(restart.code).toBe(1);
+    expect(json(restart)).toEqual({
+      error: 'quarantine',
+      message: expect.stringMatching(new RegExp(`pid ${server.pid} on host host-a, (absent|lease-ended)`)),
+      remedy: expect.stringContaining('leasehold recover'),
+    });
     const whileLeased = await b.run(['serve'], workspace);
     expect(whileLeased.code).toBe(1);
     expect(['conflict', 'quarantine']).toContain(json(whileLeased).error);

@@ -51,10 +51,11 @@ const COMMANDS: Record<string, Command> = {
   },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
-    usage: 'leasehold serve [--endpoint URL] [--watch-ms N] [--lease-ttl S] [options]',
-    options: { endpoint: { type: 'string' }, 'watch-ms': { type: 'string' }, 'lease-ttl': { type: 'string' } },
+    usage: 'leasehold serve [--endpoint URL] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
+    options: { endpoint: { type: 'string' }, 'replace-config': { type: 'boolean' }, 'watch-ms': { type: 'string' }, 'lease-ttl': { type: 'string' } },
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
+      '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
       '  --lease-ttl S       etcd backend only: the lease\'s time to live in seconds (default 10)',
     ],

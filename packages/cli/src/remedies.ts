@@ -52,10 +52,22 @@ function isSystemError(error: unknown): error is Error & SystemError {
   return error instanceof Error && typeof (error as Partial<SystemError>).code === 'string';
 }
 
+/** A workspace's owner config, whose `conflict` is an upgrade the command can make. */
+const OWNER_CONFIG = /\/service\/config\.json$/;
+
+/** The remedy of a Leasehold error: its own, an upgrade's, else its code's. */
+function remedyOf(error: ContractError): string {
+  if (error instanceof SetupError) return error.remedy;
+  if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {
+    return 'the stopped workspace keeps another config (another --endpoint, or an earlier version): start it with --replace-config to take this one';
+  }
+  return REMEDIES[error.code];
+}
+
 /** The code, message, path and remedy of `error`, whatever threw it. */
 export function problemOf(error: unknown): Problem {
   if (ContractError.is(error)) {
-    const remedy = error instanceof SetupError ? error.remedy : REMEDIES[error.code];
+    const remedy = remedyOf(error);
     return { code: error.code, message: error.message, ...(error.path === undefined ? {} : { path: error.path }), remedy };
   }
   if (!isSystemError(error)) return { code: 'internal', message: error instanceof Error ? error.message : 'unexpected failure' };

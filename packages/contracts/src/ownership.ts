@@ -96,6 +96,12 @@ export interface AcquireRequest {
    * random id each time, never one used before.
    */
   readonly epoch?: string;
+  /**
+   * An upgrade: a stopped workspace whose config is another takes this one (compare-and-swap
+   * on the config read, and only with no fence left: every refusal still applies). Without it,
+   * another config is `conflict`.
+   */
+  readonly replaceConfig?: boolean;
 }
 
 /** One ownership of a workspace, as any backend holds it. */

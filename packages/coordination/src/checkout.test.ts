@@ -147,8 +147,8 @@ describe('breakIfAbsent', () => {
     const dead = inspected(checkout);
     expect(dead.holder).toBe('absent');
     expect(dead.snapshot).toEqual(alive.snapshot);
-    // A dead tool's lock still blocks a service: nothing expires by itself.
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    // A dead tool's lock still blocks a service: nothing expires by itself. Its holder is gone, so the word is quarantine.
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
 
     // The same bytes in a new file: the snapshot read before is stale.
     replaceFile(place.tmp, checkout.places.checkoutLock, dead.snapshot.bytes);

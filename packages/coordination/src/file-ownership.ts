@@ -64,7 +64,7 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
     },
     async acquire(root, config, request = {}) {
       const workspace = coordination(root);
-      const choices = request.epoch === undefined ? {} : { epoch: request.epoch };
+      const choices = { ...(request.epoch === undefined ? {} : { epoch: request.epoch }), ...(request.replaceConfig === undefined ? {} : { replaceConfig: request.replaceConfig }) };
       return leaseOver(await workspace.acquire(config, request.boundEndpoint, request.initializeNew, choices), workspace.root);
     },
     async configuration(root) {

@@ -256,7 +256,7 @@ describe('rows and locks the service state does not explain', () => {
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
   });
 
-  it('a row beside an initialised workspace without registration: inspect unavailable, acquire conflict', async () => {
+  it('a row beside an initialised workspace without registration: inspect unavailable, acquire quarantine (its process is gone)', async () => {
     const place = makePlace();
     const coordination = coordinationFor(place, 'initialised-row');
     await coordination.initialize(ANY_PORT);
@@ -264,7 +264,7 @@ describe('rows and locks the service state does not explain', () => {
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     // Its process is gone: no longer in progress, a fence for recovery.
     expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
   });
 
 });

@@ -16,7 +16,7 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
+import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
 import { Registry, type RegistryOptions } from '@leasehold/registry';
 import { Rollback } from './rollback.js';
 import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
@@ -150,12 +150,18 @@ export class ServiceCoordination {
    * A failure after the reservation rolls back what this call wrote, in
    * reverse order, ending with the row; a rollback step that fails leaves the
    * rest as a visible fence, which `recover` clears once this process exits.
+   *
+   * With `replaceConfig`, another existing config is no refusal on a stopped
+   * workspace (an upgrade): inside the transaction, after every refusal
+   * above, the old service folder is unpublished whole, compare-and-swap on
+   * every file read, and the workspace is then acquired as a new one
+   * (`initializeNew` runs).
    */
   async acquire(
     config: OwnerConfig,
     boundEndpoint: string = config.endpoint,
     initializeNew?: (workspace: NewWorkspace) => void | Promise<void>,
-    options: { readonly epoch?: string } = {},
+    options: { readonly epoch?: string; readonly replaceConfig?: boolean } = {},
   ): Promise<OwnerLease> {
     const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
     const epoch = options.epoch === undefined ? randomUUID() : decode(id, options.epoch, 'epoch');
@@ -178,7 +184,7 @@ export class ServiceCoordination {
     const documents = this.#ownerDocuments(registration);
     const rollback = new Rollback(this.#files, this.#registry, this.places, reservation);
     const owned: FileSnapshots = {};
-    const state = await this.#reserve(reservation, configBytes, config.policyIdentity, rollback, owned);
+    const state = await this.#reserve(reservation, configBytes, config.policyIdentity, rollback, owned, options.replaceConfig === true);
     try {
       const step = () => {
         // Outside the lock: another workspace's transaction may rename roots.json under this read.
@@ -357,11 +363,17 @@ export class ServiceCoordination {
     policyIdentity: string,
     rollback: Rollback,
     owned: FileSnapshots,
+    replaceConfig: boolean,
   ): Promise<ServiceState> {
     return this.#registry.transaction(this.root, (transaction) => {
       transaction.admit(reservation);
-      const state = this.#selectedState();
-      this.#refuseState(state, configBytes);
+      let state = this.#selectedState();
+      this.#refuseState(state, configBytes, replaceConfig);
+      if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
+        transaction.assertHeld();
+        this.#unpublishServiceFolder(state);
+        state = this.#selectedState();
+      }
       rollback.row();
       try {
         transaction.reserve(reservation);
@@ -380,14 +392,41 @@ export class ServiceCoordination {
     });
   }
 
-  #refuseState(state: ServiceState, configBytes: Uint8Array): void {
-    if (state.registration !== undefined && state.registration.value.phase !== 'stopped') {
-      throw new ContractError('quarantine', `${this.places.registration}: phase ${state.registration.value.phase}, not stopped`);
+  /**
+   * The first fence of this workspace's own files in the way of a new owner. A registration that
+   * is not stopped is `quarantine` whoever holds it (a live owner that is `quarantined` or
+   * stopping has its row, refused before this); a checkout lock is `conflict` while its holder
+   * lives (a plain tool at work) and `quarantine` once it is gone or cannot be proved live.
+   */
+  #refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean): void {
+    const registration = state.registration?.value;
+    if (registration !== undefined && registration.phase !== 'stopped') {
+      throw new ContractError('quarantine', `${this.places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration)}`);
     }
-    if (state.checkoutLock !== undefined) throw new ContractError('conflict', `${this.places.checkoutLock}: held`);
-    if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-      throw new ContractError('conflict', `${this.places.config}: another config exists`);
+    const checkoutLock = state.checkoutLock?.value;
+    if (checkoutLock !== undefined) {
+      const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
+      const holder = describeHolder(checkoutLock, status);
+      if (status === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: held by ${holder}`);
+      throw new ContractError('quarantine', `${this.places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`);
     }
+    if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
+      throw new ContractError('conflict', `${this.places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
+        path: this.places.config,
+      });
+    }
+  }
+
+  /**
+   * An upgrade's first step, under the registry lock and only once no fence is left (the
+   * refusals ran first): the old service folder goes whole, every file as it was read, so that
+   * the acquire publishes the new config as a new workspace's. A crash between the two leaves no
+   * service folder: a workspace that never had an owner, fenced by nothing, as it was.
+   */
+  #unpublishServiceFolder(state: ServiceState): void {
+    const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
+    const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
+    this.#files.removeFolder(this.places.service, expected, Math.max(...Object.values(FILE_BYTES)));
   }
 
   /** Every document of the owner, encoded and bounded before the first write. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ContractError, decode, encode, endpoint as endpointSchema, host as hostSchema, id, sha256 } from '@leasehold/contracts';
-import { currentProcess } from '@leasehold/private-files';
+import { currentProcess, ownerStatus } from '@leasehold/private-files';
 import {
   decodeRecord,
   endpointRecordSchema,
@@ -288,9 +288,16 @@ export class EtcdOwnership {
       const { kvs } = await this.#client.range(this.#keys.owner(held));
       const relation = held === root ? 'is' : `overlaps ${held}, which is`;
       if (kvs.length === 0) {
-        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose lease ended (host ${fence.host}, epoch ${fence.epoch}): recover it first`);
+        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose lease ended (pid ${fence.pid} on host ${fence.host}, lease-ended, epoch ${fence.epoch}): recover it first`);
       }
-      return new ContractError('conflict', `${root} ${relation} held by host ${fence.host}, pid ${fence.pid} (epoch ${fence.epoch})`);
+      // A lease outlives its process by up to its TTL. On the owner's own host the process can be
+      // asked: one proved gone (or not provably the same) fences the root as surely as an ended lease,
+      // and only a recovery frees it, so say so now rather than `conflict` until the lease ends.
+      const status = fence.host === this.host ? ownerStatus(fence.pid, currentProcess().host, fence.processStart) : 'live';
+      if (status !== 'live') {
+        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose process is gone on this host (pid ${fence.pid} on host ${fence.host}, ${status}, epoch ${fence.epoch}); its lease ends within its TTL: recover it then`);
+      }
+      return new ContractError('conflict', `${root} ${relation} held by a live owner (pid ${fence.pid} on host ${fence.host}, epoch ${fence.epoch})`);
     }
     if (endpointHeld !== undefined) {
       const holder = decodeRecord(endpointRecordSchema, endpointHeld.value, endpointHeld.key);

@@ -27,6 +27,7 @@ describe('the public entry point', () => {
       'StagingEntry',
       'StagingSweep',
       'currentProcess',
+      'describeHolder',
       'ownerStatus',
       'retryingReads',
       'sameSnapshot',

@@ -109,3 +109,14 @@ export function ownerStatus(pid: number, host: string, processStart?: string): O
   if (processStart !== undefined) return startStatus(pid, processStart);
   return signalProbe(pid);
 }
+
+/**
+ * A named process in words for a message, with what this host can tell of
+ * it (by default `ownerStatus`): `pid 12 on host build-3 (absent)`.
+ */
+export function describeHolder(
+  holder: { readonly pid: number; readonly host: string; readonly processStart?: string | undefined },
+  status: OwnerStatus = ownerStatus(holder.pid, holder.host, holder.processStart),
+): string {
+  return `pid ${holder.pid} on host ${holder.host} (${status})`;
+}

@@ -25,8 +25,8 @@ describe('fileRecovery', () => {
     const { pid } = await deadOwner(place, root);
     const recovery = fileRecovery({ stateHome: place.stateHome });
     const ownership = fileOwnership({ stateHome: place.stateHome });
-    // Its row still fences the root.
-    expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe('conflict');
+    // Its row still fences the root, and names its gone process: quarantine until recovered.
+    expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe('quarantine');
 
     const view = await recovery.snapshot(root);
     const state = snapshotOf(place, root);

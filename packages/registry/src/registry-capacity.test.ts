@@ -11,7 +11,7 @@ import {
 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
-import { TEST_ROOT, bytesOf, initialised, makeStateHome, reservation, reservations, writePrivateFile } from '../test/helpers.js';
+import { TEST_ROOT, bytesOf, initialised, makeStateHome, myProcessStart, reservation, reservations, withChangedField, writePrivateFile } from '../test/helpers.js';
 import { Registry } from './index.js';
 import { encodeEntries, validateEntries } from './registry-view.js';
 
@@ -190,6 +190,27 @@ describe('reserve refusals', () => {
     expect(registry.list().entries).toEqual(kept);
     expect(kept.map((entry) => entry.root)).toEqual(['/srv/a']);
   });
+
+  // The row in the way is a fence: a live owner's is conflict; one whose process is gone (another boot, a reused
+  // pid) or cannot be told from here (another host, another PID namespace) is quarantine, naming it.
+  const holders: [string, () => Partial<Reservation>, string, string][] = [
+    ['a live process (this one)', () => ({}), 'conflict', 'live'],
+    ['a process of another boot', () => ({ processStart: withChangedField(myProcessStart(), 1) }), 'quarantine', 'absent'],
+    ['a reused pid', () => ({ processStart: withChangedField(myProcessStart(), 3) }), 'quarantine', 'absent'],
+    ['another PID namespace', () => ({ processStart: withChangedField(myProcessStart(), 2) }), 'quarantine', 'ambiguous'],
+    ['another host', () => ({ host: 'another-host' }), 'quarantine', 'ambiguous'],
+  ];
+  for (const [name, holder, code, status] of holders) {
+    for (const [what, row] of [['the same root', { root: '/srv/a' }], ['an overlapping root', { root: '/srv/a/inner' }], ['the same endpoint', { endpoint: 'http://127.0.0.1:8080' }]] as const) {
+      it(`refuses ${what} held by ${name} (${code}, naming the holder ${status}) with nothing written`, async () => {
+        const { stateHome, registry } = await registryWith((stateHome) => [{ ...existing(stateHome), ...holder() }]);
+        const [held] = registry.list().entries;
+        const refusal = await registry.transaction(TEST_ROOT, (transaction) => transaction.admit(reservation(stateHome, 1, row))).catch((error: unknown) => error);
+        expect(refusal).toMatchObject({ code, message: expect.stringContaining(`pid ${held!.pid} on host ${held!.host} (${status})`) });
+        expect(await refusedReserve(registry, reservation(stateHome, 1, row))).toEqual({ admit: code, reserve: code });
+      });
+    }
+  }
 
   it('accepts siblings whose names share a prefix (/a/b and /a/bc)', async () => {
     const { stateHome, registry } = await initialised();

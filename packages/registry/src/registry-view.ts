@@ -13,7 +13,7 @@ import {
   type RegistryFormat,
   type Reservation,
 } from '@leasehold/contracts';
-import type { FileSnapshot } from '@leasehold/private-files';
+import { describeHolder, ownerStatus, type FileSnapshot } from '@leasehold/private-files';
 import { rootsOverlap } from './roots-overlap.js';
 
 /**
@@ -43,14 +43,20 @@ export function validateEntries(entries: readonly Reservation[], stateHome: stri
 
 /**
  * Refuses a new reservation that would overlap a row's root or share its
- * endpoint (`conflict`), then one that would not fit (`capacity`).
- * @throws ContractError `conflict`, `capacity`.
+ * endpoint, then one that would not fit (`capacity`). A row is a fence: a
+ * live owner's is `conflict` (wait for it, or stop it); one whose process is
+ * gone (`absent`) or cannot be proved live (`ambiguous`) is `quarantine`,
+ * naming that process, since only a recovery of its workspace frees it.
+ * @throws ContractError `conflict`, `quarantine`, `capacity`.
  */
 export function admitReservation(entries: readonly Reservation[], reservation: Reservation, label: string): void {
   const clash = entries.find((entry) => rootsOverlap(entry.root, reservation.root) || entry.endpoint === reservation.endpoint);
   if (clash !== undefined) {
-    const what = rootsOverlap(clash.root, reservation.root) ? 'an overlapping root' : 'the same endpoint';
-    throw new ContractError('conflict', `${label}: another owner holds ${what}`);
+    const what = rootsOverlap(clash.root, reservation.root) ? (clash.root === reservation.root ? 'this root' : `an overlapping root, ${clash.root}`) : `the same endpoint, for ${clash.root}`;
+    const status = ownerStatus(clash.pid, clash.host, clash.processStart);
+    const holder = describeHolder(clash, status);
+    if (status === 'live') throw new ContractError('conflict', `${label}: another owner holds ${what}: ${holder}`);
+    throw new ContractError('quarantine', `${label}: a crashed or unprovable owner still fences ${what}: ${holder}; its fences stay until its workspace is recovered`);
   }
   if (entries.length >= REGISTRY_ENTRIES) {
     throw new ContractError('capacity', `${label}: ${REGISTRY_ENTRIES} reservations already`);

@@ -34,6 +34,8 @@ export interface CrasherPlan {
   readonly config: OwnerConfig;
   readonly endpoint: string;
   readonly lockWaitMs?: number;
+  /** The acquire's `replaceConfig` (an upgrade). */
+  readonly replaceConfig?: boolean;
   /** SIGKILL before step k; `end`: after reporting done; `hold`: report done and `{"held": true}`, then stay alive. */
   readonly killAt?: number | 'end' | 'hold';
   /** SIGKILL before the first step of this operation and action (and this path, when given). */

@@ -38,12 +38,21 @@ export interface ServeOptions {
   readonly routes?: OwnerRoutes;
   /** How often the lease re-asserts its files (the self-fence), in milliseconds (default 1000). */
   readonly watchIntervalMs?: number;
-  /** The signals that stop the owner cleanly (default SIGINT and SIGTERM). */
+  /**
+   * The signals that stop the owner cleanly (default SIGINT, SIGTERM and SIGHUP: a closed
+   * terminal or a dropped ssh session is a stop, never a crash that leaves fences behind).
+   */
   readonly signals?: readonly NodeJS.Signals[];
   /** Stops the owner cleanly when aborted. */
   readonly signal?: AbortSignal;
   /** Bounds against hostile local clients (see `DEFAULT_LIMITS`). */
   readonly limits?: Partial<TransportLimits>;
+  /**
+   * An upgrade: when the workspace is stopped (no fence) and keeps another config (another
+   * endpoint, or the policy of an earlier version), take this one (compare-and-swap on the
+   * config read). Without it, another config is `conflict`, naming this option. Default false.
+   */
+  readonly replaceConfig?: boolean;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
   /** Bound of the registry lock wait, in milliseconds (default 2000); only for the default `ownership`. */
@@ -51,6 +60,9 @@ export interface ServeOptions {
   /** Handed to every PrivateFiles used (tests only); only for the default `ownership`. */
   readonly hooks?: PrivateFilesHooks;
 }
+
+/** The signals a daemon stops on unless told otherwise. */
+const DEFAULT_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** The ownership the options name, else the file backend of their state home. */
 function ownershipOf(options: ServeOptions): Ownership {
@@ -139,7 +151,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
     pending ??= outcome;
   };
   const onSignal = (signal: NodeJS.Signals) => stop({ reason: 'signal', signal });
-  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  const signals = options.signals ?? DEFAULT_STOP_SIGNALS;
   for (const signal of signals) process.on(signal, onSignal);
   const onAbort = () => stop({ reason: 'abort' });
   options.signal?.addEventListener('abort', onAbort, { once: true });
@@ -148,7 +160,11 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
   try {
     const port = await listen(server, requested.port, requested.hostname);
     const bound = endpointOf(requested.hostname, port);
-    const lease = await ownershipOf(options).acquire(workspace, config, { boundEndpoint: bound, initializeNew: (fresh) => fresh.writeHostConfig(options.policy) });
+    const lease = await ownershipOf(options).acquire(workspace, config, {
+      boundEndpoint: bound,
+      initializeNew: (fresh) => fresh.writeHostConfig(options.policy),
+      ...(options.replaceConfig === undefined ? {} : { replaceConfig: options.replaceConfig }),
+    });
     if (options.signal?.aborted === true) onAbort();
     return await new Promise<ServeOutcome>((resolve, reject) => {
       let ending = false;

@@ -15,7 +15,7 @@ function describeError(error: unknown, otherwise: string): string {
 /**
  * `leasehold serve`: the transport's owner life cycle for the workspace. It
  * binds the loopback listener, acquires with the bound endpoint, serves
- * `/v1/status` and `/v1/stop`, and stops cleanly on SIGINT, SIGTERM or an
+ * `/v1/status` and `/v1/stop`, and stops cleanly on SIGINT, SIGTERM, SIGHUP or an
  * authenticated stop (exit 0). A lost lease closes the listener and exits
  * non-zero without touching any file.
  */
@@ -59,8 +59,9 @@ async function serveOn(context: CommandContext, root: string, stateHome: string,
     );
   };
   const endpoint = typeof values.endpoint === 'string' ? values.endpoint : undefined;
+  const replaceConfig = values['replace-config'] === true;
   try {
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, onServing, ...(endpoint === undefined ? {} : { endpoint }) });
+    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, onServing, replaceConfig, ...(endpoint === undefined ? {} : { endpoint }) });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
