@@ -247,16 +247,20 @@ export async function finishRecovery(place: TestPlace, root: string, label = roo
 
 // ---- What a dead writer left, judged by hand (SPEC 10.3). ----
 
-/** The code a new `acquire` must answer in this state, worked out by hand from SPEC 5.2-5.3. */
+/**
+ * The code a new `acquire` must answer in this state, worked out by hand from SPEC 5.2-5.3 and
+ * 8.1. Every process these states name is a dead writer: a row or a checkout lock in the way is
+ * a crashed owner's fence, `quarantine`.
+ */
 function expectedAcquireCode(place: TestPlace, root: string): string {
   const places = handPlaces(place.stateHome, root);
-  if (rowsOf(place.stateHome).some((row) => row.root === root)) return 'conflict'; // a row for this root
+  if (rowsOf(place.stateHome).some((row) => row.root === root)) return 'quarantine'; // a dead writer's row for this root
   const registration = jsonOf(places.registration) as { phase: string; checkoutToken: string } | undefined;
   const ownerFiles = [places.ownerLock, places.capability, places.checkoutLock].map(pathExists);
   if (registration !== undefined && registration.phase !== 'stopped') return ownerFiles.every(Boolean) ? 'quarantine' : 'refused';
   if (ownerFiles[0] === true || ownerFiles[1] === true) return 'refused'; // SPEC 5.2 rule 5
   const checkout = jsonOf(places.checkoutLock) as { token: string } | undefined;
-  if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'conflict';
+  if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'quarantine';
   return 'no error';
 }
 
