@@ -71,11 +71,12 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
 
     // A lease lost without a release (its ownership closed): quarantined, then recovered by the same user.
     const lost = as(authOf(PERMITTED));
-    await lost.acquire('/srv/auth', { endpoint: endpointOf(51001), ttlSeconds: 1 });
+    // TTL 3 s: long enough that the acquire itself ends well inside it on a busy machine.
+    await lost.acquire('/srv/auth', { endpoint: endpointOf(51001), ttlSeconds: 3 });
     await lost.close();
     const closedAt = performance.now();
     await until(async () => (await alice.inspect('/srv/auth')).status === 'quarantined');
-    console.log(`closed with its lease held (TTL 1 s) to quarantined: ${Math.round(performance.now() - closedAt)} ms`);
+    console.log(`closed with its lease held (TTL 3 s) to quarantined: ${Math.round(performance.now() - closedAt)} ms`);
     const snapshot = await alice.recoverySnapshot('/srv/auth');
     const record = await alice.recover('/srv/auth', snapshot.digest, { user: 'operator' });
     expect(await alice.journal()).toEqual([record]);

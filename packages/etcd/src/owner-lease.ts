@@ -109,7 +109,13 @@ export class OwnerLease implements EtcdOwnerLease {
       onEnd: (reason) => this.#lose('unavailable', reason),
     });
     this.#cancelWatch = () => watch.cancel();
-    await watch.created;
+    try {
+      await watch.created;
+    } catch (error) {
+      // A lease lost while etcd was still creating its watch cancelled that watch: the loss (its
+      // deadline passed, say) is the reason, not the stream's "cancelled on client".
+      throw this.#lost ?? error;
+    }
   }
 
   /** Calls `onLost(error)` once when this lease is lost (at once if it already is); the answer unsubscribes. */
