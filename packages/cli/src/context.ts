@@ -13,6 +13,8 @@ export interface CommandContext {
   readonly env: NodeJS.ProcessEnv;
   /** The parsed options of the command (common ones included). */
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  /** `run`'s program and its arguments: everything after `--`, never parsed. */
+  readonly program?: readonly string[];
 }
 
 /**
@@ -72,6 +74,6 @@ export function placeOptions(root: string, stateHome: string): string {
 }
 
 /** Quotes a path for a POSIX shell when it needs it. */
-function shellQuote(value: string): string {
+export function shellQuote(value: string): string {
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }

@@ -129,6 +129,33 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect(json(await b.run(['list'])).entries).toEqual([]);
   });
 
+  it('serve --recover-dead: another host never recovers a crash; the crashed host does once its lease ended, journalled as automatic', async () => {
+    const prefix = `/leasehold/cli-${randomUUID()}`;
+    const a = hostNamed('host-a');
+    const b = hostNamed('host-b');
+    for (const host of [a, b]) expect((await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix])).code).toBe(0);
+    const workspace = a.box.workspace('shared');
+    const server = new Server([...a.box.place(workspace), '--lease-ttl', '2'], { env: a.env });
+    await server.ready();
+    a.box.recordCapabilities();
+    await server.kill9();
+
+    await statusUntil(b, workspace, 'quarantined');
+    // Another host cannot prove a process of host-a gone: refused, nothing journalled.
+    const elsewhere = await b.run(['serve', '--recover-dead'], workspace);
+    expect(json(elsewhere)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${server.pid} on host host-a (lease-ended)`) });
+    expect(await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only'])).toBe('');
+
+    const restarted = new Server([...a.box.place(workspace), '--recover-dead'], { env: a.env });
+    await restarted.ready();
+    a.box.recordCapabilities();
+    const journal = await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only']);
+    expect(journal).toContain(`{"by":"pid-and-start-time","holder":{"host":"host-a","pid":${server.pid},`);
+    expect(journal).toContain('"reason":"owner-proved-dead"');
+    expect((await a.run(['stop'], workspace)).code).toBe(0);
+    expect((await restarted.exit()).code).toBe(0);
+  });
+
   it('`--lease-ttl` is refused on a state home of the file backend, and nothing is served', async () => {
     const host = hostNamed('host-a');
     const workspace = host.box.workspace('files');

@@ -5,6 +5,7 @@ import { doctor } from './commands/doctor.js';
 import { init } from './commands/init.js';
 import { list } from './commands/list.js';
 import { recover } from './commands/recover.js';
+import { run } from './commands/run.js';
 import { serve } from './commands/serve.js';
 import { status } from './commands/status.js';
 import { stop } from './commands/stop.js';
@@ -18,6 +19,8 @@ interface Command {
   readonly usage: string;
   readonly options: Record<string, OptionSpec>;
   readonly help: readonly string[];
+  /** Everything after the first `--` is a program to run, never parsed; one must be given. */
+  readonly takesProgram?: boolean;
   readonly run: (context: CommandContext) => Promise<number>;
 }
 
@@ -35,6 +38,15 @@ const COMMON_HELP = [
   '  --help              this help',
 ];
 
+/** What `serve` and `run` both take: how the owner is started and served. */
+const OWNER_OPTIONS: Record<string, OptionSpec> = {
+  endpoint: { type: 'string' },
+  'recover-dead': { type: 'boolean' },
+  'replace-config': { type: 'boolean' },
+  'watch-ms': { type: 'string' },
+  'lease-ttl': { type: 'string' },
+};
+
 const COMMANDS: Record<string, Command> = {
   init: {
     summary: 'record which backend the state home uses: its files (the default), or an etcd cluster shared by hosts',
@@ -51,15 +63,32 @@ const COMMANDS: Record<string, Command> = {
   },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
-    usage: 'leasehold serve [--endpoint URL] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
-    options: { endpoint: { type: 'string' }, 'replace-config': { type: 'boolean' }, 'watch-ms': { type: 'string' }, 'lease-ttl': { type: 'string' } },
+    usage: 'leasehold serve [--endpoint URL] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
+    options: OWNER_OPTIONS,
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
+      '  --recover-dead      when a crashed owner blocks the start and every process its fences name is proved gone',
+      '                      on this host, recover it first (journalled as automatic); anything else stays refused',
       '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
       '  --lease-ttl S       etcd backend only: the lease\'s time to live in seconds (default 10)',
     ],
     run: serve,
+  },
+  run: {
+    summary: 'own the workspace like serve, and run a program as its owner until either stops',
+    usage: 'leasehold run [--endpoint URL] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
+    options: { ...OWNER_OPTIONS, 'stop-timeout': { type: 'string' } },
+    help: [
+      '  --stop-timeout S    on a stop, seconds from SIGTERM to SIGKILL of the program\'s process group (default 10)',
+      '  --endpoint URL, --recover-dead, --replace-config, --watch-ms N, --lease-ttl S: as for serve (leasehold serve --help)',
+      '  -- CMD [ARGS...]    the program: started in its own process group once the workspace is fenced with it too,',
+      '                      with LEASEHOLD_WORKSPACE, LEASEHOLD_STATE_HOME, LEASEHOLD_EPOCH and LEASEHOLD_ENDPOINT set;',
+      '                      exit: its status when it ends by itself (128 + signal when killed), 0 after a stop,',
+      '                      4 after a lost lease (its process group killed first)',
+    ],
+    takesProgram: true,
+    run,
   },
   status: {
     summary: 'is the workspace running? (exit 0 running, 3 not running, 1 error)',
@@ -84,9 +113,11 @@ const COMMANDS: Record<string, Command> = {
   },
   recover: {
     summary: "show a crashed owner's fences and digest; with --digest and --yes, release them",
-    usage: 'leasehold recover [--digest D] [--yes] [options]',
-    options: { digest: { type: 'string' }, yes: { type: 'boolean', short: 'y' } },
+    usage: 'leasehold recover [--all-dead] [--digest D] [--yes] [options]',
+    options: { 'all-dead': { type: 'boolean' }, digest: { type: 'string' }, yes: { type: 'boolean', short: 'y' } },
     help: [
+      '  --all-dead          every workspace of the state home whose holders are all proved gone on this host',
+      '                      (after a reboot), with one digest over all of them; not only --workspace',
       '  --digest D          act on exactly the state with this digest (shown by `leasehold recover`)',
       '  --yes               do not ask for confirmation',
     ],
@@ -148,13 +179,14 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     return 0;
   }
   const command = COMMANDS[name];
-  const json = rest.includes('--json');
+  const { options, program } = command?.takesProgram === true ? splitProgram(rest) : { options: rest, program: undefined };
+  const json = options.includes('--json');
   if (command === undefined) {
     return usageError(io, json, `unknown command '${name}'`, overview());
   }
   let values: CommandContext['values'];
   try {
-    values = parseArgs({ args: [...rest], options: { ...COMMON, ...command.options }, strict: true, allowPositionals: false }).values;
+    values = parseArgs({ args: [...options], options: { ...COMMON, ...command.options }, strict: true, allowPositionals: false }).values;
   } catch (error) {
     return usageError(io, json, error instanceof Error ? error.message : 'bad options', commandHelp(name, command));
   }
@@ -162,18 +194,28 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     io.stdout.write(`${commandHelp(name, command)}\n`);
     return 0;
   }
+  if (command.takesProgram === true && (program === undefined || program.length === 0)) {
+    return usageError(io, json, `${name}: give the program after --, as in: leasehold ${name} -- CMD [ARGS...]`, commandHelp(name, command));
+  }
   const context: CommandContext = {
     output: createOutput(io, values.json === true),
     streams: io,
     cwd: io.cwd,
     env: io.env,
     values,
+    ...(program === undefined ? {} : { program }),
   };
   try {
     return await command.run(context);
   } catch (error) {
     return reportError(io, values.json === true, error);
   }
+}
+
+/** The options before the first `--`, and the program after it (undefined without a `--`). */
+function splitProgram(args: readonly string[]): { options: readonly string[]; program: readonly string[] | undefined } {
+  const separator = args.indexOf('--');
+  return separator === -1 ? { options: args, program: undefined } : { options: args.slice(0, separator), program: args.slice(separator + 1) };
 }
 
 /** This command's version, from the package.json it ships with. */

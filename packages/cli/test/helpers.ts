@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 
 /** The built `leasehold` binary; the tests run it as a real process. */
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+/** The built `leasehold` command. */
+export const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 
 /** A bound on every wait, so that a broken build fails a test instead of hanging it. */
 const WAIT_BOUND_MS = 30_000;

@@ -128,6 +128,19 @@ export const checkoutLockSchema = z.strictObject({
 });
 export type CheckoutLock = z.infer<typeof checkoutLockSchema>;
 
+/**
+ * `leasehold.companion/1`: a second process of one owner's epoch (a child that acts in the
+ * workspace), which fences it with the owner until that process is gone.
+ */
+export const companionSchema = z.strictObject({
+  schema: z.literal('leasehold.companion/1'),
+  epoch: id,
+  pid,
+  host,
+  processStart: processStart.optional(),
+});
+export type Companion = z.infer<typeof companionSchema>;
+
 /** The process a fence names. */
 export const holderSchema = z.strictObject({ pid, host, processStart: processStart.optional() });
 export type Holder = z.infer<typeof holderSchema>;
@@ -142,6 +155,7 @@ export const FENCE_KINDS = [
   'owner-lock',
   'capability',
   'checkout-lock',
+  'companion',
 ] as const;
 export type FenceKind = (typeof FENCE_KINDS)[number];
 
@@ -153,7 +167,21 @@ export const fenceSchema = z.strictObject({
 });
 export type Fence = z.infer<typeof fenceSchema>;
 
-/** `leasehold.recovery-record/1`: the journal's durable account of one recovery. */
+/**
+ * What an automatic recovery (one a starting owner ran itself, with no person) proved: each
+ * process the fences named is gone from this host, by its pid and recorded start time (another
+ * boot, or the pid free or reused) or, for a holder recorded without a start time, by its pid alone.
+ */
+export const automaticRecoverySchema = z.strictObject({
+  reason: z.literal('owner-proved-dead'),
+  proved: z.array(z.strictObject({ holder: holderSchema, by: z.enum(['pid-and-start-time', 'pid']) })).max(RECOVERY_RECORD_FENCES),
+});
+export type AutomaticRecovery = z.infer<typeof automaticRecoverySchema>;
+
+/**
+ * `leasehold.recovery-record/1`: the journal's durable account of one recovery. `automatic` is
+ * there only for a recovery no person confirmed (a reader older than it refuses such a record).
+ */
 export const recoveryRecordSchema = z.strictObject({
   schema: z.literal('leasehold.recovery-record/1'),
   root: absolutePath,
@@ -161,5 +189,6 @@ export const recoveryRecordSchema = z.strictObject({
   recordedAt: z.iso.datetime(),
   operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
   fences: z.array(fenceSchema).max(RECOVERY_RECORD_FENCES),
+  automatic: automaticRecoverySchema.optional(),
 });
 export type RecoveryRecord = z.infer<typeof recoveryRecordSchema>;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { encode } from './codec.js';
-import type { Holder, OwnerConfig, Phase } from './documents.js';
+import { ContractError } from './contract-error.js';
+import type { AutomaticRecovery, Holder, OwnerConfig, Phase } from './documents.js';
 import { text } from './primitives.js';
 
 // The seam between the places that own workspaces (the files of one host, or an etcd cluster
@@ -119,6 +120,14 @@ export interface OwnershipLease {
   watch(intervalMs: number, onLost: (error: unknown) => void): () => void;
   /** Endpoint, epoch and capability of this owner. Holds the secret. */
   localAccess(): LocalAccess;
+  /**
+   * Fences the workspace with process `pid` of this host too (its start time read now), durably,
+   * before it returns: until that process is gone, a recovery reports it `live` and refuses.
+   * Release removes this fence first. Call it for a child whose every action needs the workspace,
+   * before letting it act. One per lease.
+   * @throws ContractError `refused` (the process is gone, or the lease already fences one), and what `assert` throws.
+   */
+  fenceProcess(pid: number): Promise<void>;
 }
 
 /** One fenced workspace of `list()`, and whether what holds it is still there. */
@@ -168,6 +177,11 @@ export interface RecoveryFenceView {
 export interface RecoveryHolderView {
   readonly holder: Holder;
   readonly status: ListedOwner['holder'];
+  /**
+   * For a holder whose `status` speaks of its lease (`leased`, `lease-ended`) and that names this
+   * host: what this host can tell of its process. Absent otherwise.
+   */
+  readonly process?: 'live' | 'absent' | 'ambiguous';
   readonly fences: readonly string[];
 }
 
@@ -192,5 +206,46 @@ export interface Recovery {
    * Releases a dead owner's fences, only with the digest of the current snapshot, journalled.
    * `assertAuthority` throws to deny; it runs first and before every effect.
    */
-  recover(root: string, options: { readonly expectedDigest: string; readonly assertAuthority: () => void }): Promise<RecoveryResult>;
+  recover(root: string, options: RecoverRequest): Promise<RecoveryResult>;
+}
+
+/** What a recovery is told: the digest reviewed, who may act, and for an automatic one its proof. */
+export interface RecoverRequest {
+  readonly expectedDigest: string;
+  readonly assertAuthority: () => void;
+  /** Set only by `recoverProvedDead`: journalled with the record, so no person is thought to have confirmed it. */
+  readonly automatic?: AutomaticRecovery;
+}
+
+/** Whether this host has proved the holder's process gone: `absent`, or a lease ended with its process `absent` here. */
+function provedGone(view: RecoveryHolderView): boolean {
+  return view.status === 'absent' || (view.status === 'lease-ended' && view.process === 'absent');
+}
+
+/** The holders of a snapshot that this host has not proved gone: a crashed owner's recovery needs none. */
+export function holdersNotProvedGone(view: RecoveryView): RecoveryHolderView[] {
+  return view.holders.filter((holder) => !provedGone(holder));
+}
+
+function holderInWords({ holder, status, process }: RecoveryHolderView): string {
+  return `pid ${holder.pid} on host ${holder.host} (${status}${process === undefined ? '' : `, process ${process}`})`;
+}
+
+/**
+ * The recovery a starting owner may run itself (opt-in): only when every process the workspace's
+ * fences name is proved gone on this host, the ordinary digest-checked recovery of that very
+ * snapshot, journalled as automatic with each proof. A live, ambiguous or other host's holder, or
+ * a lease still running, is `quarantine` naming them, with nothing changed. Never by age.
+ * @throws ContractError `quarantine` (a holder not proved gone), and whatever `recovery.recover` throws
+ * (`conflict` when the state changed since the snapshot, so a racing recovery is never repeated).
+ */
+export async function recoverProvedDead(recovery: Recovery, root: string): Promise<RecoveryResult> {
+  const view = await recovery.snapshot(root);
+  if (view.clear) return { recovered: false, reason: 'clear' };
+  const blocking = holdersNotProvedGone(view);
+  if (blocking.length > 0) {
+    throw new ContractError('quarantine', `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`);
+  }
+  const proved = view.holders.map(({ holder }) => ({ holder, by: holder.processStart === undefined ? ('pid' as const) : ('pid-and-start-time' as const) }));
+  return recovery.recover(root, { expectedDigest: view.digest, assertAuthority: () => undefined, automatic: { reason: 'owner-proved-dead', proved } });
 }

@@ -18,6 +18,7 @@ function leaseOver(lease: OwnerLease, root: string): OwnershipLease {
     release: () => lease.release(),
     watch: (intervalMs, onLost) => lease.watch(intervalMs, onLost),
     localAccess: () => lease.localAccess(),
+    fenceProcess: async (pid) => lease.fenceProcess(pid),
   };
 }
 

@@ -19,6 +19,7 @@ describe('the public entry point', () => {
       'CheckoutHandle',
       'CheckoutHolder',
       'CheckoutLock',
+      'Companion',
       'ContractError',
       'ContractErrorCode',
       'CoordinationOptions',

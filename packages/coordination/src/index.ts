@@ -4,6 +4,7 @@ export {
   ContractError,
   type Backend,
   type CheckoutLock,
+  type Companion,
   type ContractErrorCode,
   type Inspection,
   type ListedOwner,

@@ -9,7 +9,7 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
+import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
 import { FILE_BYTES, SERVICE_FILES, SYNCED_BY_LATER_CHANGE, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
@@ -100,8 +100,29 @@ export class OwnerLease {
   }
 
   /**
+   * Fences the workspace with process `pid` of this host too: `companion.json`, naming this
+   * epoch and that process (its start time read now), created exclusively and durably. From then
+   * on `assert` checks it like every other file of the owner, a recovery counts that process as a
+   * holder (and refuses while it is live), and `release` removes it first. One per lease.
+   * @throws ContractError `refused` (the process is gone, or this lease already fences one),
+   * `unavailable` (a release has begun), and whatever `assert` throws.
+   */
+  fenceProcess(pid: number): void {
+    this.assert();
+    if (this.#registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#places.root}: the lease is being released`);
+    const path = this.#places.companion;
+    if (this.#owned.companion !== undefined) throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
+    const identity = processIdentity(pid);
+    if (identity === undefined) throw new ContractError('refused', `pid ${pid}: no such process on this host (gone, or never was)`);
+    const bytes = bounded(encode({ schema: 'leasehold.companion/1', epoch: this.#registration.epoch, ...identity }), FILE_BYTES.companion, path);
+    // A create whose link took effect but whose folder fsync failed counts as done, as in `phase`:
+    // the fence exists, and what a power loss could take back names a process it killed anyway.
+    this.#publish('companion', bytes, () => this.#files.create(path, bytes, FILE_BYTES.companion));
+  }
+
+  /**
    * Releases the workspace in the order that keeps every crash point fenced:
-   * the registration `stopped`, the capability, `owner.lock`, then in one
+   * the companion, the registration `stopped`, the capability, `owner.lock`, then in one
    * registry transaction the row and, last, the checkout lock (so a plain
    * tool never enters while a service fence remains). Every step re-asserts
    * the lease. A release that failed part-way can be called again and goes on
@@ -113,6 +134,11 @@ export class OwnerLease {
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
+    // The companion first, with its own folder fsync, while the registration is still live (the one
+    // state it is allowed in): at every crash point from here on the remaining fences (registration,
+    // owner.lock, capability, row, checkout lock) still name this owner, so a recovery finds them once
+    // it is gone; and a companion never outlives the registration it belongs to.
+    this.#removeOwned('companion');
     // The registration and the capability are fsynced with the service folder by owner.lock's removal
     // (SYNCED_BY_LATER_CHANGE). A release called again after a failure runs only the steps not yet done,
     // in this order, so whatever it changes there precedes that removal.
@@ -207,22 +233,27 @@ export class OwnerLease {
     const bytes = bounded(encode(next), FILE_BYTES.registration, path);
     const expected = this.#owned.registration;
     if (expected === undefined) throw new ContractError('conflict', `${path}: not held`);
-    let written: FileSnapshot | undefined;
-    this.#settle(
-      () => {
-        written = this.#files.replace(path, expected, bytes, FILE_BYTES.registration, publish);
-      },
-      () => {
-        written = this.#files.read(path, FILE_BYTES.registration);
-        return written?.identity === sha256(bytes);
-      },
-    );
-    this.#owned.registration = written;
+    this.#publish('registration', bytes, () => this.#files.replace(path, expected, bytes, FILE_BYTES.registration, publish));
     this.#registration = next;
   }
 
+  /** Publishes `bytes` with `write` and holds what is there, settled (see `#settle`) by whether the file holds them. */
+  #publish(key: 'registration' | 'companion', bytes: Uint8Array, write: () => FileSnapshot): void {
+    let written: FileSnapshot | undefined;
+    this.#settle(
+      () => {
+        written = write();
+      },
+      () => {
+        written = this.#files.read(this.#places[key], FILE_BYTES[key]);
+        return written?.identity === sha256(bytes);
+      },
+    );
+    this.#owned[key] = written;
+  }
+
   /** One removal step of release: re-assert, then remove by compare-and-swap (skipped when already done). */
-  #removeOwned(key: 'capability' | 'ownerLock' | 'checkoutLock', publish?: PublishOptions): void {
+  #removeOwned(key: 'companion' | 'capability' | 'ownerLock' | 'checkoutLock', publish?: PublishOptions): void {
     const expected = this.#owned[key];
     if (expected === undefined) return;
     this.assert();

@@ -93,6 +93,7 @@ describe('workspacePlaces', () => {
     expect(places.registration).toBe(`${places.service}/registration.json`);
     expect(places.ownerLock).toBe(`${places.service}/owner.lock`);
     expect(places.capability).toBe(`${places.service}/local-capability.json`);
+    expect(places.companion).toBe(`${places.service}/companion.json`);
   });
 
   it("spreads the state home's shared layout, the registry's own, and agrees with the paths computed by hand", () => {
@@ -119,6 +120,7 @@ describe('workspacePlaces', () => {
       registration: hand.registration,
       ownerLock: hand.ownerLock,
       capability: hand.capability,
+      companion: hand.companion,
     });
   });
 
@@ -140,6 +142,7 @@ describe('workspacePlaces', () => {
       [
         'access-config.json',
         'access.json',
+        'companion.json',
         'config.json',
         'format.json',
         'history',

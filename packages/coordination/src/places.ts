@@ -14,6 +14,7 @@ export const SERVICE_ENTRIES = [
   'registration.json',
   'owner.lock',
   'local-capability.json',
+  'companion.json',
   'access-config.json',
   'access.json',
   'history',
@@ -34,6 +35,7 @@ export interface WorkspacePlaces extends StateHomeLayout {
   readonly registration: string;
   readonly ownerLock: string;
   readonly capability: string;
+  readonly companion: string;
 }
 
 /**
@@ -57,6 +59,7 @@ export function workspacePlaces(root: string, stateHome: string): WorkspacePlace
     registration: join(service, 'registration.json'),
     ownerLock: join(service, 'owner.lock'),
     capability: join(service, 'local-capability.json'),
+    companion: join(service, 'companion.json'),
   };
 }
 

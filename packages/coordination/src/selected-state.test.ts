@@ -52,6 +52,10 @@ function checkoutLockBytes(token: string): Uint8Array {
   return encode({ schema: 'leasehold.checkout-lock/1', token, ...currentProcess() });
 }
 
+function companionBytes(epoch: string, host = currentProcess().host): Uint8Array {
+  return encode({ schema: 'leasehold.companion/1', epoch, ...currentProcess(), host });
+}
+
 function capabilityBytes(epoch: string): Uint8Array {
   return encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') });
 }
@@ -240,6 +244,18 @@ const cases: readonly Case[] = [
     breakState: ({ place, places }) => rewriteJson(place, places.capability, (value) => ({ ...value, epoch: randomUUID() })),
   },
   {
+    name: 'a companion of another epoch',
+    where: (places) => places.companion,
+    bases: ['live'],
+    breakState: ({ place, places }) => replaceFile(place.tmp, places.companion, companionBytes(randomUUID())),
+  },
+  {
+    name: 'a companion of another host',
+    where: (places) => places.companion,
+    bases: ['live'],
+    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch, 'another-host')),
+  },
+  {
     name: 'a checkout lock of another token under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
@@ -282,6 +298,12 @@ const cases: readonly Case[] = [
     where: (places) => places.capability,
     bases: ['stopped'],
     breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.capability, capabilityBytes(registration.epoch)),
+  },
+  {
+    name: 'a companion under a stopped registration',
+    where: (places) => places.companion,
+    bases: ['stopped'],
+    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch)),
   },
   {
     name: "a checkout lock carrying the stopped registration's checkoutToken",
@@ -342,6 +364,11 @@ describe('SPEC 5.2 rule 5 without any registration', () => {
       name: 'a capability',
       path: (places) => places.capability,
       bytes: () => capabilityBytes(randomUUID()),
+    },
+    {
+      name: 'a companion',
+      path: (places) => places.companion,
+      bytes: () => companionBytes(randomUUID()),
     },
   ];
   for (const { name, path, bytes } of strays) {

@@ -17,7 +17,7 @@ import {
   type Reservation,
 } from '@leasehold/contracts';
 import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
-import { Registry, type RegistryOptions } from '@leasehold/registry';
+import { Registry, type RegistryOptions, type RegistryTransaction } from '@leasehold/registry';
 import { Rollback } from './rollback.js';
 import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
@@ -28,6 +28,7 @@ import {
   bounded,
   checkServiceState,
   endpointAdmits,
+  readDocument,
   readServiceState,
   snapshotsOf,
   type FileSnapshots,
@@ -366,7 +367,7 @@ export class ServiceCoordination {
     replaceConfig: boolean,
   ): Promise<ServiceState> {
     return this.#registry.transaction(this.root, (transaction) => {
-      transaction.admit(reservation);
+      this.#admit(transaction, reservation);
       let state = this.#selectedState();
       this.#refuseState(state, configBytes, replaceConfig);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
@@ -390,6 +391,34 @@ export class ServiceCoordination {
       }
       return state;
     });
+  }
+
+  /**
+   * The table's refusals (`admit`). When a row fences the root for a gone or unprovable owner, a
+   * companion (the process that owner fenced the workspace with) names who is really in the way:
+   * while it lives the workspace is in use, not waiting for a recovery (which refuses until that
+   * process is gone), so that is `conflict`; otherwise the quarantine names it too.
+   */
+  #admit(transaction: RegistryTransaction, reservation: Reservation): void {
+    try {
+      transaction.admit(reservation);
+    } catch (error) {
+      if (ContractError.is(error, 'quarantine')) this.#refuseCompanion(error);
+      throw error;
+    }
+  }
+
+  #refuseCompanion(quarantine: ContractError): void {
+    const companion = readDocument(this.#files, this.places, 'companion')?.value;
+    if (companion === undefined) return;
+    const status = ownerStatus(companion.pid, companion.host, companion.processStart);
+    const holder = describeHolder(companion, status);
+    if (status === 'live') {
+      throw new ContractError('conflict', `${this.places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, {
+        cause: quarantine,
+      });
+    }
+    throw new ContractError('quarantine', `${quarantine.message}; ${this.places.companion} names ${holder}`, { cause: quarantine });
   }
 
   /**

@@ -3,6 +3,7 @@ import {
   DOCUMENT_BYTES,
   PATHS_DOCUMENT_BYTES,
   checkoutLockSchema,
+  companionSchema,
   decodeBytes,
   localCapabilitySchema,
   ownerConfigSchema,
@@ -10,6 +11,7 @@ import {
   registrationSchema,
   serviceFormatSchema,
   type CheckoutLock,
+  type Companion,
   type LocalCapability,
   type OwnerConfig,
   type OwnerLock,
@@ -22,7 +24,7 @@ import { NAMESPACE_ENTRIES } from '@leasehold/registry';
 import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, type WorkspacePlaces } from './places.js';
 
 /** The files of one workspace that Leasehold reads; each key is also the name of its path in `WorkspacePlaces`. */
-export const SERVICE_FILES = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'checkoutLock'] as const;
+export const SERVICE_FILES = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'companion', 'checkoutLock'] as const;
 export type ServiceFile = (typeof SERVICE_FILES)[number];
 
 /**
@@ -50,6 +52,7 @@ export const FILE_BYTES: Readonly<Record<ServiceFile, number>> = {
   registration: PATHS_DOCUMENT_BYTES,
   ownerLock: DOCUMENT_BYTES,
   capability: DOCUMENT_BYTES,
+  companion: DOCUMENT_BYTES,
   checkoutLock: DOCUMENT_BYTES,
 };
 
@@ -61,6 +64,7 @@ export const SERVICE_SCHEMAS = {
   registration: registrationSchema,
   ownerLock: ownerLockSchema,
   capability: localCapabilitySchema,
+  companion: companionSchema,
   checkoutLock: checkoutLockSchema,
 } as const satisfies Readonly<Record<ServiceFile, z.ZodType | undefined>>;
 
@@ -86,12 +90,14 @@ export interface ServiceState {
   readonly registration: Document<Registration> | undefined;
   readonly ownerLock: Document<OwnerLock> | undefined;
   readonly capability: Document<LocalCapability> | undefined;
+  readonly companion: Document<Companion> | undefined;
   readonly checkoutLock: Document<CheckoutLock> | undefined;
 }
 
 type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
 
-function readDocument<Key extends DecodedFile>(
+/** One file of the workspace, strictly decoded, or undefined when it (or its folder) is absent. */
+export function readDocument<Key extends DecodedFile>(
   files: PrivateFiles,
   places: WorkspacePlaces,
   key: Key,
@@ -121,6 +127,7 @@ export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): 
     registration: read('registration'),
     ownerLock: read('ownerLock'),
     capability: read('capability'),
+    companion: read('companion'),
     checkoutLock,
   };
 }
@@ -134,6 +141,7 @@ export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapsh
     registration: state.registration?.snapshot,
     ownerLock: state.ownerLock?.snapshot,
     capability: state.capability?.snapshot,
+    companion: state.companion?.snapshot,
     checkoutLock: state.checkoutLock?.snapshot,
   };
 }
@@ -214,6 +222,10 @@ function checkOwner(state: ServiceState, registration: Registration, places: Wor
     refuse(places.ownerLock, 'does not agree with the registration');
   }
   if (capability.value.epoch !== registration.epoch) refuse(places.capability, 'is of another epoch');
+  const companion = state.companion?.value;
+  if (companion !== undefined && (companion.epoch !== registration.epoch || companion.host !== registration.host)) {
+    refuse(places.companion, 'does not agree with the registration');
+  }
   const checkout = checkoutLock.value;
   if (
     checkout.token !== registration.checkoutToken ||
@@ -228,6 +240,7 @@ function checkOwner(state: ServiceState, registration: Registration, places: Wor
 function checkNoOwner(state: ServiceState, places: WorkspacePlaces): void {
   if (state.ownerLock !== undefined) refuse(places.ownerLock, 'present without a live registration');
   if (state.capability !== undefined) refuse(places.capability, 'present without a live registration');
+  if (state.companion !== undefined) refuse(places.companion, 'present without a live registration');
   const stopped = state.registration?.value;
   if (stopped !== undefined && state.checkoutLock?.value.token === stopped.checkoutToken) {
     refuse(places.checkoutLock, 'still carries the stopped registration');

@@ -17,12 +17,14 @@ import {
   type Ownership,
   type OwnershipLease,
   type Phase,
+  type RecoverRequest,
   type Recovery,
   type RecoveryFenceView,
   type RecoveryHolderView,
   type RecoveryResult,
   type RecoveryView,
 } from '@leasehold/contracts';
+import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
 import { keyLayout, type KeyLayout } from './keys.js';
 import type { EtcdOwnerLease, Sequencer } from './owner-lease.js';
@@ -176,7 +178,7 @@ class CompositeBackend implements EtcdBackend {
    * Crash-safety order: this host's files first (with their own digest and journal), the etcd fence
    * LAST (its own journal record), so that a recovery stopped part-way still keeps every other host out.
    */
-  async recover(root: string, options: { readonly expectedDigest: string; readonly assertAuthority: () => void }): Promise<RecoveryResult> {
+  async recover(root: string, options: RecoverRequest): Promise<RecoveryResult> {
     options.assertAuthority();
     const { view, local, etcd } = await this.#snapshots(root);
     if (view.digest !== options.expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
@@ -187,12 +189,16 @@ class CompositeBackend implements EtcdBackend {
     let record: string | undefined;
     if (!local.clear) {
       options.assertAuthority();
-      const result = await this.#localRecovery.recover(root, { expectedDigest: local.digest, assertAuthority: options.assertAuthority });
+      const result = await this.#localRecovery.recover(root, {
+        expectedDigest: local.digest,
+        assertAuthority: options.assertAuthority,
+        ...(options.automatic === undefined ? {} : { automatic: options.automatic }),
+      });
       if (result.recovered) record = result.record;
     }
     if (!etcd.clear) {
       options.assertAuthority();
-      record = (await this.#etcd.recover(root, etcd.digest, { reviewedDigest: view.digest })).id;
+      record = (await this.#etcd.recover(root, etcd.digest, { reviewedDigest: view.digest, ...(options.automatic === undefined ? {} : { automatic: options.automatic }) })).id;
     }
     return record === undefined ? { recovered: false, reason: 'clear' } : { recovered: true, record };
   }
@@ -208,7 +214,7 @@ class CompositeBackend implements EtcdBackend {
   /** Both backends' snapshots, and the one view (and digest) of them. */
   async #snapshots(root: string): Promise<{ view: RecoveryView; local: RecoveryView; etcd: RecoverySnapshot }> {
     const [local, etcd] = await Promise.all([this.#localRecovery.snapshot(root), this.#etcd.recoverySnapshot(root)]);
-    const etcdViews = etcdFenceViews(etcd, this.#keys.fence(root));
+    const etcdViews = etcdFenceViews(etcd, this.#keys.fence(root), etcd.fence === undefined ? undefined : this.#etcd.processOf(etcd.fence.record));
     const view: RecoveryView = {
       root,
       fences: [...local.fences, ...etcdViews.fences],
@@ -230,15 +236,18 @@ function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase): OwnerSummar
   return { epoch: record.epoch, endpoint: record.endpoint, pid: record.pid, host: record.host, phase };
 }
 
-/** The etcd fence as recovery shows it, and its holder: `leased` while an owner key is there, `lease-ended` once it is gone. */
-function etcdFenceViews(snapshot: RecoverySnapshot, key: string): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
+/**
+ * The etcd fence as recovery shows it, and its holder: `leased` while an owner key is there,
+ * `lease-ended` once it is gone; for a fence of this host, what this host can tell of its `process`.
+ */
+function etcdFenceViews(snapshot: RecoverySnapshot, key: string, process: OwnerStatus | undefined): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
   if (snapshot.fence === undefined) return { fences: [], holders: [] };
   const { pid, host, processStart } = snapshot.fence.record;
   const holder = { pid, host, ...(processStart === undefined ? {} : { processStart }) };
   const where = `etcd:${key}`;
   return {
     fences: [{ kind: 'etcd-fence', where, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) }],
-    holders: [{ holder, status: snapshot.owner === undefined ? 'lease-ended' : 'leased', fences: [where] }],
+    holders: [{ holder, status: snapshot.owner === undefined ? 'lease-ended' : 'leased', ...(process === undefined ? {} : { process }), fences: [where] }],
   };
 }
 
@@ -306,5 +315,10 @@ class CompositeLease implements EtcdBackendLease {
 
   localAccess(): LocalAccess {
     return this.#local.localAccess();
+  }
+
+  /** This host's files hold the companion (a process of this host); the etcd fence stays the owner's alone. */
+  async fenceProcess(pid: number): Promise<void> {
+    await this.#local.fenceProcess(pid);
   }
 }

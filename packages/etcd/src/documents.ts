@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ContractError, PATHS_DOCUMENT_BYTES, absolutePath, decodeBytes, encode, endpoint, hash, host, id, pid, processStart, text } from '@leasehold/contracts';
+import { ContractError, PATHS_DOCUMENT_BYTES, absolutePath, automaticRecoverySchema, decodeBytes, encode, endpoint, hash, host, id, pid, processStart, text } from '@leasehold/contracts';
 
 /** The bound of every record Leasehold keeps in etcd (a root may be 4096 characters long). */
 export const RECORD_BYTES = PATHS_DOCUMENT_BYTES;
@@ -43,6 +43,8 @@ export const journalRecordSchema = z.strictObject({
   operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
   fence: fenceRecordSchema,
   fenceRevision: revision,
+  /** Only for a recovery no person confirmed: which processes were proved gone, and how. */
+  automatic: automaticRecoverySchema.optional(),
 });
 export type JournalRecord = z.infer<typeof journalRecordSchema>;
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ContractError, decode, encode, endpoint as endpointSchema, host as hostSchema, id, sha256 } from '@leasehold/contracts';
-import { currentProcess, ownerStatus } from '@leasehold/private-files';
+import { ContractError, decode, encode, type AutomaticRecovery, endpoint as endpointSchema, host as hostSchema, id, sha256 } from '@leasehold/contracts';
+import { currentProcess, ownerStatus, type OwnerStatus } from '@leasehold/private-files';
 import {
   decodeRecord,
   endpointRecordSchema,
@@ -215,7 +215,11 @@ export class EtcdOwnership {
    * Removes a fence whose owner's lease is gone, in ONE transaction that compares the fence's
    * revision and the owner key's absence and writes the journal record. Answers the record.
    */
-  async recover(root: string, expectedDigest: string, options: { readonly user?: string; readonly reviewedDigest?: string } = {}): Promise<JournalRecord> {
+  async recover(
+    root: string,
+    expectedDigest: string,
+    options: { readonly user?: string; readonly reviewedDigest?: string; readonly automatic?: AutomaticRecovery } = {},
+  ): Promise<JournalRecord> {
     const snapshot = await this.recoverySnapshot(root);
     const { fence, owner } = snapshot;
     if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
@@ -234,6 +238,7 @@ export class EtcdOwnership {
       operator: { pid: identity.pid, host: this.host, user: options.user ?? userInfo().username },
       fence: fence.record,
       fenceRevision: fence.modRevision,
+      ...(options.automatic === undefined ? {} : { automatic: options.automatic }),
     };
     const journalKey = this.#keys.journal(record.id);
     const { succeeded } = await this.#client.txn(
@@ -249,6 +254,14 @@ export class EtcdOwnership {
     );
     if (!succeeded) throw new ContractError('conflict', `${root} changed while it was recovered: nothing was written; take a new recovery snapshot`);
     return record;
+  }
+
+  /**
+   * What this host can tell of the process a fence names: only for a fence this host took (its
+   * name is this backend's `host`, which may differ from the OS's), else undefined.
+   */
+  processOf(fence: FenceRecord): OwnerStatus | undefined {
+    return fence.host === this.host ? ownerStatus(fence.pid, currentProcess().host, fence.processStart) : undefined;
   }
 
   /** Every journalled recovery of this prefix. */
@@ -293,7 +306,7 @@ export class EtcdOwnership {
       // A lease outlives its process by up to its TTL. On the owner's own host the process can be
       // asked: one proved gone (or not provably the same) fences the root as surely as an ended lease,
       // and only a recovery frees it, so say so now rather than `conflict` until the lease ends.
-      const status = fence.host === this.host ? ownerStatus(fence.pid, currentProcess().host, fence.processStart) : 'live';
+      const status = this.processOf(fence) ?? 'live';
       if (status !== 'live') {
         return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose process is gone on this host (pid ${fence.pid} on host ${fence.host}, ${status}, epoch ${fence.epoch}); its lease ends within its TTL: recover it then`);
       }

@@ -29,6 +29,7 @@ describe('the public entry point', () => {
       'currentProcess',
       'describeHolder',
       'ownerStatus',
+      'processIdentity',
       'retryingReads',
       'sameSnapshot',
     ]);

@@ -14,5 +14,5 @@ export {
   type StagingEntry,
   type StagingSweep,
 } from './private-files.js';
-export { currentProcess, describeHolder, ownerStatus, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
+export { currentProcess, describeHolder, ownerStatus, processIdentity, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
 export { retryingReads } from './retrying-reads.js';

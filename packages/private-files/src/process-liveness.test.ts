@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp } from '@leasehold/test-utils';
 import { spawnFixture } from '../test/helpers.js';
-import { currentProcess, ownerStatus, type ProcessIdentity } from './index.js';
+import { currentProcess, ownerStatus, processIdentity, type ProcessIdentity } from './index.js';
 
 afterEach(cleanUp);
 
@@ -61,6 +61,29 @@ describe('currentProcess', () => {
     const [bootId, namespace] = fieldsOf(myStart());
     const [childBoot, childNamespace] = fieldsOf(identity.processStart ?? '');
     expect([childBoot, childNamespace]).toEqual([bootId, namespace]);
+  });
+});
+
+describe('processIdentity', () => {
+  it("names a live child exactly as the child's own currentProcess() does, and that identity is live", async () => {
+    const { identity, release } = await spawnIdentity(true);
+    const seen = processIdentity(identity.pid);
+    expect(seen).toEqual(identity);
+    expect(ownerStatus(identity.pid, identity.host, seen?.processStart)).toBe('live');
+    await release();
+  });
+
+  it('names this process as currentProcess() does', () => {
+    expect(processIdentity(process.pid)).toEqual(currentProcess());
+  });
+
+  it('is undefined once the child has exited and been reaped', async () => {
+    const { identity } = await spawnIdentity(false);
+    expect(processIdentity(identity.pid)).toBeUndefined();
+  });
+
+  it('is undefined for a pid that names no one process', () => {
+    for (const pid of [2_147_483_647, 0, -1, 1.5, Number.NaN]) expect({ pid, identity: processIdentity(pid) }).toEqual({ pid, identity: undefined });
   });
 });
 

@@ -44,16 +44,25 @@ function readStartTime(pid: number | 'self'): string | undefined {
   return fields[19];
 }
 
-function linuxStart(): LinuxStart | undefined {
+/** Where /proc shows `pid` (or this process), on Linux: its start, `gone` (exited, or a zombie), or undefined when it cannot be told. */
+function linuxStart(pid: number | 'self'): LinuxStart | 'gone' | undefined {
   if (process.platform !== 'linux') return undefined;
   try {
-    const startTime = readStartTime('self');
+    const startTime = readStartTime(pid);
+    if (startTime === undefined) return 'gone';
+    // The namespace the pid is read in, which is this process's: a pid means something only there.
     const pidNamespace = readPidNamespace();
-    if (startTime === undefined || pidNamespace === '') return undefined;
+    if (pidNamespace === '') return undefined;
     return { bootId: readBootId(), pidNamespace, startTime };
   } catch {
     return undefined;
   }
+}
+
+/** A process of this host, with `processStart` when its start is known. */
+function identityOf(pid: number, start: LinuxStart | undefined): ProcessIdentity {
+  const base = { pid, host: hostname() };
+  return start === undefined ? base : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
 }
 
 let current: ProcessIdentity | undefined;
@@ -61,14 +70,25 @@ let current: ProcessIdentity | undefined;
 /** This process: pid, host name and, on Linux, `linux:<boot id>:<pid namespace>:<start time>`. */
 export function currentProcess(): ProcessIdentity {
   if (current === undefined) {
-    const start = linuxStart();
-    const base = { pid: process.pid, host: hostname() };
-    current =
-      start === undefined
-        ? base
-        : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
+    const start = linuxStart('self');
+    current = identityOf(process.pid, start === 'gone' ? undefined : start);
   }
   return current;
+}
+
+/**
+ * Another process of this host, as `currentProcess` names this one (its start time read now), or
+ * undefined when it is gone (exited, a zombie, or no such pid). Where its start cannot be read
+ * (another platform), `kill(pid, 0)` tells whether it is there, and the identity has no `processStart`.
+ * Never throws.
+ */
+export function processIdentity(pid: number): ProcessIdentity | undefined {
+  // kill(0) and negative pids signal process groups: they name no one process.
+  if (!Number.isSafeInteger(pid) || pid < 1) return undefined;
+  const start = linuxStart(pid);
+  if (start === 'gone') return undefined;
+  if (start === undefined && signalProbe(pid) === 'absent') return undefined;
+  return identityOf(pid, start);
 }
 
 function signalProbe(pid: number): OwnerStatus {

@@ -6,7 +6,7 @@ import { internalsFor, rowIdentity, type RecoveryInternals, type RecoveryState }
 
 /**
  * Releases a dead owner's fences as `state` saw them, in release order: the
- * registration `stopped`, the capability, `owner.lock`, then in one registry
+ * companion, the registration `stopped`, the capability, `owner.lock`, then in one registry
  * transaction (which takes over a dead holder's lock like any other, and
  * completes an interrupted initialisation) the row and the owner's checkout
  * lock. Before every effect it calls `guard()` (authority, durability) and
@@ -57,6 +57,10 @@ class DeadOwnerRelease {
   async run(): Promise<void> {
     const { service, row, initialisation, ownersCheckout } = this.#internals;
     const registration = service.registration;
+    // The companion first, with its own folder fsync, as a release removes it: while the registration
+    // is still live (the one state a companion is allowed in), so that at every crash point the
+    // remaining fences still name the dead owner for the next recovery.
+    this.#removeIfPresent('companion');
     // One fsync of the service folder for the changes below, by the last of them that runs (as a release
     // does; see SYNCED_BY_LATER_CHANGE). What the dead owner left decides which run: any of them may be absent.
     const last = (['capability', 'ownerLock'] as const).filter((key) => this.#expected[key] !== undefined).at(-1) ?? 'registration';
@@ -112,7 +116,7 @@ class DeadOwnerRelease {
     write();
   }
 
-  #removeIfPresent(key: 'capability' | 'ownerLock' | 'checkoutLock', transaction?: RegistryTransaction, publish?: PublishOptions): void {
+  #removeIfPresent(key: 'companion' | 'capability' | 'ownerLock' | 'checkoutLock', transaction?: RegistryTransaction, publish?: PublishOptions): void {
     const snapshot = this.#expected[key];
     if (snapshot === undefined) return;
     this.#effect(() => {

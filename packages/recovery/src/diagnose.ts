@@ -8,6 +8,7 @@ import {
   registryFormatSchema,
   registrySchema,
   type CheckoutLock,
+  type Companion,
   type Holder,
   type Registration,
   type Reservation,
@@ -127,6 +128,7 @@ interface WorkspaceRead {
   root: string | undefined;
   row: Reservation | undefined;
   registration: Registration | undefined;
+  companion: Companion | undefined;
   checkoutLock: CheckoutLock | undefined;
   /** What could not be read (a file, or a folder), and the path read: each a finding once the workspace is known. */
   readonly problems: { readonly error: ContractError; readonly fallback: string }[];
@@ -354,6 +356,7 @@ class Diagnosis {
       root: row?.root,
       row,
       registration: undefined,
+      companion: undefined,
       checkoutLock: undefined,
       problems: [],
     };
@@ -370,6 +373,7 @@ class Diagnosis {
       }, note(path));
     }
     read.registration = documents.registration as Registration | undefined;
+    read.companion = documents.companion as Companion | undefined;
     read.checkoutLock = documents.checkoutLock as CheckoutLock | undefined;
     // The root: the row's, else the one the format or the registration names (when it hashes to this private root).
     for (const named of [(documents.format as { root: string } | undefined)?.root, read.registration?.root]) {
@@ -402,7 +406,7 @@ class Diagnosis {
    * The finding for the owner's fences, if any: gone (recover), or named by a
    * holder this host cannot tell (recover from where it can be told). Without
    * a snapshot (a file above stops recovery from reading), the holders named
-   * by the row and a registration that is not stopped. True when it reported one.
+   * by the row, a registration that is not stopped and a companion. True when it reported one.
    */
   owner(read: WorkspaceRead, root: string, state: RecoveryState | undefined): boolean {
     const deleted = read.row !== undefined && !rootExists(root);
@@ -423,6 +427,7 @@ class Diagnosis {
       if (read.registration !== undefined && read.registration.phase !== 'stopped') {
         holders.push({ holder: holderOf(read.registration), status: 'absent', path: read.paths.registration });
       }
+      if (read.companion !== undefined) holders.push({ holder: holderOf(read.companion), status: 'absent', path: read.paths.companion });
       holders = holders.map((entry) => ({ ...entry, status: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart) }));
       if (holders.length === 0 && !deleted) return false;
     }

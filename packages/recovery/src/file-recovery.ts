@@ -28,8 +28,8 @@ export function fileRecovery(options: RecoveryOptions = {}): Recovery {
     async snapshot(root) {
       return viewOf(recoverySnapshot(root, options));
     },
-    async recover(root, { expectedDigest, assertAuthority }) {
-      return recover(root, { ...options, expectedDigest, assertAuthority });
+    async recover(root, request) {
+      return recover(root, { ...options, ...request });
     },
   };
 }

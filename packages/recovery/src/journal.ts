@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { encode, type Fence, type RecoveryRecord } from '@leasehold/contracts';
+import { encode, type AutomaticRecovery, type Fence, type RecoveryRecord } from '@leasehold/contracts';
 import type { StateHomeLayout } from '@leasehold/registry';
 import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import type { RecoveryState } from './recovery-state.js';
@@ -45,10 +45,10 @@ export class Journal {
   }
 
   /**
-   * Publishes the record of a recovery of `state`.
+   * Publishes the record of a recovery of `state`; `automatic` for one no person confirmed.
    * @throws ContractError `refused` (an unsafe journal folder, a record over its bound).
    */
-  record(state: RecoveryState, operator: RecoveryRecord['operator'], now = new Date()): JournalRecord {
+  record(state: RecoveryState, operator: RecoveryRecord['operator'], automatic?: AutomaticRecovery, now = new Date()): JournalRecord {
     const record: RecoveryRecord = {
       schema: 'leasehold.recovery-record/1',
       root: state.root,
@@ -56,6 +56,7 @@ export class Journal {
       recordedAt: now.toISOString(),
       operator,
       fences: fencesOf(state),
+      ...(automatic === undefined ? {} : { automatic }),
     };
     this.#files.directory(this.folder, true);
     const stamp = now.toISOString().replace(/[-:.]/g, '');

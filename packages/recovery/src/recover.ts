@@ -1,4 +1,4 @@
-import { ContractError, hash, type Backend } from '@leasehold/contracts';
+import { ContractError, hash, type AutomaticRecovery, type Backend } from '@leasehold/contracts';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
 import { PrivateFiles, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
@@ -49,6 +49,8 @@ export interface RecoverOptions extends RecoveryOptions {
   readonly expectedDigest: string;
   /** Throws to deny; called first and before every effect. */
   readonly assertAuthority: () => void;
+  /** For a recovery no person confirmed (see `recoverProvedDead`): its proof, journalled with the record. */
+  readonly automatic?: AutomaticRecovery;
 }
 
 /** The files, registry and places recovery works with, built from its options. */
@@ -137,7 +139,7 @@ export async function recover(workspace: string, options: RecoverOptions): Promi
   const grant = grantFor(tools, options.expectedDigest, options.assertAuthority);
   if (grant.state.clear) return { recovered: false, reason: 'clear' };
   const journal = new Journal(tools.places, options.hooks);
-  const record = journal.record(grant.state, currentOperator());
+  const record = journal.record(grant.state, currentOperator(), options.automatic);
   await grant.release(() => journal.assertDurable(record));
   return { recovered: true, record: record.path };
 }

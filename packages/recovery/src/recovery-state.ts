@@ -159,6 +159,8 @@ export function readRecoveryState(files: PrivateFiles, registry: Registry, place
     add('owner-lock', places.ownerLock, owner !== undefined && owner.pid === named.pid && owner.host === named.host ? owner : named);
   }
   if (service.capability !== undefined) add('capability', places.capability);
+  // The companion names a process of its own: until it is gone, the workspace is in use.
+  if (service.companion !== undefined) add('companion', places.companion, holderOf(service.companion.value));
   if (ownersCheckout) add('checkout-lock', places.checkoutLock, holderOf(checkout));
   const digest = digestOf(places, row, [
     [places.registryFormat, initialisation, false],
@@ -168,6 +170,7 @@ export function readRecoveryState(files: PrivateFiles, registry: Registry, place
     [places.registration, service.registration?.snapshot, false],
     [places.ownerLock, service.ownerLock?.snapshot, false],
     [places.capability, service.capability?.snapshot, true],
+    [places.companion, service.companion?.snapshot, false],
     [places.checkoutLock, service.checkoutLock?.snapshot, false],
   ]);
   const clear = fences.every((fence) => fence.kind === 'service-format' || fence.kind === 'service-config' || fence.phase === 'stopped');

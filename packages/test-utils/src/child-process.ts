@@ -29,8 +29,22 @@ interface Waiter {
 const children: SpawnedChild[] = [];
 
 /** Spawns `node <script> ...args` with piped stdio (and `options.env`, default this process's); `cleanUp` kills it (SIGKILL) if it is still running. */
-export function spawnChild(script: string, args: readonly string[], options: { readonly env?: NodeJS.ProcessEnv } = {}): SpawnedChild {
-  const child = spawn(process.execPath, [script, ...args], { stdio: 'pipe', ...(options.env === undefined ? {} : { env: options.env }) });
+export function spawnChild(script: string, args: readonly string[], options: SpawnOptions = {}): SpawnedChild {
+  return spawnNamed(basename(script), process.execPath, [script, ...args], options);
+}
+
+/** Spawns `command ...args` (looked up on PATH) as `spawnChild` spawns a script: `spawnCommand('sleep', ['1000'])` is a plain live process. */
+export function spawnCommand(command: string, args: readonly string[], options: SpawnOptions = {}): SpawnedChild {
+  return spawnNamed(basename(command), command, args, options);
+}
+
+interface SpawnOptions {
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+/** A tracked child (`cleanUp` kills it), called `name` in errors. */
+function spawnNamed(name: string, command: string, args: readonly string[], options: SpawnOptions): SpawnedChild {
+  const child = spawn(command, args, { stdio: 'pipe', ...(options.env === undefined ? {} : { env: options.env }) });
   const lines: string[] = [];
   const waiters: Waiter[] = [];
   let stderr = '';
@@ -48,13 +62,13 @@ export function spawnChild(script: string, args: readonly string[], options: { r
   const closed = new Promise<ChildEnd>((resolve) => {
     child.on('close', (code, signal) => resolve({ code, signal, stderr }));
   });
-  if (child.pid === undefined) throw new Error(`could not spawn ${script}`);
+  if (child.pid === undefined) throw new Error(`could not spawn ${name}`);
   const spawned: SpawnedChild = {
     process: child,
     pid: child.pid,
     lines,
     closed,
-    line: (wanted) => firstLine(basename(script), lines, waiters, closed, wanted),
+    line: (wanted) => firstLine(name, lines, waiters, closed, wanted),
     send(text) {
       child.stdin.write(`${text}\n`);
     },

@@ -36,6 +36,8 @@ export interface CrasherPlan {
   readonly lockWaitMs?: number;
   /** The acquire's `replaceConfig` (an upgrade). */
   readonly replaceConfig?: boolean;
+  /** Right after the acquire, uncounted: `lease.fenceProcess(companion)`, then `{"fenced": companion}`. */
+  readonly companion?: number;
   /** SIGKILL before step k; `end`: after reporting done; `hold`: report done and `{"held": true}`, then stay alive. */
   readonly killAt?: number | 'end' | 'hold';
   /** SIGKILL before the first step of this operation and action (and this path, when given). */

@@ -19,6 +19,7 @@ export interface HandPlaces {
   readonly registration: string;
   readonly ownerLock: string;
   readonly capability: string;
+  readonly companion: string;
 }
 
 /** Where SPEC 5.1 puts a workspace's files. */
@@ -43,6 +44,7 @@ export function handPlaces(stateHome: string, root: string): HandPlaces {
     registration: join(service, 'registration.json'),
     ownerLock: join(service, 'owner.lock'),
     capability: join(service, 'local-capability.json'),
+    companion: join(service, 'companion.json'),
   };
 }
 
@@ -59,8 +61,8 @@ export function serviceFences(stateHome: string, root: string): string[] {
 
 /** The service fences of `root` (SPEC 10) in the state `read` reads: on disk (`serviceFences`), or a crash state in memory. */
 export function fencesOf(read: StateReader, stateHome: string, root: string): string[] {
-  // A registry row for the root, `owner.lock`, the capability, a registration that is not `stopped`, a
-  // checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the
+  // A registry row for the root, `owner.lock`, the capability, the companion, a registration that is
+  // not `stopped`, a checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the
   // next writer takes a dead holder's lock over.) A file that does not parse counts as a fence (it
   // cannot be proven not to be one).
   const places = handPlaces(stateHome, root);
@@ -70,6 +72,7 @@ export function fencesOf(read: StateReader, stateHome: string, root: string): st
   else if (roots?.entries?.some((entry) => entry.root === root) === true) fences.push('registry row');
   if (read.exists(places.ownerLock)) fences.push('owner.lock');
   if (read.exists(places.capability)) fences.push('local-capability.json');
+  if (read.exists(places.companion)) fences.push('companion.json');
   const registration = read.json(places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
   if (registration === 'unreadable') fences.push('registration.json (unreadable)');
   else if (registration !== undefined && registration.phase !== 'stopped') fences.push(`registration (${String(registration.phase)})`);

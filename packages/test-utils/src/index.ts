@@ -1,6 +1,6 @@
 export { bytesOf, sha256Hex } from './bytes.js';
 export { isMessage, messageOf, messagesOf } from './child-messages.js';
-export { killAndReap, spawnChild, type ChildEnd, type SpawnedChild } from './child-process.js';
+export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild } from './child-process.js';
 export { cleanUp } from './clean-up.js';
 export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
 export { countsOf } from './counts.js';

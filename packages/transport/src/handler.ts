@@ -9,6 +9,8 @@ export interface OwnerStatusBody {
   readonly phase: string;
   readonly root: string;
   readonly pid: number;
+  /** The owner's `compatibility` (see `ServeOptions`); absent when it published none. */
+  readonly compatibility?: string;
 }
 
 /** The owner's own routes, reached only after the Host and bearer checks. */
@@ -49,6 +51,8 @@ export interface OwnerHandlerOptions {
   readonly routes?: OwnerRoutes;
   /** Only `bodyBytes` is used here (default 65536). */
   readonly limits?: Partial<TransportLimits>;
+  /** Published in the status body as `compatibility`; absent when not given. */
+  readonly compatibility?: string;
 }
 
 const CONTRACT_ROUTES: Readonly<Record<string, string>> = { '/v1/status': 'GET', '/v1/stop': 'POST' };
@@ -79,7 +83,7 @@ function occurrences(request: IncomingMessage, name: string): number {
  * @throws ContractError as the lease's `localAccess` (the lease is not held).
  */
 export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
-  const { lease, onStop, routes } = options;
+  const { lease, onStop, routes, compatibility } = options;
   const access = lease.localAccess();
   const hostHeader = addressOf(access.endpoint).hostHeader;
   const authorised = bearerCheck(access.capability);
@@ -89,6 +93,7 @@ export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMe
     phase: lease.owner.phase,
     root: lease.root,
     pid: process.pid,
+    ...(compatibility === undefined ? {} : { compatibility }),
   });
   return (request, response) => {
     if (occurrences(request, 'host') !== 1 || occurrences(request, 'authorization') > 1) {

@@ -15,6 +15,7 @@ describe('the public entry point', () => {
   it('exports exactly these names', () => {
     expect(publicNames(PACKAGE)).toEqual([
       'ConnectOptions',
+      'ConnectOrStartOptions',
       'Connection',
       'ContractError',
       'ContractErrorCode',
@@ -31,8 +32,10 @@ describe('the public entry point', () => {
       'ServeOutcome',
       'Serving',
       'TransportLimits',
+      'WaitingOn',
       'addressOf',
       'connect',
+      'connectOrStart',
       'endpointOf',
       'fileOwnership',
       'ownerHandler',

@@ -1,5 +1,6 @@
 export { addressOf, endpointOf, type LoopbackAddress } from './address.js';
 export { connect, settledInspection, type ConnectOptions, type Connection, type Reply } from './client.js';
+export { connectOrStart, type ConnectOrStartOptions, type WaitingOn } from './connect-or-start.js';
 export {
   DEFAULT_LIMITS,
   ownerHandler,

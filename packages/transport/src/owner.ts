@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ContractError, sha256, type OwnerConfig, type Ownership, type OwnershipLease } from '@leasehold/contracts';
-import { fileOwnership } from '@leasehold/coordination';
+import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type Recovery } from '@leasehold/contracts';
+import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import type { PrivateFilesHooks } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
 import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
@@ -36,6 +36,11 @@ export interface ServeOptions {
   readonly stateHome?: string;
   /** The owner's own routes, reached only after the Host and bearer checks. */
   readonly routes?: OwnerRoutes;
+  /**
+   * What clients this owner serves, in the daemon's own words (a protocol version, say):
+   * published in `GET /v1/status`, so that `connectOrStart` can tell an owner its client cannot use.
+   */
+  readonly compatibility?: string;
   /** How often the lease re-asserts its files (the self-fence), in milliseconds (default 1000). */
   readonly watchIntervalMs?: number;
   /**
@@ -53,8 +58,28 @@ export interface ServeOptions {
    * config read). Without it, another config is `conflict`, naming this option. Default false.
    */
   readonly replaceConfig?: boolean;
+  /**
+   * Opt-in recovery after a crash: when the start is refused as `quarantine` and every process the
+   * workspace's fences name is proved gone on this host (pid and start time), run the ordinary
+   * digest-checked recovery of `recovery` first (journalled as automatic, with that proof), then
+   * acquire. A live, ambiguous or other host's holder, or a lease still running, stays `quarantine`
+   * with nothing changed. Never by age. Needs `recovery`. Default false.
+   */
+  readonly recoverDead?: boolean;
+  /**
+   * The recovery of the same backend as `ownership`: `fileRecovery({ stateHome })` of
+   * `@leasehold/recovery` for the files, the etcd backend itself for etcd. Only for `recoverDead`.
+   */
+  readonly recovery?: Recovery;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
+  /**
+   * Awaited on a clean stop after the owner went `stopping` and its listener drained, before the
+   * release: the fences stay until it resolves, so what the owner started (a child process, say)
+   * is gone before anyone else may acquire. When it rejects nothing is released (the workspace
+   * stays fenced, `stopping`) and `serveOwner` rejects with its error.
+   */
+  readonly beforeRelease?: () => Promise<void>;
   /** Bound of the registry lock wait, in milliseconds (default 2000); only for the default `ownership`. */
   readonly lockWaitMs?: number;
   /** Handed to every PrivateFiles used (tests only); only for the default `ownership`. */
@@ -118,6 +143,36 @@ function closeListener(server: Server, now: boolean, drainMs: number): Promise<v
   });
 }
 
+/** The recovery `recoverDead` runs, checked before anything is bound or written. */
+function deadOwnerRecovery(options: ServeOptions): Recovery | undefined {
+  if (options.recoverDead !== true) return undefined;
+  if (options.recovery === undefined) {
+    throw new ContractError('refused', 'recoverDead: pass `recovery`, the recovery of the same backend (fileRecovery({ stateHome }) of @leasehold/recovery)');
+  }
+  return options.recovery;
+}
+
+/**
+ * Acquires; with `recoverDead`, a start refused as `quarantine` first recovers an owner proved
+ * dead, then acquires once more. Asked only after a refusal, so an ordinary start costs nothing more.
+ */
+async function acquireOrRecover(workspace: string, config: OwnerConfig, bound: string, options: ServeOptions, recovery: Recovery | undefined): Promise<OwnershipLease> {
+  const ownership = ownershipOf(options);
+  const acquire = () =>
+    ownership.acquire(workspace, config, {
+      boundEndpoint: bound,
+      initializeNew: (fresh) => fresh.writeHostConfig(options.policy),
+      ...(options.replaceConfig === undefined ? {} : { replaceConfig: options.replaceConfig }),
+    });
+  try {
+    return await acquire();
+  } catch (error) {
+    if (recovery === undefined || !ContractError.is(error, 'quarantine')) throw error;
+    await recoverProvedDead(recovery, resolveWorkspace(workspace));
+    return acquire();
+  }
+}
+
 /** Answers every request 503 until the owner has acquired: nothing is vouched for yet. */
 function starting(_request: IncomingMessage, response: ServerResponse): void {
   response.writeHead(503, { 'content-type': 'application/json', 'cache-control': 'no-store', connection: 'close' });
@@ -130,7 +185,7 @@ function starting(_request: IncomingMessage, response: ServerResponse): void {
  * endpoint through `options.ownership` (any backend; default the files),
  * serves `/v1/status`, `/v1/stop` and the owner's routes, and watches the
  * lease. On a stop signal, an authenticated `POST /v1/stop` or an abort, it
- * goes `stopping`, drains, releases and resolves. When the lease reports its
+ * goes `stopping`, drains, awaits `beforeRelease`, releases and resolves. When the lease reports its
  * loss (with files: they changed under it) it closes the listener at once,
  * touches nothing, and rejects with the reason. A stop signal that arrives
  * during acquire is honoured after it, so acquire is never cut in half.
@@ -139,6 +194,7 @@ function starting(_request: IncomingMessage, response: ServerResponse): void {
  */
 export async function serveOwner(workspace: string, options: ServeOptions): Promise<ServeOutcome> {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const recovery = deadOwnerRecovery(options);
   const requested = addressOf(options.endpoint ?? 'http://127.0.0.1:0');
   const config: OwnerConfig = {
     schema: 'leasehold.owner-config/1',
@@ -160,11 +216,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
   try {
     const port = await listen(server, requested.port, requested.hostname);
     const bound = endpointOf(requested.hostname, port);
-    const lease = await ownershipOf(options).acquire(workspace, config, {
-      boundEndpoint: bound,
-      initializeNew: (fresh) => fresh.writeHostConfig(options.policy),
-      ...(options.replaceConfig === undefined ? {} : { replaceConfig: options.replaceConfig }),
-    });
+    const lease = await acquireOrRecover(workspace, config, bound, options, recovery);
     if (options.signal?.aborted === true) onAbort();
     return await new Promise<ServeOutcome>((resolve, reject) => {
       let ending = false;
@@ -181,6 +233,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
         void (async () => {
           await lease.phase('stopping');
           await closeListener(server, false, limits.requestTimeoutMs);
+          await options.beforeRelease?.();
           await lease.release();
           return outcome;
         })().then(resolve, (error: unknown) => {
@@ -191,7 +244,13 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
       server.off('request', starting);
       server.on(
         'request',
-        ownerHandler({ lease, onStop: () => stop({ reason: 'stop' }), limits, ...(options.routes === undefined ? {} : { routes: options.routes }) }),
+        ownerHandler({
+          lease,
+          onStop: () => stop({ reason: 'stop' }),
+          limits,
+          ...(options.routes === undefined ? {} : { routes: options.routes }),
+          ...(options.compatibility === undefined ? {} : { compatibility: options.compatibility }),
+        }),
       );
       options.onServing?.({ root: lease.root, endpoint: bound, epoch: lease.owner.epoch, pid: process.pid, lease });
       if (pending !== undefined) stop(pending);

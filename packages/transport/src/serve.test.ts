@@ -316,6 +316,7 @@ function revocable(place: Place): { ownership: Ownership; revoke: (error: unknow
           };
         },
         localAccess: () => lease.localAccess(),
+        fenceProcess: (pid) => lease.fenceProcess(pid),
       };
     },
   };

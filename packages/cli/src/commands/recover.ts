@@ -1,8 +1,8 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ContractError, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { ContractError, encode, holdersNotProvedGone, sha256, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { placeOptions, shellQuote, workspaceOf, type CommandContext } from '../context.js';
 import { table } from '../output.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
@@ -58,11 +58,44 @@ async function confirmed(context: CommandContext): Promise<boolean | undefined> 
 /**
  * `leasehold recover`: without `--digest`, shows the fences, their holders
  * and the digest, changing nothing. With `--digest D` and confirmation
- * (`--yes`, or a yes at the terminal), recovers that exact state.
+ * (`--yes`, or a yes at the terminal), recovers that exact state. With
+ * `--all-dead`, the same for every workspace whose holders are all proved gone.
  */
 export async function recover(context: CommandContext): Promise<number> {
+  if (context.values['all-dead'] === true) {
+    return withBackend(context, ({ ownership, recovery, stateHome }) => recoverAllDead(context, stateHome, ownership, recovery));
+  }
   const root = workspaceOf(context, true);
   return withBackend(context, ({ recovery, stateHome }) => recoverOn(context, root, stateHome, recovery));
+}
+
+/**
+ * Asks for the confirmation `--digest D` needs; answers the exit status when there is none to go on.
+ * `command` is the whole line to run again with `--yes`.
+ */
+async function refusedConfirmation(context: CommandContext, command: string): Promise<number | undefined> {
+  const answer = await confirmed(context);
+  if (answer === undefined) {
+    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)' });
+    context.output.warn(`leasehold: recover --digest needs a confirmation: nothing changed. To recover: ${command}`);
+    return UNCONFIRMED_EXIT;
+  }
+  if (!answer) {
+    context.output.say('nothing changed');
+    return 1;
+  }
+  return undefined;
+}
+
+/**
+ * Authority: the operator confirmed, and runs as the user who owns the state home. A state home
+ * not created yet holds nothing to release, and this runs again before every effect.
+ */
+function authorityOver(stateHome: string): () => void {
+  return () => {
+    const owner = statSync(stateHome, { throwIfNoEntry: false })?.uid;
+    if (owner !== undefined && owner !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
+  };
 }
 
 async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
@@ -71,28 +104,65 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
     describe(context, await recovery.snapshot(root), placeOptions(root, stateHome));
     return 0;
   }
-  const answer = await confirmed(context);
-  if (answer === undefined) {
-    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)' });
-    context.output.warn(`leasehold: recover --digest needs a confirmation: nothing changed. To recover: leasehold recover ${placeOptions(root, stateHome)} --digest ${digest} --yes`);
-    return UNCONFIRMED_EXIT;
-  }
-  if (!answer) {
-    context.output.say('nothing changed');
-    return 1;
-  }
-  // Authority: the operator confirmed, and runs as the user who owns the state home. A state home
-  // not created yet holds nothing to release, and this runs again before every effect.
-  const assertAuthority = () => {
-    const owner = statSync(stateHome, { throwIfNoEntry: false })?.uid;
-    if (owner !== undefined && owner !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
-  };
-  const outcome = await recovery.recover(root, { expectedDigest: digest, assertAuthority });
+  const refused = await refusedConfirmation(context, `leasehold recover ${placeOptions(root, stateHome)} --digest ${digest} --yes`);
+  if (refused !== undefined) return refused;
+  const outcome = await recovery.recover(root, { expectedDigest: digest, assertAuthority: authorityOver(stateHome) });
   context.output.record(outcome.recovered ? { recovered: true } : { recovered: false, reason: outcome.reason });
   context.output.say(
     outcome.recovered
       ? `recovered ${root}: it is stopped. Journal record: ${outcome.record}`
       : `nothing to recover for ${root}`,
   );
+  return 0;
+}
+
+/** Every fenced workspace of the state home whose holders this host has all proved gone, by root. */
+async function deadWorkspaces(ownership: Ownership, recovery: Recovery): Promise<RecoveryView[]> {
+  const roots = [...new Set((await ownership.list()).map(({ root }) => root))].sort();
+  const views = await Promise.all(roots.map((root) => recovery.snapshot(root)));
+  return views.filter((view) => !view.clear && holdersNotProvedGone(view).length === 0);
+}
+
+/** One digest over the dead workspaces: each root with the digest of its own snapshot. */
+function digestOfAll(views: readonly RecoveryView[]): string {
+  return sha256(encode({ schema: 'leasehold.all-dead-digest/1', workspaces: views.map(({ root, digest }) => ({ root, digest })) }));
+}
+
+/**
+ * `leasehold recover --all-dead` (after a reboot, say): lists every workspace whose holders are all
+ * proved gone with one digest over them; with that digest and confirmation, recovers exactly those,
+ * each through its own digest-checked recovery and journal record.
+ */
+async function recoverAllDead(context: CommandContext, stateHome: string, ownership: Ownership, recovery: Recovery): Promise<number> {
+  const views = await deadWorkspaces(ownership, recovery);
+  const all = digestOfAll(views);
+  const again = `leasehold recover --all-dead --state-home ${shellQuote(stateHome)}`;
+  const digest = context.values.digest;
+  if (typeof digest !== 'string') {
+    context.output.record({ digest: all, workspaces: views.map(({ root, digest: own, holders }) => ({ root, digest: own, holders: holders.map(({ holder }) => holder) })) });
+    if (views.length === 0) {
+      context.output.say(`nothing to recover: no workspace of ${stateHome} is held only by processes proved gone`);
+      return 0;
+    }
+    context.output.say(
+      'workspaces whose owners are all proved gone on this host:',
+      ...views.map(({ root, holders }) => `  ${root}  (${holders.map(({ holder }) => `pid ${holder.pid}`).join(', ')})`),
+      '',
+      `digest  ${all}`,
+      '',
+      `To recover them all: ${again} --digest ${all} --yes`,
+    );
+    return 0;
+  }
+  const refused = await refusedConfirmation(context, `${again} --digest ${digest} --yes`);
+  if (refused !== undefined) return refused;
+  if (digest !== all) {
+    throw new ContractError('conflict', `${stateHome}: the workspaces proved dead are not the ones this digest was taken over; nothing changed. Review them again: ${again}`);
+  }
+  for (const view of views) {
+    const outcome = await recovery.recover(view.root, { expectedDigest: view.digest, assertAuthority: authorityOver(stateHome) });
+    context.output.record({ root: view.root, recovered: outcome.recovered, ...(outcome.recovered ? { record: outcome.record } : { reason: outcome.reason }) });
+    context.output.say(outcome.recovered ? `recovered ${view.root}: it is stopped. Journal record: ${outcome.record}` : `nothing to recover for ${view.root}`);
+  }
   return 0;
 }

@@ -2,7 +2,7 @@ import { ContractError } from '@leasehold/contracts';
 import { serveOwner, type ServeOptions, type Serving } from '@leasehold/transport';
 import { openBackend, requireEtcd, withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
-import { table } from '../output.js';
+import { table, type Output } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
 
 /** Exit status of a server whose lease was lost: it stopped serving and touched nothing. */
@@ -20,51 +20,85 @@ function describeError(error: unknown, otherwise: string): string {
  * non-zero without touching any file.
  */
 export async function serve(context: CommandContext): Promise<number> {
+  return serveWorkspace(context, { onServing: (serving, stateHome) => announceReady(context.output, serving, stateHome) });
+}
+
+/** What a command adds to the owner's life cycle: `serve` announces itself, `run` also starts and stops its program. */
+export interface OwnerPart {
+  /** Called once the owner serves, with the state home it serves in. */
+  readonly onServing: (serving: Serving, stateHome: string) => void;
+  /** This command's own `serveOwner` options: `run` handles its stop signals itself, and stops its program before the release. */
+  readonly options?: Pick<ServeOptions, 'signals' | 'signal' | 'beforeRelease'>;
+  /** Awaited after serving failed (a lost lease, a stop that failed), before that is reported. */
+  readonly onFailed?: () => Promise<void>;
+}
+
+/**
+ * The owner life cycle of `serve` and `run`, from their command line: the
+ * workspace, the state home's backend, `--endpoint`, `--recover-dead`,
+ * `--replace-config`, `--watch-ms` and `--lease-ttl`. Answers 0 after a clean
+ * stop and release, 4 after a lost lease, 1 after a stop that failed part-way;
+ * throws what refused the start.
+ */
+export async function serveWorkspace(context: CommandContext, part: OwnerPart): Promise<number> {
   const { values } = context;
   const root = workspaceOf(context);
   const watchIntervalMs = wholeNumber(values['watch-ms'], '--watch-ms', 10) ?? 1000;
   const ttlSeconds = wholeNumber(values['lease-ttl'], '--lease-ttl', 1);
   const opened = openBackend(context, ttlSeconds);
   const { stateHome } = opened;
-  return withBackend(context, async ({ backend, ownership }) => {
+  return withBackend(context, async ({ backend, ownership, recovery }) => {
     if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');
-    return serveOn(context, root, stateHome, { ownership, watchIntervalMs });
+    return serveOn(context, root, stateHome, { ownership, watchIntervalMs, recovery, recoverDead: values['recover-dead'] === true }, part);
   }, opened);
 }
 
 /** A whole-number option of at least `least`, or undefined when it is not given. */
-function wholeNumber(value: string | boolean | undefined, option: string, least: number): number | undefined {
+export function wholeNumber(value: string | boolean | undefined, option: string, least: number): number | undefined {
   if (value === undefined) return undefined;
   const number = Number(value);
   if (!Number.isInteger(number) || number < least) throw new ContractError('refused', `${option}: not a whole number of at least ${least}`);
   return number;
 }
 
-async function serveOn(context: CommandContext, root: string, stateHome: string, options: Pick<ServeOptions, 'ownership' | 'watchIntervalMs'>): Promise<number> {
+/** The `ready` record and, for a person, what serves, where, and how to stop it; `childPid` is `run`'s program. */
+export function announceReady(output: Output, serving: Serving, stateHome: string, childPid?: number): void {
+  output.record({ event: 'ready', endpoint: serving.endpoint, epoch: serving.epoch, pid: serving.pid, ...(childPid === undefined ? {} : { childPid }) });
+  output.say(
+    ...table([
+      ['serving', serving.root],
+      ['endpoint', serving.endpoint],
+      ['epoch', serving.epoch],
+      ['pid', String(serving.pid)],
+      ...(childPid === undefined ? [] : [['child pid', String(childPid)] as const]),
+    ]),
+    '',
+    `Stop it with Ctrl-C, or: leasehold stop ${placeOptions(serving.root, stateHome)}`,
+  );
+}
+
+async function serveOn(
+  context: CommandContext,
+  root: string,
+  stateHome: string,
+  options: Pick<ServeOptions, 'ownership' | 'watchIntervalMs' | 'recovery' | 'recoverDead'>,
+  part: OwnerPart,
+): Promise<number> {
   const { output, values } = context;
   // Set by `onServing`, once the owner has acquired and serves.
   let serving = undefined as Serving | undefined;
   const onServing = (started: Serving) => {
     serving = started;
-    output.record({ event: 'ready', endpoint: started.endpoint, epoch: started.epoch, pid: started.pid });
-    output.say(
-      ...table([
-        ['serving', root],
-        ['endpoint', started.endpoint],
-        ['epoch', started.epoch],
-        ['pid', String(started.pid)],
-      ]),
-      '',
-      `Stop it with Ctrl-C, or: leasehold stop ${placeOptions(root, stateHome)}`,
-    );
+    part.onServing(started, stateHome);
   };
   const endpoint = typeof values.endpoint === 'string' ? values.endpoint : undefined;
   const replaceConfig = values['replace-config'] === true;
   try {
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, onServing, replaceConfig, ...(endpoint === undefined ? {} : { endpoint }) });
+    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onServing, replaceConfig, ...(endpoint === undefined ? {} : { endpoint }) });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
+    await part.onFailed?.();
     const { epoch, phase } = serving.lease.owner;
     if (phase !== 'idle') {
       // The stop had begun writing (phase `stopping`) when it failed: the remaining fences keep the workspace closed.

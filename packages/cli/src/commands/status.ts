@@ -15,6 +15,8 @@ interface StatusReport {
   readonly endpoint?: string;
   readonly pid?: number;
   readonly reason?: string;
+  /** The `compatibility` the owner publishes, when it does (`serveOwner({ compatibility })`). */
+  readonly compatibility?: string;
 }
 
 /**
@@ -25,7 +27,8 @@ interface StatusReport {
 async function challenge(root: string, ownership: Ownership): Promise<StatusReport | undefined> {
   try {
     const { epoch, endpoint, status } = await connect(root, { ownership });
-    return { status: 'running', epoch, endpoint, pid: status.pid };
+    const compatibility = status.compatibility === undefined ? {} : { compatibility: status.compatibility };
+    return { status: 'running', epoch, endpoint, pid: status.pid, ...compatibility };
   } catch {
     return undefined;
   }
@@ -93,6 +96,7 @@ function reported(context: CommandContext, root: string, stateHome: string, repo
   if (report.endpoint !== undefined) rows.push(['endpoint', report.endpoint]);
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
+  if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
   output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome), elsewhere));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;

@@ -1,0 +1,317 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
+import { handPlaces, jsonOf, killAndReap, messageOf, messagesOf, namesIn, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
+import { afterEach, describe, expect, it } from 'vitest';
+import { capabilityOf, endTest, makePlace, witness, type Place } from '../test/helpers.js';
+import { START_CLAIMS_FOLDER } from './start-claim.js';
+import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
+
+const CLIENT = fileURLToPath(new URL('../test/fixtures/on-demand-client.mjs', import.meta.url));
+const OWNER = fileURLToPath(new URL('../test/fixtures/started-owner.mjs', import.meta.url));
+const POLICY = '{"policy":"connectOrStart tests"}';
+/** A bound far above what any start here takes: the tests wait on events, never on it. */
+const PATIENT_MS = 60_000;
+
+/** One test's place and the logs its starts and owners append to. */
+interface Scene extends Place {
+  readonly starts: string;
+  readonly owners: string;
+  readonly ownerErrors: string;
+}
+
+const scenes: Scene[] = [];
+
+function makeScene(): Scene {
+  const place = makePlace();
+  const scene = { ...place, starts: join(place.base, 'starts.log'), owners: join(place.base, 'owners.log'), ownerErrors: join(place.base, 'owner-errors.log') };
+  scenes.push(scene);
+  return scene;
+}
+
+function linesOf(path: string): string[] {
+  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter((line) => line !== '') : [];
+}
+
+/** Every owner process the scene's starts launched, as each recorded itself. */
+function ownersOf(scene: Scene): ProcessIdentity[] {
+  return linesOf(scene.owners).map((line) => JSON.parse(line) as ProcessIdentity);
+}
+
+/** The start-claims folder's names, outside its staging folder: a claim or take-over marker left behind shows here. */
+function claimFiles(scene: Scene): string[] {
+  return namesIn(join(scene.stateHome, START_CLAIMS_FOLDER)).filter((name) => name !== '.staging');
+}
+
+/**
+ * Writes by hand a claim document at `name` in the scene's start-claims folder, naming this process
+ * (pid, host), with `processStart` as given: this process's own (a live maker), or another boot's
+ * (a maker proved gone, whatever its pid now names). Answers its path.
+ */
+function handClaim(scene: Scene, name: string, claim: { token: string; processStart: string; since: string }): string {
+  const folder = join(scene.stateHome, START_CLAIMS_FOLDER);
+  mkdirSync(folder, { recursive: true, mode: 0o700 });
+  const path = join(folder, name);
+  const { pid, host } = currentProcess();
+  writeFileSync(path, JSON.stringify({ schema: 'leasehold.start-claim/1', root: scene.root, pid, host, ...claim }), { mode: 0o600, flag: 'wx' });
+  return path;
+}
+
+/** This process's start identity, as it would read on another boot. */
+function anotherBoot(): string {
+  return currentProcess().processStart!.replace(/^linux:[0-9a-f-]{36}:/, 'linux:00000000-0000-0000-0000-000000000000:');
+}
+
+/**
+ * Kills the owners the scene's clients launched detached (they are no children of this process),
+ * each only while it is still the process it recorded (pid and start time), and waits until each is gone.
+ */
+async function killDetachedOwners(): Promise<void> {
+  const owners = scenes.splice(0).flatMap(ownersOf);
+  const live = (owner: ProcessIdentity) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
+  for (const owner of owners.filter(live)) process.kill(owner.pid, 'SIGKILL');
+  for (let round = 0; owners.some(live) && round < 500; round += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+afterEach(async () => {
+  await killDetachedOwners();
+  await endTest();
+});
+
+function spawnClient(scene: Scene, plan: Record<string, unknown> = {}): SpawnedChild {
+  const base = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, starts: scene.starts, owners: scene.owners, ownerErrors: scene.ownerErrors };
+  return spawnChild(CLIENT, [JSON.stringify({ ...base, timeoutMs: PATIENT_MS, ...plan })]);
+}
+
+/** The owner fixture as a child of this process (a start() of this process, or an owner already there). */
+function spawnOwner(scene: Scene, compatibility?: string): SpawnedChild {
+  const plan = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, owners: scene.owners, ...(compatibility === undefined ? {} : { compatibility }) };
+  return spawnChild(OWNER, [JSON.stringify(plan)]);
+}
+
+interface Connected {
+  readonly epoch: string;
+  readonly pid: number;
+  readonly compatibility?: string;
+}
+
+/** What each client printed once it ended; every one must have exited 0, connected. */
+async function connectedOf(clients: readonly SpawnedChild[]): Promise<Connected[]> {
+  const ends = await Promise.all(clients.map((client) => client.closed));
+  for (const [index, client] of clients.entries()) witness(client.lines.join('\n'), ends[index]!.stderr);
+  const failures = clients.flatMap((client, index) => (ends[index]!.code === 0 ? [] : [{ lines: client.lines, stderr: ends[index]!.stderr }]));
+  expect(failures).toEqual([]);
+  return clients.map((client) => messagesOf(client, 'connected')[0]!.connected as Connected);
+}
+
+/** The ContractError `promise` rejects with (kept for the secrets scan). */
+/** A call that must be the one to start the owner: `start` ran once, it serves, and no claim file is left. */
+async function expectOneStartAndNoClaimLeft(scene: Scene): Promise<void> {
+  let started = 0;
+  const connection = await connectOrStart(scene.root, {
+    stateHome: scene.stateHome,
+    timeoutMs: PATIENT_MS,
+    start: () => {
+      started += 1;
+      spawnOwner(scene);
+    },
+  });
+  expect(started).toBe(1);
+  expect(connection.status.pid).toBe(ownersOf(scene)[0]!.pid);
+  expect(claimFiles(scene)).toEqual([]);
+  capabilityOf(scene);
+}
+
+async function rejectionOf(promise: Promise<unknown>): Promise<ContractError> {
+  const error = await promise.then(
+    () => new Error('it resolved'),
+    (caught: unknown) => caught,
+  );
+  witness(error);
+  if (!ContractError.is(error)) throw error;
+  return error;
+}
+
+describe('connectOrStart across processes', () => {
+  it('16 processes racing on one workspace run start() once in total, and all get the one live owner', async () => {
+    const scene = makeScene();
+    const clients = Array.from({ length: 16 }, () => spawnClient(scene));
+    const connected = await connectedOf(clients);
+    const owners = ownersOf(scene);
+    expect(linesOf(scene.starts)).toHaveLength(1);
+    expect(owners).toHaveLength(1);
+    expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
+    expect(connected.map(({ pid }) => pid)).toEqual(clients.map(() => owners[0]!.pid));
+    expect(connected.every((client) => !('compatibility' in client))).toBe(true);
+    // The claim is released once the owner answers, and no take-over marker is left.
+    expect(claimFiles(scene)).toEqual([]);
+    const owner = await connect(scene.root, { stateHome: scene.stateHome });
+    expect(owner.epoch).toBe(connected[0]!.epoch);
+    capabilityOf(scene);
+  });
+
+  it('when the first starter is SIGKILLed mid-start, exactly one of the 15 others takes its claim over and starts the one owner', async () => {
+    const scene = makeScene();
+    const clients = Array.from({ length: 16 }, () => spawnClient(scene, { hangFirst: join(scene.base, 'first-start') }));
+    const starting = await Promise.any(clients.map(async (client) => ({ client, message: await messageOf(client, 'starting') })));
+    const killed = starting.client;
+    expect(starting.message.starting).toBe(killed.pid);
+    expect((await killAndReap(killed)).signal).toBe('SIGKILL');
+    const survivors = clients.filter((client) => client !== killed);
+    const connected = await connectedOf(survivors);
+    const starts = linesOf(scene.starts).map(Number);
+    expect(starts).toHaveLength(2);
+    expect(starts[0]).toBe(killed.pid);
+    expect(survivors.map((client) => client.pid)).toContain(starts[1]);
+    expect(ownersOf(scene)).toHaveLength(1);
+    expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
+    expect(claimFiles(scene)).toEqual([]);
+    capabilityOf(scene);
+  });
+});
+
+describe('connectOrStart and the start claim', () => {
+  it('never takes over a claim whose maker lives, however long it holds it: the wait ends unavailable, and onWait named that maker', async () => {
+    const scene = makeScene();
+    const holder = spawnClient(scene, { hang: true });
+    await messageOf(holder, 'starting');
+    const waits: WaitingOn[] = [];
+    let started = 0;
+    const waited = connectOrStart(scene.root, {
+      stateHome: scene.stateHome,
+      timeoutMs: 1500,
+      start: () => {
+        started += 1;
+      },
+      onWait: (waitingOn) => waits.push(waitingOn),
+    });
+    const error = await rejectionOf(waited);
+    expect(error.code).toBe('unavailable');
+    expect(error.message).toContain(`start claim of pid ${holder.pid} on host ${hostname()} (live)`);
+    expect(waits).toEqual([{ what: 'start-claim', pid: holder.pid, host: hostname(), since: expect.any(String) as string }]);
+    expect(started).toBe(0);
+    expect(claimFiles(scene)).toHaveLength(1);
+
+    // Its maker gone, the claim is taken over at once.
+    await killAndReap(holder);
+    await expectOneStartAndNoClaimLeft(scene);
+  });
+
+  it('never takes over an old claim whose maker lives: age proves nothing', async () => {
+    const scene = makeScene();
+    const claimName = `${handPlaces(scene.stateHome, scene.root).privateRootName}.json`;
+    const since = '2020-01-01T00:00:00.000Z';
+    const path = handClaim(scene, claimName, { token: randomUUID(), processStart: currentProcess().processStart!, since });
+    const before = readFileSync(path, 'utf8');
+    const waits: WaitingOn[] = [];
+    const error = await rejectionOf(
+      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
+    );
+    expect(error.code).toBe('unavailable');
+    expect(waits).toEqual([{ what: 'start-claim', pid: process.pid, host: hostname(), since }]);
+    expect(readFileSync(path, 'utf8')).toBe(before);
+    expect(ownersOf(scene)).toEqual([]);
+  });
+
+  it('takes over a claim whose maker is proved gone, through the marker a taker killed before its replace left: nothing is left after', async () => {
+    const scene = makeScene();
+    const name = handPlaces(scene.stateHome, scene.root).privateRootName;
+    const deadToken = randomUUID();
+    const since = '2020-01-01T00:00:00.000Z';
+    handClaim(scene, `${name}.json`, { token: deadToken, processStart: anotherBoot(), since });
+    handClaim(scene, `${name}.takeover-${deadToken}.json`, { token: randomUUID(), processStart: anotherBoot(), since });
+    await expectOneStartAndNoClaimLeft(scene);
+  });
+
+  it('refuses a claim file it cannot read as one, naming it, and starts nothing', async () => {
+    const scene = makeScene();
+    const folder = join(scene.stateHome, START_CLAIMS_FOLDER);
+    mkdirSync(folder, { recursive: true, mode: 0o700 });
+    const path = join(folder, `${handPlaces(scene.stateHome, scene.root).privateRootName}.json`);
+    writeFileSync(path, '{"schema":"leasehold.start-claim/1"}', { mode: 0o600 });
+    let started = 0;
+    const error = await rejectionOf(
+      connectOrStart(scene.root, {
+        stateHome: scene.stateHome,
+        start: () => {
+          started += 1;
+        },
+      }),
+    );
+    expect(error.code).toBe('refused');
+    expect(error.path).toBe(path);
+    expect(started).toBe(0);
+    expect(jsonOf(path)).toEqual({ schema: 'leasehold.start-claim/1' });
+  });
+
+  it('releases the claim when start() throws, and rethrows its error; the next call starts', async () => {
+    const scene = makeScene();
+    const failure = new Error('the daemon binary is missing');
+    await expect(connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
+    expect(claimFiles(scene)).toEqual([]);
+    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnOwner(scene) });
+    expect(connection.status.root).toBe(scene.root);
+    capabilityOf(scene);
+  });
+});
+
+describe('connectOrStart and compatibility', () => {
+  it("'refuse' (the default): conflict naming both strings, nothing started, the owner untouched", async () => {
+    const scene = makeScene();
+    const owner = spawnOwner(scene, 'hello/1');
+    await messageOf(owner, 'serving');
+    const before = await connect(scene.root, { stateHome: scene.stateHome });
+    expect(before.status.compatibility).toBe('hello/1');
+    let started = 0;
+    const error = await rejectionOf(
+      connectOrStart(scene.root, {
+        stateHome: scene.stateHome,
+        compatibility: 'hello/2',
+        start: () => {
+          started += 1;
+        },
+      }),
+    );
+    expect(error.code).toBe('conflict');
+    expect(error.message).toMatch(/"hello\/1".*"hello\/2"/);
+    expect(started).toBe(0);
+    expect((await connect(scene.root, { stateHome: scene.stateHome })).epoch).toBe(before.epoch);
+    expect(owner.process.exitCode).toBeNull();
+    capabilityOf(scene);
+  });
+
+  it("'replace': the old owner is stopped with the authenticated stop and exits; the caller's own start serves the new compatibility", async () => {
+    const scene = makeScene();
+    const old = spawnOwner(scene, 'hello/1');
+    await messageOf(old, 'serving');
+    const before = await connect(scene.root, { stateHome: scene.stateHome });
+    const connection = await connectOrStart(scene.root, {
+      stateHome: scene.stateHome,
+      timeoutMs: PATIENT_MS,
+      compatibility: 'hello/2',
+      onIncompatible: 'replace',
+      start: () => void spawnOwner(scene, 'hello/2'),
+    });
+    expect((await messageOf(old, 'outcome')).outcome).toEqual({ reason: 'stop' });
+    expect((await old.closed).code).toBe(0);
+    expect(connection.status.compatibility).toBe('hello/2');
+    expect(connection.epoch).not.toBe(before.epoch);
+    expect(ownersOf(scene).map(({ pid }) => pid)).toEqual([old.pid, connection.status.pid]);
+    capabilityOf(scene);
+  });
+
+  it('a client process that needs another compatibility replaces the owner the others share', async () => {
+    const scene = makeScene();
+    const [first] = await connectedOf([spawnClient(scene, { ownerCompatibility: 'hello/1' })]);
+    const [second] = await connectedOf([spawnClient(scene, { compatibility: 'hello/2', ownerCompatibility: 'hello/2', onIncompatible: 'replace' })]);
+    expect(first).toMatchObject({ compatibility: 'hello/1' });
+    expect(second).toMatchObject({ compatibility: 'hello/2' });
+    expect(second!.epoch).not.toBe(first!.epoch);
+    expect(ownersOf(scene).map(({ pid }) => pid)).toEqual([first!.pid, second!.pid]);
+    expect(linesOf(scene.starts)).toHaveLength(2);
+    capabilityOf(scene);
+  });
+});

@@ -1,0 +1,267 @@
+import { ContractError, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
+import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
+import { StartClaim, type ClaimHolder } from './start-claim.js';
+
+/** Who a `connectOrStart` call is waiting on, as its `onWait` is told. */
+export interface WaitingOn {
+  /**
+   * `start-claim`: another caller (in any process, this one included) holds the start claim and
+   * runs `start`. `owner`: the workspace's owner holds it but does not answer yet (it is starting
+   * or stopping, or cannot be told from here).
+   */
+  readonly what: 'start-claim' | 'owner';
+  readonly pid: number;
+  readonly host: string;
+  /** ISO 8601: when the claim was made; for an owner, when this call first saw it (its files record no time). */
+  readonly since: string;
+}
+
+export interface ConnectOrStartOptions extends Omit<ConnectOptions, 'timeoutMs'> {
+  /**
+   * Starts the owner, typically by spawning your daemon detached; it need not wait until the
+   * owner serves. Of all the callers racing for one workspace, one runs it.
+   */
+  readonly start: () => void | Promise<void>;
+  /** The owner's `compatibility` this client needs (see `ServeOptions`); without it, any owner will do. */
+  readonly compatibility?: string;
+  /**
+   * For a live owner of another compatibility: `'refuse'` (the default) throws `conflict` naming
+   * both; `'replace'` stops it (`POST /v1/stop`), waits until it is stopped, then starts one, once per call.
+   */
+  readonly onIncompatible?: 'refuse' | 'replace';
+  /** Told who this call waits on, once for each holder it meets (a new claim, a new owner). */
+  readonly onWait?: (waitingOn: WaitingOn) => void;
+  /** Bound of the whole call, `start` included, in milliseconds (default 30000). */
+  readonly timeoutMs?: number;
+  /** Bound of one request to the owner, in milliseconds (default 3000): `connect`'s `timeoutMs`. */
+  readonly requestTimeoutMs?: number;
+}
+
+const POLL_MS = 50;
+const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+/** The bound of one call, and the holders its `onWait` was told about. */
+class Bound {
+  readonly #workspace: string;
+  readonly #timeoutMs: number;
+  readonly #deadline: number;
+  readonly #onWait: ((waitingOn: WaitingOn) => void) | undefined;
+  readonly #firstSeen = new Map<string, string>();
+  #told: string | undefined;
+
+  constructor(workspace: string, options: ConnectOrStartOptions) {
+    this.#workspace = workspace;
+    this.#timeoutMs = options.timeoutMs ?? 30000;
+    this.#deadline = Date.now() + this.#timeoutMs;
+    this.#onWait = options.onWait;
+  }
+
+  /** Waits a little before the next look; at the bound, `unavailable` naming what it waited for. */
+  async pause(waitedFor: string): Promise<void> {
+    const left = this.#deadline - Date.now();
+    if (left <= 0) throw this.#expired(waitedFor);
+    await sleep(Math.min(left, POLL_MS * (0.5 + Math.random())));
+  }
+
+  /** `work`, or `unavailable` once the bound passes first (the work goes on: it cannot be stopped from here). */
+  async race(work: Promise<void>, waitedFor: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(this.#expired(waitedFor)), Math.max(0, this.#deadline - Date.now()));
+    });
+    try {
+      await Promise.race([work, expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Tells `onWait` of a claim's maker, unless it was the last holder told. */
+  claimHolder(holder: ClaimHolder): void {
+    this.#tell(`claim ${holder.token}`, { what: 'start-claim', pid: holder.pid, host: holder.host, since: holder.since });
+  }
+
+  /** Tells `onWait` of an owner, unless it was the last holder told; `since` is when this call first saw it. */
+  owner(owner: OwnerSummary): void {
+    const key = `owner ${owner.epoch}`;
+    const since = this.#firstSeen.get(key) ?? new Date().toISOString();
+    this.#firstSeen.set(key, since);
+    this.#tell(key, { what: 'owner', pid: owner.pid, host: owner.host, since });
+  }
+
+  #tell(key: string, waitingOn: WaitingOn): void {
+    if (this.#told === key) return;
+    this.#told = key;
+    this.#onWait?.(waitingOn);
+  }
+
+  #expired(waitedFor: string): ContractError {
+    return new ContractError('unavailable', `${this.#workspace}: no owner answered within ${this.#timeoutMs} ms; waited for ${waitedFor}`);
+  }
+}
+
+/** The owner the files name, if any. */
+function ownerOf(inspection: Inspection): OwnerSummary | undefined {
+  return inspection.status === 'absent' || inspection.status === 'stopped' ? undefined : inspection.owner;
+}
+
+/**
+ * Whether a new owner may be started: nobody holds the workspace, or its owner is proved gone
+ * (a crash: a daemon started with `recoverDead` recovers it; any other is refused `quarantine`).
+ * An owner that cannot be told, or a state between two steps with no owner named, is waited on.
+ */
+function free(inspection: Inspection): boolean {
+  if (inspection.status === 'absent' || inspection.status === 'stopped') return true;
+  const owner = ownerOf(inspection);
+  return owner !== undefined && ownerStatus(owner.pid, owner.host) === 'absent';
+}
+
+function described(inspection: Inspection): string {
+  return inspection.status === 'unavailable' ? `unavailable: ${inspection.reason}` : inspection.status;
+}
+
+/** A proven owner, or why there is none (`connect`'s `unavailable` message). */
+async function reach(workspace: string, options: ConnectOptions): Promise<Connection | string> {
+  try {
+    return await connect(workspace, options);
+  } catch (error) {
+    if (ContractError.is(error, 'unavailable')) return error.message;
+    throw error;
+  }
+}
+
+function incompatible(workspace: string, connection: Connection, wanted: string): ContractError {
+  const served = connection.status.compatibility;
+  return new ContractError(
+    'conflict',
+    `${workspace}: the owner (pid ${connection.status.pid}) serves compatibility ${served === undefined ? 'none' : JSON.stringify(served)}, ` +
+      `this client needs ${JSON.stringify(wanted)}; stop that owner, or pass onIncompatible: 'replace'`,
+  );
+}
+
+/** Whether the files no longer name the owner of `epoch` as holding the workspace. */
+function stoppedSince(inspection: Inspection, epoch: string): boolean {
+  if (inspection.status === 'absent' || inspection.status === 'stopped') return true;
+  const owner = ownerOf(inspection);
+  return owner !== undefined && owner.epoch !== epoch;
+}
+
+/** One `connectOrStart` call. */
+class StartOnDemand {
+  readonly #workspace: string;
+  readonly #options: ConnectOrStartOptions;
+  readonly #ownership: Ownership;
+  readonly #reachOptions: ConnectOptions;
+  readonly #claim: StartClaim;
+  readonly #bound: Bound;
+  #replaced = false;
+
+  constructor(workspace: string, options: ConnectOrStartOptions) {
+    const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
+    this.#workspace = workspace;
+    this.#options = options;
+    this.#ownership = ownership;
+    this.#reachOptions = {
+      ownership,
+      timeoutMs: options.requestTimeoutMs ?? 3000,
+      ...(options.settleMs === undefined ? {} : { settleMs: options.settleMs }),
+    };
+    this.#claim = new StartClaim(workspace, ownership.stateHome);
+    this.#bound = new Bound(workspace, options);
+  }
+
+  async run(): Promise<Connection> {
+    for (;;) {
+      const inspection = await this.#look();
+      if (free(inspection)) {
+        await this.#startOnce();
+        continue;
+      }
+      const answer = await reach(this.#workspace, this.#reachOptions);
+      if (typeof answer !== 'string') {
+        if (await this.#fits(answer)) return answer;
+        continue;
+      }
+      const owner = ownerOf(inspection);
+      if (owner !== undefined) this.#bound.owner(owner);
+      const holder = owner === undefined ? 'the workspace' : `the owner, ${describeHolder(owner)},`;
+      await this.#bound.pause(`${holder} to answer (${described(inspection)}; ${answer})`);
+    }
+  }
+
+  /**
+   * Whether the live owner serves this client's compatibility. Under `'replace'`, the first owner
+   * that does not is stopped (then false: look again); otherwise it is `conflict`.
+   */
+  async #fits(connection: Connection): Promise<boolean> {
+    const wanted = this.#options.compatibility;
+    if (wanted === undefined || connection.status.compatibility === wanted) return true;
+    if (this.#options.onIncompatible !== 'replace' || this.#replaced) throw incompatible(this.#workspace, connection, wanted);
+    this.#replaced = true;
+    await this.#stop(connection);
+    return false;
+  }
+
+  #look(): Promise<Inspection> {
+    return settledInspection(this.#ownership, this.#workspace, this.#options.settleMs);
+  }
+
+  /**
+   * Runs `start` under the claim, then waits until the owner answers, and only then lets the claim
+   * go: a caller that finds the claim gone finds the owner live. Without the claim, waits on its holder.
+   */
+  async #startOnce(): Promise<void> {
+    const attempt = this.#claim.attempt();
+    if (attempt.kind === 'wait') {
+      if (attempt.holder === undefined) return this.#bound.pause('the start claim, which was changing');
+      this.#bound.claimHolder(attempt.holder);
+      return this.#bound.pause(`the start claim of ${describeHolder(attempt.holder, attempt.holder.status)}, made at ${attempt.holder.since}`);
+    }
+    try {
+      // Looked at again under the claim: whoever held it before may have brought its owner up.
+      const inspection = await this.#look();
+      if (!free(inspection)) return;
+      const crashed = ownerOf(inspection);
+      const over = crashed === undefined ? '' : ` over the fences of a crashed owner, ${describeHolder(crashed)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
+      await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
+      for (;;) {
+        const answer = await reach(this.#workspace, this.#reachOptions);
+        if (typeof answer !== 'string') return;
+        await this.#bound.pause(`the owner start() began${over} to answer (${answer})`);
+      }
+    } finally {
+      this.#claim.release(attempt.held);
+    }
+  }
+
+  /** What `leasehold stop` does: the authenticated stop, then the wait until the files no longer name that owner. */
+  async #stop(connection: Connection): Promise<void> {
+    const reply = await connection.request('POST', '/v1/stop').catch((error: unknown) => {
+      if (ContractError.is(error, 'unavailable')) return undefined; // gone already: the next look tells
+      throw error;
+    });
+    if (reply?.status !== 202) return;
+    for (;;) {
+      const inspection = await this.#ownership.inspect(this.#workspace);
+      if (stoppedSince(inspection, connection.epoch)) return;
+      const owner = ownerOf(inspection);
+      if (owner !== undefined) this.#bound.owner(owner);
+      await this.#bound.pause(`the incompatible owner (pid ${connection.status.pid}) to stop (${described(inspection)})`);
+    }
+  }
+}
+
+/**
+ * Connects to the workspace's live owner, or else starts one: of any number of callers racing, in
+ * any processes, one makes the workspace's start claim (an exclusive file in the state home) and
+ * runs `start`; every caller then waits, bounded by `timeoutMs`, until the owner answers.
+ * @throws ContractError `conflict` (the owner serves another `compatibility`, named with this
+ * client's, under `'refuse'`, or again after a replacement), `unavailable` (no owner answered
+ * within `timeoutMs`: the message says what it waited for), `refused` (a root or state home that
+ * is not absolute and normalised, an unsafe or malformed claim file); and what `start` throws.
+ */
+export async function connectOrStart(workspace: string, options: ConnectOrStartOptions): Promise<Connection> {
+  return new StartOnDemand(workspace, options).run();
+}

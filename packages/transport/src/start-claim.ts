@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import { basename, join } from 'node:path';
+import { ContractError, DOCUMENT_BYTES, absolutePath, decodeBytes, encode, holderSchema, id, text } from '@leasehold/contracts';
+import { workspacePlaces } from '@leasehold/coordination';
+import { PrivateFiles, currentProcess, ownerStatus, sameSnapshot, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
+
+/**
+ * The folder of start claims, `<stateHome>/start-claims/`: beside the `v1` namespace, not in it.
+ * Every folder under `v1` admits only the names coordination lists, and a live owner re-reads its
+ * workspace's folders on every check: a claim there would make that owner fence itself.
+ */
+export const START_CLAIMS_FOLDER = 'start-claims';
+
+const CLAIM_SCHEMA = 'leasehold.start-claim/1';
+const CLAIM_NAME = /^[0-9a-f]{32}\.json$/;
+const MARKER_NAME = /^[0-9a-f]{32}\.takeover-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$/;
+
+/** `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over markers hold the same document. */
+const claimSchema = holderSchema.extend({
+  schema: text(64).refine((value) => value === CLAIM_SCHEMA, { message: `not ${CLAIM_SCHEMA}` }),
+  token: id,
+  root: absolutePath,
+  since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), { message: 'not an ISO 8601 time' }),
+});
+
+interface ClaimDocument {
+  readonly token: string;
+  readonly pid: number;
+  readonly host: string;
+  readonly processStart?: string | undefined;
+  readonly since: string;
+}
+
+/**
+ * The claim document in `bytes`. No live caller writes a malformed one, so it is refused, never
+ * taken over: whoever wrote it may still act on it.
+ * @throws ContractError `refused`, with the file as its `path`.
+ */
+function decodeClaim(path: string, bytes: Uint8Array): ClaimDocument {
+  try {
+    return decodeBytes(claimSchema, bytes, DOCUMENT_BYTES, path);
+  } catch (error) {
+    if (!ContractError.is(error, 'refused')) throw error;
+    throw new ContractError('refused', `${error.message}; remove it once no start is under way`, { path, cause: error });
+  }
+}
+
+/** The maker of a claim held by another process, and what this host can tell of it (`live` or `ambiguous`). */
+export interface ClaimHolder {
+  readonly token: string;
+  readonly pid: number;
+  readonly host: string;
+  readonly since: string;
+  readonly status: OwnerStatus;
+}
+
+/** What a claim attempt got: the claim (its snapshot, to release it), or a wait (on its holder, when one could be read). */
+type ClaimAttempt = { readonly kind: 'won'; readonly held: FileSnapshot } | { readonly kind: 'wait'; readonly holder?: ClaimHolder };
+
+type Judgement =
+  | { readonly kind: 'free' }
+  /** Being published, replaced or removed right now: look again. */
+  | { readonly kind: 'busy' }
+  | { readonly kind: 'held'; readonly holder: ClaimHolder }
+  | { readonly kind: 'dead'; readonly snapshot: FileSnapshot; readonly token: string };
+
+/**
+ * The start claim of one workspace in one state home, `<stateHome>/start-claims/<name>.json`,
+ * `<name>` being the name of the workspace's private root (coordination's rule): at most one
+ * process at a time runs the workspace's `start`. A claim is made by an exclusive create, taken
+ * over only from a maker proved `absent` (pid and start time), never because it is old, and
+ * removed by its maker.
+ */
+export class StartClaim {
+  readonly #path: string;
+  readonly #root: string;
+  readonly #name: string;
+  readonly #folder: string;
+  readonly #home: PrivateFiles;
+  readonly #files: PrivateFiles;
+
+  /** @throws ContractError `refused` for a root or state home that is not absolute and normalised. */
+  constructor(root: string, stateHome: string) {
+    const places = workspacePlaces(root, stateHome);
+    this.#root = root;
+    this.#name = basename(places.privateRoot);
+    this.#folder = join(stateHome, START_CLAIMS_FOLDER);
+    this.#path = join(this.#folder, `${this.#name}.json`);
+    this.#home = new PrivateFiles(stateHome);
+    this.#files = new PrivateFiles(this.#folder);
+  }
+
+  /**
+   * Makes the claim for this process, or takes over one whose maker is proved dead; otherwise
+   * says who holds it.
+   * @throws ContractError `refused` (an unsafe folder or file, a malformed claim).
+   */
+  attempt(): ClaimAttempt {
+    this.#home.directory(this.#folder, true);
+    // A maker killed between the link and the unlink of its create left a second link: its claim
+    // reads `refused` until its staged temp is gone.
+    this.#files.sweepStaging();
+    const bytes = encode({ schema: CLAIM_SCHEMA, token: randomUUID(), ...currentProcess(), root: this.#root, since: new Date().toISOString() });
+    try {
+      return { kind: 'won', held: this.#files.create(this.#path, bytes) };
+    } catch (error) {
+      if (!ContractError.is(error, 'conflict')) throw error;
+    }
+    const found = this.#judge(this.#path);
+    if (found.kind === 'held') return { kind: 'wait', holder: found.holder };
+    if (found.kind !== 'dead') return { kind: 'wait' };
+    const taken = this.#takeOver(this.#path, found, bytes);
+    return taken === undefined ? { kind: 'wait' } : { kind: 'won', held: taken };
+  }
+
+  /**
+   * Removes this process's claim, and every take-over marker of this workspace first: while a live
+   * maker holds the claim, each names a token no longer at the claim's place, so the take-over it
+   * was for can only fail its compare. A claim no longer `held` is not ours to remove.
+   * @throws ContractError `refused` (an unsafe folder or file).
+   */
+  release(held: FileSnapshot): void {
+    const prefix = `${this.#name}.takeover-`;
+    for (const name of this.#files.entries(this.#folder, [CLAIM_NAME, MARKER_NAME])) {
+      if (!name.startsWith(prefix)) continue;
+      const marker = join(this.#folder, name);
+      try {
+        const snapshot = this.#files.read(marker);
+        if (snapshot !== undefined) this.#files.remove(marker, snapshot);
+      } catch (error) {
+        // A doomed take-over is writing or removing it: it removes its own marker.
+        if (!ContractError.is(error, 'conflict')) throw error;
+      }
+    }
+    this.#removeIfSame(this.#path, held);
+  }
+
+  #removeIfSame(path: string, snapshot: FileSnapshot): void {
+    try {
+      this.#files.remove(path, snapshot);
+    } catch (error) {
+      if (!ContractError.is(error, 'conflict')) throw error;
+    }
+  }
+
+  /** What the claim (or take-over marker) at `path` is. A maker that cannot be told (`ambiguous`) holds it. */
+  #judge(path: string): Judgement {
+    let snapshot: FileSnapshot | undefined;
+    try {
+      snapshot = this.#files.read(path);
+    } catch (error) {
+      if (ContractError.is(error, 'conflict')) return { kind: 'busy' };
+      throw error;
+    }
+    if (snapshot === undefined) return { kind: 'free' };
+    const claim = decodeClaim(path, snapshot.bytes);
+    const status = ownerStatus(claim.pid, claim.host, claim.processStart);
+    if (status !== 'absent') {
+      return { kind: 'held', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, status } };
+    }
+    // A maker that removed its claim and exited between our read and the liveness check reads
+    // `absent` too: only a claim still there, unchanged, after its maker was seen gone was left behind.
+    if (!this.#unchanged(path, snapshot)) return { kind: 'busy' };
+    return { kind: 'dead', snapshot, token: claim.token };
+  }
+
+  #unchanged(path: string, snapshot: FileSnapshot): boolean {
+    try {
+      return sameSnapshot(this.#files.read(path), snapshot);
+    } catch (error) {
+      if (ContractError.is(error, 'conflict')) return false;
+      throw error;
+    }
+  }
+
+  /**
+   * Replaces the dead maker's file at `path` with ours, exclusively. `replace` checks, then
+   * renames, so two callers that judged the same dead claim could both pass the check: only the
+   * one that first creates the marker named after the dead token (an exclusive `link`) may
+   * replace it, and it removes its marker only after the rename, so a later marker of that token
+   * meets our claim and fails its compare. A marker whose own maker died is taken over the same
+   * way, by a marker named after its token. Answers undefined when another caller won.
+   */
+  #takeOver(path: string, dead: Extract<Judgement, { kind: 'dead' }>, bytes: Uint8Array): FileSnapshot | undefined {
+    const marker = join(this.#folder, `${this.#name}.takeover-${dead.token}.json`);
+    let ours: FileSnapshot | undefined;
+    try {
+      ours = this.#files.create(marker, bytes);
+    } catch (error) {
+      if (!ContractError.is(error, 'conflict')) throw error;
+      const found = this.#judge(marker);
+      if (found.kind !== 'dead') return undefined;
+      ours = this.#takeOver(marker, found, bytes);
+      if (ours === undefined) return undefined;
+    }
+    try {
+      return this.#files.replace(path, dead.snapshot, bytes);
+    } catch (error) {
+      if (ContractError.is(error, 'conflict')) return undefined; // taken over before our marker was made
+      throw error;
+    } finally {
+      this.#removeIfSame(marker, ours);
+    }
+  }
+}
