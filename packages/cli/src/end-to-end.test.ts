@@ -53,7 +53,7 @@ describe('leasehold, end to end through the built binary', () => {
     // status --json: running, proved over the transport.
     const running = await cli(['status', ...place, '--json']);
     expect(running.code).toBe(0);
-    expect(json(running)).toEqual({ status: 'running', epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid });
+    expect(json(running)).toEqual({ status: 'running', epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid, config: expect.any(Object) });
     expect(running.stderr).toBe('');
 
     // A second serve on the same folder, and on a nested one, is refused.
@@ -147,7 +147,7 @@ describe('leasehold, end to end through the built binary', () => {
     // stopped, with the dead server's epoch.
     const stopped = await cli(['status', ...place, '--json']);
     expect(stopped.code).toBe(3);
-    expect(json(stopped)).toEqual({ status: 'stopped', epoch: firstReady.epoch });
+    expect(json(stopped)).toEqual({ status: 'stopped', epoch: firstReady.epoch, config: expect.any(Object) });
     const nothingLeft = await cli(['recover', ...place]);
     expect(nothingLeft.code).toBe(0);
     expect(nothingLeft.stdout).toBe(`nothing to recover: no fence remains for ${workspace}\n`);
@@ -168,9 +168,13 @@ describe('leasehold, end to end through the built binary', () => {
           host: hostname(),
           ownerStatus: 'live',
           rootExists: true,
+          configIdentity: expect.stringMatching(DIGEST),
         },
       ],
     });
+    // The same config identity as status shows: what an upgrade changes.
+    const { config } = json(await cli(['status', ...place, '--json'])) as { config: { identity: string } };
+    expect((json(listed).entries as Array<{ configIdentity: string }>)[0]?.configIdentity).toBe(config.identity);
 
     // The human forms of status and list.
     const humanStatus = await cli(['status', ...place]);
@@ -180,6 +184,7 @@ describe('leasehold, end to end through the built binary', () => {
       `endpoint  ${secondReady.endpoint}`,
       `epoch     ${secondReady.epoch}`,
       `pid       ${second.pid}`,
+      `config    ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
       '',
       `Stop it with: leasehold stop --workspace ${workspace} --state-home ${box.stateHome}`,
       '',
@@ -204,12 +209,13 @@ describe('leasehold, end to end through the built binary', () => {
     ]);
     const final = await cli(['status', ...place, '--json']);
     expect(final.code).toBe(3);
-    expect(json(final)).toEqual({ status: 'stopped', epoch: secondReady.epoch });
+    expect(json(final)).toEqual({ status: 'stopped', epoch: secondReady.epoch, config: expect.any(Object) });
     const humanStopped = await cli(['status', ...place]);
     expect(humanStopped.code).toBe(3);
     expect(humanStopped.stdout.split('\n')).toEqual([
       `stopped  ${workspace}`,
       `epoch    ${secondReady.epoch}`,
+      `config   ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
       '',
       `Start it with: leasehold serve --workspace ${workspace} --state-home ${box.stateHome}`,
       '',
@@ -265,7 +271,7 @@ describe('leasehold, end to end through the built binary', () => {
     const recovered = await cli(['recover', ...box.place(crashed), '--digest', digest, '--yes', '--json']);
     expect(recovered.code).toBe(0);
     expect(json(recovered)).toEqual({ recovered: true });
-    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('takes its places from options after the command, from LEASEHOLD_STATE_HOME, and from the current folder', async () => {
@@ -279,7 +285,7 @@ describe('leasehold, end to end through the built binary', () => {
     // The state home from the environment, the workspace from the current folder.
     const fromEnvironment = await cli(['status', '--json'], { cwd: workspace, env: cleanEnv({ LEASEHOLD_STATE_HOME: box.stateHome }) });
     expect(fromEnvironment.code).toBe(0);
-    expect(json(fromEnvironment)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
+    expect(json(fromEnvironment)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, config: expect.any(Object) });
     // A relative --workspace is taken from the current folder.
     const relative = await cli(['status', '--json', '--workspace', 'placed', '--state-home', box.stateHome], { cwd: box.folder });
     expect(json(relative).epoch).toBe(ready.epoch);
@@ -305,7 +311,7 @@ describe('leasehold, end to end through the built binary', () => {
       expect(ended.stderr).toBe('');
       const status = await cli(['status', ...box.place(workspace), '--json']);
       expect(status.code).toBe(3);
-      expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch });
+      expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
       expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
     }
     await expectStopIsIdempotent(box, workspace);
@@ -327,9 +333,15 @@ describe('leasehold, end to end through the built binary', () => {
     expect(json(refused)).toEqual({ error: 'conflict', message: expect.stringContaining('another config exists'), path: expect.stringMatching(/\/service\/config\.json$/), remedy: expect.stringContaining('--replace-config') });
     expect(treeOf(box.stateHome, { folderTimes: false })).toEqual(before);
 
+    const previous = json(await cli(['status', ...place, '--json'])).config as { identity: string; endpoint: string };
+    expect(previous.endpoint).toBe('http://127.0.0.1:0');
     const { server: upgraded, ready } = await box.serve(workspace, ['--endpoint', fixed, '--replace-config']);
     expect(ready.endpoint).toBe(fixed);
-    expect(json(await cli(['status', ...place, '--json']))).toMatchObject({ status: 'running', endpoint: fixed, epoch: ready.epoch });
+    // status and list show the new config by its identity: the upgrade is seen, not guessed.
+    const after = json(await cli(['status', ...place, '--json']));
+    expect(after).toMatchObject({ status: 'running', endpoint: fixed, epoch: ready.epoch, config: { endpoint: fixed, identity: expect.stringMatching(DIGEST) } });
+    expect((after.config as { identity: string }).identity).not.toBe(previous.identity);
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([expect.objectContaining({ root: workspace, configIdentity: (after.config as { identity: string }).identity })]);
 
     // (A refused serve still takes and removes the registry lock: folder times change, nothing else.)
     // Fenced by a crashed owner: --replace-config changes nothing and says quarantine.

@@ -276,7 +276,8 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(snapshot.clear).toBe(false);
     expect(snapshot.fences.filter((fence) => fence.kind !== 'etcd-fence').length).toBeGreaterThan(0);
     expect(snapshot.fences.filter((fence) => fence.kind === 'etcd-fence')).toEqual([{ kind: 'etcd-fence', where, holder: expect.objectContaining({ pid: killed, host: 'host-a' }) }]);
-    expect(snapshot.holders).toContainEqual({ holder: expect.objectContaining({ pid: killed, host: 'host-a' }), status: 'lease-ended', fences: [where] });
+    // Host A can tell more of its own fence: the lease ended, and its process is gone (what --recover-dead needs).
+    expect(snapshot.holders).toContainEqual({ holder: expect.objectContaining({ pid: killed, host: 'host-a' }), status: 'lease-ended', process: 'absent', fences: [where] });
     expect(snapshot.holders.filter((holder) => holder.status !== 'lease-ended').map((holder) => holder.status)).toEqual(['absent']);
     // The same state on the other host shows only the etcd fence: host A's files are out of its reach.
     expect((await hostB.snapshot(root)).fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);

@@ -24,6 +24,14 @@ function hostNamed(name: string): Host {
   };
 }
 
+/** A host whose state home is on a fresh prefix of `cluster`, recorded by `leasehold init`. */
+async function etcdHostOn(cluster: EtcdCluster, name: string): Promise<Host> {
+  const host = hostNamed(name);
+  const init = await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', `/leasehold/cli-${randomUUID()}`]);
+  expect(init.code).toBe(0);
+  return host;
+}
+
 /** Asks `status` again until it answers `wanted` (each answer is a real CLI run; bounded by the CLI helper's wait). */
 async function statusUntil(host: Host, workspace: string, wanted: string): Promise<Record<string, unknown>> {
   for (let attempt = 0; ; attempt += 1) {
@@ -38,6 +46,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
   beforeAll(async () => {
     cluster = await startEtcd({ members: 1 });
   });
+  const etcdHost = (name: string) => etcdHostOn(cluster, name);
   afterEach(async () => {
     await killAll();
     removeSandboxes();
@@ -71,7 +80,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     a.box.recordCapabilities();
 
     // Host A proves its owner live over the transport; host B sees who holds it, and cannot take it.
-    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid });
+    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, config: expect.any(Object) });
     const seenFromB = await b.run(['status'], workspace);
     expect(seenFromB.code).toBe(3);
     expect(json(seenFromB)).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: expect.stringContaining('host-a') });
@@ -154,6 +163,50 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect(journal).toContain('"reason":"owner-proved-dead"');
     expect((await a.run(['stop'], workspace)).code).toBe(0);
     expect((await restarted.exit()).code).toBe(0);
+  });
+
+  it("a daemon's life on etcd: SIGHUP stops cleanly, an upgrade needs --replace-config, run passes its program's status", async () => {
+    const a = await etcdHost('host-a');
+    const workspace = a.box.workspace('life');
+
+    // A closed terminal (SIGHUP) is a clean stop: stopped, nothing to recover.
+    const first = new Server(a.box.place(workspace), { env: a.env });
+    const firstReady = await first.ready();
+    a.box.recordCapabilities();
+    first.child.kill('SIGHUP');
+    expect((await first.exit()).code).toBe(0);
+    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'stopped', epoch: firstReady.epoch, config: expect.any(Object) });
+
+    // The next version asks for another endpoint: refused naming the flag, then taken with it.
+    const refused = await a.run(['serve', '--endpoint', firstReady.endpoint], workspace);
+    expect(json(refused)).toMatchObject({ error: 'conflict', remedy: expect.stringContaining('--replace-config') });
+    const upgraded = new Server([...a.box.place(workspace), '--endpoint', firstReady.endpoint, '--replace-config'], { env: a.env });
+    expect((await upgraded.ready()).endpoint).toBe(firstReady.endpoint);
+    a.box.recordCapabilities();
+    expect((await a.run(['stop'], workspace)).code).toBe(0);
+    expect((await upgraded.exit()).code).toBe(0);
+
+    // Any program as the owner: its own exit status comes back, and the workspace is released.
+    const program = await cli(['run', '--json', ...a.box.place(workspace), '--replace-config', '--', 'sh', '-c', 'exit 3'], { env: a.env });
+    expect(program.code).toBe(3);
+    expect(json(await a.run(['status'], workspace)).status).toBe('stopped');
+  });
+
+  it('recover --all-dead on etcd: two owners killed, once their leases ended one digest over both, and a recovery of each', async () => {
+    const a = await etcdHost('host-a');
+    const crashed = [a.box.workspace('one'), a.box.workspace('two')];
+    for (const root of crashed) {
+      const server = new Server([...a.box.place(root), '--lease-ttl', '2'], { env: a.env });
+      await server.ready();
+      a.box.recordCapabilities();
+      await server.kill9();
+    }
+    for (const root of crashed) await statusUntil(a, root, 'quarantined');
+    const review = json(await a.run(['recover', '--all-dead']));
+    expect((review.workspaces as Array<{ root: string }>).map(({ root }) => root)).toEqual([...crashed].sort());
+    const recovered = await a.run(['recover', '--all-dead', '--digest', review.digest as string, '--yes']);
+    expect(recovered.code).toBe(0);
+    for (const root of crashed) expect(json(await a.run(['status'], root)).status).toBe('stopped');
   });
 
   it('`--lease-ttl` is refused on a state home of the file backend, and nothing is served', async () => {

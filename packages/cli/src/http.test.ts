@@ -143,7 +143,7 @@ describe('the HTTP transport of leasehold serve', () => {
     const ended = await server.exit();
     expect(ended.code).toBe(0);
     const stopped = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(json(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it("refuses the previous epoch's capability", async () => {

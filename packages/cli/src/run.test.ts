@@ -127,7 +127,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(ready).toEqual({ event: 'ready', endpoint: expect.stringMatching(ENDPOINT), epoch: expect.stringMatching(ID), pid: runner.pid, childPid: expect.any(Number) });
     expect(ready.childPid).not.toBe(runner.pid);
 
-    expect(await statusOf(box, workspace)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: runner.pid });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: runner.pid, config: expect.any(Object) });
     expect(await answers(await portOf(runner))).toBe(200);
 
     const environment = readFileSync(envFile, 'utf8');
@@ -145,7 +145,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(json(stop)).toEqual({ stopped: true, epoch: ready.epoch });
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it.each([
@@ -158,7 +158,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const ended = await runner.exit();
     expect(ended.code).toBe(status);
     expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, ...exit }, { event: 'stopped', epoch: ready.epoch }]);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('stops its program, then the workspace, on SIGHUP (a closed terminal), and exits 0', async () => {
@@ -169,7 +169,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     runner.child.kill('SIGHUP');
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('sends SIGKILL to a program that ignores SIGTERM once --stop-timeout has passed', async () => {
@@ -218,7 +218,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const recovered = await cli(['recover', ...place, '--digest', again.digest as string, '--yes', '--json']);
     expect(recovered.code).toBe(0);
     expect(json(recovered)).toEqual({ recovered: true });
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('kills its program and exits 4, touching no file, when its lease is lost', async () => {

@@ -112,6 +112,8 @@ function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pau
     stateHome: place.stateHome,
     config: OWNER_CONFIG,
     endpoint: endpointOf(45_900),
+    // Its release waits on the cyclers' transactions: a bound to catch a hang, not to time a busy machine.
+    lockWaitMs: 60_000,
     during: 'acquire',
     at,
     after,

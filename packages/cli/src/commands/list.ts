@@ -1,5 +1,6 @@
 import { withBackend } from '../backend.js';
 import { rootExists, type CommandContext } from '../context.js';
+import { configOf } from './status.js';
 
 /**
  * `leasehold list`: every fenced workspace of the state home's backend with
@@ -8,16 +9,21 @@ import { rootExists, type CommandContext } from '../context.js';
  * `lease-ended` (quarantined until recovered).
  */
 export async function list(context: CommandContext): Promise<number> {
-  const listed = await withBackend(context, ({ ownership }) => ownership.list());
-  const entries = listed.map(({ root, endpoint, epoch, pid, host, holder }) => ({
-    root,
-    endpoint,
-    epoch,
-    pid,
-    host,
-    ownerStatus: holder,
-    rootExists: rootExists(root),
-  }));
+  const entries = await withBackend(context, async ({ ownership }) =>
+    Promise.all(
+      (await ownership.list()).map(async ({ root, endpoint, epoch, pid, host, holder }) => ({
+        root,
+        endpoint,
+        epoch,
+        pid,
+        host,
+        ownerStatus: holder,
+        rootExists: rootExists(root),
+        // Another host's workspace on etcd keeps its config in that host's files: null here.
+        configIdentity: (await configOf(ownership, root))?.identity ?? null,
+      })),
+    ),
+  );
   const { output } = context;
   output.record({ entries });
   if (entries.length === 0) output.say('no workspace is registered');

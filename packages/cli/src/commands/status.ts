@@ -1,4 +1,4 @@
-import type { Inspection, OwnerSummary, Ownership } from '@leasehold/contracts';
+import { encode, sha256, type Inspection, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { ownerStatus } from '@leasehold/private-files';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -17,6 +17,29 @@ interface StatusReport {
   readonly reason?: string;
   /** The `compatibility` the owner publishes, when it does (`serveOwner({ compatibility })`). */
   readonly compatibility?: string;
+  /** The workspace's owner config, once one was published: what an upgrade (`--replace-config`) changes. */
+  readonly config?: ConfigSummary;
+}
+
+/** A config by its identity (the SHA-256 of its canonical bytes, as the registry row records it) and its parts. */
+export interface ConfigSummary {
+  readonly identity: string;
+  readonly endpoint: string;
+  readonly policyIdentity: string;
+}
+
+/**
+ * The workspace's config in a report, or undefined when there is none or it cannot be read: the
+ * status itself already says what is wrong with such a workspace.
+ */
+export async function configOf(ownership: Ownership, root: string): Promise<ConfigSummary | undefined> {
+  let config: OwnerConfig | undefined;
+  try {
+    config = await ownership.configuration(root);
+  } catch {
+    return undefined;
+  }
+  return config === undefined ? undefined : { identity: sha256(encode(config)), endpoint: config.endpoint, policyIdentity: config.policyIdentity };
 }
 
 /**
@@ -85,7 +108,9 @@ export async function status(context: CommandContext): Promise<number> {
     const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
     const answered = owner === undefined ? undefined : await challenge(root, ownership);
     const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
-    return reported(context, root, stateHome, answered ?? silentOwner(reportOf(inspection), owner), elsewhere);
+    const config = await configOf(ownership, root);
+    const report = answered ?? silentOwner(reportOf(inspection), owner);
+    return reported(context, root, stateHome, config === undefined ? report : { ...report, config }, elsewhere);
   });
 }
 
@@ -97,6 +122,7 @@ function reported(context: CommandContext, root: string, stateHome: string, repo
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
+  if (report.config !== undefined) rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
   output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome), elsewhere));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
