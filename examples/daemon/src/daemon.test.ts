@@ -244,7 +244,7 @@ describe('the example daemon', () => {
 
     const status = await leasehold(place, 'status', '--json');
     expect(status.code).toBe(0);
-    expect(jsonLine(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid });
+    expect(jsonLine(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, config: expect.any(Object) });
     const human = await leasehold(place, 'status');
     expect(human.code).toBe(0);
     expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
@@ -264,7 +264,7 @@ describe('the example daemon', () => {
     expect(await daemon.exited).toEqual({ code: 0, signal: null });
     const stopped = await leasehold(place, 'status', '--json');
     expect(stopped.code).toBe(3);
-    expect(jsonLine(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(jsonLine(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
     for (const output of [daemon.output(), status.stdout, human.stdout, stop.stdout, stop.stderr]) expect(output).not.toContain(capability);
   });
 
@@ -283,6 +283,7 @@ describe('the example daemon', () => {
       endpoint: ready.endpoint,
       pid: ready.pid,
       reason: expect.stringContaining('is gone: it crashed'),
+      config: expect.objectContaining({ identity: expect.stringMatching(/^[0-9a-f]{64}$/) }),
     });
     // A stop cannot reach it either, and a new daemon is not the owner until recovery: quarantine, the crash's word.
     expect((await leasehold(place, 'stop', '--json')).code).toBe(1);
@@ -297,7 +298,7 @@ describe('the example daemon', () => {
     const recovered = await leasehold(place, 'recover', '--json', '--digest', digest as string, '--yes');
     expect(recovered.code).toBe(0);
     expect(jsonLine(recovered)).toEqual({ recovered: true });
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
 
     // And it serves again, with a new epoch.
     const again = startDaemon(place);
@@ -410,7 +411,7 @@ describe('the example daemon', () => {
     expect(review).toMatchObject({ ownerStatus: 'absent', digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
     const recovered = await leasehold(place, 'recover', '--json', '--digest', review.digest as string, '--yes');
     expect(recovered.code).toBe(0);
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('reports a workspace that is not a folder as refused, and exits 1', async () => {
@@ -436,7 +437,7 @@ describe.skipIf(!etcdAvailable())('the example daemon on the etcd backend', () =
     const daemon = startDaemon(place, [], hostA);
     const ready = await daemon.next();
     expect(ready).toMatchObject({ event: 'ready', pid: daemon.child.pid });
-    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid });
+    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, config: expect.any(Object) });
     // Another host sees who serves it, and cannot take it: not with `leasehold serve`, nor with a daemon of its own.
     expect(jsonLine(await leaseholdWith(hostB, other, 'status', '--json'))).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: 'served on host host-a' });
     const rival = startDaemon(other, [], hostB);
