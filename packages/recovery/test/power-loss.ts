@@ -81,8 +81,8 @@ export const PROTOCOLS: readonly Protocol[] = [
  * written, recovered and acquired for real) and passes alone.
  */
 export const STATE_SHARDS: Readonly<Record<PowerLossProtocol, number>> = {
-  'acquire-fresh': 16,
-  'acquire-stopped': 4,
+  'acquire-fresh': 24,
+  'acquire-stopped': 8,
   phase: 1,
   release: 1,
   recover: 1,
