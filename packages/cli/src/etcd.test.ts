@@ -3,43 +3,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanUp, etcdAvailable, etcdctl, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { capabilityLeaks, cleanEnv, cli, json, killAll, removeSandboxes, sandbox, Server, type Result, type Sandbox } from '../test/helpers.js';
+import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
+import { capabilityLeaks, cli, json, killAll, removeSandboxes, Server } from '../test/helpers.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
-
-/** Two state homes on one machine stand for two hosts: each has its own files and its own `LEASEHOLD_HOST`. */
-interface Host {
-  readonly box: Sandbox;
-  readonly env: NodeJS.ProcessEnv;
-  run(args: readonly string[], workspace?: string): Promise<Result>;
-}
-
-function hostNamed(name: string): Host {
-  const box = sandbox();
-  const env = cleanEnv({ LEASEHOLD_HOST: name });
-  return {
-    box,
-    env,
-    run: (args, workspace) => cli([...args, ...(workspace === undefined ? ['--state-home', box.stateHome] : box.place(workspace)), '--json'], { env }),
-  };
-}
-
-/** A host whose state home is on a fresh prefix of `cluster`, recorded by `leasehold init`. */
-async function etcdHostOn(cluster: EtcdCluster, name: string): Promise<Host> {
-  const host = hostNamed(name);
-  const init = await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', `/leasehold/cli-${randomUUID()}`]);
-  expect(init.code).toBe(0);
-  return host;
-}
-
-/** Asks `status` again until it answers `wanted` (each answer is a real CLI run; bounded by the CLI helper's wait). */
-async function statusUntil(host: Host, workspace: string, wanted: string): Promise<Record<string, unknown>> {
-  for (let attempt = 0; ; attempt += 1) {
-    const report = json(await host.run(['status'], workspace));
-    if (report.status === wanted || attempt === 200) return report;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two hosts through the built binary', () => {
   let cluster: EtcdCluster;

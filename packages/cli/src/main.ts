@@ -41,6 +41,7 @@ const COMMON_HELP = [
 /** What `serve` and `run` both take: how the owner is started and served. */
 const OWNER_OPTIONS: Record<string, OptionSpec> = {
   endpoint: { type: 'string' },
+  compatibility: { type: 'string' },
   'recover-dead': { type: 'boolean' },
   'replace-config': { type: 'boolean' },
   'watch-ms': { type: 'string' },
@@ -63,10 +64,12 @@ const COMMANDS: Record<string, Command> = {
   },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
-    usage: 'leasehold serve [--endpoint URL] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
+    usage: 'leasehold serve [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
     options: OWNER_OPTIONS,
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
+      '  --compatibility T   what clients this owner serves (a protocol version, say), shown by status; a client\'s',
+      '                      connectOrStart({ compatibility }) refuses or replaces an owner of another',
       '  --recover-dead      when a crashed owner blocks the start and every process its fences name is proved gone',
       '                      on this host, recover it first (journalled as automatic); anything else stays refused',
       '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
@@ -77,11 +80,12 @@ const COMMANDS: Record<string, Command> = {
   },
   run: {
     summary: 'own the workspace like serve, and run a program as its owner until either stops',
-    usage: 'leasehold run [--endpoint URL] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
+    usage: 'leasehold run [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
     options: { ...OWNER_OPTIONS, 'stop-timeout': { type: 'string' } },
     help: [
       '  --stop-timeout S    on a stop, seconds from SIGTERM to SIGKILL of the program\'s process group (default 10)',
-      '  --endpoint URL, --recover-dead, --replace-config, --watch-ms N, --lease-ttl S: as for serve (leasehold serve --help)',
+      '  --endpoint URL, --compatibility T, --recover-dead, --replace-config, --watch-ms N, --lease-ttl S:',
+      '                      as for serve (leasehold serve --help)',
       '  -- CMD [ARGS...]    the program: started in its own process group once the workspace is fenced with it too,',
       '                      with LEASEHOLD_WORKSPACE, LEASEHOLD_STATE_HOME, LEASEHOLD_EPOCH and LEASEHOLD_ENDPOINT set;',
       '                      exit: its status when it ends by itself (128 + signal when killed), 0 after a stop,',

@@ -1,10 +1,11 @@
 export { bytesOf, sha256Hex } from './bytes.js';
-export { isMessage, messageOf, messagesOf } from './child-messages.js';
+export { connectedClients, isMessage, messageOf, messagesOf, type ConnectedClient } from './child-messages.js';
 export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild } from './child-process.js';
 export { cleanUp } from './clean-up.js';
 export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
 export { countsOf } from './counts.js';
 export { endpointOf } from './endpoints.js';
+export { firstToCreate } from './first-to-create.js';
 export { enableEtcdAuth, etcdAvailable, etcdctl, etcdVersion, makeEtcdCertificates, startEtcd, type EtcdCertificates, type EtcdCluster, type EtcdMember, type EtcdUser } from './etcd.js';
 export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type CrasherPlan, type CrasherStep, type FixtureModules, type SharedFixturePlans } from './fixtures.js';
 export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';

@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
-import { handPlaces, jsonOf, killAndReap, messageOf, messagesOf, namesIn, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
+import { connectedClients, handPlaces, jsonOf, killAndReap, messageOf, namesIn, spawnChild, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import { capabilityOf, endTest, makePlace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
@@ -92,19 +92,11 @@ function spawnOwner(scene: Scene, compatibility?: string): SpawnedChild {
   return spawnChild(OWNER, [JSON.stringify(plan)]);
 }
 
-interface Connected {
-  readonly epoch: string;
-  readonly pid: number;
-  readonly compatibility?: string;
-}
-
-/** What each client printed once it ended; every one must have exited 0, connected. */
-async function connectedOf(clients: readonly SpawnedChild[]): Promise<Connected[]> {
-  const ends = await Promise.all(clients.map((client) => client.closed));
-  for (const [index, client] of clients.entries()) witness(client.lines.join('\n'), ends[index]!.stderr);
-  const failures = clients.flatMap((client, index) => (ends[index]!.code === 0 ? [] : [{ lines: client.lines, stderr: ends[index]!.stderr }]));
-  expect(failures).toEqual([]);
-  return clients.map((client) => messagesOf(client, 'connected')[0]!.connected as Connected);
+/** Each client's connection, once every one ended connected (their output kept for the secrets check). */
+async function connectedOf(clients: readonly SpawnedChild[]): Promise<ConnectedClient[]> {
+  const { connected, outputs } = await connectedClients(clients);
+  witness(...outputs);
+  return connected;
 }
 
 /** The ContractError `promise` rejects with (kept for the secrets scan). */

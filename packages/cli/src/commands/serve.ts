@@ -35,8 +35,8 @@ export interface OwnerPart {
 
 /**
  * The owner life cycle of `serve` and `run`, from their command line: the
- * workspace, the state home's backend, `--endpoint`, `--recover-dead`,
- * `--replace-config`, `--watch-ms` and `--lease-ttl`. Answers 0 after a clean
+ * workspace, the state home's backend, `--endpoint`, `--compatibility`,
+ * `--recover-dead`, `--replace-config`, `--watch-ms` and `--lease-ttl`. Answers 0 after a clean
  * stop and release, 4 after a lost lease, 1 after a stop that failed part-way;
  * throws what refused the start.
  */
@@ -91,10 +91,11 @@ async function serveOn(
     serving = started;
     part.onServing(started, stateHome);
   };
-  const endpoint = typeof values.endpoint === 'string' ? values.endpoint : undefined;
+  const endpoint = typeof values.endpoint === 'string' ? { endpoint: values.endpoint } : {};
+  const compatibility = typeof values.compatibility === 'string' ? { compatibility: values.compatibility } : {};
   const replaceConfig = values['replace-config'] === true;
   try {
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onServing, replaceConfig, ...(endpoint === undefined ? {} : { endpoint }) });
+    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onServing, replaceConfig, ...endpoint, ...compatibility });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
