@@ -41,7 +41,8 @@ export const helpers = {
   // depends on none: even contracts can dev-depend on it.
   'package-checks': [],
   // The bench starts real etcd members with test-utils' starter, the one copy of it.
-  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd', 'test-utils'],
+  // It measures the built command as a whole process, found through the cli package's manifest.
+  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd', 'cli', 'test-utils'],
 };
 
 const scope = '@leasehold/';

@@ -244,7 +244,7 @@ describe('the example daemon', () => {
 
     const status = await leasehold(place, 'status', '--json');
     expect(status.code).toBe(0);
-    expect(jsonLine(status)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, config: expect.any(Object) });
+    expect(jsonLine(status)).toEqual({ status: 'running', root: place.workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     const human = await leasehold(place, 'status');
     expect(human.code).toBe(0);
     expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
@@ -259,12 +259,12 @@ describe('the example daemon', () => {
 
     const stop = await leasehold(place, 'stop', '--json');
     expect(stop.code).toBe(0);
-    expect(jsonLine(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(jsonLine(stop)).toEqual({ stopped: true, root: place.workspace, epoch: ready.epoch });
     expect(await daemon.next()).toEqual({ event: 'released', epoch: ready.epoch });
     expect(await daemon.exited).toEqual({ code: 0, signal: null });
     const stopped = await leasehold(place, 'status', '--json');
     expect(stopped.code).toBe(3);
-    expect(jsonLine(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(jsonLine(stopped)).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
     for (const output of [daemon.output(), status.stdout, human.stdout, stop.stdout, stop.stderr]) expect(output).not.toContain(capability);
   });
 
@@ -279,10 +279,12 @@ describe('the example daemon', () => {
     expect(crashed.code).toBe(3);
     expect(jsonLine(crashed)).toEqual({
       status: 'unavailable',
+      root: place.workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
       pid: ready.pid,
       reason: expect.stringContaining('is gone: it crashed'),
+      reasonCode: 'owner-gone',
       config: expect.objectContaining({ identity: expect.stringMatching(/^[0-9a-f]{64}$/) }),
     });
     // A stop cannot reach it either, and a new daemon is not the owner until recovery: quarantine, the crash's word.
@@ -298,14 +300,14 @@ describe('the example daemon', () => {
     const recovered = await leasehold(place, 'recover', '--json', '--digest', digest as string, '--yes');
     expect(recovered.code).toBe(0);
     expect(jsonLine(recovered)).toEqual({ recovered: true });
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
 
     // And it serves again, with a new epoch.
     const again = startDaemon(place);
     const next = await again.next();
     expect(next).toMatchObject({ event: 'ready' });
     expect(next.epoch).not.toBe(ready.epoch);
-    expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({ stopped: true, epoch: next.epoch });
+    expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({ stopped: true, root: place.workspace, epoch: next.epoch });
     expect(await again.exited).toEqual({ code: 0, signal: null });
   });
 
@@ -411,7 +413,7 @@ describe('the example daemon', () => {
     expect(review).toMatchObject({ ownerStatus: 'absent', digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
     const recovered = await leasehold(place, 'recover', '--json', '--digest', review.digest as string, '--yes');
     expect(recovered.code).toBe(0);
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('reports a workspace that is not a folder as refused, and exits 1', async () => {
@@ -437,14 +439,14 @@ describe.skipIf(!etcdAvailable())('the example daemon on the etcd backend', () =
     const daemon = startDaemon(place, [], hostA);
     const ready = await daemon.next();
     expect(ready).toMatchObject({ event: 'ready', pid: daemon.child.pid });
-    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, config: expect.any(Object) });
+    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', root: place.workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     // Another host sees who serves it, and cannot take it: not with `leasehold serve`, nor with a daemon of its own.
     expect(jsonLine(await leaseholdWith(hostB, other, 'status', '--json'))).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: 'served on host host-a' });
     const rival = startDaemon(other, [], hostB);
     expect(await rival.next()).toEqual({ event: 'refused', code: 'conflict' });
 
     const stop = await leaseholdWith(hostA, place, 'stop', '--json');
-    expect(jsonLine(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(jsonLine(stop)).toEqual({ stopped: true, root: place.workspace, epoch: ready.epoch });
     expect(await daemon.next()).toEqual({ event: 'released', epoch: ready.epoch });
     expect(await daemon.exited).toEqual({ code: 0, signal: null });
     expect(jsonLine(await leaseholdWith(hostB, other, 'list', '--json'))).toEqual({ entries: [] });

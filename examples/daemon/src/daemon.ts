@@ -28,7 +28,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ContractError, encode } from '@leasehold/contracts';
-import { openStateHome } from '@leasehold/cli';
+import { openStateHome, type OpenBackend } from '@leasehold/cli';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import { serveOwner, type OwnerRoutes, type Serving } from '@leasehold/transport';
 
@@ -75,9 +75,9 @@ try {
 // Coordination wants an absolute, normalised state home: resolve a relative one here.
 const stateHome = options['state-home'] === undefined ? undefined : resolve(options['state-home']);
 // The backend the state home records (its files, or an etcd cluster shared by hosts), as `leasehold` uses it.
-let backend: ReturnType<typeof openStateHome> | undefined;
+let backend: OpenBackend | undefined;
 try {
-  backend = openStateHome(stateHome ?? defaultStateHome());
+  backend = await openStateHome(stateHome ?? defaultStateHome());
   await serveOwner(resolveWorkspace(options.workspace), {
     policy: POLICY,
     ownership: backend.ownership,

@@ -123,6 +123,10 @@ const ETCD_ROWS = [
   'acquire / release medians: file backend ',
 ];
 
+/** Section 10: the built command as a whole process, against node -e 0 in the same rounds. */
+const COMMAND_FIGURES = ['command.version/node', 'command.status-stopped/node', 'command.status-running/node', 'command.list/node'];
+const COMMAND_ROWS = ['10. The leasehold command', 'leasehold --version', 'leasehold status, a stopped workspace (exit 3)', 'leasehold status, a running owner', 'leasehold list, one running owner', 'node -e 0, a whole process'];
+
 function runBench(): Promise<{ code: number | null; stdout: string; stderr: string; pid: number }> {
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [BENCH, '--quick', '--json', jsonPath], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
@@ -180,6 +184,16 @@ describe('pnpm bench --quick', () => {
     expect(isNumber(result.contention.busy)).toBe(true);
     expect(result.contention.cycles).toBe(result.contention.processes * result.contention.trials);
     expect(figures.get('contention/serial')?.target).toBe(0.5);
+
+    // Section 10: each figure measured in every kept round of its own (each sample ran the command to the exit status it expects).
+    for (const row of COMMAND_ROWS) expect(stdout).toContain(row);
+    const { command } = result;
+    expect(command.figures.map((figure: { id: string }) => figure.id)).toEqual(COMMAND_FIGURES);
+    for (const figure of command.figures) {
+      expect(isNumber(figure.ratio), `${figure.id} ratio`).toBe(true);
+      expect(figure.samples, `${figure.id} samples`).toBe(command.rounds);
+    }
+    expect(command.figures.map((figure: { target: number | null }) => figure.target)).toEqual([1.3, 1.5, 1.5, null]);
 
     // Readers under churn: every read counted once, by what it answered; the writers really churned.
     const { availability } = result;

@@ -2,10 +2,11 @@
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { measureAvailability } from './availability.js';
+import { commandOperations } from './command-operations.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
 import { etcdVersion } from '@leasehold/test-utils';
 import { measureEtcd } from './etcd-operations.js';
-import { computeFigures, figureSpecs, summariesOf } from './figures.js';
+import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf } from './figures.js';
 import { fileOperations } from './file-operations.js';
 import { BenchPlace } from './fixtures.js';
 import { countFsyncs, type FsyncCount } from './fsync-counts.js';
@@ -180,10 +181,15 @@ async function main(): Promise<void> {
       progress: progress(settings.quick ? 'bench --quick, etcd' : 'bench, etcd'),
     });
     for (const [id, values] of etcd.series) series.set(id, [...values]);
+    // In rounds of their own, fewer: each sample is a whole process (about Node's start-up, tens of ms).
+    const commandRounds = { rounds: options.quick ? 5 : 40, warmupRounds: options.quick ? 1 : 3 };
+    const commands = await commandOperations(place, { running: transport.owner });
+    const commandSeries = await runInterleaved(commands, { ...commandRounds, progress: progress(settings.quick ? 'bench --quick, the command' : 'bench, the command') });
+    for (const [id, values] of commandSeries) series.set(id, values);
 
     series.set('contention.wall', trials.map((trial) => trial.wall));
     series.set('contention.serial', trials.map((trial) => trial.serial));
-    const labels = new Map<string, string>(operations.map((operation) => [operation.id, operation.label]));
+    const labels = new Map<string, string>([...operations, ...commands].map((operation) => [operation.id, operation.label]));
     for (const operation of ownership.operations) {
       if (!operation.id.startsWith('cycle.')) continue;
       labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
@@ -240,6 +246,7 @@ async function main(): Promise<void> {
       availability,
       fsyncs,
       etcd: etcd.section,
+      command: { ...commandRounds, figures: computeFigures(commandFigureSpecs(), summaries, labels) },
     };
     const report = formatReport(result);
     const json = `${JSON.stringify(result, null, 2)}\n`;

@@ -156,6 +156,21 @@ export function etcdFigureSpecs(): FigureSpec[] {
   ];
 }
 
+/** Section 10's title. */
+const COMMAND_SECTION = '10. The leasehold command (a whole process, spawn to exit, against node -e 0 in the same rounds)';
+
+/** The built command against a bare Node process: what a shell prompt or a script pays per call, beyond Node's own start-up. */
+export function commandFigureSpecs(): FigureSpec[] {
+  const section = COMMAND_SECTION;
+  const bare = [part('node.bare')];
+  return [
+    { id: 'command.version/node', section, series: 'command.version', baseline: bare, target: 1.3 },
+    { id: 'command.status-stopped/node', section, series: 'command.status-stopped', baseline: bare, target: 1.5 },
+    { id: 'command.status-running/node', section, series: 'command.status-running', baseline: bare, target: 1.5 },
+    { id: 'command.list/node', section, series: 'command.list', baseline: bare },
+  ];
+}
+
 function labelOf(parts: readonly BaselinePart[], labels: ReadonlyMap<string, string>): string {
   return parts
     .map(({ series, times }) => {

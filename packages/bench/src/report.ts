@@ -57,6 +57,15 @@ export interface BenchResult {
   readonly fsyncs: readonly FsyncCount[];
   /** Issue #12: acquire + release of one root on a real etcd, or why it was skipped. */
   readonly etcd: EtcdSection;
+  /** The built `leasehold` command as a whole process, in rounds of its own. */
+  readonly command: CommandSection;
+}
+
+/** Section 10: the command's figures and the rounds they were measured in. */
+interface CommandSection {
+  readonly rounds: number;
+  readonly warmupRounds: number;
+  readonly figures: readonly Figure[];
 }
 
 /** A duration in milliseconds, as µs below 1 ms. */
@@ -227,8 +236,9 @@ export function formatReport(result: BenchResult): string {
 
   lines.push('', ...formatAvailability(result.availability));
   lines.push('', ...formatEtcd(result.etcd, result.series));
+  lines.push('', ...figureTable(result.command.figures), `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`);
 
-  const targeted = result.figures.filter((figure) => figure.target !== null);
+  const targeted = [...result.figures, ...result.command.figures].filter((figure) => figure.target !== null);
   const missed = targeted.filter((figure) => figure.met === false);
   const { availability } = result;
   const busy = contention.busy + availability.busy;

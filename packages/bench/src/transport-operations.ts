@@ -12,6 +12,8 @@ import { timedAsync, type Operation } from './harness.js';
 /** Operations plus the owner and the bare server they talk to, until the end of the run. */
 export interface TransportSuite {
   readonly operations: Operation[];
+  /** The owner's workspace and state home: it serves until `close`. */
+  readonly owner: { readonly workspace: string; readonly stateHome: string };
   /** Stops the owner (a clean release) and closes the bare server. */
   close(): Promise<void>;
 }
@@ -86,6 +88,7 @@ export async function transportOperations(place: BenchPlace): Promise<TransportS
   ];
   return {
     operations,
+    owner: { workspace, stateHome },
     async close() {
       stop.abort();
       await owner;

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ContractError, type Backend, type Ownership, type Recovery } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
-import { etcdBackend, type EtcdAuth, type EtcdTls } from '@leasehold/etcd';
+import type { EtcdAuth, EtcdTls } from '@leasehold/etcd';
 import { fileRecovery } from '@leasehold/recovery';
 import { backendOf } from '@leasehold/registry';
 import { stateHomeOf, type CommandContext } from './context.js';
@@ -37,12 +37,12 @@ export interface OpenOptions {
  * @throws ContractError `refused` for a state home path that is not absolute and normalised, or
  * etcd credentials half set or unreadable (the message names the variable).
  */
-export function openStateHome(stateHome: string, options: OpenOptions = {}): OpenBackend {
+export async function openStateHome(stateHome: string, options: OpenOptions = {}): Promise<OpenBackend> {
   return openBackendFor(stateHome, recordedBackend(stateHome), options);
 }
 
 /** The state home of a command line, opened. */
-export function openBackend(context: CommandContext, ttlSeconds?: number): OpenBackend {
+export async function openBackend(context: CommandContext, ttlSeconds?: number): Promise<OpenBackend> {
   return openStateHome(stateHomeOf(context), { env: context.env, ...(ttlSeconds === undefined ? {} : { ttlSeconds }) });
 }
 
@@ -60,7 +60,7 @@ function recordedBackend(stateHome: string): Backend {
 }
 
 /** `backend` on `stateHome`, whatever the state home records (`leasehold init` checks it before recording). */
-export function openBackendFor(stateHome: string, backend: Backend, options: OpenOptions = {}): OpenBackend {
+export async function openBackendFor(stateHome: string, backend: Backend, options: OpenOptions = {}): Promise<OpenBackend> {
   return backend.kind === 'files' ? fileBackend(stateHome) : etcdBackendOf(stateHome, backend, options);
 }
 
@@ -71,7 +71,10 @@ function fileBackend(stateHome: string): OpenBackend {
   return { stateHome, backend, ownership, recovery: fileRecovery({ stateHome, backend }), close: () => ownership.close() };
 }
 
-function etcdBackendOf(stateHome: string, backend: Extract<Backend, { kind: 'etcd' }>, options: OpenOptions): OpenBackend {
+async function etcdBackendOf(stateHome: string, backend: Extract<Backend, { kind: 'etcd' }>, options: OpenOptions): Promise<OpenBackend> {
+  // Loaded here, for a state home that records etcd, and nowhere else: the etcd client (gRPC,
+  // protobuf: hundreds of modules) would otherwise be most of every command's start-up.
+  const { etcdBackend } = await import('@leasehold/etcd');
   const env = options.env ?? process.env;
   const host = hostOf(env);
   const opened = etcdBackend({
@@ -124,16 +127,12 @@ function pem(path: string, variable: string): Uint8Array {
   }
 }
 
-/** Runs `use` on the state home's backend (or `opened`), and closes it whatever happens. */
-export async function withBackend<T>(context: CommandContext, use: (opened: OpenBackend) => Promise<T>, opened = openBackend(context)): Promise<T> {
+/** Runs `use` on the state home's backend (or the one `opening` opens), and closes it whatever happens. */
+export async function withBackend<T>(context: CommandContext, use: (opened: OpenBackend) => Promise<T>, opening: OpenBackend | Promise<OpenBackend> = openBackend(context)): Promise<T> {
+  const opened = await opening;
   try {
     return await use(opened);
   } finally {
     await opened.close();
   }
-}
-
-/** `refused` unless the backend is etcd: for options that only the etcd backend has. */
-export function requireEtcd(backend: Backend, option: string): void {
-  if (backend.kind !== 'etcd') throw new ContractError('refused', `${option}: only for a state home on the etcd backend (this one uses files)`);
 }

@@ -4,6 +4,7 @@ import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
 import { SetupError } from './remedies.js';
+import { shellQuote } from './shell-words.js';
 
 /** What every command receives. */
 export interface CommandContext {
@@ -71,9 +72,4 @@ export function rootExists(root: string): boolean {
 /** The options that name the same workspace and state home in a suggested command. */
 export function placeOptions(root: string, stateHome: string): string {
   return `--workspace ${shellQuote(root)} --state-home ${shellQuote(stateHome)}`;
-}
-
-/** Quotes a path for a POSIX shell when it needs it. */
-export function shellQuote(value: string): string {
-  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }

@@ -83,7 +83,7 @@ async function applyFix(box: Sandbox, suggested: string): Promise<void> {
 /** Serves `workspace` and stops it, so that the state home holds a registry and a stopped service. */
 async function servedAndStopped(box: Sandbox, workspace: string): Promise<string> {
   const { server, ready } = await box.serve(workspace);
-  expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, epoch: ready.epoch });
+  expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
   expect((await server.exit()).code).toBe(0);
   return ready.epoch;
 }
@@ -154,7 +154,7 @@ describe('leasehold doctor', () => {
     expect(blocked.code).toBe(1);
     expect(json(blocked).error).toBe('quarantine');
     // Readers never look at the lock.
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
 
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
@@ -224,7 +224,7 @@ describe('leasehold doctor', () => {
     expect(held.pid).toBe(writer.pid);
     await expectClean(box);
     // Readers never look at the lock: status and list answer while it is held.
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
     expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
 
     // Killed inside the transaction: its lock stays, naming a process that is gone. A second
@@ -328,7 +328,7 @@ describe('leasehold doctor', () => {
     await expectClean(box);
     const fixed = await cli(['status', ...box.place(workspace), '--json']);
     expect(fixed.code).toBe(3);
-    expect(json(fixed)).toEqual({ status: 'stopped', epoch, config: expect.any(Object) });
+    expect(json(fixed)).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
     await servesAgain(box, workspace);
   });
 
@@ -383,7 +383,7 @@ describe('leasehold doctor', () => {
     for (const finding of findings) await applyFix(box, finding.fix);
     await expectClean(box);
     const status = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(status)).toEqual({ status: 'stopped', epoch, config: expect.any(Object) });
+    expect(json(status)).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
     await servesAgain(box, workspace);
   });
 
@@ -407,7 +407,7 @@ describe('leasehold doctor', () => {
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
     const status = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(status)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
     await servesAgain(box, workspace);
   });
 

@@ -33,7 +33,7 @@ afterEach(async () => {
 async function expectStopIsIdempotent(box: Sandbox, workspace: string): Promise<void> {
   const again = await cli(['stop', ...box.place(workspace), '--json']);
   expect(again.code).toBe(0);
-  expect(json(again)).toEqual({ stopped: true, epoch: expect.stringMatching(ID) });
+  expect(json(again)).toEqual({ stopped: true, root: workspace, epoch: expect.stringMatching(ID) });
   const human = await cli(['stop', ...box.place(workspace)]);
   expect(human.code).toBe(0);
   expect(human.stdout).toBe(`stopped   ${workspace} (it was not running)\n`);
@@ -53,7 +53,7 @@ describe('leasehold, end to end through the built binary', () => {
     // status --json: running, proved over the transport.
     const running = await cli(['status', ...place, '--json']);
     expect(running.code).toBe(0);
-    expect(json(running)).toEqual({ status: 'running', epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid, config: expect.any(Object) });
+    expect(json(running)).toEqual({ status: 'running', root: workspace, epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     expect(running.stderr).toBe('');
 
     // A second serve on the same folder, and on a nested one, is refused.
@@ -115,6 +115,10 @@ describe('leasehold, end to end through the built binary', () => {
     expect(wrongHuman.code).toBe(1);
     expect(wrongHuman.stdout).toBe('');
     expect(wrongHuman.stderr).toMatch(/^leasehold: conflict: /);
+    // Not a digest at all: a usage error, found before anything is read.
+    const malformed = await cli(['recover', ...place, '--digest', 'D', '--yes', '--json']);
+    expect(malformed.code).toBe(2);
+    expect(json(malformed)).toEqual({ error: 'usage', message: '--digest D: not a digest (64 lowercase hex digits)', remedy: expect.stringContaining('`leasehold recover`') });
     // The right digest without a confirmation, with no terminal to ask on: a usage error, nothing changed.
     const unconfirmed = await cli(['recover', ...place, '--digest', digest, '--json']);
     expect(unconfirmed.code).toBe(2);
@@ -147,7 +151,7 @@ describe('leasehold, end to end through the built binary', () => {
     // stopped, with the dead server's epoch.
     const stopped = await cli(['status', ...place, '--json']);
     expect(stopped.code).toBe(3);
-    expect(json(stopped)).toEqual({ status: 'stopped', epoch: firstReady.epoch, config: expect.any(Object) });
+    expect(json(stopped)).toEqual({ status: 'stopped', root: workspace, epoch: firstReady.epoch, config: expect.any(Object) });
     const nothingLeft = await cli(['recover', ...place]);
     expect(nothingLeft.code).toBe(0);
     expect(nothingLeft.stdout).toBe(`nothing to recover: no fence remains for ${workspace}\n`);
@@ -199,7 +203,7 @@ describe('leasehold, end to end through the built binary', () => {
     // stop --json: the server stops cleanly and says so.
     const stop = await cli(['stop', ...place, '--json']);
     expect(stop.code).toBe(0);
-    expect(json(stop)).toEqual({ stopped: true, epoch: secondReady.epoch });
+    expect(json(stop)).toEqual({ stopped: true, root: workspace, epoch: secondReady.epoch });
     const ended = await second.exit();
     expect(ended.code).toBe(0);
     expect(ended.signal).toBe(null);
@@ -209,7 +213,7 @@ describe('leasehold, end to end through the built binary', () => {
     ]);
     const final = await cli(['status', ...place, '--json']);
     expect(final.code).toBe(3);
-    expect(json(final)).toEqual({ status: 'stopped', epoch: secondReady.epoch, config: expect.any(Object) });
+    expect(json(final)).toEqual({ status: 'stopped', root: workspace, epoch: secondReady.epoch, config: expect.any(Object) });
     const humanStopped = await cli(['status', ...place]);
     expect(humanStopped.code).toBe(3);
     expect(humanStopped.stdout.split('\n')).toEqual([
@@ -235,7 +239,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(lines[0]).toMatch(new RegExp(`^[a-z]+ +${workspace}$`));
     expect(lines[0]).not.toMatch(/^(running|stopped|absent) /);
     expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^epoch +${ready.epoch}$`))]));
-    expect(lines.at(-2)).toBe(`If its owner crashed, see: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
+    expect(lines.at(-2)).toBe(`Its owner crashed; review it with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
     const listed = await cli(['list', '--state-home', box.stateHome]);
     expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, ready.endpoint, String(server.pid), 'absent']);
   });
@@ -261,17 +265,17 @@ describe('leasehold, end to end through the built binary', () => {
       const { server: other, ready: otherReady } = await box.serve(busy);
       const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
       expect(listed.entries.map((entry) => entry.root).sort()).toEqual([busy, crashed].sort());
-      expect(json(await cli(['stop', ...box.place(busy), '--json']))).toEqual({ stopped: true, epoch: otherReady.epoch });
+      expect(json(await cli(['stop', ...box.place(busy), '--json']))).toEqual({ stopped: true, root: busy, epoch: otherReady.epoch });
       expect((await other.exit()).code).toBe(0);
     }
     expect(readdirSync(join(box.namespace, 'registry')).sort()).toEqual(['format.json', 'roots.json']);
-    expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({ status: 'absent', epoch: null });
+    expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({ status: 'absent', root: untouched, epoch: null });
 
     // The digest reviewed before all that still names the crashed workspace's state: it recovers.
     const recovered = await cli(['recover', ...box.place(crashed), '--digest', digest, '--yes', '--json']);
     expect(recovered.code).toBe(0);
     expect(json(recovered)).toEqual({ recovered: true });
-    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', root: crashed, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('takes its places from options after the command, from LEASEHOLD_STATE_HOME, and from the current folder', async () => {
@@ -285,16 +289,16 @@ describe('leasehold, end to end through the built binary', () => {
     // The state home from the environment, the workspace from the current folder.
     const fromEnvironment = await cli(['status', '--json'], { cwd: workspace, env: cleanEnv({ LEASEHOLD_STATE_HOME: box.stateHome }) });
     expect(fromEnvironment.code).toBe(0);
-    expect(json(fromEnvironment)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, config: expect.any(Object) });
+    expect(json(fromEnvironment)).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     // A relative --workspace is taken from the current folder.
     const relative = await cli(['status', '--json', '--workspace', 'placed', '--state-home', box.stateHome], { cwd: box.folder });
     expect(json(relative).epoch).toBe(ready.epoch);
     // Another state home knows nothing of it.
     const elsewhere = await cli(['status', '--json', '--workspace', workspace, '--state-home', `${box.folder}/other-state`]);
     expect(elsewhere.code).toBe(3);
-    expect(json(elsewhere)).toEqual({ status: 'absent', epoch: null });
+    expect(json(elsewhere)).toEqual({ status: 'absent', root: workspace, epoch: null });
     const stop = await cli(['stop', '--json', '--state-home', box.stateHome, '--workspace', workspace]);
-    expect(json(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(json(stop)).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
     expect((await server.exit()).code).toBe(0);
   });
 
@@ -311,7 +315,7 @@ describe('leasehold, end to end through the built binary', () => {
       expect(ended.stderr).toBe('');
       const status = await cli(['status', ...box.place(workspace), '--json']);
       expect(status.code).toBe(3);
-      expect(json(status)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+      expect(json(status)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
       expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
     }
     await expectStopIsIdempotent(box, workspace);
@@ -371,19 +375,24 @@ describe('leasehold, end to end through the built binary', () => {
     const busy = await cli(['serve', ...box.place(other), '--endpoint', `http://127.0.0.1:${port}`, '--json']);
     expect(busy.code).toBe(1);
     expect(json(busy)).toMatchObject({ error: 'conflict', message: expect.stringContaining('EADDRINUSE') });
+    // A mistake in the command line is a usage error (exit 2) whose remedy is about the command line, not the files.
     for (const endpoint of ['http://0.0.0.0:0', 'http://localhost:0', 'https://127.0.0.1:0', 'http://127.0.0.1:080', 'http://192.0.2.1:0']) {
       const refused = await cli(['serve', ...box.place(other), '--endpoint', endpoint, '--json']);
-      expect(refused.code, endpoint).toBe(1);
-      expect(json(refused).error, endpoint).toBe('refused');
+      expect(refused.code, endpoint).toBe(2);
+      expect(json(refused), endpoint).toEqual({ error: 'usage', message: `--endpoint ${endpoint}: not a loopback endpoint`, remedy: expect.stringContaining('http://127.0.0.1:PORT') });
     }
     for (const watch of ['5', 'soon', '1.5', '-100']) {
       const refused = await cli(['serve', ...box.place(other), `--watch-ms=${watch}`, '--json']);
-      expect(refused.code, watch).toBe(1);
-      expect(json(refused).error, watch).toBe('refused');
+      expect(refused.code, watch).toBe(2);
+      expect(json(refused), watch).toEqual({ error: 'usage', message: `--watch-ms ${watch}: not a whole number of at least 10`, remedy: expect.stringContaining('--watch-ms=') });
     }
+    // A value that starts with a dash, given as the next word: parseArgs's own message would only puzzle.
+    const dashed = await cli(['serve', ...box.place(other), '--watch-ms', '-5', '--json']);
+    expect(dashed.code).toBe(2);
+    expect(json(dashed)).toMatchObject({ error: 'usage', message: expect.stringContaining('write --watch-ms=VALUE') });
     const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
     expect(listed.entries.map((entry) => entry.root)).toEqual([workspace]);
-    expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({ status: 'absent', epoch: null });
+    expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({ status: 'absent', root: other, epoch: null });
   });
 
   it('prints usage for --help on each command (exit 0), and exits 2 on an unknown command or option', async () => {
@@ -407,11 +416,15 @@ describe('leasehold, end to end through the built binary', () => {
 
     const unknownCommand = await cli(['frobnicate']);
     expect(unknownCommand.code).toBe(2);
-    expect(unknownCommand.stderr).toMatch(/^leasehold: unknown command 'frobnicate'/);
+    expect(unknownCommand.stderr).toMatch(/^leasehold: usage: unknown command 'frobnicate'\n {2}run `leasehold --help` for the commands\n/);
     expect(unknownCommand.stdout).toBe('');
     const unknownCommandJson = await cli(['frobnicate', '--json']);
     expect(unknownCommandJson.code).toBe(2);
-    expect(json(unknownCommandJson)).toEqual({ error: 'usage', message: "unknown command 'frobnicate'" });
+    expect(json(unknownCommandJson)).toEqual({ error: 'usage', message: "unknown command 'frobnicate'", remedy: 'run `leasehold --help` for the commands' });
+    // Options before the command: the remedy is the same command line, the command first.
+    const optionsFirst = await cli(['--json', '--state-home', '/tmp/a b', 'list']);
+    expect(optionsFirst.code).toBe(2);
+    expect(json(optionsFirst)).toEqual({ error: 'usage', message: "options go after the command: --json --state-home /tmp/a b list", remedy: "run: leasehold list --json --state-home '/tmp/a b'" });
 
     const unknownOption = await cli(['status', '--frobnicate']);
     expect(unknownOption.code).toBe(2);
@@ -419,7 +432,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(unknownOption.stderr).toContain('leasehold status [options]');
     const unknownOptionJson = await cli(['list', '--json', '--bogus']);
     expect(unknownOptionJson.code).toBe(2);
-    expect(json(unknownOptionJson)).toEqual({ error: 'usage', message: expect.stringContaining('--bogus') });
+    expect(json(unknownOptionJson)).toEqual({ error: 'usage', message: expect.stringContaining('--bogus'), remedy: 'run `leasehold list --help` for its options' });
     // An option of another command, and a positional argument, are usage errors too.
     expect((await cli(['status', '--digest', 'x'])).code).toBe(2);
     expect((await cli(['list', 'extra'])).code).toBe(2);

@@ -47,7 +47,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     a.box.recordCapabilities();
 
     // Host A proves its owner live over the transport; host B sees who holds it, and cannot take it.
-    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, config: expect.any(Object) });
+    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     const seenFromB = await b.run(['status'], workspace);
     expect(seenFromB.code).toBe(3);
     expect(json(seenFromB)).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: expect.stringContaining('host-a') });
@@ -142,7 +142,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     a.box.recordCapabilities();
     first.child.kill('SIGHUP');
     expect((await first.exit()).code).toBe(0);
-    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'stopped', epoch: firstReady.epoch, config: expect.any(Object) });
+    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'stopped', root: workspace, epoch: firstReady.epoch, config: expect.any(Object) });
 
     // The next version asks for another endpoint: refused naming the flag, then taken with it.
     const refused = await a.run(['serve', '--endpoint', firstReady.endpoint], workspace);
@@ -176,11 +176,11 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     for (const root of crashed) expect(json(await a.run(['status'], root)).status).toBe('stopped');
   });
 
-  it('`--lease-ttl` is refused on a state home of the file backend, and nothing is served', async () => {
+  it('`--lease-ttl` is a usage error on a state home of the file backend, and nothing is served', async () => {
     const host = hostNamed('host-a');
     const workspace = host.box.workspace('files');
     const refused = await host.run(['serve', '--lease-ttl', '2'], workspace);
-    expect(refused.code).toBe(1);
-    expect(json(refused)).toMatchObject({ error: 'refused', message: expect.stringContaining('--lease-ttl') });
+    expect(refused.code).toBe(2);
+    expect(json(refused)).toEqual({ error: 'usage', message: '--lease-ttl: only for a state home on the etcd backend (this one uses files)', remedy: expect.stringContaining('leave out --lease-ttl') });
   });
 });

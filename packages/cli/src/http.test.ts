@@ -143,7 +143,7 @@ describe('the HTTP transport of leasehold serve', () => {
     const ended = await server.exit();
     expect(ended.code).toBe(0);
     const stopped = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(stopped)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(stopped)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it("refuses the previous epoch's capability", async () => {
@@ -152,7 +152,7 @@ describe('the HTTP transport of leasehold serve', () => {
     const { server: first, ready: firstReady } = await box.serve(workspace);
     const old = capabilityOf(box);
     expect(old.epoch).toBe(firstReady.epoch);
-    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, epoch: firstReady.epoch });
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: firstReady.epoch });
     expect((await first.exit()).code).toBe(0);
     expect(box.capabilities()).toEqual([]);
 

@@ -118,7 +118,7 @@ describe('a server whose files change under it', () => {
     const box = sandbox();
     const quiet = box.workspace('quiet');
     const { server: first, ready: quietReady } = await box.serve(quiet);
-    expect(json(await cli(['stop', ...box.place(quiet), '--json']))).toEqual({ stopped: true, epoch: quietReady.epoch });
+    expect(json(await cli(['stop', ...box.place(quiet), '--json']))).toEqual({ stopped: true, root: quiet, epoch: quietReady.epoch });
     expect((await first.exit()).code).toBe(0);
     const workspace = box.workspace('ws');
     const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
@@ -132,6 +132,6 @@ describe('a server whose files change under it', () => {
     }
 
     chmodSync(box.stateHome, 0o700);
-    expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({ status: 'stopped', epoch: quietReady.epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({ status: 'stopped', root: quiet, epoch: quietReady.epoch, config: expect.any(Object) });
   });
 });

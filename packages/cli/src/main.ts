@@ -1,16 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
-import { doctor } from './commands/doctor.js';
-import { init } from './commands/init.js';
-import { list } from './commands/list.js';
-import { recover } from './commands/recover.js';
-import { run } from './commands/run.js';
-import { serve } from './commands/serve.js';
-import { status } from './commands/status.js';
-import { stop } from './commands/stop.js';
 import { createOutput, type Streams } from './output.js';
-import { problemOf } from './remedies.js';
+import { shellQuote } from './shell-words.js';
 
 type OptionSpec = { type: 'string' | 'boolean'; short?: string };
 
@@ -21,7 +13,11 @@ interface Command {
   readonly help: readonly string[];
   /** Everything after the first `--` is a program to run, never parsed; one must be given. */
   readonly takesProgram?: boolean;
-  readonly run: (context: CommandContext) => Promise<number>;
+  /**
+   * The command's code, imported only when it runs: `--version`, `--help` and a usage error load
+   * none of the layers below (nor zod), and a command loads only what it uses.
+   */
+  readonly load: () => Promise<(context: CommandContext) => Promise<number>>;
 }
 
 const COMMON: Record<string, OptionSpec> = {
@@ -60,7 +56,7 @@ const COMMANDS: Record<string, Command> = {
       '                      LEASEHOLD_ETCD_CA, LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY (PEM files); never recorded.',
       '                      This host is named by LEASEHOLD_HOST (default: its host name).',
     ],
-    run: init,
+    load: () => import('./commands/init.js').then(({ init }) => init),
   },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
@@ -76,7 +72,7 @@ const COMMANDS: Record<string, Command> = {
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
       '  --lease-ttl S       etcd backend only: the lease\'s time to live in seconds (default 10)',
     ],
-    run: serve,
+    load: () => import('./commands/serve.js').then(({ serve }) => serve),
   },
   run: {
     summary: 'own the workspace like serve, and run a program as its owner until either stops',
@@ -92,28 +88,28 @@ const COMMANDS: Record<string, Command> = {
       '                      4 after a lost lease (its process group killed first)',
     ],
     takesProgram: true,
-    run,
+    load: () => import('./commands/run.js').then(({ run }) => run),
   },
   status: {
     summary: 'is the workspace running? (exit 0 running, 3 not running, 1 error)',
     usage: 'leasehold status [options]',
     options: {},
     help: [],
-    run: status,
+    load: () => import('./commands/status.js').then(({ status }) => status),
   },
   stop: {
     summary: 'ask the owner to stop, and wait until the workspace is stopped',
     usage: 'leasehold stop [options]',
     options: {},
     help: [],
-    run: stop,
+    load: () => import('./commands/stop.js').then(({ stop }) => stop),
   },
   list: {
     summary: 'every workspace registered in the state home, with its owner',
     usage: 'leasehold list [options]',
     options: {},
     help: [],
-    run: list,
+    load: () => import('./commands/list.js').then(({ list }) => list),
   },
   recover: {
     summary: "show a crashed owner's fences and digest; with --digest and --yes, release them",
@@ -125,14 +121,14 @@ const COMMANDS: Record<string, Command> = {
       '  --digest D          act on exactly the state with this digest (shown by `leasehold recover`)',
       '  --yes               do not ask for confirmation',
     ],
-    run: recover,
+    load: () => import('./commands/recover.js').then(({ recover }) => recover),
   },
   doctor: {
     summary: 'find what blocks Leasehold in the state home, and the command that fixes each',
     usage: 'leasehold doctor [options]',
     options: {},
     help: [],
-    run: doctor,
+    load: () => import('./commands/doctor.js').then(({ doctor }) => doctor),
   },
 };
 
@@ -160,7 +156,9 @@ export interface MainIO extends Streams {
   readonly env: NodeJS.ProcessEnv;
 }
 
-function reportError(io: MainIO, json: boolean, error: unknown): number {
+async function reportError(io: MainIO, json: boolean, error: unknown): Promise<number> {
+  const { UsageError, problemOf } = await import('./remedies.js');
+  if (error instanceof UsageError) return usageError(io, json, error.message, error.remedy);
   const { code, message, path, remedy } = problemOf(error);
   if (json) io.stdout.write(`${JSON.stringify({ error: code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) })}\n`);
   else io.stderr.write(`leasehold: ${code}: ${message}\n${remedy === undefined ? '' : `  ${remedy}\n`}`);
@@ -184,23 +182,28 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
   }
   const command = COMMANDS[name];
   const { options, program } = command?.takesProgram === true ? splitProgram(rest) : { options: rest, program: undefined };
-  const json = options.includes('--json');
+  const json = options.includes('--json') || name === '--json';
   if (command === undefined) {
-    return usageError(io, json, `unknown command '${name}'`, overview());
+    const after = commandAfterOptions(argv);
+    if (after !== undefined) {
+      return usageError(io, json, `options go after the command: ${argv.join(' ')}`, `run: leasehold ${after}`);
+    }
+    return usageError(io, json, `unknown command '${name}'`, 'run `leasehold --help` for the commands', overview());
   }
+  const help = commandHelp(name, command);
   let values: CommandContext['values'];
   try {
     values = parseArgs({ args: [...options], options: { ...COMMON, ...command.options }, strict: true, allowPositionals: false }).values;
   } catch (error) {
-    return usageError(io, json, error instanceof Error ? error.message : 'bad options', commandHelp(name, command));
+    // Without a `--`, the program's words read as stray arguments: say what is missing instead.
+    if (command.takesProgram === true && program === undefined) return noProgram(io, json, name, help);
+    return usageError(io, json, optionsProblem(error), `run \`leasehold ${name} --help\` for its options`, help);
   }
   if (values.help === true) {
-    io.stdout.write(`${commandHelp(name, command)}\n`);
+    io.stdout.write(`${help}\n`);
     return 0;
   }
-  if (command.takesProgram === true && (program === undefined || program.length === 0)) {
-    return usageError(io, json, `${name}: give the program after --, as in: leasehold ${name} -- CMD [ARGS...]`, commandHelp(name, command));
-  }
+  if (command.takesProgram === true && (program === undefined || program.length === 0)) return noProgram(io, json, name, help);
   const context: CommandContext = {
     output: createOutput(io, values.json === true),
     streams: io,
@@ -210,10 +213,30 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     ...(program === undefined ? {} : { program }),
   };
   try {
-    return await command.run(context);
+    const run = await command.load();
+    return await run(context);
   } catch (error) {
     return reportError(io, values.json === true, error);
   }
+}
+
+/**
+ * For a command line that starts with options (`leasehold --json status`): the same command line
+ * with the command first, when a known command follows them; else undefined.
+ */
+function commandAfterOptions(argv: readonly string[]): string | undefined {
+  const at = argv.findIndex((word) => Object.hasOwn(COMMANDS, word));
+  if (at <= 0 || !argv[0]!.startsWith('-')) return undefined;
+  return [argv[at]!, ...argv.slice(0, at), ...argv.slice(at + 1)].map(shellQuote).join(' ');
+}
+
+
+/** What parseArgs found wrong, in the command's words (its own message for a value that starts with a dash misleads). */
+function optionsProblem(error: unknown): string {
+  if (!(error instanceof Error)) return 'bad options';
+  const dashed = /^Option '(--[\w-]+)[^']*' argument is ambiguous/.exec(error.message);
+  if (dashed !== null) return `${dashed[1]!}: its value starts with a dash; to give such a value, write ${dashed[1]!}=VALUE`;
+  return error.message.split('\n')[0]!;
 }
 
 /** The options before the first `--`, and the program after it (undefined without a `--`). */
@@ -228,8 +251,13 @@ function version(): string {
   return manifest.version;
 }
 
-function usageError(io: MainIO, json: boolean, message: string, help: string): number {
-  if (json) io.stdout.write(`${JSON.stringify({ error: 'usage', message })}\n`);
-  else io.stderr.write(`leasehold: ${message}\n\n${help}\n`);
+function noProgram(io: MainIO, json: boolean, name: string, help: string): number {
+  return usageError(io, json, `${name}: no program given after --`, `give it after --, as in: leasehold ${name} -- CMD [ARGS...]`, help);
+}
+
+/** Exit status 2: the command line itself is wrong. Nothing was opened or changed. */
+function usageError(io: MainIO, json: boolean, message: string, remedy: string, help?: string): number {
+  if (json) io.stdout.write(`${JSON.stringify({ error: 'usage', message, remedy })}\n`);
+  else io.stderr.write(`leasehold: usage: ${message}\n  ${remedy}\n${help === undefined ? '' : `\n${help}\n`}`);
   return 2;
 }

@@ -11,16 +11,38 @@ const REMEDIES: Record<ContractErrorCode, string> = {
   busy: 'another leasehold command holds the registry; try again in a moment',
 };
 
+/** An error whose own remedy fits the state it was found in better than its code's. */
+export class RemedyError extends ContractError {
+  readonly remedy: string;
+
+  constructor(code: ContractErrorCode, message: string, remedy: string, options?: ContractErrorOptions) {
+    super(code, message, options);
+    this.remedy = remedy;
+  }
+}
+
 /**
  * A `refused` about what the command line names (a workspace folder that is
  * not there, an unusable state home): its own remedy fits it better than the
  * code's, which points at `leasehold doctor`.
  */
-export class SetupError extends ContractError {
+export class SetupError extends RemedyError {
+  constructor(message: string, remedy: string, options?: ContractErrorOptions) {
+    super('refused', message, remedy, options);
+  }
+}
+
+/**
+ * A mistake in the command line itself (a bad value, an option this state
+ * home's backend does not take): exit 2 with `remedy`, found before anything
+ * is opened or changed.
+ */
+export class UsageError extends Error {
   readonly remedy: string;
 
-  constructor(message: string, remedy: string, options?: ContractErrorOptions) {
-    super('refused', message, options);
+  constructor(message: string, remedy: string) {
+    super(message);
+    this.name = 'UsageError';
     this.remedy = remedy;
   }
 }
@@ -57,7 +79,7 @@ const OWNER_CONFIG = /\/service\/config\.json$/;
 
 /** The remedy of a Leasehold error: its own, an upgrade's, else its code's. */
 function remedyOf(error: ContractError): string {
-  if (error instanceof SetupError) return error.remedy;
+  if (error instanceof RemedyError) return error.remedy;
   if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {
     return 'the stopped workspace keeps another config (another --endpoint, or an earlier version): start it with --replace-config to take this one';
   }

@@ -127,7 +127,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(ready).toEqual({ event: 'ready', endpoint: expect.stringMatching(ENDPOINT), epoch: expect.stringMatching(ID), pid: runner.pid, childPid: expect.any(Number) });
     expect(ready.childPid).not.toBe(runner.pid);
 
-    expect(await statusOf(box, workspace)).toEqual({ status: 'running', epoch: ready.epoch, endpoint: ready.endpoint, pid: runner.pid, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: runner.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
     expect(await answers(await portOf(runner))).toBe(200);
 
     const environment = readFileSync(envFile, 'utf8');
@@ -142,10 +142,10 @@ describe('leasehold run: a program as the owner, through the built binary', () =
 
     const stop = await cli(['stop', ...box.place(workspace), '--json']);
     expect(stop.code).toBe(0);
-    expect(json(stop)).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(json(stop)).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it.each([
@@ -158,7 +158,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const ended = await runner.exit();
     expect(ended.code).toBe(status);
     expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, ...exit }, { event: 'stopped', epoch: ready.epoch }]);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('stops its program, then the workspace, on SIGHUP (a closed terminal), and exits 0', async () => {
@@ -169,7 +169,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     runner.child.kill('SIGHUP');
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('sends SIGKILL to a program that ignores SIGTERM once --stop-timeout has passed', async () => {
@@ -178,7 +178,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     // An ignored signal stays ignored across exec: python never sees the SIGTERM.
     const { runner, ready } = await startRun(box, workspace, ['sh', '-c', `trap "" TERM; exec ${PYTHON_SERVER}`, workspace], ['--stop-timeout', '1']);
     expect(await answers(await portOf(runner))).toBe(200);
-    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, epoch: ready.epoch });
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
     expectStopped(await runner.exit(), ready, 'SIGKILL');
     expect(gone(ready.childPid)).toBe(true);
   });
@@ -218,7 +218,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const recovered = await cli(['recover', ...place, '--digest', again.digest as string, '--yes', '--json']);
     expect(recovered.code).toBe(0);
     expect(json(recovered)).toEqual({ recovered: true });
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('kills its program and exits 4, touching no file, when its lease is lost', async () => {
@@ -249,7 +249,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const workspace = box.workspace('ws');
     const refused = await cli(['run', ...box.place(workspace), '--json', ...args]);
     expect(refused.code).toBe(2);
-    expect(json(refused)).toEqual({ error: 'usage', message: expect.any(String) });
+    expect(json(refused)).toEqual({ error: 'usage', message: 'run: no program given after --', remedy: 'give it after --, as in: leasehold run -- CMD [ARGS...]' });
     expect(treeOf(box.stateHome)).toEqual({});
   });
 });

@@ -25,10 +25,10 @@ describe('a state home that does not exist yet, not even its parent', () => {
     const answers = await Promise.all(['status', 'list', 'doctor', 'stop', 'recover'].map((command) => cli([command, ...place])));
     expect(answers.map(({ code }) => code)).toEqual([3, 0, 0, 0, 0]);
     expect(answers.slice(0, 4).map(json)).toEqual([
-      { status: 'absent', epoch: null },
+      { status: 'absent', root: workspace, epoch: null },
       { entries: [] },
       { findings: [] },
-      { stopped: true, epoch: null },
+      { stopped: true, root: workspace, epoch: null },
     ]);
     const review = json(answers[4]!);
     expect(review).toMatchObject({ ownerStatus: 'absent', fences: [], holders: [] });

@@ -2,8 +2,11 @@ import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { ContractError, encode, holdersNotProvedGone, sha256, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
-import { placeOptions, shellQuote, workspaceOf, type CommandContext } from '../context.js';
+import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { coveringOf, unfenced } from '../covering.js';
+import { digestOption } from '../options.js';
 import { table } from '../output.js';
+import { shellQuote } from '../shell-words.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
 function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
@@ -62,11 +65,17 @@ async function confirmed(context: CommandContext): Promise<boolean | undefined> 
  * `--all-dead`, the same for every workspace whose holders are all proved gone.
  */
 export async function recover(context: CommandContext): Promise<number> {
-  if (context.values['all-dead'] === true) {
+  const allDead = context.values['all-dead'] === true;
+  digestOption(context.values.digest, allDead ? '`leasehold recover --all-dead`' : '`leasehold recover`');
+  if (allDead) {
     return withBackend(context, ({ ownership, recovery, stateHome }) => recoverAllDead(context, stateHome, ownership, recovery));
   }
-  const root = workspaceOf(context, true);
-  return withBackend(context, ({ recovery, stateHome }) => recoverOn(context, root, stateHome, recovery));
+  const folder = workspaceOf(context, true);
+  return withBackend(context, async ({ ownership, recovery, stateHome }) => {
+    // Run inside a fenced workspace, it is about that workspace (as `status` names it).
+    const { root } = unfenced(await ownership.inspect(folder)) ? await coveringOf(ownership, folder) : { root: folder };
+    return recoverOn(context, root, stateHome, recovery);
+  });
 }
 
 /**
@@ -76,7 +85,7 @@ export async function recover(context: CommandContext): Promise<number> {
 async function refusedConfirmation(context: CommandContext, command: string): Promise<number | undefined> {
   const answer = await confirmed(context);
   if (answer === undefined) {
-    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)' });
+    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)', remedy: `run: ${command}` });
     context.output.warn(`leasehold: recover --digest needs a confirmation: nothing changed. To recover: ${command}`);
     return UNCONFIRMED_EXIT;
   }

@@ -1,7 +1,8 @@
 import type { Serving } from '@leasehold/transport';
 import type { CommandContext } from '../context.js';
 import { exitStatus, GatedProgram, type ProgramExit } from '../gated-program.js';
-import { announceReady, serveWorkspace, wholeNumber } from './serve.js';
+import { wholeNumber } from '../options.js';
+import { announceReady, serveWorkspace } from './serve.js';
 
 /** The signals that stop `run` cleanly: its program first, then the workspace. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];

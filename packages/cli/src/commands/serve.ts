@@ -1,7 +1,8 @@
 import { ContractError } from '@leasehold/contracts';
 import { serveOwner, type ServeOptions, type Serving } from '@leasehold/transport';
-import { openBackend, requireEtcd, withBackend } from '../backend.js';
+import { openBackend, withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { endpointOption, requireEtcd, wholeNumber } from '../options.js';
 import { table, type Output } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
 
@@ -45,20 +46,13 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
   const root = workspaceOf(context);
   const watchIntervalMs = wholeNumber(values['watch-ms'], '--watch-ms', 10) ?? 1000;
   const ttlSeconds = wholeNumber(values['lease-ttl'], '--lease-ttl', 1);
-  const opened = openBackend(context, ttlSeconds);
+  endpointOption(values.endpoint);
+  const opened = await openBackend(context, ttlSeconds);
   const { stateHome } = opened;
   return withBackend(context, async ({ backend, ownership, recovery }) => {
     if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');
     return serveOn(context, root, stateHome, { ownership, watchIntervalMs, recovery, recoverDead: values['recover-dead'] === true }, part);
   }, opened);
-}
-
-/** A whole-number option of at least `least`, or undefined when it is not given. */
-export function wholeNumber(value: string | boolean | undefined, option: string, least: number): number | undefined {
-  if (value === undefined) return undefined;
-  const number = Number(value);
-  if (!Number.isInteger(number) || number < least) throw new ContractError('refused', `${option}: not a whole number of at least ${least}`);
-  return number;
 }
 
 /** The `ready` record and, for a person, what serves, where, and how to stop it; `childPid` is `run`'s program. */
@@ -91,7 +85,8 @@ async function serveOn(
     serving = started;
     part.onServing(started, stateHome);
   };
-  const endpoint = typeof values.endpoint === 'string' ? { endpoint: values.endpoint } : {};
+  const requested = endpointOption(values.endpoint);
+  const endpoint = requested === undefined ? {} : { endpoint: requested };
   const compatibility = typeof values.compatibility === 'string' ? { compatibility: values.compatibility } : {};
   const replaceConfig = values['replace-config'] === true;
   try {

@@ -1,24 +1,45 @@
-import { encode, sha256, type Inspection, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { workspacePlaces } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { placeOptions, rootExists, workspaceOf, type CommandContext } from '../context.js';
+import { coveringOf, unfenced } from '../covering.js';
 import { table } from '../output.js';
+import { shellQuote } from '../shell-words.js';
 
 /** Exit status of `status` when the workspace is not running. */
 const NOT_RUNNING_EXIT = 3;
 
+/**
+ * Why a workspace is not `running` although its files name an owner, in words a script can match
+ * (beside `reason`, the sentence): `served-elsewhere` (an owner on another host, on etcd),
+ * `owner-gone` (its process is gone: it crashed), `owner-not-answering` (its process is there, or
+ * cannot be told from here, but it does not answer), `in-progress` (an acquire or release is
+ * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`).
+ */
+type ReasonCode = 'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable';
+
 /** What `status` reports. */
 interface StatusReport {
   readonly status: 'running' | Inspection['status'];
+  /** The workspace the answer is about: the folder asked about, or the fenced workspace it is inside. */
+  readonly root: string;
+  /** The folder asked about, when it is inside `root` rather than `root` itself. */
+  readonly folder?: string;
   readonly epoch: string | null;
   readonly endpoint?: string;
   readonly pid?: number;
-  readonly reason?: string;
   /** The `compatibility` the owner publishes, when it does (`serveOwner({ compatibility })`). */
   readonly compatibility?: string;
+  /** For an owner proved live: the file a client of this host reads the capability from (its path, never its content). */
+  readonly capabilityFile?: string;
   /** The workspace's owner config, once one was published: what an upgrade (`--replace-config`) changes. */
   readonly config?: ConfigSummary;
+  readonly reason?: string;
+  readonly reasonCode?: ReasonCode;
+  /** The fenced workspaces inside the folder, when it is above them: a serve of the folder would overlap them. */
+  readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: ListedOwner['holder'] }>;
 }
 
 /** A config by its identity (the SHA-256 of its canonical bytes, as the registry row records it) and its parts. */
@@ -51,40 +72,50 @@ async function challenge(root: string, ownership: Ownership): Promise<StatusRepo
   try {
     const { epoch, endpoint, status } = await connect(root, { ownership });
     const compatibility = status.compatibility === undefined ? {} : { compatibility: status.compatibility };
-    return { status: 'running', epoch, endpoint, pid: status.pid, ...compatibility };
+    // Where `connect` read the capability: every backend keeps it in this host's files.
+    const capabilityFile = workspacePlaces(root, ownership.stateHome).capability;
+    return { status: 'running', root, epoch, endpoint, pid: status.pid, ...compatibility, capabilityFile };
   } catch {
     return undefined;
   }
 }
 
-function reportOf(inspection: Inspection): StatusReport {
+function reportOf(inspection: Inspection, root: string): StatusReport {
   switch (inspection.status) {
     case 'absent':
-      return { status: 'absent', epoch: null };
+      return { status: 'absent', root, epoch: null };
     case 'stopped':
-      return { status: 'stopped', epoch: inspection.epoch };
+      return { status: 'stopped', root, epoch: inspection.epoch };
     case 'unavailable': {
-      const owner = inspection.owner;
+      const { owner, reason } = inspection;
+      const reasonCode: ReasonCode = inspection.inProgress === true ? 'in-progress' : owner === undefined ? 'unreadable' : 'owner-not-answering';
       return owner === undefined
-        ? { status: 'unavailable', epoch: null, reason: inspection.reason }
-        : { status: 'unavailable', epoch: owner.epoch, endpoint: owner.endpoint, pid: owner.pid, reason: inspection.reason };
+        ? { status: 'unavailable', root, epoch: null, reason, reasonCode }
+        : { status: 'unavailable', root, epoch: owner.epoch, endpoint: owner.endpoint, pid: owner.pid, reason, reasonCode };
     }
     default:
-      return { status: inspection.status, epoch: inspection.owner.epoch, endpoint: inspection.owner.endpoint, pid: inspection.owner.pid };
+      return { status: inspection.status, root, epoch: inspection.owner.epoch, endpoint: inspection.owner.endpoint, pid: inspection.owner.pid };
   }
 }
 
-/** An owner the backend names but that did not answer: say whether its process is even there. */
-function silentOwner(report: StatusReport, owner: OwnerSummary | undefined): StatusReport {
-  if (owner === undefined) return report;
-  const liveness = ownerStatus(owner.pid, owner.host);
+/** An owner the backend names but that did not answer: say whether its process is even there, or where it serves. */
+function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, elsewhere: boolean): StatusReport {
+  if (owner === undefined || report.reasonCode === 'in-progress') return report;
   // An owner this host cannot see (another host's, on etcd) is out of its reach: the backend's reason says where it serves.
-  if (liveness === 'ambiguous') return report;
-  return { ...report, reason: `its owner (pid ${owner.pid}) does not answer${liveness === 'absent' ? ' and is gone: it crashed' : ''}` };
+  if (elsewhere) return { ...report, reasonCode: 'served-elsewhere' };
+  const liveness = ownerStatus(owner.pid, owner.host);
+  if (liveness === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer and is gone: it crashed`, reasonCode: 'owner-gone' };
+  return { ...report, reason: `its owner (pid ${owner.pid}) does not answer`, reasonCode: 'owner-not-answering' };
 }
 
-/** The next thing a person might do, for each status. */
-function nextStep(report: StatusReport, root: string, options: string, elsewhere: boolean): string {
+/** The next thing a person might do, for each status: a command that works in that state. */
+function nextStep(report: StatusReport, stateHome: string): string {
+  const { root } = report;
+  const options = placeOptions(root, stateHome);
+  if (report.inside !== undefined) {
+    const [first] = report.inside;
+    return `Workspaces inside this folder are registered, so a serve of it would overlap them; ask about one with: leasehold status ${placeOptions(first!.root, stateHome)}`;
+  }
   switch (report.status) {
     case 'running':
       return `Stop it with: leasehold stop ${options}`;
@@ -93,37 +124,66 @@ function nextStep(report: StatusReport, root: string, options: string, elsewhere
       return rootExists(root) ? `Start it with: leasehold serve ${options}` : `No folder is at ${root}: pass an existing one with --workspace.`;
     case 'stopping':
       return 'It is stopping; check again in a moment.';
+    case 'quarantined':
+      return `Its owner crashed; review it with: leasehold recover ${options}`;
     default:
-      // An owner on another host (etcd) is reached from that host only: its capability never leaves it.
-      if (elsewhere) return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
-      return `If its owner crashed, see: leasehold recover ${options}`;
+      return nextForUnavailable(report, options, stateHome);
   }
 }
 
-/** `leasehold status`: inspect, plus the transport challenge when access material exists. */
+function nextForUnavailable(report: StatusReport, options: string, stateHome: string): string {
+  switch (report.reasonCode) {
+    // An owner on another host (etcd) is reached from that host only: its capability never leaves it.
+    case 'served-elsewhere':
+      return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
+    case 'owner-gone':
+      return `Its owner crashed; review it with: leasehold recover ${options}`;
+    case 'owner-not-answering':
+      return `Its owner's process is still there: wait and ask again, or end that process (pid ${report.pid}), then: leasehold recover ${options}`;
+    case 'in-progress':
+      return 'An acquire or release is passing; check again in a moment.';
+    default:
+      return `Its files cannot be read as a state: leasehold doctor --state-home ${shellQuote(stateHome)}`;
+  }
+}
+
+/**
+ * `leasehold status`: inspect, plus the transport challenge when the files name an owner. Run
+ * inside a fenced workspace, it answers about that workspace (as git finds its root); run above
+ * fenced workspaces, it names them.
+ */
 export async function status(context: CommandContext): Promise<number> {
-  const root = workspaceOf(context, true);
+  const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, stateHome, host }) => {
-    const inspection = await settledInspection(ownership, root);
+    const asked = await settledInspection(ownership, folder);
+    const { root, inside } = unfenced(asked) ? await coveringOf(ownership, folder) : { root: folder, inside: [] };
+    const inspection = root === folder ? asked : await settledInspection(ownership, root);
     const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
     const answered = owner === undefined ? undefined : await challenge(root, ownership);
     const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
     const config = await configOf(ownership, root);
-    const report = answered ?? silentOwner(reportOf(inspection), owner);
-    return reported(context, root, stateHome, config === undefined ? report : { ...report, config }, elsewhere);
+    const report = {
+      ...(answered ?? silentOwner(reportOf(inspection, root), owner, elsewhere)),
+      ...(root === folder ? {} : { folder }),
+      ...(config === undefined ? {} : { config }),
+      ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.holder })) }),
+    };
+    return reported(context, stateHome, report);
   });
 }
 
-function reported(context: CommandContext, root: string, stateHome: string, report: StatusReport, elsewhere: boolean): number {
+function reported(context: CommandContext, stateHome: string, report: StatusReport): number {
   const { output } = context;
   output.record({ ...report });
-  const rows: Array<[string, string]> = [[report.status, root]];
+  const rows: Array<[string, string]> = [[report.status, report.root]];
+  if (report.folder !== undefined) rows.push(['folder', `${report.folder} (inside this workspace)`]);
   if (report.endpoint !== undefined) rows.push(['endpoint', report.endpoint]);
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
   if (report.config !== undefined) rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
-  output.say(...table(rows), '', nextStep(report, root, placeOptions(root, stateHome), elsewhere));
+  for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);
+  output.say(...table(rows), '', nextStep(report, stateHome));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
 }

@@ -1,7 +1,10 @@
-import { ContractError, type Ownership } from '@leasehold/contracts';
-import { connect, type Connection } from '@leasehold/transport';
+import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
+import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { workspaceOf, type CommandContext } from '../context.js';
+import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { coveringOf, unfenced } from '../covering.js';
+import { RemedyError } from '../remedies.js';
 
 /** How long `stop` waits for the workspace to read `stopped`. */
 const STOP_WAIT_MS = 15000;
@@ -12,23 +15,35 @@ const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(reso
  * `leasehold stop`: proves the owner live (`connect`, which waits out another
  * transaction of this workspace), sends the authenticated stop request, then
  * waits (bounded) until `inspect` answers `stopped` with that owner's epoch.
+ * Run inside a fenced workspace, it stops that workspace (as `status` names it).
  */
 export async function stop(context: CommandContext): Promise<number> {
-  const root = workspaceOf(context, true);
-  return withBackend(context, ({ ownership }) => stopOn(context, root, ownership));
+  const folder = workspaceOf(context, true);
+  return withBackend(context, async ({ ownership, stateHome, host }) => {
+    const asked = await settledInspection(ownership, folder);
+    const { root, inside } = unfenced(asked) ? await coveringOf(ownership, folder) : { root: folder, inside: [] };
+    if (root === folder && unfenced(asked)) return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
+    return stopOn(context, root, ownership, { stateHome, host });
+  });
 }
 
-async function stopOn(context: CommandContext, root: string, ownership: Ownership): Promise<number> {
+/** Nothing to stop: said so (exit 0), naming the fenced workspaces inside the folder, if any. */
+function notRunning(context: CommandContext, root: string, inspection: Inspection, { stateHome, inside }: { stateHome: string; inside: readonly string[] }): number {
+  const epoch = inspection.status === 'stopped' ? inspection.epoch : null;
+  context.output.record({ stopped: true, root, epoch, ...(inside.length === 0 ? {} : { inside }) });
+  context.output.say(`stopped   ${root} (it was not running)`);
+  if (inside.length > 0) context.output.say(`Workspaces inside it are registered; stop one with: leasehold stop ${placeOptions(inside[0]!, stateHome)}`);
+  return 0;
+}
+
+async function stopOn(context: CommandContext, root: string, ownership: Ownership, where: { stateHome: string; host: string | undefined }): Promise<number> {
   let connection: Connection;
   try {
     connection = await connect(root, { ownership });
   } catch (error) {
     const now = await ownership.inspect(root);
-    if (now.status !== 'stopped' && now.status !== 'absent') throw error;
-    const epoch = now.status === 'stopped' ? now.epoch : null;
-    context.output.record({ stopped: true, epoch });
-    context.output.say(`stopped   ${root} (it was not running)`);
-    return 0;
+    if (unfenced(now)) return notRunning(context, root, now, { stateHome: where.stateHome, inside: [] });
+    throw cannotStop(root, now, where, error);
   }
   const reply = await connection.request('POST', '/v1/stop').catch(() => undefined);
   if (reply?.status !== 202) {
@@ -41,7 +56,30 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
     if (Date.now() >= deadline) throw new ContractError('unavailable', `${root}: not stopped after ${STOP_WAIT_MS} ms`);
     await pause(50);
   }
-  context.output.record({ stopped: true, epoch: connection.epoch });
+  context.output.record({ stopped: true, root, epoch: connection.epoch });
   context.output.say(`stopped   ${root}`);
   return 0;
+}
+
+/**
+ * Why an owner the files name cannot be stopped from here, with a remedy that works in that state:
+ * a crashed owner is recovered (a serve would be refused), another host's is stopped there, a live
+ * one that does not answer is waited for or ended.
+ */
+function cannotStop(root: string, now: Inspection, where: { stateHome: string; host: string | undefined }, error: unknown): unknown {
+  const owner = now.status === 'unavailable' ? now.owner : now.status === 'absent' || now.status === 'stopped' ? undefined : now.owner;
+  if (owner === undefined) return error;
+  const recover = `leasehold recover ${placeOptions(root, where.stateHome)}`;
+  if (where.host !== undefined && owner.host !== where.host && now.status !== 'quarantined') {
+    return new RemedyError('unavailable', `${root}: served on host ${owner.host}, out of reach from here`, `stop it there: leasehold stop on host ${owner.host}`);
+  }
+  const liveness = ownerStatus(owner.pid, owner.host);
+  if (now.status === 'quarantined' || liveness === 'absent') {
+    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, crashed: there is nothing to stop`, `review and release what it left with: ${recover}`);
+  }
+  return new RemedyError(
+    'unavailable',
+    `${root}: its owner, ${describeHolder(owner, liveness)}, does not answer the stop request`,
+    `wait and try again; if it hangs, end that process (kill ${owner.pid}), then: ${recover}`,
+  );
 }

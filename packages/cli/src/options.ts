@@ -1,0 +1,44 @@
+import { anyPortEndpoint, hash, type Backend } from '@leasehold/contracts';
+import type { CommandContext } from './context.js';
+import { UsageError } from './remedies.js';
+
+// A mistake in the command line itself is found before anything is opened or
+// changed, and is a usage error (exit 2) with a remedy about the command line:
+// never a `refused` that sends the person to `leasehold doctor` for a file.
+
+type Value = CommandContext['values'][string];
+
+/** A whole-number option of at least `least`, or undefined when it is not given. */
+export function wholeNumber(value: Value, option: string, least: number): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (typeof value !== 'string' || !/^[0-9]+$/.test(value) || !Number.isSafeInteger(number) || number < least) {
+    throw new UsageError(`${option} ${String(value)}: not a whole number of at least ${least}`, `give ${option} a whole number from ${least}, such as ${option}=${Math.max(least, 10)}`);
+  }
+  return number;
+}
+
+/** `--endpoint`, checked by the rule the owner applies (contracts' loopback endpoint, port 0 for any free port). */
+export function endpointOption(value: Value): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !anyPortEndpoint.safeParse(value).success) {
+    throw new UsageError(`--endpoint ${String(value)}: not a loopback endpoint`, 'give --endpoint http://127.0.0.1:PORT or http://[::1]:PORT (PORT 0: any free port); a host name such as localhost is not taken');
+  }
+  return value;
+}
+
+/** `--digest`, when given: a SHA-256 hex digest as `leasehold recover` shows it. */
+export function digestOption(value: Value, review: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !hash.safeParse(value).success) {
+    throw new UsageError(`--digest ${String(value)}: not a digest (64 lowercase hex digits)`, `copy the digest ${review} shows, or run it to see the current one`);
+  }
+  return value;
+}
+
+/** For options that only the etcd backend has: a usage error on a state home of the file backend. */
+export function requireEtcd(backend: Backend, option: string): void {
+  if (backend.kind !== 'etcd') {
+    throw new UsageError(`${option}: only for a state home on the etcd backend (this one uses files)`, `leave out ${option}; it sets the etcd lease's time to live`);
+  }
+}

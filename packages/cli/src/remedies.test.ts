@@ -1,0 +1,142 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Background, BIN, capabilityLeaks, cli, json, killAll, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
+
+// Every remedy the command prints names a command that works in the state it was printed in: each
+// test reaches a state, takes the command the output suggests, runs it as a person would (pasted
+// into a shell, with this sandbox's `leasehold` on PATH) and checks that it did not fail the same way.
+
+afterEach(async () => {
+  await killAll();
+  removeSandboxes();
+  expect(capabilityLeaks()).toEqual([]);
+});
+
+/** The command a person's output suggests: what follows `prefix` on its last line that has it. */
+function suggested(text: string, prefix: string): string {
+  const line = text.split('\n').filter((candidate) => candidate.includes(prefix)).at(-1);
+  if (line === undefined) throw new Error(`no "${prefix}" in:\n${text}`);
+  return line.slice(line.indexOf(prefix) + prefix.length).trim();
+}
+
+/** `leasehold status` for a person, in `folder`. */
+function statusText(box: Sandbox, folder: string): Promise<Result> {
+  return cli(['status', ...box.place(folder)]);
+}
+
+/** Runs a suggested `leasehold serve …` in the background until it is ready (it serves until stopped). */
+async function serveSuggested(box: Sandbox, command: string): Promise<Background> {
+  const words = command.split(' ');
+  expect(words.slice(0, 2)).toEqual(['leasehold', 'serve']);
+  const server = new Background(process.execPath, [BIN, ...words.slice(1), '--json']);
+  await server.until((stdout) => (stdout.includes('"event":"ready"') ? true : undefined), 'ready line');
+  box.recordCapabilities();
+  return server;
+}
+
+describe("status's next step works in the state it names", () => {
+  it('absent: the serve it suggests serves; running: the stop it suggests stops', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const absent = await statusText(box, workspace);
+    expect(absent.code).toBe(3);
+    const server = await serveSuggested(box, suggested(absent.stdout, 'Start it with: '));
+    const running = await statusText(box, workspace);
+    expect(running.code).toBe(0);
+    expect((await box.shell(suggested(running.stdout, 'Stop it with: '))).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('a crashed owner: the review it suggests shows the digest, whose recovery works, then the serve it suggests serves', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    const crashed = await statusText(box, workspace);
+    expect(crashed.code).toBe(3);
+    const review = await box.shell(suggested(crashed.stdout, 'review it with: '));
+    expect(review.code).toBe(0);
+    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
+    const stopped = await statusText(box, workspace);
+    expect(stopped.stdout).toMatch(/^stopped /);
+    const next = await serveSuggested(box, suggested(stopped.stdout, 'Start it with: '));
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await next.exit()).code).toBe(0);
+  });
+
+  it('inside a served workspace: it answers about that workspace, and the stop it suggests stops it', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const inner = box.workspace('ws/src/lib');
+    const { server, ready } = await box.serve(workspace);
+    const machine = await cli(['status', ...box.place(inner), '--json']);
+    expect(machine.code).toBe(0);
+    expect(json(machine)).toMatchObject({ status: 'running', root: workspace, folder: inner, epoch: ready.epoch, pid: server.pid });
+    const human = await statusText(box, inner);
+    expect(human.stdout).toContain(`folder    ${inner} (inside this workspace)`);
+    expect((await box.shell(suggested(human.stdout, 'Stop it with: '))).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('above served workspaces: it names them instead of suggesting a serve that would overlap, and its suggestion answers', async () => {
+    const box = sandbox();
+    const parent = box.workspace('projects');
+    const child = box.workspace('projects/app');
+    const { server } = await box.serve(child);
+    const machine = await cli(['status', ...box.place(parent), '--json']);
+    expect(machine.code).toBe(3);
+    expect(json(machine)).toEqual({ status: 'absent', root: parent, epoch: null, inside: [{ root: child, ownerStatus: 'live' }] });
+    const human = await statusText(box, parent);
+    expect(human.stdout).not.toContain('leasehold serve');
+    const asked = await box.shell(suggested(human.stdout, 'ask about one with: '));
+    expect(asked.code).toBe(0);
+    expect(asked.stdout).toMatch(/^running +/);
+    expect((await cli(['stop', ...box.place(child)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+});
+
+describe("stop's answer works in the state it was given", () => {
+  it('a crashed owner is quarantine, not "start it with serve", and the recovery it suggests works', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    const stopped = await cli(['stop', ...box.place(workspace), '--json']);
+    expect(stopped.code).toBe(1);
+    expect(json(stopped)).toEqual({
+      error: 'quarantine',
+      message: expect.stringContaining(`pid ${server.pid} on host`),
+      remedy: `review and release what it left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+    });
+    const review = await box.shell(suggested(json(stopped).remedy as string, 'with: '));
+    expect(review.code).toBe(0);
+    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
+  });
+
+  it('inside a served workspace it stops that workspace; above one it stops nothing and names it', async () => {
+    const box = sandbox();
+    const parent = box.workspace('projects');
+    const child = box.workspace('projects/app');
+    const inner = box.workspace('projects/app/src');
+    const { server, ready } = await box.serve(child);
+    const above = await cli(['stop', ...box.place(parent), '--json']);
+    expect(above.code).toBe(0);
+    expect(json(above)).toEqual({ stopped: true, root: parent, epoch: null, inside: [child] });
+    expect(json(await cli(['status', ...box.place(child), '--json'])).status).toBe('running');
+    const fromInside = await cli(['stop', ...box.place(inner), '--json']);
+    expect(fromInside.code).toBe(0);
+    expect(json(fromInside)).toEqual({ stopped: true, root: child, epoch: ready.epoch });
+    expect((await server.exit()).code).toBe(0);
+  });
+});
+
+describe('a usage error names the command line that works', () => {
+  it('options before the command: the command line of the remedy runs', async () => {
+    const box = sandbox();
+    const refused = await cli(['--json', '--state-home', box.stateHome, 'list']);
+    expect(refused.code).toBe(2);
+    const fixed = await box.shell(suggested(json(refused).remedy as string, 'run: '));
+    expect(fixed.code).toBe(0);
+    expect(json(fixed)).toEqual({ entries: [] });
+  });
+});
