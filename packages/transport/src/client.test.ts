@@ -45,7 +45,7 @@ async function killedOwner(place: Place): Promise<ChildServing> {
 }
 
 describe('connect', () => {
-  it('resolves { endpoint, epoch, status, request } for a live owner, and request makes authenticated calls', async () => {
+  it('resolves { endpoint, epoch, status, request, stream } for a live owner, and request makes authenticated calls', async () => {
     const place = makePlace();
     const child = spawnOwner(place);
     const serving = await servingOf(child);
@@ -55,7 +55,7 @@ describe('connect', () => {
     expect(connection.endpoint).toBe(serving.endpoint);
     expect(connection.epoch).toBe(serving.epoch);
     expect(connection.status).toEqual({ epoch: serving.epoch, phase: 'idle', root: place.root, pid: child.pid });
-    expect(Object.keys(connection).sort()).toEqual(['endpoint', 'epoch', 'request', 'status']);
+    expect(Object.keys(connection).sort()).toEqual(['endpoint', 'epoch', 'request', 'status', 'stream']);
     const hello = await connection.request('GET', '/hello');
     witness(hello);
     expect(hello.status).toBe(200);

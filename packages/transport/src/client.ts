@@ -1,15 +1,27 @@
 import { request as httpRequest } from 'node:http';
+import type { Readable } from 'node:stream';
 import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import { addressOf } from './address.js';
 import type { OwnerStatusBody } from './handler.js';
 
-/** One answer of the owner. */
+/** One answer of the owner, its body read whole. */
 export interface Reply {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The body parsed as JSON, or undefined when it is not JSON. */
   readonly body: unknown;
+  /** The body as it came: for a route that answers text, bytes, or JSON you decode yourself. */
+  readonly bytes: Uint8Array;
+  /** The body decoded as UTF-8. */
+  readonly text: string;
+}
+
+/** One answer of the owner whose body is not read yet: consume `body` (or destroy it) as it comes. */
+export interface StreamReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: Readable;
 }
 
 /** A proven owner: it answered with the epoch its files record. */
@@ -23,6 +35,13 @@ export interface Connection {
    * @throws ContractError `unavailable` when the owner does not answer in time.
    */
   request(method: string, path: string, body?: unknown): Promise<Reply>;
+  /**
+   * The same call, answered as soon as the owner's status line and headers arrive, its body a
+   * stream (an owner's route that streams logs or events). `timeoutMs` bounds the wait for the
+   * headers; the body may last as long as the owner sends it.
+   * @throws ContractError `unavailable` when the owner does not answer in time.
+   */
+  stream(method: string, path: string, body?: unknown): Promise<StreamReply>;
 }
 
 export interface ConnectOptions {
@@ -41,8 +60,8 @@ export interface ConnectOptions {
 
 const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
-/** A call to `endpoint` with the capability; never prints or returns it. */
-function call(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<Reply> {
+/** A call to `endpoint` with the capability, answered once its headers arrive; never prints or returns it. */
+function callStreaming(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<StreamReply> {
   const address = addressOf(endpoint);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -60,18 +79,9 @@ function call(endpoint: string, capability: string, timeoutMs: number, method: s
         timeout: timeoutMs,
       },
       (incoming) => {
-        const chunks: Buffer[] = [];
-        incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
-        incoming.on('end', () => {
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-          } catch {
-            parsed = undefined;
-          }
-          resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: parsed });
-        });
-        incoming.on('error', reject);
+        // The bound was for the answer to begin; a streamed body may take as long as the owner sends it.
+        outgoing.setTimeout(0);
+        resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: incoming });
       },
     );
     outgoing.on('timeout', () => outgoing.destroy(new Error('no answer in time')));
@@ -79,6 +89,38 @@ function call(endpoint: string, capability: string, timeoutMs: number, method: s
       reject(new ContractError('unavailable', `${endpoint}: no answer (${error.code ?? error.message})`)),
     );
     outgoing.end(payload);
+  });
+}
+
+/** The same call, its body read whole (within the same bound) and decoded every way a caller may want it. */
+async function call(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<Reply> {
+  const deadline = Date.now() + timeoutMs;
+  const { status, headers, body: stream } = await callStreaming(endpoint, capability, timeoutMs, method, path, body);
+  const bytes = await readWhole(stream, Math.max(0, deadline - Date.now()), endpoint);
+  const text = Buffer.from(bytes).toString('utf8');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status, headers, body: parsed, bytes, text };
+}
+
+/** Every byte of `stream`, or `unavailable` when it does not end within `timeoutMs`. */
+function readWhole(stream: Readable, timeoutMs: number, endpoint: string): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => stream.destroy(new Error('no answer in time')), timeoutMs);
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.on('end', () => {
+      clearTimeout(timer);
+      resolve(new Uint8Array(Buffer.concat(chunks)));
+    });
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(new ContractError('unavailable', `${endpoint}: no answer (${error.code ?? error.message})`));
+    });
   });
 }
 
@@ -125,5 +167,6 @@ export async function connect(workspace: string, options: ConnectOptions = {}): 
     epoch: access.epoch,
     status: status as OwnerStatusBody,
     request: (method, path, body) => call(access.endpoint, access.capability, timeoutMs, method, path, body),
+    stream: (method, path, body) => callStreaming(access.endpoint, access.capability, timeoutMs, method, path, body),
   };
 }

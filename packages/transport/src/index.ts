@@ -1,5 +1,5 @@
 export { addressOf, endpointOf, type LoopbackAddress } from './address.js';
-export { connect, settledInspection, type ConnectOptions, type Connection, type Reply } from './client.js';
+export { connect, settledInspection, type ConnectOptions, type Connection, type Reply, type StreamReply } from './client.js';
 export { connectOrStart, type ConnectOrStartOptions, type WaitingOn } from './connect-or-start.js';
 export {
   DEFAULT_LIMITS,

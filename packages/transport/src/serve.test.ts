@@ -147,6 +147,45 @@ describe('serveOwner in this process', () => {
   });
 });
 
+describe("a connection reads an owner's own routes however they answer", () => {
+  it('JSON, text and bytes read whole; a stream answered at its headers, before its body ends', async () => {
+    const place = makePlace();
+    let finish: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const routes: OwnerRoutes = async (incoming, response) => {
+      if (incoming.url === '/text') return void response.writeHead(200, { 'content-type': 'text/plain' }).end('héllo\n');
+      if (incoming.url === '/bytes') return void response.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0, 255, 1]));
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write('first\n');
+      await finished;
+      response.end('last\n');
+    };
+    const owner = await serveHere(place, { routes });
+    const connection = await connect(place.root, { stateHome: place.stateHome });
+    const text = await connection.request('GET', '/text');
+    expect({ status: text.status, body: text.body, text: text.text }).toEqual({ status: 200, body: undefined, text: 'héllo\n' });
+    const bytes = await connection.request('GET', '/bytes');
+    expect([...bytes.bytes]).toEqual([0, 255, 1]);
+    const status = await connection.request('GET', '/v1/status');
+    expect(status.body).toEqual(JSON.parse(status.text));
+
+    // Resolved while the owner still holds the rest of the body back: its first chunk is read, then the end.
+    const streamed = await connection.stream('GET', '/events');
+    expect(streamed.status).toBe(200);
+    const chunks: string[] = [];
+    const first = new Promise<void>((resolve) => streamed.body.once('data', () => resolve()));
+    streamed.body.setEncoding('utf8').on('data', (chunk: string) => chunks.push(chunk));
+    await first;
+    expect(chunks.join('')).toBe('first\n');
+    const ended = new Promise<void>((resolve) => streamed.body.once('end', resolve));
+    finish();
+    await ended;
+    expect(chunks.join('')).toBe('first\nlast\n');
+    owner.abort();
+    await owner.ended;
+  });
+});
+
 describe('serveOwner refusals', () => {
   it('refuses an endpoint that is not loopback HTTP, and a port that is taken, before touching any file', async () => {
     const place = makePlace();
