@@ -5,6 +5,7 @@ import { fileOwnership } from '@leasehold/coordination';
 import type { EtcdAuth, EtcdTls } from '@leasehold/etcd';
 import { fileRecovery } from '@leasehold/recovery';
 import { backendOf } from '@leasehold/registry';
+import { assertAccess } from './access.js';
 import { stateHomeOf, type CommandContext } from './context.js';
 import { SetupError } from './remedies.js';
 
@@ -41,9 +42,15 @@ export async function openStateHome(stateHome: string, options: OpenOptions = {}
   return openBackendFor(stateHome, recordedBackend(stateHome), options);
 }
 
-/** The state home of a command line, opened. */
-export async function openBackend(context: CommandContext, ttlSeconds?: number): Promise<OpenBackend> {
-  return openStateHome(stateHomeOf(context), { env: context.env, ...(ttlSeconds === undefined ? {} : { ttlSeconds }) });
+/**
+ * The state home of a command line, opened, once this user is known to be allowed to use it
+ * (`creates`: the command makes it when it is missing).
+ * @throws ContractError `refused` with the path and a remedy about permissions when it is not.
+ */
+export async function openBackend(context: CommandContext, { ttlSeconds, creates = false }: { ttlSeconds?: number | undefined; creates?: boolean } = {}): Promise<OpenBackend> {
+  const stateHome = stateHomeOf(context);
+  assertAccess(stateHome, creates);
+  return openStateHome(stateHome, { env: context.env, ...(ttlSeconds === undefined ? {} : { ttlSeconds }) });
 }
 
 const FILES: Backend = { kind: 'files' };

@@ -1,4 +1,4 @@
-import { realpathSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
@@ -54,16 +54,29 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
   try {
     return resolveWorkspace(path);
   } catch (error) {
-    if (mayBeGone && absolutePath.safeParse(path).success) return path;
     if (!ContractError.is(error, 'refused')) throw error;
+    // A folder this user may not see is no missing folder: say so, whatever the command.
+    const denied = permissionErrno(error.cause);
+    if (denied !== undefined) {
+      throw new SetupError(`${path}: permission denied (${denied}): this user may not see that folder`, 'run leasehold as a user who may read the workspace, or give this user access to it', { path, cause: error });
+    }
+    if (mayBeGone && absolutePath.safeParse(path).success) return path;
     throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
   }
 }
 
-/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
+function permissionErrno(cause: unknown): string | undefined {
+  const code = typeof cause === 'object' && cause !== null && 'code' in cause ? String(cause.code) : undefined;
+  return code === 'EACCES' || code === 'EPERM' ? code : undefined;
+}
+
+/**
+ * Whether a folder is at `root`, under that very name: a deleted or relinked folder still fences
+ * its place, and a file there is no workspace (a serve of it is refused).
+ */
 export function rootExists(root: string): boolean {
   try {
-    return realpathSync(root) === root;
+    return realpathSync(root) === root && statSync(root).isDirectory();
   } catch {
     return false;
   }

@@ -343,7 +343,7 @@ describe('leasehold doctor', () => {
     expect(json(listed)).toMatchObject({ entries: [{ root: workspace, pid: server.pid, ownerStatus: 'absent', rootExists: false }] });
     const humanList = await cli(['list', '--state-home', box.stateHome]);
     expect(humanList.stdout).toContain(`${workspace}  `);
-    expect(humanList.stdout).toContain('absent  (folder no longer exists)');
+    expect(humanList.stdout).toContain('gone  (owner-gone)  (folder no longer exists)');
 
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);

@@ -166,6 +166,7 @@ describe('leasehold, end to end through the built binary', () => {
       entries: [
         {
           root: workspace,
+          status: 'running',
           endpoint: secondReady.endpoint,
           epoch: secondReady.epoch,
           pid: second.pid,
@@ -197,8 +198,8 @@ describe('leasehold, end to end through the built binary', () => {
     expect(humanList.code).toBe(0);
     const listLines = humanList.stdout.trimEnd().split('\n');
     expect(listLines).toHaveLength(2);
-    expect(listLines[0]).toMatch(/^ROOT +ENDPOINT +PID +OWNER$/);
-    expect(listLines[1]!.split(/ +/)).toEqual([workspace, secondReady.endpoint, String(second.pid), 'live']);
+    expect(listLines[0]).toMatch(/^ROOT +STATUS +ENDPOINT +PID +PROCESS$/);
+    expect(listLines[1]!.split(/ +/)).toEqual([workspace, 'running', secondReady.endpoint, String(second.pid), 'live']);
 
     // stop --json: the server stops cleanly and says so.
     const stop = await cli(['stop', ...place, '--json']);
@@ -241,7 +242,11 @@ describe('leasehold, end to end through the built binary', () => {
     expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^epoch +${ready.epoch}$`))]));
     expect(lines.at(-2)).toBe(`Its owner crashed; review it with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
     const listed = await cli(['list', '--state-home', box.stateHome]);
-    expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, ready.endpoint, String(server.pid), 'absent']);
+    // The same words as status: unavailable, because its owner is gone (never status's `absent`, which means never registered).
+    expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, 'unavailable', ready.endpoint, String(server.pid), 'gone', '(owner-gone)']);
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
+      expect.objectContaining({ root: workspace, status: 'unavailable', reasonCode: 'owner-gone', ownerStatus: 'absent' }),
+    ]);
   });
 
   it('one crash blocks nobody else: other workspaces serve past its fences and a dead registry writer, and its digest still holds', async () => {

@@ -55,7 +55,12 @@ describe("status's next step works in the state it names", () => {
     expect(crashed.code).toBe(3);
     const review = await box.shell(suggested(crashed.stdout, 'review it with: '));
     expect(review.code).toBe(0);
-    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
+    const recovery = suggested(review.stdout, 'To recover: ');
+    expect((await box.shell(recovery)).code).toBe(0);
+    // The same line again (a script that retries): nothing is left, and that is no error.
+    const repeated = await box.shell(recovery);
+    expect(repeated.code).toBe(0);
+    expect(repeated.stdout).toContain(`nothing to recover for ${workspace}`);
     const stopped = await statusText(box, workspace);
     expect(stopped.stdout).toMatch(/^stopped /);
     const next = await serveSuggested(box, suggested(stopped.stdout, 'Start it with: '));
@@ -127,6 +132,27 @@ describe("stop's answer works in the state it was given", () => {
     expect(fromInside.code).toBe(0);
     expect(json(fromInside)).toEqual({ stopped: true, root: child, epoch: ready.epoch });
     expect((await server.exit()).code).toBe(0);
+  });
+});
+
+describe("recover's answer to a digest that does not match", () => {
+  it('says it does not match the state shown now, changes nothing, and its remedy shows the current digest', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    const other = '0'.repeat(64);
+    const refused = await cli(['recover', ...box.place(workspace), '--digest', other, '--yes', '--json']);
+    expect(refused.code).toBe(1);
+    const answer = json(refused);
+    expect(answer).toEqual({
+      error: 'conflict',
+      message: `${workspace}: --digest ${other} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`,
+      remedy: `see the current state and its digest: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+    });
+    const review = await box.shell(suggested(answer.remedy as string, 'its digest: '));
+    expect(review.code).toBe(0);
+    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
   });
 });
 

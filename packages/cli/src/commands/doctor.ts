@@ -1,6 +1,7 @@
 import type { ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import { withBackend, type OpenBackend } from '../backend.js';
+import { accessProblem } from '../access.js';
+import { openStateHome, withBackend, type OpenBackend } from '../backend.js';
 import { placeOptions, stateHomeOf, type CommandContext } from '../context.js';
 
 /** Exit status of `doctor` when it found something. */
@@ -29,6 +30,16 @@ async function etcdFindings({ backend, ownership, stateHome }: OpenBackend): Pro
 }
 
 /**
+ * The findings, with what keeps this user out of the state home (a serve would need to create it,
+ * so a state home that cannot be created is one too), unless a finding names that path already.
+ */
+function withAccess(stateHome: string, found: Found[]): Found[] {
+  const problem = accessProblem(stateHome, true);
+  if (problem === undefined || found.some((finding) => finding.path === problem.path)) return found;
+  return [{ path: problem.path, problem: problem.problem, remedy: problem.remedy, kind: 'permission' }, ...found];
+}
+
+/**
  * `leasehold doctor`: the library's findings (`diagnose` of @leasehold/recovery)
  * in the state home's files and, on etcd, the fences whose lease ended, each
  * with its place, its workspace when known, the problem and the exact command
@@ -36,7 +47,9 @@ async function etcdFindings({ backend, ownership, stateHome }: OpenBackend): Pro
  */
 export async function doctor(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
-  const found: Found[] = await withBackend(context, async (opened) => [...diagnose(stateHome), ...(await etcdFindings(opened))]);
+  // Opened without the access check the other commands make: what keeps this user out is a finding here.
+  const opening = openStateHome(stateHome, { env: context.env });
+  const found: Found[] = await withBackend(context, async (opened) => withAccess(stateHome, [...diagnose(stateHome), ...(await etcdFindings(opened))]), opening);
   const { output } = context;
   output.record({
     findings: found.map((finding) => ({

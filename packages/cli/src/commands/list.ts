@@ -1,37 +1,54 @@
+import type { ListedOwner } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
 import { rootExists, type CommandContext } from '../context.js';
-import { configOf } from './status.js';
+import { statusOf } from './status.js';
+
+/** The process column for a person: what this host can tell of the owner's process (`gone`, never status's `absent`). */
+const PROCESS_WORDS: Record<ListedOwner['holder'], string> = {
+  live: 'live',
+  absent: 'gone',
+  ambiguous: 'ambiguous',
+  leased: 'leased',
+  'lease-ended': 'lease-ended',
+};
 
 /**
- * `leasehold list`: every fenced workspace of the state home's backend with
- * what holds it: the owner's liveness as this host can tell (`live`, `absent`,
- * `ambiguous`) or, on etcd, `leased` (a live lease, on any host) and
- * `lease-ended` (quarantined until recovered).
+ * `leasehold list`: every fenced workspace of the state home's backend, each with the word `status`
+ * would answer for it (`running`, `unavailable` with its `reasonCode`, `quarantined`, `stopping`),
+ * proved the same way, and what holds it: the owner's process as this host can tell (`live`,
+ * `absent`, `ambiguous`) or, on etcd, `leased` (a live lease, on any host) and `lease-ended`.
  */
 export async function list(context: CommandContext): Promise<number> {
-  const entries = await withBackend(context, async ({ ownership }) =>
+  const entries = await withBackend(context, async ({ ownership, host }) =>
     Promise.all(
-      (await ownership.list()).map(async ({ root, endpoint, epoch, pid, host, holder }) => ({
-        root,
-        endpoint,
-        epoch,
-        pid,
-        host,
-        ownerStatus: holder,
-        rootExists: rootExists(root),
-        // Another host's workspace on etcd keeps its config in that host's files: null here.
-        configIdentity: (await configOf(ownership, root))?.identity ?? null,
-      })),
+      (await ownership.list()).map(async ({ root, endpoint, epoch, pid, host: ownerHost, holder }) => {
+        const report = await statusOf(ownership, root, host);
+        return {
+          root,
+          status: report.status,
+          ...(report.reasonCode === undefined ? {} : { reasonCode: report.reasonCode }),
+          endpoint,
+          epoch,
+          pid,
+          host: ownerHost,
+          ownerStatus: holder,
+          rootExists: rootExists(root),
+          // Another host's workspace on etcd keeps its config in that host's files: null here.
+          configIdentity: report.config?.identity ?? null,
+        };
+      }),
     ),
   );
   const { output } = context;
   output.record({ entries });
   if (entries.length === 0) output.say('no workspace is registered');
   const width = Math.max(4, ...entries.map((entry) => entry.root.length));
-  if (entries.length > 0) output.say(`${'ROOT'.padEnd(width)}  ENDPOINT                  PID      OWNER`);
+  const statusWidth = Math.max(6, ...entries.map((entry) => entry.status.length));
+  if (entries.length > 0) output.say(`${'ROOT'.padEnd(width)}  ${'STATUS'.padEnd(statusWidth)}  ENDPOINT                  PID      PROCESS`);
   for (const entry of entries) {
     const flag = entry.rootExists ? '' : '  (folder no longer exists)';
-    output.say(`${entry.root.padEnd(width)}  ${entry.endpoint.padEnd(24)}  ${String(entry.pid).padEnd(7)}  ${entry.ownerStatus}${flag}`);
+    const reason = entry.reasonCode === undefined ? '' : `  (${entry.reasonCode})`;
+    output.say(`${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${entry.endpoint.padEnd(24)}  ${String(entry.pid).padEnd(7)}  ${PROCESS_WORDS[entry.ownerStatus]}${reason}${flag}`);
   }
   return 0;
 }

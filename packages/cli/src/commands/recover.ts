@@ -6,6 +6,7 @@ import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
+import { RemedyError } from '../remedies.js';
 import { shellQuote } from '../shell-words.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
@@ -113,15 +114,26 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
     describe(context, await recovery.snapshot(root), placeOptions(root, stateHome));
     return 0;
   }
-  const refused = await refusedConfirmation(context, `leasehold recover ${placeOptions(root, stateHome)} --digest ${digest} --yes`);
+  const review = `leasehold recover ${placeOptions(root, stateHome)}`;
+  // Looked at first, for the words only: the recovery itself compares the digest again, atomically.
+  const now = await recovery.snapshot(root);
+  if (now.clear) return nothingToRecover(context, root);
+  if (now.digest !== digest) {
+    throw new RemedyError('conflict', `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`, `see the current state and its digest: ${review}`);
+  }
+  const refused = await refusedConfirmation(context, `${review} --digest ${digest} --yes`);
   if (refused !== undefined) return refused;
   const outcome = await recovery.recover(root, { expectedDigest: digest, assertAuthority: authorityOver(stateHome) });
-  context.output.record(outcome.recovered ? { recovered: true } : { recovered: false, reason: outcome.reason });
-  context.output.say(
-    outcome.recovered
-      ? `recovered ${root}: it is stopped. Journal record: ${outcome.record}`
-      : `nothing to recover for ${root}`,
-  );
+  if (!outcome.recovered) return nothingToRecover(context, root);
+  context.output.record({ recovered: true });
+  context.output.say(`recovered ${root}: it is stopped. Journal record: ${outcome.record}`);
+  return 0;
+}
+
+/** A recovery with nothing left to do (done already, by this or another command): said so, exit 0. */
+function nothingToRecover(context: CommandContext, root: string): number {
+  context.output.record({ recovered: false, reason: 'clear' });
+  context.output.say(`nothing to recover for ${root}: nothing of a crashed owner is left`);
   return 0;
 }
 
@@ -163,11 +175,20 @@ async function recoverAllDead(context: CommandContext, stateHome: string, owners
     );
     return 0;
   }
+  if (views.length === 0) {
+    context.output.record({ recovered: false, reason: 'clear' });
+    context.output.say(`nothing to recover: no workspace of ${stateHome} is held only by processes proved gone`);
+    return 0;
+  }
+  if (digest !== all) {
+    throw new RemedyError(
+      'conflict',
+      `${stateHome}: --digest ${digest} does not match the workspaces proved dead now (one came or went since, or the digest was mistyped); nothing changed`,
+      `see them and their digest: ${again}`,
+    );
+  }
   const refused = await refusedConfirmation(context, `${again} --digest ${digest} --yes`);
   if (refused !== undefined) return refused;
-  if (digest !== all) {
-    throw new ContractError('conflict', `${stateHome}: the workspaces proved dead are not the ones this digest was taken over; nothing changed. Review them again: ${again}`);
-  }
   for (const view of views) {
     const outcome = await recovery.recover(view.root, { expectedDigest: view.digest, assertAuthority: authorityOver(stateHome) });
     context.output.record({ root: view.root, recovered: outcome.recovered, ...(outcome.recovered ? { record: outcome.record } : { reason: outcome.reason }) });

@@ -47,7 +47,7 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
   const watchIntervalMs = wholeNumber(values['watch-ms'], '--watch-ms', 10) ?? 1000;
   const ttlSeconds = wholeNumber(values['lease-ttl'], '--lease-ttl', 1);
   endpointOption(values.endpoint);
-  const opened = await openBackend(context, ttlSeconds);
+  const opened = await openBackend(context, { ttlSeconds, creates: true });
   const { stateHome } = opened;
   return withBackend(context, async ({ backend, ownership, recovery }) => {
     if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');

@@ -21,7 +21,7 @@ const NOT_RUNNING_EXIT = 3;
 type ReasonCode = 'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable';
 
 /** What `status` reports. */
-interface StatusReport {
+export interface StatusReport {
   readonly status: 'running' | Inspection['status'];
   /** The workspace the answer is about: the folder asked about, or the fenced workspace it is inside. */
   readonly root: string;
@@ -43,7 +43,7 @@ interface StatusReport {
 }
 
 /** A config by its identity (the SHA-256 of its canonical bytes, as the registry row records it) and its parts. */
-export interface ConfigSummary {
+interface ConfigSummary {
   readonly identity: string;
   readonly endpoint: string;
   readonly policyIdentity: string;
@@ -53,7 +53,7 @@ export interface ConfigSummary {
  * The workspace's config in a report, or undefined when there is none or it cannot be read: the
  * status itself already says what is wrong with such a workspace.
  */
-export async function configOf(ownership: Ownership, root: string): Promise<ConfigSummary | undefined> {
+async function configOf(ownership: Ownership, root: string): Promise<ConfigSummary | undefined> {
   let config: OwnerConfig | undefined;
   try {
     config = await ownership.configuration(root);
@@ -157,19 +157,27 @@ export async function status(context: CommandContext): Promise<number> {
   return withBackend(context, async ({ ownership, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = unfenced(asked) ? await coveringOf(ownership, folder) : { root: folder, inside: [] };
-    const inspection = root === folder ? asked : await settledInspection(ownership, root);
-    const owner = inspection.status === 'unavailable' ? inspection.owner : undefined;
-    const answered = owner === undefined ? undefined : await challenge(root, ownership);
-    const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
-    const config = await configOf(ownership, root);
     const report = {
-      ...(answered ?? silentOwner(reportOf(inspection, root), owner, elsewhere)),
+      ...(await statusOf(ownership, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),
-      ...(config === undefined ? {} : { config }),
       ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.holder })) }),
     };
     return reported(context, stateHome, report);
   });
+}
+
+/**
+ * What `status` answers of one workspace root (`list` says the same of each): the files' state,
+ * proved over the transport when they name an owner, and the owner config. `inspection` when it
+ * was just taken; `host` this host's name on etcd.
+ */
+export async function statusOf(ownership: Ownership, root: string, host: string | undefined, inspection?: Inspection): Promise<StatusReport> {
+  const state = inspection ?? (await settledInspection(ownership, root));
+  const owner = state.status === 'unavailable' ? state.owner : undefined;
+  const answered = owner === undefined ? undefined : await challenge(root, ownership);
+  const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
+  const config = await configOf(ownership, root);
+  return { ...(answered ?? silentOwner(reportOf(state, root), owner, elsewhere)), ...(config === undefined ? {} : { config }) };
 }
 
 function reported(context: CommandContext, stateHome: string, report: StatusReport): number {
