@@ -94,6 +94,15 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect(journal).toContain(`"root":"${workspace}"`);
     // It names the digest the operator confirmed, besides its own part's.
     expect(journal).toContain(`"reviewedDigest":"${digest}"`);
+    // `leasehold journal` shows both records of that recovery: this host's files', and etcd's.
+    const entries = json(await a.run(['journal'])).entries as Array<{ record: string; root: string; reviewedDigest?: string }>;
+    expect(entries.map(({ root }) => root)).toEqual([workspace, workspace]);
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ record: expect.stringMatching(/\/v1\/journal\/[^/]+\.json$/) }),
+        expect.objectContaining({ record: expect.stringMatching(new RegExp(`^etcd:${prefix}/journal/`)), reviewedDigest: digest }),
+      ]),
+    );
 
     // Now free across hosts: B serves it, and stops it.
     const next = new Server(b.box.place(workspace), { env: b.env });

@@ -123,6 +123,13 @@ const COMMANDS: Record<string, Command> = {
     ],
     load: () => import('./commands/recover.js').then(({ recover }) => recover),
   },
+  journal: {
+    summary: 'every recovery journalled in the state home: when, which workspace, which digest, who ran it or who was proved gone',
+    usage: 'leasehold journal [--workspace DIR] [options]',
+    options: {},
+    help: ['  (with --workspace, only that workspace\'s recoveries; without it, every workspace\'s)'],
+    load: () => import('./commands/journal.js').then(({ journal }) => journal),
+  },
   doctor: {
     summary: 'find what blocks Leasehold in the state home, and the command that fixes each',
     usage: 'leasehold doctor [options]',

@@ -53,6 +53,11 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
         proved: [{ holder: { pid: crashed.pid, host: hostname(), processStart: expect.stringMatching(/^linux:/) }, by: 'pid-and-start-time' }],
       },
     });
+    // `leasehold journal` reads it back, for a script and for a person: automatic, and who was proved gone.
+    const journal = json(await cli(['journal', '--state-home', box.stateHome, '--json']));
+    expect(journal.entries).toEqual([expect.objectContaining({ root: workspace, digest: record!.digest, automatic: record!.automatic })]);
+    const human = await cli(['journal', '--state-home', box.stateHome]);
+    expect(human.stdout).toContain(`automatically by root (pid ${server.pid} on host ${hostname()}): proved gone pid ${crashed.pid} on host ${hostname()} (by pid-and-start-time)`);
     await cli(['stop', ...box.place(workspace)]);
     expect((await server.exit()).code).toBe(0);
   });
@@ -126,6 +131,11 @@ describe('recover --all-dead: after a reboot, every workspace whose owners are a
       [...dead].sort().map((root) => expect.objectContaining({ root, recovered: true })),
     );
     expect(journalRecords(box).map(({ root }) => root).sort()).toEqual([...dead].sort());
+    // The journal command lists each, and one workspace's alone with --workspace.
+    const listed = json(await cli(['journal', '--state-home', box.stateHome, '--json'])).entries as Array<{ root: string; automatic?: unknown }>;
+    expect(listed.map(({ root }) => root).sort()).toEqual([...dead].sort());
+    expect(listed.every((entry) => entry.automatic === undefined)).toBe(true);
+    expect((json(await cli(['journal', ...box.place(dead[0]!), '--json'])).entries as Array<{ root: string }>).map(({ root }) => root)).toEqual([dead[0]]);
     for (const workspace of dead) expect(json(await cli(['status', ...box.place(workspace), '--json'])).status).toBe('stopped');
     expect(json(await cli(['status', ...box.place(alive), '--json']))).toMatchObject({ status: 'running', epoch: ready.epoch });
 

@@ -43,6 +43,7 @@ describe('the public entry point', () => {
       'Recovery',
       'RecoveryFenceView',
       'RecoveryHolderView',
+      'RecoveryJournalEntry',
       'RecoveryRecord',
       'RecoveryResult',
       'RecoveryView',

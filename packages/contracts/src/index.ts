@@ -75,6 +75,7 @@ export {
   type Recovery,
   type RecoveryFenceView,
   type RecoveryHolderView,
+  type RecoveryJournalEntry,
   type RecoveryResult,
   type RecoveryView,
 } from './ownership.js';

@@ -198,10 +198,33 @@ export interface RecoveryView {
 /** What a recovery did: `record` names its journal record. */
 export type RecoveryResult = { readonly recovered: false; readonly reason: 'clear' } | { readonly recovered: true; readonly record: string };
 
+/**
+ * One recovery as its journal record tells it: when, which workspace, against which digest, who
+ * ran it, what it released and, for an automatic one, which processes were proved gone. No secret.
+ */
+export interface RecoveryJournalEntry {
+  /** Where the record is: a file of the state home, or `etcd:<key>`. */
+  readonly record: string;
+  readonly root: string;
+  readonly digest: string;
+  /** The digest the operator reviewed, when this record is one part of a wider recovery (etcd's, over a host's files). */
+  readonly reviewedDigest?: string;
+  readonly recordedAt: string;
+  readonly operator: { readonly pid: number; readonly host: string; readonly user: string };
+  /** What it released: each fence's kind and its path (or `etcd:<key>`). */
+  readonly fences: readonly { readonly kind: string; readonly path: string }[];
+  readonly automatic?: AutomaticRecovery;
+}
+
 /** The recovery of workspaces whose owner is gone, whichever backend keeps them. */
 export interface Recovery {
   /** Changes nothing but dead writers' staging leftovers. */
   snapshot(root: string): Promise<RecoveryView>;
+  /**
+   * Every recovery journalled in this state home (or of `root` only), oldest first. Changes nothing.
+   * @throws ContractError `refused` for a journal that is unsafe or holds what is not a record.
+   */
+  journal(root?: string): Promise<readonly RecoveryJournalEntry[]>;
   /**
    * Releases a dead owner's fences, only with the digest of the current snapshot, journalled.
    * `assertAuthority` throws to deny; it runs first and before every effect.

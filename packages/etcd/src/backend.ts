@@ -21,6 +21,7 @@ import {
   type Recovery,
   type RecoveryFenceView,
   type RecoveryHolderView,
+  type RecoveryJournalEntry,
   type RecoveryResult,
   type RecoveryView,
 } from '@leasehold/contracts';
@@ -201,6 +202,24 @@ class CompositeBackend implements EtcdBackend {
       record = (await this.#etcd.recover(root, etcd.digest, { reviewedDigest: view.digest, ...(options.automatic === undefined ? {} : { automatic: options.automatic }) })).id;
     }
     return record === undefined ? { recovered: false, reason: 'clear' } : { recovered: true, record };
+  }
+
+  /** This host's file records and the prefix's etcd records (every host's), oldest first. */
+  async journal(root?: string): Promise<readonly RecoveryJournalEntry[]> {
+    const [local, etcd] = await Promise.all([this.#localRecovery.journal(root), this.#etcd.journal()]);
+    const fromEtcd = etcd
+      .filter((record) => root === undefined || record.root === root)
+      .map(({ id, root: recordRoot, digest, reviewedDigest, recordedAt, operator, automatic }): RecoveryJournalEntry => ({
+        record: `etcd:${this.#keys.journal(id)}`,
+        root: recordRoot,
+        digest,
+        ...(reviewedDigest === undefined ? {} : { reviewedDigest }),
+        recordedAt,
+        operator,
+        fences: [{ kind: 'etcd-fence', path: `etcd:${this.#keys.fence(recordRoot)}` }],
+        ...(automatic === undefined ? {} : { automatic }),
+      }));
+    return [...local, ...fromEtcd].sort((a, b) => a.recordedAt.localeCompare(b.recordedAt));
   }
 
   async close(): Promise<void> {

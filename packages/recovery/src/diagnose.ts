@@ -33,6 +33,7 @@ import {
   type StagingEntry,
 } from '@leasehold/private-files';
 import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
+import { JOURNAL_RECORD_NAME } from './journal.js';
 import { recoverySnapshot } from './recover.js';
 import type { RecoveryState } from './recovery-state.js';
 
@@ -74,7 +75,6 @@ export interface DiagnoseOptions {
 }
 
 /** Names of the journal's records (`<ISO time without separators>-<uuid>.json`) and of private roots. */
-const JOURNAL_RECORD = /^[0-9TZ]+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$/;
 const PRIVATE_ROOT = /^[0-9a-f]{32}$/;
 
 
@@ -543,7 +543,7 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
 
   diagnosis.strays(layout.namespace, [STAGING_FOLDER, ...NAMESPACE_ENTRIES]);
   diagnosis.strays(layout.registry, REGISTRY_FOLDER_ENTRIES);
-  diagnosis.strays(layout.journal, [JOURNAL_RECORD]);
+  diagnosis.strays(layout.journal, [JOURNAL_RECORD_NAME]);
   diagnosis.strays(layout.workspaces, [PRIVATE_ROOT]);
   for (const read of workspaces) {
     diagnosis.strays(read.privateRoot, PRIVATE_ROOT_ENTRIES, read.root);

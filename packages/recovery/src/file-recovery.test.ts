@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileOwnership } from '@leasehold/coordination';
-import { cleanUp, codeOfAsync, makeWorkspace, pathExists, serviceFences } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
 import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, makePlace, snapshotOf } from '../test/helpers.js';
 import { ContractError, fileRecovery } from './index.js';
 
@@ -10,6 +10,24 @@ afterEach(cleanUp);
 const granted = (): void => {};
 
 describe('fileRecovery', () => {
+  it('reads an empty journal before any recovery, and refuses a journal file that is not a record, naming it', async () => {
+    const place = makePlace();
+    const recovery = fileRecovery({ stateHome: place.stateHome });
+    expect(await recovery.journal()).toEqual([]);
+    const root = makeWorkspace(place, 'crashed');
+    await deadOwner(place, root);
+    const view = await recovery.snapshot(root);
+    const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted });
+    if (!result.recovered) throw new Error('it recovered nothing');
+    replaceFile(place.scratch, result.record, new TextEncoder().encode('{"schema":"leasehold.recovery-record/1"}'));
+    const error = await recovery.journal().then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(ContractError.is(error, 'refused')).toBe(true);
+    expect((error as ContractError).message).toContain(result.record);
+  });
+
   it('finds nothing to recover in a workspace nobody owned, and says so', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'never');
@@ -53,6 +71,21 @@ describe('fileRecovery', () => {
     expect(journalRecords(place.stateHome).map((name) => result.record.endsWith(name))).toEqual([true]);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
     expect((await recovery.snapshot(root)).clear).toBe(true);
+
+    // The journal reads the record back: when, which root, the digest reviewed, who, what it released.
+    const entries = await recovery.journal();
+    expect(entries).toEqual([
+      {
+        record: result.record,
+        root,
+        digest: view.digest,
+        recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        operator: { pid: process.pid, host: expect.any(String), user: expect.any(String) },
+        fences: state.fences.map(({ kind, path }) => ({ kind, path })),
+      },
+    ]);
+    expect(await recovery.journal(root)).toEqual(entries);
+    expect(await recovery.journal(makeWorkspace(place, 'other'))).toEqual([]);
 
     const lease = await ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT });
     expect(lease.owner).toMatchObject({ pid: process.pid, phase: 'idle', endpoint: PARENT_ENDPOINT });

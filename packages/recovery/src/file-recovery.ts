@@ -1,4 +1,7 @@
 import type { Recovery, RecoveryView } from '@leasehold/contracts';
+import { defaultStateHome } from '@leasehold/coordination';
+import { stateHomeLayout } from '@leasehold/registry';
+import { Journal } from './journal.js';
 import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
 import type { RecoveryState } from './recovery-state.js';
 
@@ -21,7 +24,8 @@ function viewOf(state: RecoveryState): RecoveryView {
 /**
  * The file backend's recovery behind the seam: `recoverySnapshot` and
  * `recover` of this package, with these options, for any workspace of the
- * state home. The digest a snapshot shows is the one `recover` checks.
+ * state home, and the records of its journal. The digest a snapshot shows is
+ * the one `recover` checks.
  */
 export function fileRecovery(options: RecoveryOptions = {}): Recovery {
   return {
@@ -30,6 +34,9 @@ export function fileRecovery(options: RecoveryOptions = {}): Recovery {
     },
     async recover(root, request) {
       return recover(root, { ...options, ...request });
+    },
+    async journal(root) {
+      return new Journal(stateHomeLayout(options.stateHome ?? defaultStateHome()), options.hooks).entries(root);
     },
   };
 }

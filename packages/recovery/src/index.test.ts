@@ -38,6 +38,7 @@ describe('the public entry point', () => {
       'RecoveryGrant',
       'RecoveryHolder',
       'RecoveryHolderView',
+      'RecoveryJournalEntry',
       'RecoveryOptions',
       'RecoveryOutcome',
       'RecoveryRecord',

@@ -22,6 +22,7 @@ export {
   type Recovery,
   type RecoveryFenceView,
   type RecoveryHolderView,
+  type RecoveryJournalEntry,
   type RecoveryRecord,
   type RecoveryResult,
   type RecoveryView,

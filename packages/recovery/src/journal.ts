@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { encode, type AutomaticRecovery, type Fence, type RecoveryRecord } from '@leasehold/contracts';
+import { decodeBytes, encode, recoveryRecordSchema, type AutomaticRecovery, type Fence, type RecoveryJournalEntry, type RecoveryRecord } from '@leasehold/contracts';
 import type { StateHomeLayout } from '@leasehold/registry';
 import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import type { RecoveryState } from './recovery-state.js';
 
 /** Largest recovery record: 64 fences may each name a 4096-character path. */
 export const RECOVERY_RECORD_BYTES = 524288;
+
+/** A record's name: the time it was made (so names sort oldest first), then a random UUID. */
+export const JOURNAL_RECORD_NAME = /^[0-9TZ]+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$/;
 
 /** One durable record in `<ns>/journal/`. */
 export interface JournalRecord {
@@ -62,6 +65,31 @@ export class Journal {
     const stamp = now.toISOString().replace(/[-:.]/g, '');
     const path = join(this.folder, `${stamp}-${randomUUID()}.json`);
     return { path, snapshot: this.#files.create(path, encode(record), RECOVERY_RECORD_BYTES) };
+  }
+
+  /**
+   * Every record, oldest first, decoded; of `root` only when given. Changes nothing.
+   * @throws ContractError `refused` (an unsafe journal folder, a stray name, a file that is not a record).
+   */
+  entries(root?: string): RecoveryJournalEntry[] {
+    return this.#files.entries(this.folder, [JOURNAL_RECORD_NAME]).flatMap((name) => {
+      const path = join(this.folder, name);
+      // Records are never removed; one that is gone meanwhile was never this journal's to show.
+      const snapshot = this.#files.read(path, RECOVERY_RECORD_BYTES);
+      if (snapshot === undefined) return [];
+      const { root: recordRoot, digest, recordedAt, operator, fences, automatic } = decodeBytes(recoveryRecordSchema, snapshot.bytes, RECOVERY_RECORD_BYTES, path);
+      if (root !== undefined && recordRoot !== root) return [];
+      const entry: RecoveryJournalEntry = {
+        record: path,
+        root: recordRoot,
+        digest,
+        recordedAt,
+        operator,
+        fences: fences.map(({ kind, path: fence }) => ({ kind, path: fence })),
+        ...(automatic === undefined ? {} : { automatic }),
+      };
+      return [entry];
+    });
   }
 
   /**
