@@ -400,6 +400,27 @@ describe('leasehold, end to end through the built binary', () => {
     expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({ status: 'absent', root: other, epoch: null });
   });
 
+  it('list --all shows stopped workspaces too, in the words of status; list alone the fenced ones', async () => {
+    const box = sandbox();
+    const stopped = box.workspace('stopped');
+    const running = box.workspace('running');
+    const first = await box.serve(stopped);
+    expect((await cli(['stop', ...box.place(stopped)])).code).toBe(0);
+    expect((await first.server.exit()).code).toBe(0);
+    const { server, ready } = await box.serve(running);
+    const fenced = json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries as Array<{ root: string }>;
+    expect(fenced.map(({ root }) => root)).toEqual([running]);
+    const all = json(await cli(['list', '--all', '--state-home', box.stateHome, '--json']));
+    expect(all.entries).toEqual([
+      expect.objectContaining({ root: running, status: 'running', epoch: ready.epoch, pid: server.pid, ownerStatus: 'live' }),
+      { root: stopped, status: 'stopped', endpoint: null, epoch: first.ready.epoch, pid: null, host: null, ownerStatus: null, rootExists: true, configIdentity: expect.stringMatching(DIGEST) },
+    ]);
+    const human = await cli(['list', '--all', '--state-home', box.stateHome]);
+    expect(human.stdout.trimEnd().split('\n')[2]!.split(/ +/)).toEqual([stopped, 'stopped', '-', '-', '-']);
+    expect((await cli(['stop', ...box.place(running)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
   it('prints usage for --help on each command (exit 0), and exits 2 on an unknown command or option', async () => {
     for (const command of ['serve', 'status', 'stop', 'list', 'recover', 'doctor']) {
       const help = await cli([command, '--help']);

@@ -106,9 +106,9 @@ const COMMANDS: Record<string, Command> = {
   },
   list: {
     summary: 'every workspace registered in the state home, with its owner',
-    usage: 'leasehold list [options]',
-    options: {},
-    help: [],
+    usage: 'leasehold list [--all] [options]',
+    options: { all: { type: 'boolean' } },
+    help: ['  --all               stopped workspaces too: every workspace this host keeps files for'],
     load: () => import('./commands/list.js').then(({ list }) => list),
   },
   recover: {

@@ -160,6 +160,11 @@ export interface Ownership {
   localAccess(root: string): Promise<LocalAccess>;
   /** Every fenced workspace. */
   list(): Promise<ListedOwner[]>;
+  /**
+   * Every workspace root this host's state home keeps files for, stopped ones too (each was served
+   * here at least once), sorted. Changes nothing.
+   */
+  workspaces(): Promise<string[]>;
   /** Lets go of connections; leases still held are lost (their fences stay). */
   close(): Promise<void>;
 }

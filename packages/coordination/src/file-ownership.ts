@@ -1,8 +1,10 @@
-import type { Backend, Inspection, ListedOwner, Ownership, OwnershipLease } from '@leasehold/contracts';
-import { ownerStatus, retryingReads } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
+import { join } from 'node:path';
+import { decodeBytes, serviceFormatSchema, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
+import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
+import { Registry, stateHomeLayout } from '@leasehold/registry';
 import type { OwnerLease } from './owner-lease.js';
-import { defaultStateHome } from './places.js';
+import { PRIVATE_ROOT_NAME, defaultStateHome } from './places.js';
+import { FILE_BYTES } from './service-state.js';
 import { ServiceCoordination, reasonOf, registryOptionsOf, summaryOf, type CoordinationOptions } from './service-coordination.js';
 
 /** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
@@ -33,6 +35,21 @@ function listed(registry: Registry): ListedOwner[] {
     host,
     holder: ownerStatus(pid, host, processStart),
   }));
+}
+
+/**
+ * Every root whose service folder the state home keeps (its format document names it), sorted:
+ * stopped workspaces too. A private root a crash left without its format names no workspace yet.
+ */
+function knownRoots(stateHome: string): string[] {
+  const layout = stateHomeLayout(stateHome);
+  const files = new PrivateFiles(layout.namespace);
+  const roots = files.entries(layout.workspaces, [PRIVATE_ROOT_NAME]).flatMap((name) => {
+    const path = join(layout.workspaces, name, 'service', 'format.json');
+    const snapshot = files.read(path, FILE_BYTES.format);
+    return snapshot === undefined ? [] : [decodeBytes(serviceFormatSchema, snapshot.bytes, FILE_BYTES.format, path).root];
+  });
+  return roots.sort();
 }
 
 /**
@@ -76,6 +93,9 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
     },
     async list() {
       return listed(registry);
+    },
+    async workspaces() {
+      return retryingReads(() => knownRoots(stateHome));
     },
     // Files hold no connection: a lease still held stays held until this process releases it or exits.
     async close() {},

@@ -44,6 +44,7 @@ describe('the public entry point', () => {
       'Ownership',
       'OwnershipLease',
       'PRIVATE_ROOT_ENTRIES',
+      'PRIVATE_ROOT_NAME',
       'Phase',
       'PrivateFiles',
       'PrivateFilesHooks',

@@ -35,6 +35,7 @@ export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
 export { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
 export {
   PRIVATE_ROOT_ENTRIES,
+  PRIVATE_ROOT_NAME,
   SERVICE_ENTRIES,
   defaultStateHome,
   resolveWorkspace,

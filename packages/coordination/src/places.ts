@@ -6,6 +6,9 @@ import { stateHomeLayout, type StateHomeLayout } from '@leasehold/registry';
 
 /** The only names allowed in a workspace's private root. */
 export const PRIVATE_ROOT_ENTRIES = ['checkout.lock', 'service'] as const;
+
+/** The name of a workspace's private root folder: the first 32 hex digits of the SHA-256 of its root. */
+export const PRIVATE_ROOT_NAME = /^[0-9a-f]{32}$/;
 /** The only names allowed in a service folder; the last three belong to the service and are never read. */
 export const SERVICE_ENTRIES = [
   'format.json',

@@ -16,6 +16,7 @@ import {
 import {
   FILE_BYTES,
   PRIVATE_ROOT_ENTRIES,
+  PRIVATE_ROOT_NAME,
   SERVICE_ENTRIES,
   SERVICE_FILES,
   SERVICE_SCHEMAS,
@@ -75,7 +76,6 @@ export interface DiagnoseOptions {
 }
 
 /** Names of the journal's records (`<ISO time without separators>-<uuid>.json`) and of private roots. */
-const PRIVATE_ROOT = /^[0-9a-f]{32}$/;
 
 
 /** Quotes a path for a POSIX shell when it needs it. */
@@ -536,7 +536,7 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
   const rowsByPrivateRoot = new Map((rows ?? []).map((row) => [workspacePlaces(row.root, stateHome).privateRoot, row]));
   // Every private root: the folders there are, and those a row names (a crash may have left a row alone).
   const folders = namesIn(layout.workspaces)
-    .filter((name) => PRIVATE_ROOT.test(name))
+    .filter((name) => PRIVATE_ROOT_NAME.test(name))
     .map((name) => join(layout.workspaces, name));
   const privateRoots = [...new Set([...folders, ...rowsByPrivateRoot.keys()])];
   const workspaces = privateRoots.sort().map((privateRoot) => diagnosis.readWorkspace(privateRoot, rowsByPrivateRoot.get(privateRoot)));
@@ -544,7 +544,7 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
   diagnosis.strays(layout.namespace, [STAGING_FOLDER, ...NAMESPACE_ENTRIES]);
   diagnosis.strays(layout.registry, REGISTRY_FOLDER_ENTRIES);
   diagnosis.strays(layout.journal, [JOURNAL_RECORD_NAME]);
-  diagnosis.strays(layout.workspaces, [PRIVATE_ROOT]);
+  diagnosis.strays(layout.workspaces, [PRIVATE_ROOT_NAME]);
   for (const read of workspaces) {
     diagnosis.strays(read.privateRoot, PRIVATE_ROOT_ENTRIES, read.root);
     diagnosis.strays(read.paths.service, SERVICE_ENTRIES, read.root);

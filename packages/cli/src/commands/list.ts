@@ -13,32 +13,38 @@ const PROCESS_WORDS: Record<ListedOwner['holder'], string> = {
 };
 
 /**
- * `leasehold list`: every fenced workspace of the state home's backend, each with the word `status`
+ * `leasehold list [--all]`: every fenced workspace (with `--all`, every workspace this host keeps
+ * files for, stopped ones too, whose endpoint, pid, host and process are null) of the state home's backend, each with the word `status`
  * would answer for it (`running`, `unavailable` with its `reasonCode`, `quarantined`, `stopping`),
  * proved the same way, and what holds it: the owner's process as this host can tell (`live`,
  * `absent`, `ambiguous`) or, on etcd, `leased` (a live lease, on any host) and `lease-ended`.
  */
 export async function list(context: CommandContext): Promise<number> {
-  const entries = await withBackend(context, async ({ ownership, host }) =>
-    Promise.all(
-      (await ownership.list()).map(async ({ root, endpoint, epoch, pid, host: ownerHost, holder }) => {
-        const report = await statusOf(ownership, root, host);
-        return {
-          root,
-          status: report.status,
-          ...(report.reasonCode === undefined ? {} : { reasonCode: report.reasonCode }),
-          endpoint,
-          epoch,
-          pid,
-          host: ownerHost,
-          ownerStatus: holder,
-          rootExists: rootExists(root),
-          // Another host's workspace on etcd keeps its config in that host's files: null here.
-          configIdentity: report.config?.identity ?? null,
-        };
-      }),
-    ),
-  );
+  const all = context.values.all === true;
+  const entries = await withBackend(context, async ({ ownership, host }) => {
+    const fenced = await ownership.list();
+    const entryOf = async (root: string, fence: ListedOwner | undefined) => {
+      const report = await statusOf(ownership, root, host);
+      return {
+        root,
+        status: report.status,
+        ...(report.reasonCode === undefined ? {} : { reasonCode: report.reasonCode }),
+        endpoint: fence?.endpoint ?? null,
+        epoch: fence?.epoch ?? report.epoch,
+        pid: fence?.pid ?? null,
+        host: fence?.host ?? null,
+        ownerStatus: fence?.holder ?? null,
+        rootExists: rootExists(root),
+        // Another host's workspace on etcd keeps its config in that host's files: null here.
+        configIdentity: report.config?.identity ?? null,
+      };
+    };
+    // With --all, every workspace this host keeps files for, stopped ones too, in root order.
+    const fencedRoots = new Set(fenced.map((entry) => entry.root));
+    const stopped = all ? (await ownership.workspaces()).filter((root) => !fencedRoots.has(root)) : [];
+    const rows = [...fenced.map((entry) => entryOf(entry.root, entry)), ...stopped.map((root) => entryOf(root, undefined))];
+    return (await Promise.all(rows)).sort((a, b) => (all ? a.root.localeCompare(b.root) : 0));
+  });
   const { output } = context;
   output.record({ entries });
   if (entries.length === 0) output.say('no workspace is registered');
@@ -48,7 +54,8 @@ export async function list(context: CommandContext): Promise<number> {
   for (const entry of entries) {
     const flag = entry.rootExists ? '' : '  (folder no longer exists)';
     const reason = entry.reasonCode === undefined ? '' : `  (${entry.reasonCode})`;
-    output.say(`${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${entry.endpoint.padEnd(24)}  ${String(entry.pid).padEnd(7)}  ${PROCESS_WORDS[entry.ownerStatus]}${reason}${flag}`);
+    const process = entry.ownerStatus === null ? '-' : PROCESS_WORDS[entry.ownerStatus];
+    output.say(`${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${(entry.endpoint ?? '-').padEnd(24)}  ${String(entry.pid ?? '-').padEnd(7)}  ${process}${reason}${flag}`);
   }
   return 0;
 }
