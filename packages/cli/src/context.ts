@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
-import { SetupError } from './remedies.js';
+import { SetupError, type Where } from './remedies.js';
 import { shellQuote } from './shell-words.js';
 
 /** What every command receives. */
@@ -85,4 +85,22 @@ export function rootExists(root: string): boolean {
 /** The options that name the same workspace and state home in a suggested command. */
 export function placeOptions(root: string, stateHome: string): string {
   return `--workspace ${shellQuote(root)} --state-home ${shellQuote(stateHome)}`;
+}
+
+/**
+ * Where a failed command was about, for the commands its remedy suggests: its workspace and state
+ * home when the command line tells them (a command without `--workspace` for one that takes none).
+ */
+export function whereOf(context: CommandContext, takesWorkspace: boolean): Where {
+  const quietly = <T>(read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch {
+      return undefined; // that is what failed: the remedy then names no place
+    }
+  };
+  const stateHome = quietly(() => stateHomeOf(context));
+  const root = takesWorkspace ? quietly(() => workspaceOf(context, true)) : undefined;
+  const home = stateHome === undefined ? '' : ` --state-home ${shellQuote(stateHome)}`;
+  return { place: root === undefined || stateHome === undefined ? '' : ` ${placeOptions(root, stateHome)}`, home };
 }

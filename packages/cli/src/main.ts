@@ -139,6 +139,9 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/** The commands that are about a whole state home, not one workspace: their remedies name no workspace. */
+const NO_WORKSPACE = new Set(['init', 'list', 'doctor']);
+
 function overview(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   return [
@@ -163,10 +166,11 @@ export interface MainIO extends Streams {
   readonly env: NodeJS.ProcessEnv;
 }
 
-async function reportError(io: MainIO, json: boolean, error: unknown): Promise<number> {
-  const { UsageError, problemOf } = await import('./remedies.js');
+async function reportError(io: MainIO, context: CommandContext, takesWorkspace: boolean, error: unknown): Promise<number> {
+  const json = context.values.json === true;
+  const [{ UsageError, problemOf }, { whereOf }] = await Promise.all([import('./remedies.js'), import('./context.js')]);
   if (error instanceof UsageError) return usageError(io, json, error.message, error.remedy);
-  const { code, message, path, remedy } = problemOf(error);
+  const { code, message, path, remedy } = problemOf(error, whereOf(context, takesWorkspace));
   if (json) io.stdout.write(`${JSON.stringify({ error: code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) })}\n`);
   else io.stderr.write(`leasehold: ${code}: ${message}\n${remedy === undefined ? '' : `  ${remedy}\n`}`);
   return 1;
@@ -223,7 +227,7 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     const run = await command.load();
     return await run(context);
   } catch (error) {
-    return reportError(io, values.json === true, error);
+    return reportError(io, context, !NO_WORKSPACE.has(name), error);
   }
 }
 

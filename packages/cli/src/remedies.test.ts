@@ -135,6 +135,46 @@ describe("stop's answer works in the state it was given", () => {
   });
 });
 
+/** The commands a remedy names between backticks, in order. */
+function commandsIn(remedy: string): string[] {
+  return [...remedy.matchAll(/`(leasehold [^`]+)`/g)].map((match) => match[1]!);
+}
+
+describe("serve's refusals name commands that work where they were met", () => {
+  it('another owner (conflict): the status and list it names answer about that owner', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    const { error, remedy } = json(refused) as { error: string; remedy: string };
+    expect(error).toBe('conflict');
+    const [status, list] = commandsIn(remedy);
+    expect(status).toBe(`leasehold status --workspace ${workspace} --state-home ${box.stateHome}`);
+    const answered = await box.shell(status!);
+    expect(answered.code).toBe(0);
+    expect(answered.stdout).toContain(`pid       ${server.pid}`);
+    expect((await box.shell(list!)).stdout).toContain(workspace);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('a crashed owner (quarantine): the status and the recovery review it names work, and its digest recovers', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    await server.kill9();
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    const { error, remedy } = json(refused) as { error: string; remedy: string };
+    expect(error).toBe('quarantine');
+    const [status, review] = commandsIn(remedy);
+    expect((await box.shell(status!)).stdout).toContain('Its owner crashed');
+    const reviewed = await box.shell(review!);
+    expect(reviewed.code).toBe(0);
+    expect((await box.shell(suggested(reviewed.stdout, 'To recover: '))).code).toBe(0);
+  });
+});
+
 describe("recover's answer to a digest that does not match", () => {
   it('says it does not match the state shown now, changes nothing, and its remedy shows the current digest', async () => {
     const box = sandbox();

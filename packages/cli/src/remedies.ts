@@ -1,14 +1,26 @@
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 
-/** One line a person can act on, for each error code. */
-const REMEDIES: Record<ContractErrorCode, string> = {
-  refused: 'a file or an input breaks a rule (the message names it); for a file in the state home, `leasehold doctor` shows how to fix it',
-  conflict: 'another owner, config or a newer state is in the way; check `leasehold status` and `leasehold list`',
-  capacity: 'the registry is full; stop or recover unused workspaces (`leasehold list`)',
-  quarantine: 'a crashed or unreachable owner blocks this; check `leasehold status`, then `leasehold recover` once it is gone',
-  unavailable: 'nothing is serving there right now; start it with `leasehold serve`',
-  'consumed-grant': 'this recovery was already used; run `leasehold recover` again to review the current state',
-  busy: 'another leasehold command holds the registry; try again in a moment',
+/**
+ * The options a suggested command needs to be about the same workspace and state home as the
+ * command that failed: ` --workspace W --state-home S` (`place`) and ` --state-home S` (`home`),
+ * each empty when the command line could not tell it.
+ */
+export interface Where {
+  readonly place: string;
+  readonly home: string;
+}
+
+const NOWHERE: Where = { place: '', home: '' };
+
+/** One line a person can act on, for each error code, naming commands that work where the error was met. */
+const REMEDIES: Record<ContractErrorCode, (at: Where) => string> = {
+  refused: (at) => `a file or an input breaks a rule (the message names it); for a file in the state home, \`leasehold doctor${at.home}\` shows how to fix it`,
+  conflict: (at) => `another owner, config or a newer state is in the way; see which with \`leasehold status${at.place}\` and \`leasehold list${at.home}\``,
+  capacity: (at) => `the registry is full; stop or recover unused workspaces (\`leasehold list --all${at.home}\`)`,
+  quarantine: (at) => `a crashed or unreachable owner blocks this; check \`leasehold status${at.place}\`, then \`leasehold recover${at.place}\` once it is gone`,
+  unavailable: (at) => `nothing answers there right now; see why with \`leasehold status${at.place}\``,
+  'consumed-grant': (at) => `this recovery was already used; run \`leasehold recover${at.place}\` again to review the current state`,
+  busy: () => 'another leasehold command holds the registry; try again in a moment',
 };
 
 /** An error whose own remedy fits the state it was found in better than its code's. */
@@ -78,18 +90,18 @@ function isSystemError(error: unknown): error is Error & SystemError {
 const OWNER_CONFIG = /\/service\/config\.json$/;
 
 /** The remedy of a Leasehold error: its own, an upgrade's, else its code's. */
-function remedyOf(error: ContractError): string {
+function remedyOf(error: ContractError, at: Where): string {
   if (error instanceof RemedyError) return error.remedy;
   if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {
     return 'the stopped workspace keeps another config (another --endpoint, or an earlier version): start it with --replace-config to take this one';
   }
-  return REMEDIES[error.code];
+  return REMEDIES[error.code](at);
 }
 
-/** The code, message, path and remedy of `error`, whatever threw it. */
-export function problemOf(error: unknown): Problem {
+/** The code, message, path and remedy of `error`, whatever threw it; `at`, where the command was about. */
+export function problemOf(error: unknown, at: Where = NOWHERE): Problem {
   if (ContractError.is(error)) {
-    const remedy = remedyOf(error);
+    const remedy = remedyOf(error, at);
     return { code: error.code, message: error.message, ...(error.path === undefined ? {} : { path: error.path }), remedy };
   }
   if (!isSystemError(error)) return { code: 'internal', message: error instanceof Error ? error.message : 'unexpected failure' };
