@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Background, BIN, capabilityLeaks, cli, json, killAll, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
+import { Background, BIN, capabilityLeaks, cli, json, killAll, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
 
 // Every remedy the command prints names a command that works in the state it was printed in: each
 // test reaches a state, takes the command the output suggests, runs it as a person would (pasted
@@ -172,6 +172,40 @@ describe("serve's refusals name commands that work where they were met", () => {
     const reviewed = await box.shell(review!);
     expect(reviewed.code).toBe(0);
     expect((await box.shell(suggested(reviewed.stdout, 'To recover: '))).code).toBe(0);
+  });
+});
+
+describe('an owner that does not answer, and a registry held by another command', () => {
+  it('a stopped (SIGSTOP) owner: stop is unavailable naming its pid, and the ending and recovery it suggests work', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    server.child.kill('SIGSTOP');
+    const status = await statusText(box, workspace);
+    expect(status.stdout).toContain(`end that process (pid ${server.pid})`);
+    const stopped = await cli(['stop', ...box.place(workspace), '--json']);
+    expect(stopped.code).toBe(1);
+    const { error, message, remedy } = json(stopped) as { error: string; message: string; remedy: string };
+    expect({ error, message }).toEqual({ error: 'unavailable', message: expect.stringContaining(`pid ${server.pid} on host`) });
+    expect(remedy).toContain(`kill ${server.pid}`);
+    // As it says: end that process, then the recovery it names.
+    await server.kill9();
+    const review = await box.shell(suggested(remedy, 'then: '));
+    expect(review.code).toBe(0);
+    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
+  });
+
+  it('a registry held by a live command: busy, "try again in a moment", and the same command works once it is done', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const writer = await registryWriter(box.stateHome, box.workspace('other'));
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    expect(json(refused)).toMatchObject({ error: 'busy', remedy: expect.stringContaining('try again in a moment') });
+    await writer.kill9();
+    const { server } = await box.serve(workspace);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
   });
 });
 
