@@ -14,7 +14,8 @@ export interface AccessProblem {
   readonly remedy: string;
 }
 
-function errnoOf(error: unknown): string | undefined {
+/** The errno code of a system error (`EACCES`, …), or undefined for anything else. */
+export function errnoOf(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
 }
 

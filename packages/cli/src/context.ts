@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
+import { errnoOf } from './access.js';
 import { SetupError, type Where } from './remedies.js';
 import { shellQuote } from './shell-words.js';
 
@@ -66,7 +67,7 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
 }
 
 function permissionErrno(cause: unknown): string | undefined {
-  const code = typeof cause === 'object' && cause !== null && 'code' in cause ? String(cause.code) : undefined;
+  const code = errnoOf(cause);
   return code === 'EACCES' || code === 'EPERM' ? code : undefined;
 }
 

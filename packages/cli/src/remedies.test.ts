@@ -33,6 +33,15 @@ async function serveSuggested(box: Sandbox, command: string): Promise<Background
   return server;
 }
 
+/** A sandbox whose workspace `ws` was served and then killed with SIGKILL: its fences stay, its process is gone. */
+async function crashedWorkspace(): Promise<{ box: Sandbox; workspace: string; server: Background }> {
+  const box = sandbox();
+  const workspace = box.workspace('ws');
+  const { server } = await box.serve(workspace);
+  await server.kill9();
+  return { box, workspace, server };
+}
+
 describe("status's next step works in the state it names", () => {
   it('absent: the serve it suggests serves; running: the stop it suggests stops', async () => {
     const box = sandbox();
@@ -47,10 +56,7 @@ describe("status's next step works in the state it names", () => {
   });
 
   it('a crashed owner: the review it suggests shows the digest, whose recovery works, then the serve it suggests serves', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    await server.kill9();
+    const { box, workspace } = await crashedWorkspace();
     const crashed = await statusText(box, workspace);
     expect(crashed.code).toBe(3);
     const review = await box.shell(suggested(crashed.stdout, 'review it with: '));
@@ -102,10 +108,7 @@ describe("status's next step works in the state it names", () => {
 
 describe("stop's answer works in the state it was given", () => {
   it('a crashed owner is quarantine, not "start it with serve", and the recovery it suggests works', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    await server.kill9();
+    const { box, workspace, server } = await crashedWorkspace();
     const stopped = await cli(['stop', ...box.place(workspace), '--json']);
     expect(stopped.code).toBe(1);
     expect(json(stopped)).toEqual({
@@ -160,10 +163,7 @@ describe("serve's refusals name commands that work where they were met", () => {
   });
 
   it('a crashed owner (quarantine): the status and the recovery review it names work, and its digest recovers', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    await server.kill9();
+    const { box, workspace } = await crashedWorkspace();
     const refused = await cli(['serve', ...box.place(workspace), '--json']);
     const { error, remedy } = json(refused) as { error: string; remedy: string };
     expect(error).toBe('quarantine');
@@ -211,10 +211,7 @@ describe('an owner that does not answer, and a registry held by another command'
 
 describe("recover's answer to a digest that does not match", () => {
   it('says it does not match the state shown now, changes nothing, and its remedy shows the current digest', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    await server.kill9();
+    const { box, workspace } = await crashedWorkspace();
     const other = '0'.repeat(64);
     const refused = await cli(['recover', ...box.place(workspace), '--digest', other, '--yes', '--json']);
     expect(refused.code).toBe(1);

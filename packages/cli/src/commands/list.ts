@@ -42,8 +42,8 @@ export async function list(context: CommandContext): Promise<number> {
     // With --all, every workspace this host keeps files for, stopped ones too, in root order.
     const fencedRoots = new Set(fenced.map((entry) => entry.root));
     const stopped = all ? (await ownership.workspaces()).filter((root) => !fencedRoots.has(root)) : [];
-    const rows = [...fenced.map((entry) => entryOf(entry.root, entry)), ...stopped.map((root) => entryOf(root, undefined))];
-    return (await Promise.all(rows)).sort((a, b) => (all ? a.root.localeCompare(b.root) : 0));
+    const rows = await Promise.all([...fenced.map((entry) => entryOf(entry.root, entry)), ...stopped.map((root) => entryOf(root, undefined))]);
+    return all ? rows.sort((a, b) => a.root.localeCompare(b.root)) : rows;
   });
   const { output } = context;
   output.record({ entries });

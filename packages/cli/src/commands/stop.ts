@@ -67,7 +67,7 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
  * one that does not answer is waited for or ended.
  */
 function cannotStop(root: string, now: Inspection, where: { stateHome: string; host: string | undefined }, error: unknown): unknown {
-  const owner = now.status === 'unavailable' ? now.owner : now.status === 'absent' || now.status === 'stopped' ? undefined : now.owner;
+  const owner = 'owner' in now ? now.owner : undefined;
   if (owner === undefined) return error;
   const recover = `leasehold recover ${placeOptions(root, where.stateHome)}`;
   if (where.host !== undefined && owner.host !== where.host && now.status !== 'quarantined') {
