@@ -1,7 +1,7 @@
-import { chmodSync, chownSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, mkdirSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { treeOf } from '@leasehold/test-utils';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Background, BIN, capabilityLeaks, json, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
 
 // A state home or workspace this user may not use is a permission problem, said as one: `refused`
@@ -10,6 +10,26 @@ import { Background, BIN, capabilityLeaks, json, killAll, removeSandboxes, sandb
 // a second, unprivileged user (uid 65534, through setpriv), on files made by this one (root).
 
 const NOBODY = 65534;
+
+/**
+ * The folders above the built command that other users may not pass through (a checkout in a
+ * 0700 temp folder, as `mktemp -d` makes): given the search bit for this file's tests only, so that
+ * uid 65534 can run the command, and given back their modes after. Nothing is made readable.
+ */
+const opened: Array<{ path: string; mode: number }> = [];
+beforeAll(() => {
+  for (let folder = dirname(realpathSync(BIN)); ; folder = dirname(folder)) {
+    const mode = statSync(folder).mode & 0o7777;
+    if ((mode & 0o001) === 0) {
+      chmodSync(folder, mode | 0o001);
+      opened.push({ path: folder, mode });
+    }
+    if (folder === dirname(folder)) break;
+  }
+});
+afterAll(() => {
+  for (const { path, mode } of opened.splice(0)) chmodSync(path, mode);
+});
 
 afterEach(async () => {
   await killAll();
