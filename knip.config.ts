@@ -17,7 +17,7 @@ export default {
     'packages/*': { entry: [library, tests] },
     // `pnpm bench` runs dist/bench.js; each worker runs in a child, started by path.
     'packages/bench': { entry: [library, tests, 'src/bench.ts', 'src/*-worker.ts'] },
-    // `leasehold` is dist/bin.js. The tests read listening sockets with the system's `ss`.
+    // `leasehold` is src/bin.ts, bundled by rolldown.config.ts (knip reads it) into dist/leasehold.cjs. The tests read listening sockets with the system's `ss`.
     'packages/cli': { entry: [library, tests, fixtures, 'src/bin.ts'], ignoreBinaries: ['ss'] },
     'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
     'packages/etcd': { entry: [library, tests, fixtures] },

@@ -7,12 +7,15 @@
 // must: run its README example as an ES module, load with `require()` (Node's
 // require of ESM), type-check its README example under TypeScript's
 // `nodenext` and `bundler` resolution and a `.cts` that requires it, each
-// with the oldest TypeScript the README promises.
+// with the oldest TypeScript the README promises. A package with a command
+// runs it from `node_modules/.bin`: `--version`, and `status` on a state home
+// of each backend (the etcd one loads the etcd package from outside the
+// command's bundle).
 //
 // Usage: node tooling/scripts/check-packages.mjs [repoRoot]   (after `pnpm build`)
 // Prints a line per package and check, then each tarball's size and files;
 // exits 1 when anything failed.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -103,13 +106,40 @@ function checksFor(project, name, root, runFolder, compilers) {
     execFileSync(command, args, { cwd: project, encoding: 'utf8', stdio: 'pipe', ...options });
   };
   const runExample = (env) => run(process.execPath, [join(project, 'example.mjs')], { cwd: runFolder, env: { ...process.env, LEASEHOLD_STATE_HOME: state, ...env } });
+  const commands = Object.keys(JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).bin ?? {});
   return [
+    ...commands.map((command) => [`the ${command} command`, () => runCommand(join(project, 'node_modules', '.bin', command), runFolder)]),
     ['README example (ESM)', () => (needsEtcd(example) ? withEtcd(runExample) : runExample({}))],
     ['require()', () => run(process.execPath, ['required.cjs'])],
     [`tsc ${TYPESCRIPT_FLOORS.esm} nodenext`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'example.ts'])],
     [`tsc ${TYPESCRIPT_FLOORS.esm} bundler`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'esnext', '--moduleResolution', 'bundler', 'example.ts'])],
     [`tsc ${TYPESCRIPT_FLOORS.cts} .cts nodenext`, () => run(process.execPath, [compilers.cts, ...strict, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'required.cts'])],
   ];
+}
+
+/**
+ * The installed command as a user first meets it: `--version`, then `status` of a workspace never
+ * served, on a state home of its files and on one `init` gave an etcd cluster (exit 3, `absent`).
+ */
+async function runCommand(command, runFolder) {
+  const workspace = join(runFolder, 'command-workspace');
+  mkdirSync(workspace);
+  const absent = (stateHome, env = {}) => {
+    const result = spawnSync(command, ['status', '--json', '--workspace', workspace, '--state-home', stateHome], { encoding: 'utf8', env: { ...process.env, ...env } });
+    if (result.status !== 3 || !result.stdout.includes('"absent"')) throw new Error(`status: exit ${result.status}: ${result.stdout}${result.stderr}`);
+  };
+  execFileSync(command, ['--version'], { encoding: 'utf8', stdio: 'pipe' });
+  absent(join(runFolder, 'command-files'));
+  if (!etcdAvailable()) return 'etcd skipped: no etcd on PATH';
+  const etcd = await startEtcd({ members: 1 });
+  try {
+    const stateHome = join(runFolder, 'command-etcd');
+    execFileSync(command, ['init', '--state-home', stateHome, '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', '/check'], { encoding: 'utf8', stdio: 'pipe', env: { ...process.env, LEASEHOLD_HOST: 'check' } });
+    absent(stateHome, { LEASEHOLD_HOST: 'check' });
+  } finally {
+    await etcd.stop();
+  }
+  return undefined;
 }
 
 /** An example that talks to etcd reads its endpoints from this variable (the etcd package's README says so). */

@@ -14,7 +14,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 // The built daemon, run as a user would run it (turbo builds before it tests).
 const DAEMON = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
 // The built `leasehold` command (a devDependency, so turbo builds it first): the operator's tool.
-const LEASEHOLD = join(dirname(createRequire(import.meta.url).resolve('@leasehold/cli/package.json')), 'dist', 'bin.js');
+const LEASEHOLD = join(dirname(createRequire(import.meta.url).resolve('@leasehold/cli/package.json')), 'dist', 'leasehold.cjs');
 
 interface Place {
   readonly tmp: string;

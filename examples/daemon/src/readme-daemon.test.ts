@@ -9,7 +9,7 @@ import { cleanUp, killAndReap, makeTemporaryFolder, spawnChild, type SpawnedChil
 afterEach(cleanUp);
 
 const require = createRequire(import.meta.url);
-const LEASEHOLD = join(dirname(require.resolve('@leasehold/cli/package.json')), 'dist', 'bin.js');
+const LEASEHOLD = join(dirname(require.resolve('@leasehold/cli/package.json')), 'dist', 'leasehold.cjs');
 const TRANSPORT_README = join(dirname(require.resolve('@leasehold/transport/package.json')), 'README.md');
 // This package's node_modules, so that a daemon written in a temp folder imports the packages by name.
 const NODE_MODULES = fileURLToPath(new URL('../node_modules', import.meta.url));

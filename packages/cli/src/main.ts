@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
@@ -256,9 +256,12 @@ function splitProgram(args: readonly string[]): { options: readonly string[]; pr
   return separator === -1 ? { options: args, program: undefined } : { options: args.slice(0, separator), program: args.slice(separator + 1) };
 }
 
-/** This command's version, from the package.json it ships with. */
+/**
+ * This command's version, from the package.json it ships with. Read with `require`, not `node:fs`:
+ * an ES import of `node:fs` loads Node's whole stream stack, a fifth of `--version`'s start-up.
+ */
 function version(): string {
-  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  const manifest = createRequire(import.meta.url)('../package.json') as { version: string };
   return manifest.version;
 }
 

@@ -8,7 +8,7 @@ import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture
 
 /** The built `leasehold` binary; the tests run it as a real process. */
 /** The built `leasehold` command. */
-export const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../dist/leasehold.cjs', import.meta.url));
 
 /** A bound on every wait, so that a broken build fails a test instead of hanging it. */
 const WAIT_BOUND_MS = 30_000;
