@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Background, BIN, capabilityLeaks, cli, json, killAll, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
+import { REGISTRY_ENTRIES } from '@leasehold/contracts';
+import { pathExists } from '@leasehold/test-utils';
+import { Background, BIN, capabilityLeaks, cli, json, killAll, manyOwners, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
 
 // Every remedy the command prints names a command that works in the state it was printed in: each
 // test reaches a state, takes the command the output suggests, runs it as a person would (pasted
@@ -209,6 +211,30 @@ describe('an owner that does not answer, and a registry held by another command'
   });
 });
 
+describe('a full registry', () => {
+  it('capacity names the list of what fills it; recovering one crashed owner it shows frees a row, and the serve then serves', async () => {
+    const box = sandbox();
+    const { owner, roots } = await manyOwners(box, REGISTRY_ENTRIES);
+    await owner.kill9();
+    const workspace = box.workspace('ws');
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    const answer = json(refused);
+    expect(answer).toMatchObject({ error: 'capacity' });
+    const listing = await box.shell(`${/`(leasehold list [^`]+)`/.exec(answer.remedy as string)![1]} --json`);
+    expect(listing.code).toBe(0);
+    const { entries } = json(listing) as { entries: Array<{ root: string; status: string; reasonCode?: string }> };
+    expect(entries.map(({ root }) => root)).toEqual([...roots].sort());
+    expect(new Set(entries.map(({ status, reasonCode }) => `${status} (${reasonCode})`))).toEqual(new Set(['unavailable (owner-gone)']));
+    const review = await cli(['recover', ...box.place(roots[0]!)]);
+    expect(review.code).toBe(0);
+    expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
+    const { server } = await box.serve(workspace);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+});
+
 describe("recover's answer to a digest that does not match", () => {
   it('says it does not match the state shown now, changes nothing, and its remedy shows the current digest', async () => {
     const { box, workspace } = await crashedWorkspace();
@@ -235,5 +261,15 @@ describe('a usage error names the command line that works', () => {
     const fixed = await box.shell(suggested(json(refused).remedy as string, 'run: '));
     expect(fixed.code).toBe(0);
     expect(json(fixed)).toEqual({ entries: [] });
+  });
+
+  it('init with half of the etcd options, or values that are not a URL and a key prefix, exits 2 and creates nothing', async () => {
+    const box = sandbox();
+    for (const options of [['--etcd-endpoints', 'http://127.0.0.1:2379'], ['--etcd-endpoints', 'ftp://x', '--etcd-prefix', 'nope']]) {
+      const refused = await cli(['init', '--state-home', box.stateHome, ...options, '--json']);
+      expect(refused.code).toBe(2);
+      expect(json(refused)).toMatchObject({ error: 'usage', remedy: expect.stringContaining('--etcd-prefix a key prefix such as /leasehold/team') });
+    }
+    expect(pathExists(box.stateHome)).toBe(false);
   });
 });

@@ -262,6 +262,15 @@ export async function registryWriter(stateHome: string, root: string): Promise<B
 
 const REGISTRY_WRITER = fileURLToPath(new URL('./fixtures/registry-writer.mjs', import.meta.url));
 
+/** A process that owns `count` workspaces of `box` (`w0`, `w1`…) at once, started and holding them: SIGKILL it to leave them crashed. */
+export async function manyOwners(box: Sandbox, count: number): Promise<{ owner: Background; roots: string[] }> {
+  const owner = new Background(process.execPath, [MANY_OWNERS, box.stateHome, box.folder, String(count)]);
+  const roots = await owner.until((stdout) => (stdout.includes('"event":"owned"') ? (JSON.parse(stdout) as { roots: string[] }).roots : undefined), 'owned');
+  return { owner, roots };
+}
+
+const MANY_OWNERS = fileURLToPath(new URL('./fixtures/many-owners.mjs', import.meta.url));
+
 /** Kills every process still running (SIGKILL) and waits for each. */
 export async function killAll(): Promise<void> {
   const running = [...children];
