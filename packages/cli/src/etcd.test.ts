@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanUp, etcdAvailable, etcdctl, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { cleanUp, etcdAvailable, etcdctl, pathExists, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
 import { capabilityLeaks, cli, json, killAll, removeSandboxes, Server } from '../test/helpers.js';
@@ -183,6 +183,23 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const recovered = await a.run(['recover', '--all-dead', '--digest', review.digest as string, '--yes']);
     expect(recovered.code).toBe(0);
     for (const root of crashed) expect(json(await a.run(['status'], root)).status).toBe('stopped');
+  });
+
+  it('init: an etcd that does not answer records nothing and says to check it; a state home of files keeps them, and another state home takes etcd', async () => {
+    const host = hostNamed('host-a');
+    const prefix = `/leasehold/cli-${randomUUID()}`;
+    const unreachable = await host.run(['init', '--etcd-endpoints', 'http://127.0.0.1:1', '--etcd-prefix', prefix]);
+    expect(unreachable.code).toBe(1);
+    expect(json(unreachable)).toMatchObject({ error: 'unavailable', remedy: expect.stringContaining('nothing was recorded: check that etcd answers at --etcd-endpoints') });
+    expect(pathExists(host.box.stateHome)).toBe(false);
+    expect((await host.run(['init'])).code).toBe(0);
+    const kept = await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix]);
+    expect(kept.code).toBe(1);
+    expect(json(kept)).toMatchObject({ error: 'refused', remedy: 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one' });
+    const other = join(host.box.folder, 'state-etcd');
+    const taken = await cli(['init', '--state-home', other, '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix, '--json'], { env: host.env });
+    expect(taken.code).toBe(0);
+    expect(json(taken)).toMatchObject({ initialized: true, backend: { kind: 'etcd', prefix } });
   });
 
   it('`--lease-ttl` is a usage error on a state home of the file backend, and nothing is served', async () => {

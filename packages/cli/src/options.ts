@@ -1,4 +1,4 @@
-import { anyPortEndpoint, hash, type Backend } from '@leasehold/contracts';
+import { anyPortEndpoint, backendSchema, hash, safeDecode, type Backend } from '@leasehold/contracts';
 import type { CommandContext } from './context.js';
 import { UsageError } from './remedies.js';
 
@@ -41,4 +41,17 @@ export function requireEtcd(backend: Backend, option: string): void {
   if (backend.kind !== 'etcd') {
     throw new UsageError(`${option}: only for a state home on the etcd backend (this one uses files)`, `leave out ${option}; it sets the etcd lease's time to live`);
   }
+}
+
+const ETCD_OPTIONS_REMEDY = 'give --etcd-endpoints the members\' client URLs, comma-separated (http://HOST:2379 or https://HOST:2379), and --etcd-prefix a key prefix such as /leasehold/team; or neither, for the file backend';
+
+/** The backend `init` is asked for: files, or etcd with both `--etcd-endpoints` and `--etcd-prefix`, each checked by the rule the state home applies. */
+export function backendOption(endpoints: Value, prefix: Value): Backend {
+  if (endpoints === undefined && prefix === undefined) return { kind: 'files' };
+  if (typeof endpoints !== 'string' || typeof prefix !== 'string') {
+    throw new UsageError('--etcd-endpoints and --etcd-prefix: give both, or neither for the file backend', ETCD_OPTIONS_REMEDY);
+  }
+  const decoded = safeDecode(backendSchema, { kind: 'etcd', endpoints: endpoints.split(','), prefix }, '--etcd-endpoints/--etcd-prefix');
+  if (!decoded.success) throw new UsageError(decoded.error.message, ETCD_OPTIONS_REMEDY);
+  return decoded.value;
 }

@@ -1,19 +1,9 @@
-import { ContractError, backendSchema, decode, describeBackend, type Backend } from '@leasehold/contracts';
+import { ContractError, describeBackend } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { openBackendFor, withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
-import { SetupError } from '../remedies.js';
-
-/** The backend the options ask for: files, or etcd with both `--etcd-endpoints` and `--etcd-prefix`. */
-function requested(context: CommandContext): Backend {
-  const endpoints = context.values['etcd-endpoints'];
-  const prefix = context.values['etcd-prefix'];
-  if (endpoints === undefined && prefix === undefined) return { kind: 'files' };
-  if (typeof endpoints !== 'string' || typeof prefix !== 'string') {
-    throw new SetupError('--etcd-endpoints and --etcd-prefix: give both, or neither for the file backend', 'pass --etcd-endpoints URL[,URL...] --etcd-prefix /PREFIX');
-  }
-  return decode(backendSchema, { kind: 'etcd', endpoints: endpoints.split(','), prefix }, '--etcd-endpoints/--etcd-prefix');
-}
+import { backendOption } from '../options.js';
+import { RemedyError, SetupError } from '../remedies.js';
 
 /**
  * `leasehold init`: records which backend the state home uses in its format
@@ -23,9 +13,15 @@ function requested(context: CommandContext): Backend {
  */
 export async function init(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
-  const backend = requested(context);
+  const backend = backendOption(context.values['etcd-endpoints'], context.values['etcd-prefix']);
   // Reach etcd (with the environment's credentials) before recording it, so a typo is never recorded.
-  if (backend.kind === 'etcd') await withBackend(context, ({ ownership }) => ownership.list(), openBackendFor(stateHome, backend, { env: context.env }));
+  if (backend.kind === 'etcd') {
+    await withBackend(context, ({ ownership }) => ownership.list(), openBackendFor(stateHome, backend, { env: context.env })).catch((error: unknown) => {
+      if (!ContractError.is(error, 'unavailable')) throw error;
+      // Nothing is recorded yet, so `status` would not help: the cluster the options name is what to check.
+      throw new RemedyError('unavailable', error.message, 'nothing was recorded: check that etcd answers at --etcd-endpoints (and LEASEHOLD_ETCD_* for its credentials and TLS), then run this again', { cause: error });
+    });
+  }
   await new Registry(stateHome, { backend }).initialize().catch((error: unknown) => {
     if (!ContractError.is(error, 'refused') || error.path === undefined) throw error;
     // The state home records another backend: a state home keeps the backend it was made with.
