@@ -162,6 +162,15 @@ class Diagnosis {
     return `--workspace ${quoted(root)} --state-home ${quoted(this.stateHome)}`;
   }
 
+  /**
+   * Only root may give a file to another user, so a `chown` is the fix only as root; and another
+   * user's state home is theirs to use, not to take over.
+   */
+  private foreignOwnerRemedy(path: string, owner: number, uid: number | undefined): string {
+    if (path === this.stateHome) return `it is the state home of uid ${owner}: run as that user, or use a state home of your own`;
+    return uid === 0 ? `chown ${uid} ${quoted(path)}` : `as root: chown ${uid} ${quoted(path)}`;
+  }
+
   /** Links, special files, other owners and loose modes, everywhere under the state home. */
   safety(path: string): void {
     const stats = lookup(path);
@@ -176,7 +185,7 @@ class Diagnosis {
     }
     const uid = process.geteuid?.();
     if (stats.uid !== uid) {
-      this.add({ kind: 'foreign-owner', path, problem: `owned by uid ${stats.uid}, not by you`, remedy: `chown ${uid} ${quoted(path)}` });
+      this.add({ kind: 'foreign-owner', path, problem: `owned by uid ${stats.uid}, not by you`, remedy: this.foreignOwnerRemedy(path, stats.uid, uid) });
     }
     if ((stats.mode & 0o077) !== 0) {
       const wanted = stats.isDirectory() ? 0o700 : 0o600;
