@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { REGISTRY_ENTRIES } from '@leasehold/contracts';
 import { pathExists } from '@leasehold/test-utils';
 import { Background, BIN, capabilityLeaks, cli, json, killAll, manyOwners, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
@@ -232,6 +234,24 @@ describe('a full registry', () => {
     const { server } = await box.serve(workspace);
     expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
     expect((await server.exit()).code).toBe(0);
+  });
+});
+
+describe('a file of the state home that cannot be read', () => {
+  it('status names doctor, and the doctor it names reports that file with its fix', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { server } = await box.serve(workspace);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+    const registration = join(box.serviceFolders()[0]!, 'registration.json');
+    writeFileSync(registration, '{"schema":');
+    const answer = await statusText(box, workspace);
+    expect(answer.code).toBe(3);
+    const doctor = await box.shell(suggested(answer.stdout, 'cannot be read as a state: '));
+    expect(doctor.code).toBe(3);
+    expect(doctor.stdout).toContain(`${registration}\n  workspace: ${workspace}\n  problem:   unreadable: `);
+    expect(doctor.stdout).toContain(`fix:       repair or restore ${registration} by hand`);
   });
 });
 
