@@ -59,3 +59,7 @@ export function recordBytes(record: object): Uint8Array {
 export function decodeRecord<Schema extends z.ZodType>(schema: Schema, bytes: Uint8Array, key: string): z.output<Schema> {
   return decodeBytes(schema, bytes, RECORD_BYTES, `etcd key ${key}`);
 }
+
+/** The newest fencing token a resource admitted (a `Sequencer`), kept by a fencing gate. */
+export const admittedTokenSchema = z.strictObject({ schema: z.literal('leasehold.fencing-token/1'), root: absolutePath, cluster: text(64, { nonEmpty: true }), revision });
+export type AdmittedToken = z.infer<typeof admittedTokenSchema>;

@@ -5,6 +5,7 @@ export type { Backend, Ownership, OwnershipLease, Recovery } from '@leasehold/co
 export { etcdBackend, type EtcdBackend, type EtcdBackendLease, type EtcdBackendOptions } from './backend.js';
 export { OWNER_PHASES, RECORD_BYTES, type FenceRecord, type JournalRecord, type OwnerPhase, type OwnerRecord } from './documents.js';
 export type { EtcdAuth, EtcdTls } from './etcd-client.js';
+export { EtcdFencingGate, FileFencingGate, type EtcdFencingGateOptions } from './fencing-gate.js';
 export { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 export type { EtcdOwnerLease, FencedOperation, Sequencer } from './owner-lease.js';
 export {

@@ -15,7 +15,7 @@ export interface Sequencer {
 }
 
 /** The most writes one fenced transaction takes: one below etcd's bound, as the package has always allowed. */
-const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
+export const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
 
 /** One write of a fenced transaction, to a key outside the ownership's prefix. */
 export type FencedOperation = { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
@@ -155,7 +155,7 @@ export class OwnerLease implements EtcdOwnerLease {
     if (operations.length === 0 || operations.length > MAX_FENCED_OPERATIONS) {
       throw new ContractError('refused', `fenced write: 1 to ${MAX_FENCED_OPERATIONS} operations per transaction`);
     }
-    return this.#fenced(operations.map((operation) => ('put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation)));
+    return this.#fenced(operationsOf(operations));
   }
 
   /** `fencedTxn` of one put. */
@@ -311,10 +311,15 @@ export class OwnerLease implements EtcdOwnerLease {
   }
 }
 
-function keyOf(operation: FencedOperation): string {
+export function keyOf(operation: FencedOperation): string {
   return 'put' in operation ? operation.put : operation.delete;
 }
 
 function bytesOf(value: string | Uint8Array): Uint8Array {
   return typeof value === 'string' ? new TextEncoder().encode(value) : value;
+}
+
+/** The etcd operations of fenced writes. */
+export function operationsOf(operations: readonly FencedOperation[]): Operation[] {
+  return operations.map((operation) => ('put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation));
 }
