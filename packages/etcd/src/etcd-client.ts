@@ -218,10 +218,6 @@ class Routing {
   }
 }
 
-function recoverable(error: unknown): boolean {
-  return error instanceof Error && etcd3.isRecoverableError(error);
-}
-
 function deadlineExceeded(error: unknown): boolean {
   return error instanceof etcd3.GRPCDeadlineExceededError || (error instanceof Error && /deadline exceeded/i.test(error.message));
 }
@@ -240,11 +236,9 @@ export function connect(options: ConnectionOptions): EtcdClient {
   const routing = new Routing(members, options.requestTimeoutMs);
   const call = (): { deadline: number } => ({ deadline: Date.now() + options.requestTimeoutMs });
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
-  // Runs one request on the first member of the order that takes it. An answer of etcd's (a refusal,
-  // a lease not found) is the answer. A member that lets the deadline pass may have received the
-  // request, so it is tried last from then on and the request is not sent again (a write must never be
-  // applied twice); one that fails as the library counts recoverable (the connection) is left for the
-  // next member, as the library's own retry across members did.
+  // Runs one request on the first member of the order that takes it: a member that refuses the
+  // connection is left for the next; one that lets the deadline pass may have received it, so it is
+  // not sent again (a write must never be applied twice).
   const guarded = async <T>(request: (client: Client) => Promise<T>): Promise<T> => {
     let last: ContractError | undefined;
     for (const member of await routing.order()) {
@@ -254,10 +248,9 @@ export function connect(options: ConnectionOptions): EtcdClient {
         return answer;
       } catch (error) {
         last = failure(error);
-        const timedOut = deadlineExceeded(error);
-        if (last.code === 'refused' || !(timedOut || recoverable(error))) throw last;
+        if (last.code === 'refused') throw last;
         routing.silenced(member);
-        if (timedOut) throw last;
+        if (deadlineExceeded(error)) throw last;
       }
     }
     throw last ?? new ContractError('unavailable', 'etcd is unavailable: no member to ask');
