@@ -148,116 +148,23 @@ function credentialsOf(endpoints: readonly string[], tls: EtcdTls | undefined): 
   };
 }
 
-type Client = InstanceType<typeof etcd3.Etcd3>;
-
-/** One member's own client, and whether it failed to answer its last request (then it is tried last). */
-interface Member {
-  readonly endpoint: string;
-  readonly client: Client;
-  silent: boolean;
-}
-
-/**
- * After one of two hedged keep-alives is answered, how long the other member has before it counts as
- * silent. Counting one silent only moves it to the end of the order; its next answer moves it back.
- */
-const SILENCE_MS = 500;
-
-/**
- * Where requests go. Every member forwards writes and linearizable reads to the leader, so a
- * silent member (frozen, partitioned, overloaded: its sockets accept, nothing answers) holds every
- * request sent to it until the request's deadline. A killed member refuses at once, and a library's
- * retry helps; a silent one does not. So each member has its own client, requests go first to the
- * leader (as the members say, when an endpoint given is one it advertises), then to members that
- * answered their last request, and a member that did not answer is tried last until it answers again.
- */
-class Routing {
-  readonly #members: readonly Member[];
-  readonly #timeoutMs: number;
-  #leader: Member | undefined;
-  #learning: Promise<void> | undefined;
-  #turn = 0;
-
-  constructor(members: readonly Member[], timeoutMs: number) {
-    this.#members = members;
-    this.#timeoutMs = timeoutMs;
-  }
-
-  /** The members in the order to try: the leader, then those that answered (taking turns), then the silent. */
-  async order(): Promise<Member[]> {
-    if (this.#members.length > 1) await (this.#learning ??= this.#learnLeader());
-    const start = this.#turn++ % this.#members.length;
-    const turned = [...this.#members.slice(start), ...this.#members.slice(0, start)];
-    const leader = this.#leader !== undefined && !this.#leader.silent ? [this.#leader] : [];
-    const answering = turned.filter((member) => !member.silent && member !== this.#leader);
-    return [...leader, ...answering, ...turned.filter((member) => member.silent && !leader.includes(member))];
-  }
-
-  /** A member did not answer in time: try it last, and ask again who leads (it may have been the leader). */
-  silenced(member: Member): void {
-    member.silent = true;
-    if (member === this.#leader) {
-      this.#leader = undefined;
-      this.#learning = undefined;
-    }
-  }
-
-  /** The leader as the first member that answers says, mapped to an endpoint given; none when it is not one of them. */
-  async #learnLeader(): Promise<void> {
-    const deadline = { deadline: Date.now() + Math.min(this.#timeoutMs, 1000) };
-    for (const member of this.#members.filter((candidate) => !candidate.silent)) {
-      try {
-        const [status, list] = await Promise.all([member.client.maintenance.status(deadline), member.client.cluster.memberList({}, deadline)]);
-        const urls = list.members.find((candidate) => candidate.ID === status.leader)?.clientURLs ?? [];
-        this.#leader = this.#members.find((candidate) => urls.includes(candidate.endpoint));
-        return;
-      } catch {
-        // This member did not say: ask the next; with none, requests take turns.
-      }
-    }
-  }
-}
-
-function deadlineExceeded(error: unknown): boolean {
-  return error instanceof etcd3.GRPCDeadlineExceededError || (error instanceof Error && /deadline exceeded/i.test(error.message));
-}
-
 /** Connects lazily (nothing is sent until the first request); throws `refused` for TLS options that cannot work. */
 export function connect(options: ConnectionOptions): EtcdClient {
   const credentials = credentialsOf(options.endpoints, options.tls);
-  const clientOf = (endpoint: string): Client =>
-    new etcd3.Etcd3({
-      hosts: [endpoint],
-      ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
-      ...(credentials === undefined ? {} : { credentials }),
-      faultHandling: { host: () => PASS_THROUGH },
-    });
-  const members: Member[] = options.endpoints.map((endpoint) => ({ endpoint, client: clientOf(endpoint), silent: false }));
-  const routing = new Routing(members, options.requestTimeoutMs);
+  const client = new etcd3.Etcd3({
+    hosts: [...options.endpoints],
+    ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
+    ...(credentials === undefined ? {} : { credentials }),
+    faultHandling: { host: () => PASS_THROUGH },
+  });
   const call = (): { deadline: number } => ({ deadline: Date.now() + options.requestTimeoutMs });
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
-  // Runs one request on the first member of the order that takes it: a member that refuses the
-  // connection is left for the next; one that lets the deadline pass may have received it, so it is
-  // not sent again (a write must never be applied twice).
-  const guarded = async <T>(request: (client: Client) => Promise<T>): Promise<T> => {
-    let last: ContractError | undefined;
-    for (const member of await routing.order()) {
-      try {
-        const answer = await request(member.client);
-        member.silent = false;
-        return answer;
-      } catch (error) {
-        last = failure(error);
-        if (last.code === 'refused') throw last;
-        routing.silenced(member);
-        if (deadlineExceeded(error)) throw last;
-      }
-    }
-    throw last ?? new ContractError('unavailable', 'etcd is unavailable: no member to ask');
-  };
+  // Runs one request, every error of the library turned into a ContractError.
+  const guarded = <T>(request: () => Promise<T>): Promise<T> => request().catch((error: unknown) => Promise.reject(failure(error)));
+  const watchKey = (key: string, startRevision: string, handlers: WatchHandlers): Watch => watchOn(client, failure, key, startRevision, handlers);
   return {
     async txn(compare, success, failure = []) {
-      const response = await guarded((client) =>
+      const response = await guarded(() =>
         client.kv.txn({ compare: compare.map(compareOf), success: success.map(operationOf), failure: failure.map(operationOf) }, call()),
       );
       return {
@@ -268,59 +175,25 @@ export function connect(options: ConnectionOptions): EtcdClient {
     },
     async range(key, prefix) {
       const bytes = Buffer.from(key);
-      const response = await guarded((client) => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, call()));
+      const response = await guarded(() => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, call()));
       return { header: headerOf(response.header), kvs: response.kvs.map(keyValueOf) };
     },
     async grant(ttlSeconds) {
-      const response = await guarded((client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, call()));
+      const response = await guarded(() => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, call()));
       if (response.error !== '') throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
       return { id: response.ID, ttlSeconds: Number(response.TTL) };
     },
-    keepAlive: async (id, timeoutMs = options.requestTimeoutMs) => hedgedKeepAlive(routing, await routing.order(), id, timeoutMs, failure),
+    keepAlive: (id, timeoutMs = options.requestTimeoutMs) => guarded(() => keepAliveOnce(client, id, timeoutMs)),
     async revoke(id) {
-      await guarded((client) => client.leaseClient.leaseRevoke({ ID: id }, call()));
+      await guarded(() => client.leaseClient.leaseRevoke({ ID: id }, call()));
     },
-    watch: (key, startRevision, handlers) => watchOn(routing, failure, key, startRevision, handlers),
-    close: () => members.forEach((member) => member.client.close()),
+    watch: watchKey,
+    close: () => client.close(),
   };
 }
 
-/**
- * A keep-alive sent to the first two members of the order at once; the first answer counts. A keep-alive
- * is safe to send twice (each only renews), and one silent member then costs nothing: the other answers,
- * and the silent one, unanswered `SILENCE_MS` after it, goes to the end of the order.
- */
-async function hedgedKeepAlive(routing: Routing, order: readonly Member[], id: string, timeoutMs: number, failure: (error: unknown) => ContractError): Promise<number> {
-  let answered = false;
-  const asked = order.slice(0, 2).map((member) => {
-    const settled = { done: false };
-    const answer = keepAliveOnce(member.client, id, timeoutMs).then(
-      (ttl) => {
-        settled.done = true;
-        member.silent = false;
-        if (!answered) {
-          answered = true;
-          for (const other of asked) setTimeout(() => other.settled.done || routing.silenced(other.member), SILENCE_MS).unref();
-        }
-        return ttl;
-      },
-      (error: unknown) => {
-        settled.done = true;
-        routing.silenced(member);
-        throw failure(error);
-      },
-    );
-    return { member, settled, answer };
-  });
-  try {
-    return await Promise.any(asked.map(({ answer }) => answer));
-  } catch (error) {
-    throw error instanceof AggregateError ? (error.errors[0] as ContractError) : error;
-  }
-}
-
 /** One keep-alive on its own stream, so that its answer is unambiguously the answer to it. */
-async function keepAliveOnce(client: Client, id: string, timeoutMs: number): Promise<number> {
+async function keepAliveOnce(client: InstanceType<typeof etcd3.Etcd3>, id: string, timeoutMs: number): Promise<number> {
   const stream = await client.leaseClient.leaseKeepAlive({ deadline: Date.now() + timeoutMs });
   try {
     const answer = await new Promise<{ TTL: string }>((resolve, reject) => {
@@ -335,7 +208,7 @@ async function keepAliveOnce(client: Client, id: string, timeoutMs: number): Pro
   }
 }
 
-function watchOn(routing: Routing, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+function watchOn(client: InstanceType<typeof etcd3.Etcd3>, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
   let ended = false;
   let cancelStream: (() => void) | undefined;
   const end = (reason: string): void => {
@@ -345,10 +218,7 @@ function watchOn(routing: Routing, failure: (error: unknown) => ContractError, k
     handlers.onEnd(reason);
   };
   const created = (async () => {
-    // On the first member of the order: a watch on a silent member would deliver nothing.
-    const [member] = await routing.order();
-    if (member === undefined) throw new ContractError('unavailable', 'etcd is unavailable: no member to watch on');
-    const stream = await member.client.watchClient.watch().catch((error: unknown) => Promise.reject(failure(error)));
+    const stream = await client.watchClient.watch().catch((error: unknown) => Promise.reject(failure(error)));
     cancelStream = () => stream.cancel();
     if (ended) stream.cancel();
     await new Promise<void>((resolve, reject) => {
