@@ -26,13 +26,17 @@ export interface EtcdTls {
   readonly key?: string | Uint8Array;
 }
 
+/** The bound of every single etcd request (a gRPC deadline) when the caller gives none, in milliseconds. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
+
 /** What a client connects to. */
 export interface ConnectionOptions {
+  /** At least one member's client URL. */
   readonly endpoints: readonly string[];
   readonly auth?: EtcdAuth;
   readonly tls?: EtcdTls;
-  /** The bound of every single request (gRPC deadline). */
-  readonly requestTimeoutMs: number;
+  /** The bound of every single request (gRPC deadline; default `DEFAULT_REQUEST_TIMEOUT_MS`). */
+  readonly requestTimeoutMs?: number;
 }
 
 /** One key as etcd holds it. Revisions and lease ids are int64 decimal strings. */
@@ -150,14 +154,16 @@ function credentialsOf(endpoints: readonly string[], tls: EtcdTls | undefined): 
 
 /** Connects lazily (nothing is sent until the first request); throws `refused` for TLS options that cannot work. */
 export function connect(options: ConnectionOptions): EtcdClient {
+  if (options.endpoints.length === 0) throw new ContractError('refused', 'endpoints: name at least one etcd member');
   const credentials = credentialsOf(options.endpoints, options.tls);
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const client = new etcd3.Etcd3({
     hosts: [...options.endpoints],
     ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
     ...(credentials === undefined ? {} : { credentials }),
     faultHandling: { host: () => PASS_THROUGH },
   });
-  const call = (): { deadline: number } => ({ deadline: Date.now() + options.requestTimeoutMs });
+  const call = (): { deadline: number } => ({ deadline: Date.now() + requestTimeoutMs });
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
   // Runs one request, every error of the library turned into a ContractError.
   const guarded = <T>(request: () => Promise<T>): Promise<T> => request().catch((error: unknown) => Promise.reject(failure(error)));
@@ -183,7 +189,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
       if (response.error !== '') throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
       return { id: response.ID, ttlSeconds: Number(response.TTL) };
     },
-    keepAlive: (id, timeoutMs = options.requestTimeoutMs) => guarded(() => keepAliveOnce(client, id, timeoutMs)),
+    keepAlive: (id, timeoutMs = requestTimeoutMs) => guarded(() => keepAliveOnce(client, id, timeoutMs)),
     async revoke(id) {
       await guarded(() => client.leaseClient.leaseRevoke({ ID: id }, call()));
     },

@@ -3,7 +3,6 @@ import { ContractError, decodeBytes, encode } from '@leasehold/contracts';
 import { PrivateFiles } from '@leasehold/private-files';
 import { RECORD_BYTES, admittedTokenSchema, type AdmittedToken } from './documents.js';
 import { connect, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue } from './etcd-client.js';
-import { DEFAULT_REQUEST_TIMEOUT_MS } from './ownership.js';
 import { MAX_FENCED_OPERATIONS, keyOf, operationsOf, type FencedOperation, type Sequencer } from './owner-lease.js';
 
 // The resource side of fencing (Chubby's sequencer check, Kleppmann's fencing token). An owner
@@ -61,14 +60,8 @@ export class EtcdFencingGate {
   readonly #client: EtcdClient;
 
   constructor(options: EtcdFencingGateOptions) {
-    if (options.endpoints.length === 0) throw new ContractError('refused', 'endpoints: name at least one etcd member');
     this.key = options.key;
-    this.#client = connect({
-      endpoints: options.endpoints,
-      ...(options.auth === undefined ? {} : { auth: options.auth }),
-      ...(options.tls === undefined ? {} : { tls: options.tls }),
-      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-    });
+    this.#client = connect(options);
   }
 
   /**

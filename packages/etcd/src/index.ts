@@ -4,12 +4,11 @@ export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export type { Backend, Ownership, OwnershipLease, Recovery } from '@leasehold/contracts';
 export { etcdBackend, type EtcdBackend, type EtcdBackendLease, type EtcdBackendOptions } from './backend.js';
 export { OWNER_PHASES, RECORD_BYTES, type FenceRecord, type JournalRecord, type OwnerPhase, type OwnerRecord } from './documents.js';
-export type { EtcdAuth, EtcdTls } from './etcd-client.js';
+export { DEFAULT_REQUEST_TIMEOUT_MS, type EtcdAuth, type EtcdTls } from './etcd-client.js';
 export { EtcdFencingGate, FileFencingGate, type EtcdFencingGateOptions } from './fencing-gate.js';
 export { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 export type { EtcdOwnerLease, FencedOperation, Sequencer } from './owner-lease.js';
 export {
-  DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_TTL_SECONDS,
   EtcdOwnership,
   type AcquireOptions,

@@ -19,7 +19,6 @@ import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 import { OwnerLease, type EtcdOwnerLease } from './owner-lease.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
-export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
 
 export interface EtcdOwnershipOptions {
   /** Client URLs of the cluster's members, such as `http://10.0.0.5:2379`. */
@@ -89,13 +88,7 @@ export class EtcdOwnership {
     this.#keys = keyLayout(options.prefix);
     this.prefix = options.prefix;
     this.host = decode(hostSchema, options.host, 'host');
-    if (options.endpoints.length === 0) throw new ContractError('refused', 'endpoints: name at least one etcd member');
-    this.#client = connect({
-      endpoints: options.endpoints,
-      ...(options.auth === undefined ? {} : { auth: options.auth }),
-      ...(options.tls === undefined ? {} : { tls: options.tls }),
-      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-    });
+    this.#client = connect(options);
   }
 
   /** This root's state from one read of its fence and owner keys; never throws for etcd's sake (`unavailable`). */
