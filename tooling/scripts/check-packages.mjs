@@ -121,7 +121,7 @@ function checksFor(project, name, root, runFolder, compilers) {
  * The installed command as a user first meets it: `--version`, then `status` of a workspace never
  * served, on a state home of its files and on one `init` gave an etcd cluster (exit 3, `absent`).
  */
-async function runCommand(command, runFolder) {
+function runCommand(command, runFolder) {
   const workspace = join(runFolder, 'command-workspace');
   mkdirSync(workspace);
   const absent = (stateHome, env = {}) => {
@@ -130,16 +130,12 @@ async function runCommand(command, runFolder) {
   };
   execFileSync(command, ['--version'], { encoding: 'utf8', stdio: 'pipe' });
   absent(join(runFolder, 'command-files'));
-  if (!etcdAvailable()) return 'etcd skipped: no etcd on PATH';
-  const etcd = await startEtcd({ members: 1 });
-  try {
+  return withEtcd((env) => {
     const stateHome = join(runFolder, 'command-etcd');
-    execFileSync(command, ['init', '--state-home', stateHome, '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', '/check'], { encoding: 'utf8', stdio: 'pipe', env: { ...process.env, LEASEHOLD_HOST: 'check' } });
-    absent(stateHome, { LEASEHOLD_HOST: 'check' });
-  } finally {
-    await etcd.stop();
-  }
-  return undefined;
+    const host = { LEASEHOLD_HOST: 'check' };
+    execFileSync(command, ['init', '--state-home', stateHome, '--etcd-endpoints', env[ETCD_ENDPOINTS], '--etcd-prefix', '/check'], { encoding: 'utf8', stdio: 'pipe', env: { ...process.env, ...host } });
+    absent(stateHome, host);
+  });
 }
 
 /** An example that talks to etcd reads its endpoints from this variable (the etcd package's README says so). */
@@ -150,9 +146,10 @@ function needsEtcd(example) {
 }
 
 /**
- * Runs `runExample` against a fresh single-node etcd of its own, so no run
- * sees another's keys. Without an etcd binary it is skipped, said plainly,
- * except under CI=true, where `etcdAvailable` throws and the check fails.
+ * Runs `runExample` (given the etcd endpoints as `LEASEHOLD_ETCD_ENDPOINTS`)
+ * against a fresh single-node etcd of its own, so no run sees another's
+ * keys. Without an etcd binary it is skipped, said plainly, except under
+ * CI=true, where `etcdAvailable` throws and the check fails.
  */
 async function withEtcd(runExample) {
   if (!etcdAvailable()) return 'skipped: no etcd on PATH';
