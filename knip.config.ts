@@ -25,8 +25,7 @@ export default {
     'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/registry': { entry: [library, tests, fixtures] },
-    // No tests of its own: every other package's tests exercise it.
-    'packages/test-utils': { entry: [library, 'fixtures/*.mjs'] },
+    'packages/test-utils': { entry: [library, tests, 'fixtures/*.mjs'] },
     'packages/transport': { entry: [library, tests, fixtures] },
     // An application: `pnpm start` runs dist/daemon.js.
     'examples/*': { entry: ['src/daemon.ts', tests] },

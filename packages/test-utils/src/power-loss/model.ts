@@ -293,7 +293,7 @@ function nameChoice(replay: Replay, effects: readonly EntryEffect[], point: numb
 function undominated(options: readonly NameOption[], key: string, renames: readonly Rename[]): NameOption[] {
   const constraints = (option: NameOption): string[] =>
     renames.flatMap((rename) => {
-      if (rename.source === key && option.horizon === rename.index) return [`needs ${rename.index}`];
+      if (rename.source === key && option.horizon >= rename.index) return [`needs ${rename.index}`];
       if (rename.target === key && option.horizon < rename.index) return [`breaks ${rename.index}`];
       return [];
     });
@@ -314,12 +314,13 @@ function undominated(options: readonly NameOption[], key: string, renames: reado
 
 /**
  * Rule 3, a rename is atomic: the old name's removal never reaches the disk
- * without the new name. When the old name shows exactly the rename's effect,
- * the new name shows the rename or a later effect.
+ * without the new name. When the old name shows the rename's effect or a
+ * later one (a later entry at the old name reached the disk, so its removal
+ * did too), the new name shows the rename or a later effect.
  */
 function renameHolds(renames: readonly Rename[], horizons: ReadonlyMap<string, number>, point: number): boolean {
   return renames.every((rename) => {
-    if (rename.index >= point || horizons.get(rename.source) !== rename.index) return true;
+    if (rename.index >= point || (horizons.get(rename.source) ?? -1) < rename.index) return true;
     return (horizons.get(rename.target) ?? -1) >= rename.index;
   });
 }
