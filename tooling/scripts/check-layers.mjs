@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The repository's layer check (SPEC 1.5, STYLE habit 5): which package may
+// The repository's layer check (README.md, "Layers"): which package may
 // use which, the `workspace:` ranges and the public entry points are enforced
 // here, in the test run, so they never depend on someone noticing them in review.
 //
@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
 
 /**
- * The layers (SPEC diagram), each with every layer it may depend on: the
+ * The layers (the diagram in README.md, "Layers"), each with every layer it may depend on: the
  * layers below it, transitively closed, so a line here is the whole answer.
  * Layers are a DAG, not a line: recovery and transport are siblings above
  * coordination (neither may use the other), and etcd sits on private-files.

@@ -4,10 +4,11 @@ import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now } from './harness.js';
 import { summarize, type Summary } from './statistics.js';
 
-// Issue #9: a reader of one workspace is never blinded by other workspaces'
-// writers. Writers churn acquire + release on their own workspaces in one
-// state home while this process inspects a stopped workspace nobody touches:
-// every answer must be `stopped`, and no writer may meet `busy`.
+// Readers under churn (section 8): a reader of one workspace is never
+// blinded by other workspaces' writers. Writers churn acquire + release on
+// their own workspaces in one state home while this process inspects a
+// stopped workspace nobody touches: every answer must be `stopped`, and no
+// writer may meet `busy`.
 
 /** What the readers saw and what the writers did, in one measure. */
 export interface AvailabilityResult {

@@ -1,7 +1,7 @@
 import { closeSync, constants, fsyncSync, linkSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
-// The floors (issue #6, item 1), written plainly with node:fs: the system
+// The floors (section 1), written plainly with node:fs: the system
 // calls a durable publication cannot do without, and nothing else. No checks,
 // no hashes, no hooks. private-files is measured against these.
 

@@ -113,7 +113,7 @@ const FSYNC_COUNTS = [
   'local-access',
 ];
 
-/** Section 9 (issue #12), when etcd is on PATH: the single node and the cluster against the file backend beside them. */
+/** Section 9 (etcd), when etcd is on PATH: the single node and the cluster against the file backend beside them. */
 const ETCD_FIGURES = ['etcd.single/file', 'etcd.cluster/file', 'etcd.cluster/single'];
 const ETCD_SERIES = ['etcd.file', 'etcd.single', 'etcd.cluster'].flatMap((id) => [id, `${id}:acquire`, `${id}:release`]);
 const ETCD_ROWS = [
@@ -213,7 +213,8 @@ describe('pnpm bench --quick', () => {
       expect(count.total, `${count.id}`).toBe((count.file as number) + (count.folder as number));
       expect(count.previousRelease, `${count.id}`).toBe((count.total as number) + (count.unsynced as number));
     }
-    // Issue 13: the registry lock is linked and unlinked without a registry folder fsync of its own, in every
+    // Proved unneeded by the power-loss exploration (README, "fsyncs: which are required and why"): the
+    // registry lock is linked and unlinked without a registry folder fsync of its own, in every
     // transaction (the take-over replaces the dead lock instead of linking it: only its unlink is counted); an
     // acquire also publishes owner.lock without one, a release and a recovery write the registration stopped and
     // remove the capability without one.

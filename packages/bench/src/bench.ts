@@ -29,7 +29,7 @@ const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads
 `;
 
 const PROCESSES = 16;
-/** Writers churning while the reader-availability measure reads (issue #9). */
+/** Writers churning while the reader-availability measure reads (section 8, readers under churn). */
 const CHURNING_WRITERS = 8;
 
 interface Options {

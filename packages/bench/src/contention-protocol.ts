@@ -1,4 +1,4 @@
-/** Messages between the benchmark and its contention workers (item 6 of issue #6). */
+/** Messages between the benchmark and its contention workers (section 6, contention). */
 
 /**
  * Parent to worker: run one acquire + release now (`go`); cycle acquire +

@@ -8,7 +8,7 @@ import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now, runInterleaved, type Operation, type RunPlan } from './harness.js';
 import { cycle, fileCycle } from './ownership-operations.js';
 
-// Issue #12: what acquire + release of one root costs on a real etcd (one
+// Section 9: what acquire + release of one root costs on a real etcd (one
 // node, and a 3-member cluster on loopback) against the file backend's reused
 // cycle. The members run only during these rounds of their own, after the
 // other sections: their raft ticks and WAL fsyncs would otherwise land on the

@@ -14,7 +14,7 @@ export interface FigureSpec {
   readonly baseline: readonly BaselinePart[];
   /** A shorter name for a baseline of several parts. */
   readonly baselineLabel?: string;
-  /** The largest ratio the issues accept (#6, and #9 for contention), when they set one. */
+  /** The largest ratio accepted (the README's "Targets: met and missed"), when there is a target. */
   readonly target?: number;
   readonly note?: string;
 }
@@ -54,7 +54,7 @@ export interface CyclePublications {
   readonly reusedKinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly unsynced: number };
 }
 
-/** Every figure of issue #6, items 1 to 6, with issue #9's contention target. */
+/** Every figure of sections 1 to 6, with their targets. */
 export function figureSpecs(publications: CyclePublications, processes: number): FigureSpec[] {
   const { floors, files, cycle, hot, scale, contention } = SECTIONS;
   const bothFsyncs = [part('floor.fsync-file'), part('floor.fsync-folder')];
@@ -109,7 +109,7 @@ export function figureSpecs(publications: CyclePublications, processes: number):
       section: hot,
       series: 'transport.connect',
       baseline: [part('http.get')],
-      note: "issue #10: connect() settles inspect(), reads localAccess(), then two Host- and bearer-checked round trips, each re-asserting the owner's lease, against one bare round trip",
+      note: "connect() settles inspect(), reads localAccess(), then two Host- and bearer-checked round trips, each re-asserting the owner's lease, against one bare round trip",
     },
 
     { id: 'scale.cycle.64', section: scale, series: 'cycle.64', baseline: [part('cycle.1')] },
@@ -125,7 +125,7 @@ export function figureSpecs(publications: CyclePublications, processes: number):
       series: 'contention.wall',
       baseline: [part('contention.serial')],
       target: 0.5,
-      note: "issue #9's target: the lock is held for the table write only, so disjoint owners overlap (issue #6 asked <= 1.3x)",
+      note: 'target: the lock is held for the table write only, so disjoint owners overlap (the earlier target, when the lock covered the whole acquire, was <= 1.3x)',
     },
     {
       id: 'contention/cycle',
@@ -137,10 +137,10 @@ export function figureSpecs(publications: CyclePublications, processes: number):
   ];
 }
 
-/** Section 9's title (issue #12). */
+/** Section 9's title. */
 export const ETCD_SECTION = '9. etcd backend (acquire + release of one root on a real etcd, against the file backend, interleaved in rounds of their own)';
 
-/** Issue #12: acquire + release on etcd against the file backend's reused cycle measured beside it, and the cluster against the node. */
+/** Section 9: acquire + release on etcd against the file backend's reused cycle measured beside it, and the cluster against the node. */
 export function etcdFigureSpecs(): FigureSpec[] {
   const section = ETCD_SECTION;
   return [

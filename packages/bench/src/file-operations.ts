@@ -7,7 +7,7 @@ import { bareCreate, bareRemove, bareReplace, fsyncFolder, writeNewFile } from '
 import { documentBytes, type BenchPlace } from './fixtures.js';
 import { timed, type Operation } from './harness.js';
 
-// Items 1 and 2 of issue #6: the floors, private-files, and its peers
+// Sections 1 and 2: the floors, private-files, and its peers
 // (write-file-atomic, readFileSync). Every clean-up that changes a folder
 // ends with a folder fsync, off the clock, so that no operation pays for
 // the journal of the one before it.

@@ -66,7 +66,8 @@ export function boundEndpoint(): string {
  * Adds `count` reservations of other (made-up, non-overlapping) roots to the
  * registry of `stateHome`, in one transaction, so that a measured workspace
  * meets a registry that already holds them. Their roots need not exist: a
- * row fences its place whether or not the folder is there (SPEC 4).
+ * row fences its place whether or not the folder is there (docs/layout.md,
+ * "The registry table and its lock").
  */
 export async function fillRegistry(stateHome: string, othersFolder: string, count: number): Promise<void> {
   if (count === 0) return;

@@ -10,10 +10,10 @@ import type { Reservation } from '@leasehold/contracts';
 import { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol } from '@leasehold/test-utils';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
 
-// Item 7 of issue #6, the fsync row of issue #9 and issue 13: the fsyncs
-// each operation makes, seen through the beforeMutation hook (called before
-// every mutating system call), against the previous release's count and
-// against the fewest the power-loss exploration proved the operation needs.
+// Section 7: the fsyncs each operation makes, seen through the
+// beforeMutation hook (called before every mutating system call), against
+// the previous release's count and against the fewest the power-loss
+// exploration proved the operation needs.
 
 const CRASH_WORKER = fileURLToPath(new URL('./crash-worker.js', import.meta.url));
 

@@ -5,10 +5,10 @@ import lockfile from 'proper-lockfile';
 import { CONFIG, boundEndpoint, fillRegistry, type BenchPlace } from './fixtures.js';
 import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
 
-// Items 3, 4 and 5 of issue #6: the ownership cycle, the hot paths and the
+// Sections 3, 4 and 5: the ownership cycle, the hot paths and the
 // scale of the registry, with proper-lockfile as the peer.
 
-/** The registry sizes of item 5: the measured workspace is the 1st, 64th and 256th reservation. */
+/** The registry sizes of section 5: the measured workspace is the 1st, 64th and 256th reservation. */
 const SCALES = [1, 64, 256] as const;
 
 /** Operations plus what they hold until the end of the run. */

@@ -52,10 +52,10 @@ export interface BenchResult {
   readonly series: Readonly<Record<string, Summary & { readonly label: string }>>;
   readonly figures: readonly Figure[];
   readonly contention: ContentionResult;
-  /** Issue #9: inspect() of an untouched, stopped workspace while other workspaces' writers churn. */
+  /** Section 8, readers under churn: inspect() of an untouched, stopped workspace while other workspaces' writers churn. */
   readonly availability: AvailabilityResult;
   readonly fsyncs: readonly FsyncCount[];
-  /** Issue #12: acquire + release of one root on a real etcd, or why it was skipped. */
+  /** Section 9: acquire + release of one root on a real etcd, or why it was skipped. */
   readonly etcd: EtcdSection;
   /** The built `leasehold` command as a whole process, in rounds of its own. */
   readonly command: CommandSection;

@@ -6,7 +6,7 @@ import { DEFAULT_LIMITS, connect, serveOwner } from '@leasehold/transport';
 import type { BenchPlace } from './fixtures.js';
 import { timedAsync, type Operation } from './harness.js';
 
-// Issue #10: what a client pays to prove an owner live and make one
+// Section 4, transport: what a client pays to prove an owner live and make one
 // authenticated call, against the bare HTTP round trip it is built on.
 
 /** Operations plus the owner and the bare server they talk to, until the end of the run. */

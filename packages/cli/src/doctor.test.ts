@@ -116,7 +116,7 @@ function writeLock(path: string, holder: { token?: string; pid: number; host: st
 /** A byte-order mark: `parse` refuses a file that starts with one. */
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/** The private root of `workspace` (SPEC 5.1: the first 32 hex of the SHA-256 of its root), computed by hand. */
+/** The private root of `workspace` (docs/layout.md, "A workspace's private root": the first 32 hex of the SHA-256 of its root), computed by hand. */
 function privateRootOf(box: Sandbox, workspace: string): string {
   return join(box.namespace, 'workspaces', sha256(new TextEncoder().encode(workspace)).slice(0, 32));
 }

@@ -50,7 +50,7 @@ describe('ContractError', () => {
     expect(error.path).toBe('/x');
   });
 
-  it('lists exactly the codes of the specification', () => {
+  it('lists exactly the codes the README documents', () => {
     expect([...CONTRACT_ERROR_CODES]).toEqual([
       'refused',
       'conflict',

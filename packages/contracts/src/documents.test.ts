@@ -351,7 +351,7 @@ function valuesIn(value: Json): ValueSite[] {
 // ---------------------------------------------------------------------------
 
 describe('bounds', () => {
-  it('are the numbers of the specification', () => {
+  it('are the numbers docs/layout.md and the README give', () => {
     expect(DOCUMENT_BYTES).toBe(8192);
     expect(PATHS_DOCUMENT_BYTES).toBe(32768);
     expect(REGISTRY_ENTRIES).toBe(256);

@@ -1,8 +1,8 @@
 import { posix } from 'node:path';
 import { createFolderSteps, createSteps, listingOutsideStaging, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps } from '@leasehold/test-utils';
 
-// ---- The expected step lists, written from SPEC 3 (how private-files publishes), 4 (the registry
-// transaction) and 5.3 (the order of acquire, phase and release). ----
+// ---- The expected step lists, written from docs/persistence.md ("Publishing a file": how private-files
+// publishes) and docs/ownership.md ("The registry transaction"; the order of "Acquire", phase and "Release"). ----
 // Paths are shown relative to the test folder: `state` is the state home, `<ws>` the workspace's private root,
 // `<temp>` a staged file and `<folder>` a staged folder (see `shownStep`).
 
@@ -31,7 +31,7 @@ const SERVICE_FOLDER_PUBLISHED = [
 
 /**
  * The one registry transaction of acquire for a workspace with no service state, in a registry
- * not yet initialised (SPEC 4 step 2): the lock, the table's initialisation, the row first,
+ * not yet initialised (docs/ownership.md, "The registry transaction", step 2): the lock, the table's initialisation, the row first,
  * the service folder, the lock removed. Nothing else runs under the lock.
  */
 const RESERVATION_OF_NEW_WORKSPACE = [
@@ -43,7 +43,7 @@ const RESERVATION_OF_NEW_WORKSPACE = [
   ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
 ];
 
-/** Outside the lock, in SPEC 5.3 order: the checkout lock, owner.lock, the capability (one folder fsync for the last two). */
+/** Outside the lock, in acquire's order (docs/ownership.md, "Acquire"): the checkout lock, owner.lock, the capability (one folder fsync for the last two). */
 const OWNER_FILES_CREATED = ownerFilesSteps(WORKSPACE);
 
 /** Acquire of a fresh workspace in a fresh state home. */
@@ -93,7 +93,7 @@ export const RELEASE_STEPS: readonly string[] = [
   ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
 ];
 
-// ---- Steps whose I/O error the operation absorbs, so that it resolves (SPEC 4 step 5, 5.3). ----
+// ---- Steps whose I/O error the operation absorbs, so that it resolves (docs/ownership.md, "The registry transaction", step 5; "Phase changes and the self-fence"; "Release"). ----
 
 /** A failed removal of the registry lock never fails the transaction: its work stands. */
 export const LOCK_REMOVAL_STEPS: readonly string[] = lockRemoveSteps(`${REGISTRY}/registry.lock`);

@@ -36,10 +36,11 @@ import { ServiceCoordination, type OwnerLease } from '../src/index.js';
 // the operations, a fresh place per crash point, and the judgement of what a
 // dead writer left.
 //
-// SPEC 10.3: a process killed (SIGKILL), or failing with an I/O error (EIO,
-// ENOSPC), before any single mutating step of acquire, a phase change or
-// release leaves a state where (a) `inspect` never answers `absent` or
-// `stopped` while a service fence remains, and (b) a new `acquire` by another
+// Crash safety (docs/persistence.md, "Crash safety"): a process killed
+// (SIGKILL), or failing with an I/O error (EIO, ENOSPC), before any single
+// mutating step of acquire, a phase change or release leaves a state where
+// (a) `inspect` never answers `absent` or `stopped` while a service fence
+// remains, and (b) a new `acquire` by another
 // process is refused, changing nothing (or, with no fence left, succeeds).
 // (c) A registry lock it left is taken over by the next writer of any
 // workspace: a writer of another workspace in the same state home runs a full
@@ -68,7 +69,7 @@ export interface OperationCase {
   /** Brings the fresh place to the state the operation starts from; answers the pids of writers killed on the way. */
   readonly prepare?: (place: TestPlace, root: string) => Promise<readonly number[]>;
   readonly expectedSteps: readonly string[];
-  /** The steps whose I/O error the operation absorbs: it resolves (SPEC 4 step 5, 5.3). */
+  /** The steps whose I/O error the operation absorbs: it resolves (docs/ownership.md, "The registry transaction", step 5, and "Release"). */
   readonly absorbed: readonly string[];
 }
 
@@ -131,7 +132,7 @@ export function crasherPlan(operation: CrasherPlan['operation'], place: TestPlac
   return { workspace: root, stateHome: place.stateHome, operation, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT, ...extra };
 }
 
-/** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from the SPEC. */
+/** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from docs/ownership.md and docs/persistence.md. */
 export async function dryRun(operationCase: OperationCase): Promise<void> {
   const dry = await preparedPlace(operationCase);
   const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, dry.place, dry.root), FIXTURE_MODULES);
@@ -229,7 +230,7 @@ async function checkOtherWorkspace(prepared: Prepared, label: string): Promise<v
 
 /**
  * Judges the state a dead writer left: (a), (b), (c), (a), (b); or, with `other first`, (a), (c),
- * (a), (b), so that the other workspace's writer is the one that meets a dead lock (SPEC 4 step 1).
+ * (a), (b), so that the other workspace's writer is the one that meets a dead lock (docs/ownership.md, "The registry transaction", step 1).
  */
 export async function judge(prepared: Prepared, deadPids: readonly number[], order: 'other first' | 'same root first', label: string): Promise<Judgement> {
   const lockLeft = pathExists(registryLockOf(prepared.place));

@@ -19,8 +19,8 @@ function writePlain(path: string, content: string, mode = 0o600): void {
   chmodSync(path, mode);
 }
 
-// SPEC 2.1: a ContractError about a file or folder carries it as `path`,
-// so that `leasehold doctor` and other tools never parse a message.
+// A ContractError about a file or folder carries it as `path` (packages/contracts/README.md,
+// "Errors"), so that `leasehold doctor` and other tools never parse a message.
 describe('refused and conflict errors carry the path they are about', () => {
   it('refused: an open mode, a symbolic link, a second link, a FIFO, a stray name, an oversized file', () => {
     const root = makeRoot();

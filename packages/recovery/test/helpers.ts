@@ -84,7 +84,7 @@ export async function errorOf(action: () => unknown): Promise<unknown> {
   throw new Error('expected an error, none was thrown');
 }
 
-// ---- Files by hand (node:fs only, from SPEC 5.1), independent of the packages under test. ----
+// ---- Files by hand (node:fs only, from docs/layout.md), independent of the packages under test. ----
 
 /** The registry rows (by hand), empty when there is no `roots.json`. */
 export function rowsOf(stateHome: string): { root: string; [key: string]: unknown }[] {
@@ -245,12 +245,13 @@ export async function finishRecovery(place: TestPlace, root: string, label = roo
   expect(coordination.inspect().status, label).toBe('stopped');
 }
 
-// ---- What a dead writer left, judged by hand (SPEC 10.3). ----
+// ---- What a dead writer left, judged by hand (docs/persistence.md, "Crash safety"). ----
 
 /**
- * The code a new `acquire` must answer in this state, worked out by hand from SPEC 5.2-5.3 and
- * 8.1. Every process these states name is a dead writer: a row or a checkout lock in the way is
- * a crashed owner's fence, `quarantine`.
+ * The code a new `acquire` must answer in this state, worked out by hand from docs/layout.md
+ * ("The selected state") and docs/ownership.md ("Acquire", "Quarantine and conflict"). Every
+ * process these states name is a dead writer: a row or a checkout lock in the way is a crashed
+ * owner's fence, `quarantine`.
  */
 function expectedAcquireCode(place: TestPlace, root: string): string {
   const places = handPlaces(place.stateHome, root);
@@ -258,14 +259,14 @@ function expectedAcquireCode(place: TestPlace, root: string): string {
   const registration = jsonOf(places.registration) as { phase: string; checkoutToken: string } | undefined;
   const ownerFiles = [places.ownerLock, places.capability, places.checkoutLock].map(pathExists);
   if (registration !== undefined && registration.phase !== 'stopped') return ownerFiles.every(Boolean) ? 'quarantine' : 'refused';
-  if (ownerFiles[0] === true || ownerFiles[1] === true) return 'refused'; // SPEC 5.2 rule 5
+  if (ownerFiles[0] === true || ownerFiles[1] === true) return 'refused'; // docs/layout.md, "The selected state", rule 5
   const checkout = jsonOf(places.checkoutLock) as { token: string } | undefined;
   if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'quarantine';
   return 'no error';
 }
 
 /**
- * SPEC 10.3 on a state left by a dead writer: `inspect` is never `absent` or
+ * Crash safety (docs/persistence.md, "Crash safety") on a state left by a dead writer: `inspect` is never `absent` or
  * `stopped` while a service fence remains, and a new `acquire` by this
  * process is refused with the code the state calls for, changing nothing
  * outside the staging folder. The acquire is tried only when no registry lock
@@ -291,7 +292,7 @@ export async function judgeFenced(place: TestPlace, root: string, label: string)
   return inspected;
 }
 
-/** Every path SPEC 5.1 names for `root`, from the package (to build a recovery journal). */
+/** Every path docs/layout.md names for `root`, from the package (to build a recovery journal). */
 export function placesOf(place: TestPlace, root: string): WorkspacePlaces {
   return workspacePlaces(root, place.stateHome);
 }

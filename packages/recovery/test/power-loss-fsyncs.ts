@@ -7,8 +7,8 @@ import { exploreTrace, promiseBroken, type ExploreOptions, type Recorded, type V
 // again WITHOUT one of its fsyncs (an `fsync` of a file or an
 // `fsync-directory` of a folder), for each in turn, with every check of
 // src/power-loss.test.ts (the harness, ./power-loss.ts), the promise of the
-// finished operation included (SPEC principle 3: durable before the call
-// returns). An fsync is NEEDED ALONE when some state then breaks an
+// finished operation included (docs/persistence.md, "What a returned call
+// promises": durable before the call returns). An fsync is NEEDED ALONE when some state then breaks an
 // invariant (the exploration stops at the first). Two that cover each other
 // (two fsyncs of one folder) are each not needed alone, which says nothing
 // of dropping both; so the not-needed ones are then dropped one by one, in

@@ -39,7 +39,7 @@ function fsyncDrops(proved: ProvedFsyncs): FsyncDrop[] {
 
 /** Declares the tests of one protocol: every crash state of its trace, then every fsync's drop. */
 export function powerLossTable({ name, protocol }: Protocol): void {
-  describe(`power-loss crash states (SPEC 10.7): ${name}`, () => {
+  describe(`power-loss crash states: ${name}`, () => {
     let recorded: Recorded;
     const verdicts: Verdicts = new Map();
     const explored: Exploration[] = [];

@@ -28,21 +28,24 @@ import {
 import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
 import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture, type TestPlace } from './helpers.js';
 
-// The power-loss harness of SPEC 10.7, for src/power-loss*.test.ts through
-// ./power-loss-table.ts (every protocol at every crash point, then which
-// fsyncs the model needs, ./power-loss-fsyncs.ts). A child (fixtures/power-loss-recorder.mjs) records
+// The power-loss harness (docs/persistence.md, "Power-loss exploration"),
+// for src/power-loss*.test.ts through ./power-loss-table.ts (every protocol
+// at every crash point, then which fsyncs the model needs,
+// ./power-loss-fsyncs.ts). A child (fixtures/power-loss-recorder.mjs) records
 // the trace of the one operation and exits; then, for every crash point and
 // every state the model of @leasehold/test-utils yields (its README states
 // it), this process writes the state at the same state-home path (documents
-// name absolute paths) and checks SPEC 10.3 on it after the "reboot" (every
-// holder is a dead process): recovery can read it, `inspect` never answers
-// `absent` or `stopped` while a service fence remains, a new acquire is
-// refused while one remains, a registry lock the crash left is taken over by
-// a transaction of another workspace, `recover` with the current digest
-// brings it to `stopped` and a fresh acquire succeeds, and no two registry
-// rows overlap or share an endpoint; inside a recovery, that its journal
-// record is durable before its first effect (SPEC 6); and, after the last
-// op, that what the call did is durable (SPEC principle 3).
+// name absolute paths) and checks crash safety (docs/persistence.md, "Crash
+// safety") on it after the "reboot" (every holder is a dead process):
+// recovery can read it, `inspect` never answers `absent` or `stopped` while a
+// service fence remains, a new acquire is refused while one remains, a
+// registry lock the crash left is taken over by a transaction of another
+// workspace, `recover` with the current digest brings it to `stopped` and a
+// fresh acquire succeeds, and no two registry rows overlap or share an
+// endpoint; inside a recovery, that its journal record is durable before its
+// first effect (docs/ownership.md, "The journal record"); and, after the last
+// op, that what the call did is durable (docs/persistence.md, "What a
+// returned call promises").
 
 /** The endpoint of the second root's reservation in the transaction protocol. */
 const OTHER_ENDPOINT = endpointOf(45_003);
@@ -105,7 +108,7 @@ interface Case {
   readonly place: TestPlace;
   readonly home: string;
   readonly roots: readonly string[];
-  /** A workspace no protocol touches: its registry transaction is "the next writer of any workspace" (SPEC 10.3). */
+  /** A workspace no protocol touches: its registry transaction is "the next writer of any workspace" (docs/persistence.md, "Crash safety"). */
   readonly elsewhere: string;
 }
 
@@ -163,7 +166,7 @@ export interface Recorded {
   readonly base: Tree;
   /** What the run left: the state home after the operation returned. */
   readonly finished: Tree;
-  /** Inside a recovery: the state it started from, so that no effect is on disk without its journal record (SPEC 6). */
+  /** Inside a recovery: the state it started from, so that no effect is on disk without its journal record (docs/ownership.md, "The journal record"). */
   readonly recoveryOf?: Tree;
   readonly ops: readonly TraceOp[];
   readonly points: readonly CrashPoint[];
@@ -180,7 +183,7 @@ export async function recordProtocol(protocol: PowerLossProtocol): Promise<Recor
   return { where, base, finished, ops, points, ...(protocol === 'recover' ? { recoveryOf: base } : {}) };
 }
 
-// ---- What a state holds, read from the tree itself (SPEC 10), not through the packages under test. ----
+// ---- What a state holds, read from the tree itself (docs/ownership.md, "Words"), not through the packages under test. ----
 
 /** The parsed JSON of a file of the tree; undefined when absent, 'unreadable' when it does not parse. */
 function documentIn(tree: Tree, path: string): unknown {
@@ -194,7 +197,7 @@ function documentIn(tree: Tree, path: string): unknown {
   }
 }
 
-/** The service fences of `root` in the tree (SPEC 10); a fence file that does not parse counts, since it cannot be proved not to be one. */
+/** The service fences of `root` in the tree (docs/ownership.md, "Words"); a fence file that does not parse counts, since it cannot be proved not to be one. */
 function fencesIn(tree: Tree, stateHome: string, root: string): string[] {
   return fencesOf({ json: (path) => documentIn(tree, path), exists: (path) => tree.entries[relative(tree.root, path)] !== undefined }, stateHome, root);
 }
@@ -204,7 +207,7 @@ interface Row {
   readonly endpoint: string;
 }
 
-/** Every pair of registry rows in the tree that overlap or share an endpoint (SPEC 10.1), as text. */
+/** Every pair of registry rows in the tree that overlap or share an endpoint (docs/ownership.md, "Exclusion"), as text. */
 function clashingRows(tree: Tree, stateHome: string): string[] {
   const document = documentIn(tree, handPlaces(stateHome, '/').roots);
   if (document === 'unreadable') return ['roots.json does not parse'];
@@ -225,8 +228,8 @@ function bytesIn(tree: Tree, path: string): string {
 }
 
 /**
- * SPEC 6, for a crash inside a recovery: its record is durable before its
- * first effect. A state where any fence of `root` differs from the start
+ * For a crash inside a recovery: its record is durable before its first
+ * effect (docs/ownership.md, "The journal record"). A state where any fence of `root` differs from the start
  * (`before`) holds a whole record of `root` (decoded with the real schema).
  */
 function effectWithoutRecord(state: Tree, before: Tree, stateHome: string, root: string): string[] {
@@ -263,8 +266,8 @@ function failureOf(error: unknown): string {
 }
 
 /**
- * SPEC 10.3 on one state, written at its own root, for each root: no two
- * rows clash; inside a recovery (`recoveryOf`, the state it started from),
+ * Crash safety (docs/persistence.md, "Crash safety") on one state, written
+ * at its own root, for each root: no two rows clash; inside a recovery (`recoveryOf`, the state it started from),
  * no effect is on disk without its journal record; `inspect`, before
  * anything else, is not `absent` or `stopped` while a fence remains; a
  * registry transaction of a workspace no protocol touches succeeds (the
@@ -303,7 +306,7 @@ async function checkState(where: Case, state: Tree, recoveryOf?: Tree): Promise<
   return { inspected, recovery, acquired, broken };
 }
 
-/** SPEC 10.3: while a fence of `root` remains, a new owner's acquire is refused; answers how ('refused: <code>'), or 'acquired'. */
+/** While a fence of `root` remains, a new owner's acquire is refused (docs/persistence.md, "Crash safety"); answers how ('refused: <code>'), or 'acquired'. */
 async function refusedAcquire(stateHome: string, root: string, fences: readonly string[], broken: string[]): Promise<string> {
   let lease: Awaited<ReturnType<ServiceCoordination['acquire']>> | undefined;
   const code = await codeOfAsync(async () => {
@@ -453,8 +456,8 @@ function promised(tree: Tree, stateHome: string): Tree {
 }
 
 /**
- * What a finished operation promised its caller (SPEC principle 3: durable
- * before the call returns), which a power loss after it returned must not
+ * What a finished operation promised its caller (docs/persistence.md, "What
+ * a returned call promises": durable before the call returns), which a power loss after it returned must not
  * take back: every state of the last crash point is the state the run left,
  * but for what `promised` leaves out. So an acquire's fences survive (else,
  * after the reboot, another owner would acquire without the recovery that

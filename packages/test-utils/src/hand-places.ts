@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { sha256Hex } from './bytes.js';
 import { jsonOf, pathExists } from './files-by-hand.js';
 
-/** The files of one workspace in one state home, computed here from SPEC 5.1, not by the packages. */
+/** The files of one workspace in one state home, computed here from docs/layout.md, not by the packages. */
 export interface HandPlaces {
   readonly namespace: string;
   readonly staging: string;
@@ -22,7 +22,7 @@ export interface HandPlaces {
   readonly companion: string;
 }
 
-/** Where SPEC 5.1 puts a workspace's files. */
+/** Where a workspace's files are (docs/layout.md, "A workspace's private root" and "The service folder"). */
 export function handPlaces(stateHome: string, root: string): HandPlaces {
   const namespace = join(stateHome, 'v1');
   const privateRootName = sha256Hex(root).slice(0, 32);
@@ -54,12 +54,12 @@ export interface StateReader {
   readonly exists: (path: string) => boolean;
 }
 
-/** The service fences of `root` (SPEC 10) that remain, found with node:fs and JSON.parse alone. */
+/** The service fences of `root` (docs/ownership.md, "Words") that remain, found with node:fs and JSON.parse alone. */
 export function serviceFences(stateHome: string, root: string): string[] {
   return fencesOf({ json: jsonOf, exists: pathExists }, stateHome, root);
 }
 
-/** The service fences of `root` (SPEC 10) in the state `read` reads: on disk (`serviceFences`), or a crash state in memory. */
+/** The service fences of `root` (docs/ownership.md, "Words") in the state `read` reads: on disk (`serviceFences`), or a crash state in memory. */
 export function fencesOf(read: StateReader, stateHome: string, root: string): string[] {
   // A registry row for the root, `owner.lock`, the capability, the companion, a registration that is
   // not `stopped`, a checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the

@@ -23,7 +23,7 @@ export interface ShownPublish {
   readonly syncFolder?: boolean;
 }
 
-/** The shown steps of a private-files create of `path` (SPEC 3): staged, fsynced, linked, unlinked, folder fsynced (unless `syncFolder: false`). */
+/** The shown steps of a private-files create of `path` (docs/persistence.md, "Publishing a file"): staged, fsynced, linked, unlinked, folder fsynced (unless `syncFolder: false`). */
 export function createSteps(path: string, options: ShownPublish = {}): string[] {
   return [
     `create write ${STAGING}/<temp>`,
@@ -34,7 +34,7 @@ export function createSteps(path: string, options: ShownPublish = {}): string[] 
   ];
 }
 
-/** The shown steps of a private-files replace of `path` (SPEC 3): staged, fsynced, renamed over it, folder fsynced (unless `syncFolder: false`). */
+/** The shown steps of a private-files replace of `path` (docs/persistence.md, "Publishing a file"): staged, fsynced, renamed over it, folder fsynced (unless `syncFolder: false`). */
 export function replaceSteps(path: string, options: ShownPublish = {}): string[] {
   return [
     `replace write ${STAGING}/<temp>`,
@@ -44,17 +44,17 @@ export function replaceSteps(path: string, options: ShownPublish = {}): string[]
   ];
 }
 
-/** The shown steps of a private-files remove of `path` (SPEC 3): unlinked, folder fsynced (unless `syncFolder: false`). */
+/** The shown steps of a private-files remove of `path` (docs/persistence.md, "Removing a file or folder"): unlinked, folder fsynced (unless `syncFolder: false`). */
 export function removeSteps(path: string, options: ShownPublish = {}): string[] {
   return [`remove unlink ${path}`, ...(options.syncFolder === false ? [] : [`remove fsync-directory ${posix.dirname(path)}`])];
 }
 
 /**
  * The shown steps of an acquire's owner files, outside the registry lock, in
- * SPEC 5.3 order, for the workspace's private root `workspace`: the checkout
- * lock, then in its service folder owner.lock without a folder fsync (the
- * capability's covers it: coordination's `SYNCED_BY_LATER_CHANGE`), then the
- * capability.
+ * acquire's order (docs/ownership.md, "Acquire"), for the workspace's private
+ * root `workspace`: the checkout lock, then in its service folder owner.lock
+ * without a folder fsync (the capability's covers it: coordination's
+ * `SYNCED_BY_LATER_CHANGE`), then the capability.
  */
 export function ownerFilesSteps(workspace: string): string[] {
   return [
@@ -88,7 +88,7 @@ export function lockRemoveSteps(path: string): string[] {
   return removeSteps(path, { syncFolder: false });
 }
 
-/** The shown steps of a private-files createFolder of `path` with `names` (SPEC 3): staged whole, renamed into place. */
+/** The shown steps of a private-files createFolder of `path` with `names` (docs/persistence.md, "Publishing a folder"): staged whole, renamed into place. */
 export function createFolderSteps(path: string, names: readonly string[]): string[] {
   return [
     `create-folder mkdir ${STAGING}/<folder>`,
