@@ -1,5 +1,6 @@
 import { accessSync, constants, lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { errnoOf, isErrno } from '@leasehold/private-files';
 import { RemedyError } from './remedies.js';
 
 // The layers below refuse a state home this user may not use (a state home is its user's own:
@@ -14,9 +15,9 @@ export interface AccessProblem {
   readonly remedy: string;
 }
 
-/** The errno code of a system error (`EACCES`, …), or undefined for anything else. */
-export function errnoOf(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+/** The errno of a system error that denies this user a path (`EACCES`, `EPERM`), or undefined for any other. */
+export function permissionErrno(error: unknown): string | undefined {
+  return isErrno(error, 'EACCES', 'EPERM') ? errnoOf(error) : undefined;
 }
 
 const OWN = 'or pass a --state-home of your own';
@@ -31,11 +32,11 @@ export function accessProblem(stateHome: string, creates: boolean): AccessProble
   try {
     uid = lstatSync(stateHome).uid;
   } catch (error) {
-    const code = errnoOf(error);
-    if (code === 'EACCES' || code === 'EPERM') {
-      return { path: stateHome, problem: `permission denied (${code}): this user may not enter a folder above it`, remedy: `run leasehold as the user whose state home it is, ${OWN}` };
+    const denied = permissionErrno(error);
+    if (denied !== undefined) {
+      return { path: stateHome, problem: `permission denied (${denied}): this user may not enter a folder above it`, remedy: `run leasehold as the user whose state home it is, ${OWN}` };
     }
-    if (code === 'ENOENT' && creates) return creationProblem(stateHome);
+    if (isErrno(error, 'ENOENT') && creates) return creationProblem(stateHome);
     return undefined; // missing (read as empty), or a file in the way: the commands say so themselves
   }
   const me = process.geteuid?.();
@@ -46,7 +47,7 @@ export function accessProblem(stateHome: string, creates: boolean): AccessProble
 /** The nearest existing folder above a missing state home, when this user may not create in it. */
 function creationProblem(stateHome: string): AccessProblem | undefined {
   let folder = dirname(stateHome);
-  while (folder !== dirname(folder) && errnoOf(tryLstat(folder)) === 'ENOENT') folder = dirname(folder);
+  while (folder !== dirname(folder) && isErrno(tryLstat(folder), 'ENOENT')) folder = dirname(folder);
   try {
     accessSync(folder, constants.W_OK | constants.X_OK);
     return undefined;

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { ContractError, type Backend, type Ownership, type Recovery } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import type { EtcdAuth, EtcdTls } from '@leasehold/etcd';
+import { errnoOf } from '@leasehold/private-files';
 import { fileRecovery } from '@leasehold/recovery';
 import { backendOf } from '@leasehold/registry';
 import { assertAccess } from './access.js';
@@ -130,7 +131,7 @@ function pem(path: string, variable: string): Uint8Array {
   try {
     return readFileSync(path);
   } catch (error) {
-    throw new SetupError(`${variable}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`, `point ${variable} at a readable PEM file`, { path, cause: error });
+    throw new SetupError(`${variable}: cannot read ${path} (${errnoOf(error) ?? 'error'})`, `point ${variable} at a readable PEM file`, { path, cause: error });
   }
 }
 

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
-import { errnoOf } from './access.js';
+import { permissionErrno } from './access.js';
 import { SetupError, type Where } from './remedies.js';
 import { shellQuote } from './shell-words.js';
 
@@ -64,11 +64,6 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
     if (mayBeGone && absolutePath.safeParse(path).success) return path;
     throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
   }
-}
-
-function permissionErrno(cause: unknown): string | undefined {
-  const code = errnoOf(cause);
-  return code === 'EACCES' || code === 'EPERM' ? code : undefined;
 }
 
 /**

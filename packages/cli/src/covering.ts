@@ -15,11 +15,13 @@ export function unfenced(inspection: Inspection): boolean {
 }
 
 /**
- * For a folder that is not itself fenced: the fenced workspace around it, if any (the answer is
- * then about that one), else those inside it. Fenced roots never overlap one another, so there is
- * at most one around it, and none around it when one is inside it.
+ * The folder itself when `inspection` (the folder's own) shows it fenced. Otherwise the fenced
+ * workspace around it, if any (the answer is then about that one), else the folder with those
+ * inside it. Fenced roots never overlap one another, so there is at most one around it, and none
+ * around it when one is inside it.
  */
-export async function coveringOf(ownership: Ownership, folder: string): Promise<Covering> {
+export async function coveringOf(ownership: Ownership, folder: string, inspection: Inspection): Promise<Covering> {
+  if (!unfenced(inspection)) return { root: folder, inside: [] };
   const overlapping = (await ownership.list()).filter((entry) => entry.root !== folder && rootsOverlap(entry.root, folder));
   // Overlapping and shorter: an ancestor folder of this one.
   const around = overlapping.find((entry) => entry.root.length < folder.length);

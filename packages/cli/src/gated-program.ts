@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { ContractError } from '@leasehold/contracts';
+import { isErrno } from '@leasehold/private-files';
 
 /** How a program ended: its exit code, or the signal that killed it. */
 export interface ProgramExit {
@@ -76,7 +77,7 @@ export class GatedProgram {
       process.kill(-this.pid, signal);
     } catch (error) {
       // The group is already gone; any other failure means it may still run.
-      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      if (!isErrno(error, 'ESRCH')) throw error;
     }
   }
 }

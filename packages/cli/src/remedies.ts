@@ -1,4 +1,5 @@
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
+import { isSystemError } from '@leasehold/private-files';
 
 /**
  * The options a suggested command needs to be about the same workspace and state home as the
@@ -75,16 +76,6 @@ const SYSTEM_REMEDIES: Readonly<Record<string, string>> = {
   EACCES: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
   EPERM: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
 };
-
-interface SystemError {
-  readonly code: string;
-  readonly syscall?: string;
-  readonly path?: string;
-}
-
-function isSystemError(error: unknown): error is Error & SystemError {
-  return error instanceof Error && typeof (error as Partial<SystemError>).code === 'string';
-}
 
 /** A workspace's owner config, whose `conflict` is an upgrade the command can make. */
 const OWNER_CONFIG = /\/service\/config\.json$/;

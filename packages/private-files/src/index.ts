@@ -1,5 +1,7 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
+export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
+export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
 export {
   PrivateFiles,
   STAGING_FOLDER,

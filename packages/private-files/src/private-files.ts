@@ -272,13 +272,7 @@ export class PrivateFiles {
       }
       this.#step('create', 'unlink', temp.staged);
       unlessGone(() => unlinkSync(temp.staged));
-      temp.pending = false;
-      const published = fstatSync(temp.descriptor, { bigint: true });
-      if (options.syncFolder !== false) {
-        this.#step('create', 'fsync-directory', folder);
-        fsyncDirectory(folder);
-      }
-      return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
+      return this.#published('create', folder, temp, bytes, options);
     } finally {
       this.#discard('create', temp);
     }
@@ -334,13 +328,7 @@ export class PrivateFiles {
       this.#expect(path, expected, maxBytes);
       this.#step('replace', 'rename', path, { source: temp.staged });
       unlessRemoved(path, () => renameSync(temp.staged, path));
-      temp.pending = false;
-      const published = fstatSync(temp.descriptor, { bigint: true });
-      if (options.syncFolder !== false) {
-        this.#step('replace', 'fsync-directory', folder);
-        fsyncDirectory(folder);
-      }
-      return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
+      return this.#published('replace', folder, temp, bytes, options);
     } finally {
       this.#discard('replace', temp);
     }
@@ -356,9 +344,7 @@ export class PrivateFiles {
     this.#expect(path, expected, maxBytes);
     this.#step('remove', 'unlink', path);
     unlessRemoved(path, () => unlinkSync(path));
-    if (options.syncFolder === false) return;
-    this.#step('remove', 'fsync-directory', folder);
-    fsyncDirectory(folder);
+    this.#syncFolder('remove', folder, options);
   }
 
   /**
@@ -669,6 +655,20 @@ export class PrivateFiles {
   }
 
   /** Writes `bytes` to a fresh temp in the staging folder and fsyncs it; the descriptor stays open. */
+  /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
+  #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
+    temp.pending = false;
+    const published = fstatSync(temp.descriptor, { bigint: true });
+    this.#syncFolder(operation, folder, options);
+    return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
+  }
+
+  #syncFolder(operation: MutationOperation, folder: string, options: PublishOptions): void {
+    if (options.syncFolder === false) return;
+    this.#step(operation, 'fsync-directory', folder);
+    fsyncDirectory(folder);
+  }
+
   #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
     this.#walk(this.staging, operation);
     const staged = join(this.staging, stagingName(currentProcess()));

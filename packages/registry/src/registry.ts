@@ -16,10 +16,12 @@ import {
   type Reservation,
 } from '@leasehold/contracts';
 import {
+  HolderFiles,
   PrivateFiles,
   currentProcess,
+  isSystemError,
   ownerStatus,
-  sameSnapshot,
+  setupErrnoMeaning,
   type FileSnapshot,
   type OwnerStatus,
   type PrivateFilesHooks,
@@ -120,33 +122,21 @@ const abandonedTokens = new Set<string>();
 
 const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
-type Judgement =
-  | { readonly kind: 'free' }
-  | { readonly kind: 'wait' }
-  | { readonly kind: 'dead'; readonly snapshot: FileSnapshot; readonly token: string };
-
-// What stops a state home from being made or reached that no retry fixes,
-// and what it means there. Other errors (EIO, ENOSPC) are the disk's, and
-// stay as they are.
-const SETUP_ERRNOS: Readonly<Record<string, string>> = {
-  EACCES: 'permission denied',
-  EPERM: 'permission denied',
-  EEXIST: 'exists and is not a folder',
-  ENOTDIR: 'a level above it is not a folder',
-  ENOENT: 'it or a level above it is a link to nothing',
-  ELOOP: 'too many levels of links',
-  EROFS: 'on a read-only file system',
-};
+/** What this host can tell of a lock's holder; a lock this process abandoned guards nothing, so its holder is `absent`. */
+function holderStatus(lock: RegistryLock): OwnerStatus {
+  if (lock.pid === process.pid && abandonedTokens.has(lock.token)) return 'absent';
+  return ownerStatus(lock.pid, lock.host, lock.processStart);
+}
 
 /** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */
 function setupRefusal(error: unknown, stateHome: string, doing: string): unknown {
-  if (ContractError.is(error) || !(error instanceof Error)) return error;
-  const { code, path = stateHome } = error as NodeJS.ErrnoException;
-  const meaning = code === undefined ? undefined : SETUP_ERRNOS[code];
+  if (ContractError.is(error) || !isSystemError(error)) return error;
+  // Other errors (EIO, ENOSPC) are the disk's, and stay as they are.
+  const meaning = setupErrnoMeaning(error);
   if (meaning === undefined) return error;
   return new ContractError(
     'refused',
-    `${stateHome}: cannot ${doing} the state home: ${path}: ${meaning} (${code}); make every level above it a folder this user can enter and write, or choose another state home`,
+    `${stateHome}: cannot ${doing} the state home: ${error.path ?? stateHome}: ${meaning} (${error.code}); make every level above it a folder this user can enter and write, or choose another state home`,
     { cause: error, path: stateHome },
   );
 }
@@ -203,6 +193,7 @@ export class Registry {
   readonly layout: StateHomeLayout;
   readonly #files: PrivateFiles;
   readonly #home: PrivateFiles;
+  readonly #locks: HolderFiles<RegistryLock>;
   readonly #hooks: PrivateFilesHooks | undefined;
   readonly #lockWaitMs: number;
   readonly #backend: Backend;
@@ -220,6 +211,16 @@ export class Registry {
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.layout.namespace, hooks);
     this.#home = new PrivateFiles(this.layout.stateHome, hooks);
+    this.#locks = new HolderFiles(this.#files, {
+      decode: (path, bytes) => decodeBytes(registryLockSchema, bytes, DOCUMENT_BYTES, path),
+      markerOf: (token) => takeoverMarker(this.layout, token),
+      // Every taker goes on waiting for the lock, and sweeps the markers once it holds it (#sweepMarkers).
+      markerRemovedBy: 'holder',
+      status: holderStatus,
+      // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
+      refuseAmbiguous: ({ path, holder }) =>
+        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told from here; run \`leasehold doctor\``),
+    });
     this.#lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
     this.#backend = checkBackend(options.backend ?? FILE_BACKEND, 'registry backend');
     this.#formatBytes = encodeFormat(this.layout.stateHome, this.#backend, this.layout.registryFormat);
@@ -350,11 +351,8 @@ export class Registry {
   }
 
   #readHolder(path: string): RegistryLockState | undefined {
-    const snapshot = this.#files.read(path);
-    if (snapshot === undefined) return undefined;
-    const lock = decodeBytes(registryLockSchema, snapshot.bytes, DOCUMENT_BYTES, path);
-    const mine = lock.pid === process.pid && abandonedTokens.has(lock.token);
-    return { path, snapshot, lock, holder: mine ? 'absent' : ownerStatus(lock.pid, lock.host, lock.processStart) };
+    const found = this.#locks.read(path);
+    return found === undefined ? undefined : { path, snapshot: found.snapshot, lock: found.holder, holder: found.status };
   }
 
   async #claim(bytes: Uint8Array): Promise<FileSnapshot> {
@@ -364,7 +362,7 @@ export class Registry {
       this.#files.sweepStaging();
       // Judge a lock that is there before writing one: each attempt to create
       // costs a staged write and its fsync, which waiters must not pay.
-      const found = this.#judge(this.layout.registryLock);
+      const found = this.#locks.judge(this.layout.registryLock);
       if (found.kind === 'free') {
         try {
           // No registry folder fsync for the lock (LOCK_PUBLISH): the table's own replace fsyncs that folder.
@@ -375,7 +373,7 @@ export class Registry {
         }
       }
       if (found.kind === 'dead') {
-        const taken = this.#takeOver(this.layout.registryLock, found, bytes);
+        const taken = this.#locks.takeOver(found, bytes);
         if (taken !== undefined) return taken;
       }
       if (Date.now() >= deadline) {
@@ -384,68 +382,6 @@ export class Registry {
       // Jittered exponential backoff up to ~16 ms, so that racing writers spread
       // out and a freed lock does not sit idle for long.
       await sleep(Math.min(2 ** attempt, 16) * (0.5 + Math.random()));
-    }
-  }
-
-  /**
-   * What the lock (or marker) at `path` is: free, a short hold to wait for
-   * (a live holder, or a file being published or removed), or left by a dead
-   * holder. A holder that cannot be told is a fence: `quarantine`.
-   */
-  #judge(path: string): Judgement {
-    let found: RegistryLockState | undefined;
-    try {
-      found = this.#readHolder(path);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return { kind: 'wait' }; // being published or removed
-      throw error;
-    }
-    if (found === undefined) return { kind: 'free' };
-    if (found.holder === 'live') return { kind: 'wait' };
-    if (found.holder === 'ambiguous') {
-      throw new ContractError(
-        'quarantine',
-        `${path}: its holder (pid ${found.lock.pid} on ${found.lock.host}) cannot be told from here; run \`leasehold doctor\``,
-      );
-    }
-    // A holder that removed its lock and exited between our read and the
-    // liveness check reads `absent` too. Only a lock still there, unchanged,
-    // after its holder was seen gone was left behind.
-    if (!this.#unchanged(path, found.snapshot)) return { kind: 'wait' };
-    return { kind: 'dead', snapshot: found.snapshot, token: found.lock.token };
-  }
-
-  #unchanged(path: string, snapshot: FileSnapshot): boolean {
-    try {
-      return sameSnapshot(this.#files.read(path), snapshot);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return false;
-      throw error;
-    }
-  }
-
-  /**
-   * Replaces the dead holder's file at `path` with ours, exclusively. `replace`
-   * is check-then-rename, so two writers that judged the same dead lock could
-   * both pass the check: only the one that first creates the marker named
-   * after the dead token (an exclusive `link`) may replace it. A marker whose
-   * own holder died is taken over the same way, by a marker named after its
-   * token. Answers undefined when another writer won or the file moved.
-   */
-  #takeOver(path: string, dead: Extract<Judgement, { kind: 'dead' }>, bytes: Uint8Array): FileSnapshot | undefined {
-    const marker = takeoverMarker(this.layout, dead.token);
-    try {
-      this.#files.create(marker, bytes);
-    } catch (error) {
-      if (!ContractError.is(error, 'conflict')) throw error;
-      const found = this.#judge(marker);
-      if (found.kind !== 'dead' || this.#takeOver(marker, found, bytes) === undefined) return undefined;
-    }
-    try {
-      return this.#files.replace(path, dead.snapshot, bytes);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return undefined; // already taken over before our marker
-      throw error;
     }
   }
 
@@ -518,7 +454,7 @@ export class Registry {
       abandonedTokens.delete(token);
     } catch {
       try {
-        if (this.#unchanged(this.layout.registryLock, held)) abandonedTokens.add(token);
+        if (this.#locks.unchanged(this.layout.registryLock, held)) abandonedTokens.add(token);
       } catch {
         // Unreadable now: it names this process, and is judged like any lock by the next writer.
       }

@@ -2,6 +2,7 @@ import { request as httpRequest } from 'node:http';
 import type { Readable } from 'node:stream';
 import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
+import { errnoOf } from '@leasehold/private-files';
 import { addressOf } from './address.js';
 import type { OwnerStatusBody } from './handler.js';
 
@@ -85,9 +86,7 @@ function callStreaming(endpoint: string, capability: string, timeoutMs: number, 
       },
     );
     outgoing.on('timeout', () => outgoing.destroy(new Error('no answer in time')));
-    outgoing.on('error', (error: NodeJS.ErrnoException) =>
-      reject(new ContractError('unavailable', `${endpoint}: no answer (${error.code ?? error.message})`)),
-    );
+    outgoing.on('error', (error: Error) => reject(noAnswer(endpoint, error)));
     outgoing.end(payload);
   });
 }
@@ -107,6 +106,11 @@ async function call(endpoint: string, capability: string, timeoutMs: number, met
   return { status, headers, body: parsed, bytes, text };
 }
 
+/** `unavailable`: no answer from `endpoint`, with the errno (else the message) of the error that ended the wait. */
+function noAnswer(endpoint: string, error: Error): ContractError {
+  return new ContractError('unavailable', `${endpoint}: no answer (${errnoOf(error) ?? error.message})`);
+}
+
 /** Every byte of `stream`, or `unavailable` when it does not end within `timeoutMs`. */
 function readWhole(stream: Readable, timeoutMs: number, endpoint: string): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
@@ -117,9 +121,9 @@ function readWhole(stream: Readable, timeoutMs: number, endpoint: string): Promi
       clearTimeout(timer);
       resolve(new Uint8Array(Buffer.concat(chunks)));
     });
-    stream.on('error', (error: NodeJS.ErrnoException) => {
+    stream.on('error', (error: Error) => {
       clearTimeout(timer);
-      reject(new ContractError('unavailable', `${endpoint}: no answer (${error.code ?? error.message})`));
+      reject(noAnswer(endpoint, error));
     });
   });
 }

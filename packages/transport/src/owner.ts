@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type Recovery } from '@leasehold/contracts';
 import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
-import type { PrivateFilesHooks } from '@leasehold/private-files';
+import { errnoOf, isErrno, type PrivateFilesHooks } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
 import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
 
@@ -103,9 +103,9 @@ function ownershipOf(options: ServeOptions): Ownership {
 
 function listen(server: Server, port: number, hostname: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.once('error', (error: NodeJS.ErrnoException) => {
-      const code = error.code === 'EADDRINUSE' ? 'conflict' : 'refused';
-      reject(new ContractError(code, `${hostname}:${port}: cannot listen (${error.code ?? 'error'})`));
+    server.once('error', (error: Error) => {
+      const code = isErrno(error, 'EADDRINUSE') ? 'conflict' : 'refused';
+      reject(new ContractError(code, `${hostname}:${port}: cannot listen (${errnoOf(error) ?? 'error'})`));
     });
     server.listen(port, hostname, () => resolve((server.address() as AddressInfo).port));
   });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { basename, join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, decodeBytes, encode, holderSchema, id, text } from '@leasehold/contracts';
 import { workspacePlaces } from '@leasehold/coordination';
-import { PrivateFiles, currentProcess, ownerStatus, sameSnapshot, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
+import { HolderFiles, PrivateFiles, currentProcess, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
 
 /**
  * The folder of start claims, `<stateHome>/start-claims/`: beside the `v1` namespace, not in it.
@@ -57,13 +57,6 @@ export interface ClaimHolder {
 /** What a claim attempt got: the claim (its snapshot, to release it), or a wait (on its holder, when one could be read). */
 type ClaimAttempt = { readonly kind: 'won'; readonly held: FileSnapshot } | { readonly kind: 'wait'; readonly holder?: ClaimHolder };
 
-type Judgement =
-  | { readonly kind: 'free' }
-  /** Being published, replaced or removed right now: look again. */
-  | { readonly kind: 'busy' }
-  | { readonly kind: 'held'; readonly holder: ClaimHolder }
-  | { readonly kind: 'dead'; readonly snapshot: FileSnapshot; readonly token: string };
-
 /**
  * The start claim of one workspace in one state home, `<stateHome>/start-claims/<name>.json`,
  * `<name>` being the name of the workspace's private root (coordination's rule): at most one
@@ -78,6 +71,7 @@ export class StartClaim {
   readonly #folder: string;
   readonly #home: PrivateFiles;
   readonly #files: PrivateFiles;
+  readonly #claims: HolderFiles<ClaimDocument>;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised. */
   constructor(root: string, stateHome: string) {
@@ -88,6 +82,12 @@ export class StartClaim {
     this.#path = join(this.#folder, `${this.#name}.json`);
     this.#home = new PrivateFiles(stateHome);
     this.#files = new PrivateFiles(this.#folder);
+    this.#claims = new HolderFiles(this.#files, {
+      decode: decodeClaim,
+      markerOf: (token) => join(this.#folder, `${this.#name}.takeover-${token}.json`),
+      // A taker that lost connects to the owner the winner started, and may never hold the claim: it removes its own marker.
+      markerRemovedBy: 'taker',
+    });
   }
 
   /**
@@ -106,10 +106,13 @@ export class StartClaim {
     } catch (error) {
       if (!ContractError.is(error, 'conflict')) throw error;
     }
-    const found = this.#judge(this.#path);
-    if (found.kind === 'held') return { kind: 'wait', holder: found.holder };
+    const found = this.#claims.judge(this.#path);
+    if (found.kind === 'held') {
+      const { holder: claim, status } = found.found;
+      return { kind: 'wait', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, status } };
+    }
     if (found.kind !== 'dead') return { kind: 'wait' };
-    const taken = this.#takeOver(this.#path, found, bytes);
+    const taken = this.#claims.takeOver(found, bytes);
     return taken === undefined ? { kind: 'wait' } : { kind: 'won', held: taken };
   }
 
@@ -132,74 +135,6 @@ export class StartClaim {
         if (!ContractError.is(error, 'conflict')) throw error;
       }
     }
-    this.#removeIfSame(this.#path, held);
-  }
-
-  #removeIfSame(path: string, snapshot: FileSnapshot): void {
-    try {
-      this.#files.remove(path, snapshot);
-    } catch (error) {
-      if (!ContractError.is(error, 'conflict')) throw error;
-    }
-  }
-
-  /** What the claim (or take-over marker) at `path` is. A maker that cannot be told (`ambiguous`) holds it. */
-  #judge(path: string): Judgement {
-    let snapshot: FileSnapshot | undefined;
-    try {
-      snapshot = this.#files.read(path);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return { kind: 'busy' };
-      throw error;
-    }
-    if (snapshot === undefined) return { kind: 'free' };
-    const claim = decodeClaim(path, snapshot.bytes);
-    const status = ownerStatus(claim.pid, claim.host, claim.processStart);
-    if (status !== 'absent') {
-      return { kind: 'held', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, status } };
-    }
-    // A maker that removed its claim and exited between our read and the liveness check reads
-    // `absent` too: only a claim still there, unchanged, after its maker was seen gone was left behind.
-    if (!this.#unchanged(path, snapshot)) return { kind: 'busy' };
-    return { kind: 'dead', snapshot, token: claim.token };
-  }
-
-  #unchanged(path: string, snapshot: FileSnapshot): boolean {
-    try {
-      return sameSnapshot(this.#files.read(path), snapshot);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return false;
-      throw error;
-    }
-  }
-
-  /**
-   * Replaces the dead maker's file at `path` with ours, exclusively. `replace` checks, then
-   * renames, so two callers that judged the same dead claim could both pass the check: only the
-   * one that first creates the marker named after the dead token (an exclusive `link`) may
-   * replace it, and it removes its marker only after the rename, so a later marker of that token
-   * meets our claim and fails its compare. A marker whose own maker died is taken over the same
-   * way, by a marker named after its token. Answers undefined when another caller won.
-   */
-  #takeOver(path: string, dead: Extract<Judgement, { kind: 'dead' }>, bytes: Uint8Array): FileSnapshot | undefined {
-    const marker = join(this.#folder, `${this.#name}.takeover-${dead.token}.json`);
-    let ours: FileSnapshot | undefined;
-    try {
-      ours = this.#files.create(marker, bytes);
-    } catch (error) {
-      if (!ContractError.is(error, 'conflict')) throw error;
-      const found = this.#judge(marker);
-      if (found.kind !== 'dead') return undefined;
-      ours = this.#takeOver(marker, found, bytes);
-      if (ours === undefined) return undefined;
-    }
-    try {
-      return this.#files.replace(path, dead.snapshot, bytes);
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) return undefined; // taken over before our marker was made
-      throw error;
-    } finally {
-      this.#removeIfSame(marker, ours);
-    }
+    this.#claims.removeIfUnchanged(this.#path, held);
   }
 }

@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { ContractError, encode, holdersNotProvedGone, sha256, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
-import { coveringOf, unfenced } from '../covering.js';
+import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
 import { RemedyError } from '../remedies.js';
@@ -74,7 +74,7 @@ export async function recover(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, recovery, stateHome }) => {
     // Run inside a fenced workspace, it is about that workspace (as `status` names it).
-    const { root } = unfenced(await ownership.inspect(folder)) ? await coveringOf(ownership, folder) : { root: folder };
+    const { root } = await coveringOf(ownership, folder, await ownership.inspect(folder));
     return recoverOn(context, root, stateHome, recovery);
   });
 }

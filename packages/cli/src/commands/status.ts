@@ -4,7 +4,7 @@ import { ownerStatus } from '@leasehold/private-files';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { placeOptions, rootExists, workspaceOf, type CommandContext } from '../context.js';
-import { coveringOf, unfenced } from '../covering.js';
+import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
 import { shellQuote } from '../shell-words.js';
 
@@ -156,7 +156,7 @@ export async function status(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
-    const { root, inside } = unfenced(asked) ? await coveringOf(ownership, folder) : { root: folder, inside: [] };
+    const { root, inside } = await coveringOf(ownership, folder, asked);
     const report = {
       ...(await statusOf(ownership, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),

@@ -21,7 +21,7 @@ export async function stop(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
-    const { root, inside } = unfenced(asked) ? await coveringOf(ownership, folder) : { root: folder, inside: [] };
+    const { root, inside } = await coveringOf(ownership, folder, asked);
     if (root === folder && unfenced(asked)) return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
     return stopOn(context, root, ownership, { stateHome, host });
   });
