@@ -5,7 +5,7 @@ import { CASES, crasherPlan, dryRun, judge, preparedPlace, summary, type Judgeme
 
 afterEach(cleanUp);
 
-// SPEC 10.3 for a process killed (SIGKILL) before any single mutating step
+// Crash safety (docs/persistence.md, "Crash safety") for a process killed (SIGKILL) before any single mutating step
 // of acquire, a phase change or release (what is checked of each state:
 // test/crash-safety.ts). The same with an I/O error: io-errors.test.ts.
 
@@ -16,11 +16,11 @@ const pointName = (operationCase: OperationCase, killAt: number | 'end') =>
 
 // One test per crash point (each a fresh place and one child), so that each stays far inside its bound; the
 // dry run, which proves the step list every point relies on, is a test of its own.
-for (const operationCase of CASES) describe(`a writer killed (SIGKILL) before any mutating step (SPEC 10.3): ${operationCase.name}`, () => {
+for (const operationCase of CASES) describe(`a writer killed (SIGKILL) before any mutating step leaves it fenced: ${operationCase.name}`, () => {
   const judgements: Judgement[] = [];
   afterAll(() => console.log(`${operationCase.name}: ${judgements.length} SIGKILL crash points judged`, summary(judgements)));
 
-  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(operationCase));
+  it('the dry run reports exactly the steps written from docs/ownership.md and docs/persistence.md', () => dryRun(operationCase));
 
   for (const killAt of killPoints(operationCase)) it(`killed ${pointName(operationCase, killAt)}`, async () => {
     const steps = operationCase.expectedSteps;

@@ -44,6 +44,7 @@ export {
 } from './places.js';
 export { ServiceCoordination, type CoordinationOptions } from './service-coordination.js';
 export { fileOwnership } from './file-ownership.js';
+export { releaseInOrder, type HeldFences, type Releaser } from './release.js';
 export {
   FILE_BYTES,
   SERVICE_FILES,

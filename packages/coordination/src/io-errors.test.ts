@@ -6,12 +6,12 @@ import { CASES, crasherPlan, judge, preparedPlace, reportedRaw, summary, type Ju
 
 afterEach(cleanUp);
 
-// SPEC 10.3 for a process failing with an I/O error (EIO, ENOSPC) at any
+// Crash safety (docs/persistence.md, "Crash safety", "I/O-error tests") for a process failing with an I/O error (EIO, ENOSPC) at any
 // single mutating step of acquire, a phase change or release, then exiting
 // (what is checked of each state: test/crash-safety.ts; the dry runs that
 // prove each step list: crash-safety.test.ts). One test per point.
 
-for (const operationCase of CASES) describe(`a writer failing with an I/O error at any mutating step, then exiting (SPEC 10.3): ${operationCase.name}`, () => {
+for (const operationCase of CASES) describe(`a writer failing with an I/O error at any mutating step, then exiting leaves it fenced: ${operationCase.name}`, () => {
   const judgements: Judgement[] = [];
   const outcomes: string[] = [];
   afterAll(() => console.log(`${operationCase.name}: ${judgements.length} I/O-error points judged`, { outcomes: countsOf(outcomes), ...summary(judgements) }));

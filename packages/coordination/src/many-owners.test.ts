@@ -122,7 +122,7 @@ function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pau
   return spawnFixture('stepper.mjs', plan);
 }
 
-describe('many owners, one state home (SPEC 10.6)', () => {
+describe('many owners, one state home (docs/ownership.md, "Many owners in one state home")', () => {
   it(`a stopped workspace reads stopped on every inspect, and an idle owner's localAccess keeps working, while ${CYCLERS} processes cycle acquire and release on other workspaces`, async () => {
     const place = makePlace();
     const readers = await readersIn(place);

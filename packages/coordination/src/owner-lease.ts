@@ -3,16 +3,16 @@ import {
   decodeBytes,
   encode,
   localCapabilitySchema,
-  sha256,
   type LocalAccess,
   type Phase,
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
+import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
-import { FILE_BYTES, SERVICE_FILES, SYNCED_BY_LATER_CHANGE, bounded, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
+import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
+import { FILE_BYTES, SERVICE_FILES, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */
 export function reservationOf(registration: Registration): Reservation {
@@ -39,11 +39,9 @@ export class OwnerLease {
   readonly #places: WorkspacePlaces;
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
-  readonly #owned: OwnedFiles;
-  readonly #reservation: Reservation;
-  #registration: Registration;
-  // Set once release has removed the row: from then on the row must be absent.
-  #unreserved = false;
+  // The owner's fences as it last wrote them; once release has removed the row, it must be absent.
+  readonly #held: HeldFences & { registration: Registration };
+  readonly #writer: FenceWriter;
   #ended: ContractError | undefined;
   #stopWatching: (() => void) | undefined;
 
@@ -52,14 +50,13 @@ export class OwnerLease {
     this.#places = places;
     this.#files = files;
     this.#registry = registry;
-    this.#registration = registration;
-    this.#reservation = reservationOf(registration);
-    this.#owned = owned;
+    this.#held = { snapshots: owned, registration, row: reservationOf(registration) };
+    this.#writer = new FenceWriter(files, places, owned, true);
   }
 
   /** The registration as this owner last wrote it (no secret in it). */
   get registration(): Registration {
-    return this.#registration;
+    return this.#held.registration;
   }
 
   /**
@@ -70,10 +67,10 @@ export class OwnerLease {
    */
   localAccess(): LocalAccess {
     this.assert();
-    const snapshot = this.#owned.capability;
+    const snapshot = this.#held.snapshots.capability;
     if (snapshot === undefined) throw new ContractError('unavailable', `${this.#places.capability}: not held`);
     const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, FILE_BYTES.capability, this.#places.capability);
-    return { endpoint: this.#registration.endpoint, epoch: this.#registration.epoch, capability };
+    return { endpoint: this.#held.registration.endpoint, epoch: this.#held.registration.epoch, capability };
   }
 
   /**
@@ -96,7 +93,7 @@ export class OwnerLease {
   phase(p: Exclude<Phase, 'stopped'>): void {
     if ((p as Phase) === 'stopped') throw new ContractError('refused', 'phase: use release() to stop');
     this.assert();
-    this.#writeRegistration({ ...this.#registration, phase: p });
+    this.#writeRegistration({ ...this.#held.registration, phase: p });
   }
 
   /**
@@ -109,57 +106,31 @@ export class OwnerLease {
    */
   fenceProcess(pid: number): void {
     this.assert();
-    if (this.#registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#places.root}: the lease is being released`);
+    if (this.#held.registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#places.root}: the lease is being released`);
     const path = this.#places.companion;
-    if (this.#owned.companion !== undefined) throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
+    if (this.#held.snapshots.companion !== undefined) throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
     const identity = processIdentity(pid);
     if (identity === undefined) throw new ContractError('refused', `pid ${pid}: no such process on this host (gone, or never was)`);
-    const bytes = bounded(encode({ schema: 'leasehold.companion/1', epoch: this.#registration.epoch, ...identity }), FILE_BYTES.companion, path);
     // A create whose link took effect but whose folder fsync failed counts as done, as in `phase`:
     // the fence exists, and what a power loss could take back names a process it killed anyway.
-    this.#publish('companion', bytes, () => this.#files.create(path, bytes, FILE_BYTES.companion));
+    this.#writer.create('companion', encode({ schema: 'leasehold.companion/1', epoch: this.#held.registration.epoch, ...identity }));
   }
 
   /**
-   * Releases the workspace in the order that keeps every crash point fenced:
-   * the companion, the registration `stopped`, the capability, `owner.lock`, then in one
-   * registry transaction the row and, last, the checkout lock (so a plain
-   * tool never enters while a service fence remains). Every step re-asserts
-   * the lease. A release that failed part-way can be called again and goes on
-   * from where it stopped. A step whose write took effect but whose fsync
-   * failed counts as done: every state it may leave after a power loss is
-   * one of the fenced states of this order.
+   * Releases the workspace in the order that keeps every crash point fenced
+   * (`releaseInOrder`). Every step re-asserts the lease. A release that failed
+   * part-way can be called again and goes on from where it stopped. A step
+   * whose write took effect but whose fsync failed counts as done: every state
+   * it may leave after a power loss is one of the fenced states of that order.
    * @throws ContractError as `assert`, `busy`/`quarantine` from the registry lock.
    */
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
-    // The companion first, with its own folder fsync, while the registration is still live (the one
-    // state it is allowed in): at every crash point from here on the remaining fences (registration,
-    // owner.lock, capability, row, checkout lock) still name this owner, so a recovery finds them once
-    // it is gone; and a companion never outlives the registration it belongs to.
-    this.#removeOwned('companion');
-    // The registration and the capability are fsynced with the service folder by owner.lock's removal
-    // (SYNCED_BY_LATER_CHANGE). A release called again after a failure runs only the steps not yet done,
-    // in this order, so whatever it changes there precedes that removal.
-    if (this.#registration.phase !== 'stopped') {
-      this.assert();
-      this.#writeRegistration({ ...this.#registration, phase: 'stopped' }, SYNCED_BY_LATER_CHANGE);
-    }
-    this.#removeOwned('capability', SYNCED_BY_LATER_CHANGE);
-    this.#removeOwned('ownerLock');
-    await this.#registry.transaction(this.#places.root, (transaction) => {
-      if (!this.#unreserved) {
-        this.assert();
-        transaction.assertHeld();
-        this.#settle(
-          () => transaction.unreserve(this.#reservation.root, this.#reservation.epoch),
-          () => this.#registry.rowOf(this.#reservation.root).row === undefined,
-        );
-        this.#unreserved = true;
-      }
-      transaction.assertHeld();
-      this.#removeOwned('checkoutLock');
+    await releaseInOrder(this.#files, this.#registry, this.#places, this.#held, {
+      check: () => this.assert(),
+      settles: true,
+      removesCheckout: true,
     });
     this.#ended = new ContractError('unavailable', `${this.#places.root}: the lease was released`);
   }
@@ -191,7 +162,7 @@ export class OwnerLease {
 
   #assertActive(): void {
     if (this.#ended !== undefined) throw this.#ended;
-    if (this.#registration.pid !== process.pid) {
+    if (this.#held.registration.pid !== process.pid) {
       throw new ContractError('conflict', `${this.#places.registration}: names another process`);
     }
   }
@@ -199,69 +170,19 @@ export class OwnerLease {
   #assertOnce(): void {
     // The row first: reading it checks the state home itself before anything below it.
     const row = this.#registry.rowOf(this.#places.root).row;
-    if (!sameReservation(row, this.#unreserved ? undefined : this.#reservation)) {
+    if (!sameReservation(row, this.#held.row)) {
       throw new ContractError('conflict', `${this.#places.roots}: this owner's row changed`);
     }
     const current = snapshotsOf(readServiceState(this.#files, this.#places));
     for (const key of SERVICE_FILES) {
-      if (!sameSnapshot(current[key], this.#owned[key])) {
+      if (!sameSnapshot(current[key], this.#held.snapshots[key])) {
         throw new ContractError('conflict', `${this.#places[key]}: changed under its owner`);
       }
     }
   }
 
-  /**
-   * Runs a write; when it throws, asks `tookEffect` whether it went through
-   * anyway (an fsync failed after the rename or unlink): then it is done.
-   */
-  #settle(write: () => void, tookEffect: () => boolean): void {
-    try {
-      write();
-    } catch (error) {
-      let done = false;
-      try {
-        done = tookEffect();
-      } catch {
-        // Unreadable: the original error is the one to report.
-      }
-      if (!done) throw error;
-    }
-  }
-
-  #writeRegistration(next: Registration, publish?: PublishOptions): void {
-    const path = this.#places.registration;
-    const bytes = bounded(encode(next), FILE_BYTES.registration, path);
-    const expected = this.#owned.registration;
-    if (expected === undefined) throw new ContractError('conflict', `${path}: not held`);
-    this.#publish('registration', bytes, () => this.#files.replace(path, expected, bytes, FILE_BYTES.registration, publish));
-    this.#registration = next;
-  }
-
-  /** Publishes `bytes` with `write` and holds what is there, settled (see `#settle`) by whether the file holds them. */
-  #publish(key: 'registration' | 'companion', bytes: Uint8Array, write: () => FileSnapshot): void {
-    let written: FileSnapshot | undefined;
-    this.#settle(
-      () => {
-        written = write();
-      },
-      () => {
-        written = this.#files.read(this.#places[key], FILE_BYTES[key]);
-        return written?.identity === sha256(bytes);
-      },
-    );
-    this.#owned[key] = written;
-  }
-
-  /** One removal step of release: re-assert, then remove by compare-and-swap (skipped when already done). */
-  #removeOwned(key: 'companion' | 'capability' | 'ownerLock' | 'checkoutLock', publish?: PublishOptions): void {
-    const expected = this.#owned[key];
-    if (expected === undefined) return;
-    this.assert();
-    const path = this.#places[key];
-    this.#settle(
-      () => this.#files.remove(path, expected, FILE_BYTES[key], publish),
-      () => this.#files.read(path, FILE_BYTES[key]) === undefined,
-    );
-    this.#owned[key] = undefined;
+  #writeRegistration(next: Registration): void {
+    this.#writer.replace('registration', encode(next));
+    this.#held.registration = next;
   }
 }

@@ -135,7 +135,7 @@ describe('workspacePlaces', () => {
     expect(codeOf(() => workspacePlaces('/a', '/state//home'))).toBe('refused');
   });
 
-  it('names the allowed entries of SPEC 5.1', () => {
+  it('names the allowed entries of docs/layout.md', () => {
     expect([...NAMESPACE_ENTRIES].sort()).toEqual(['journal', 'registry', 'workspaces']);
     expect([...PRIVATE_ROOT_ENTRIES].sort()).toEqual(['checkout.lock', 'service']);
     expect([...SERVICE_ENTRIES].sort()).toEqual(

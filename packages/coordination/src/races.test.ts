@@ -40,7 +40,7 @@ function registryOf(place: TestPlace): Registry {
   return new Registry(place.stateHome);
 }
 
-describe('processes racing acquire (SPEC 10.1, 10.6)', () => {
+describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many owners in one state home")', () => {
   it(`${RACERS} processes acquiring one root at once: exactly one wins, the others are refused`, async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'shared');

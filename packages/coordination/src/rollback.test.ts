@@ -32,7 +32,7 @@ import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index
 
 afterEach(cleanUp);
 
-// SPEC 5.3: a failure after the reservation rolls back what this call wrote,
+// A failure after the reservation rolls back what this call wrote (docs/ownership.md, "Rollback of a failed acquire"),
 // in reverse order, each step a compare-and-swap against its own snapshot,
 // ending with `unreserve`; a rollback step that fails leaves the rest as a
 // visible fence. Here in one process (this one, which stays alive): one I/O
@@ -188,7 +188,7 @@ async function expectAcquiresAgain(setup: Setup, label: string): Promise<void> {
   expect(namesIn(join(setup.place.stateHome, 'v1', 'registry')).filter((name) => name.endsWith('.lock')), `${label}: a lock or marker left`).toEqual([]);
 }
 
-/** The steps of one whole acquire, as the hook reports them; it must be exactly the list written from the SPEC. */
+/** The steps of one whole acquire, as the hook reports them; it must be exactly the list written from docs/ownership.md ("Acquire"). */
 async function dryRun(acquireCase: AcquireCase): Promise<void> {
   const setup = await setUp(acquireCase.stopped);
   setup.injector.arm();
@@ -199,7 +199,7 @@ async function dryRun(acquireCase: AcquireCase): Promise<void> {
   await lease.release();
 }
 
-describe('acquire rolls back when one step fails with an I/O error (SPEC 5.3)', () => {
+describe('acquire rolls back when one step fails with an I/O error (docs/ownership.md, "Rollback of a failed acquire")', () => {
   it('uses the policy document the config names', () => {
     expect(sha256Hex(POLICY)).toBe(OWNER_CONFIG.policyIdentity);
   });
@@ -210,7 +210,7 @@ describe('acquire rolls back when one step fails with an I/O error (SPEC 5.3)', 
       const outcomes: string[] = [];
       afterAll(() => console.log(`${acquireCase.name}: ${outcomes.length} I/O-error points`, countsOf(outcomes)));
 
-      it('the dry run reports exactly the steps written from the SPEC', () => dryRun(acquireCase));
+      it('the dry run reports exactly the steps written from docs/ownership.md', () => dryRun(acquireCase));
 
       for (const [index, step] of acquireCase.expectedSteps.entries()) {
         const failAt = index + 1;
@@ -225,7 +225,7 @@ describe('acquire rolls back when one step fails with an I/O error (SPEC 5.3)', 
           expect(setup.injector.steps.slice(0, failAt), label).toEqual(acquireCase.expectedSteps.slice(0, failAt));
           if (LOCK_REMOVAL_STEPS.includes(step)) {
             // A failed removal of the registry lock leaves it (naming this live process), and the
-            // transaction's work stands: the acquire goes on (SPEC 4 step 5).
+            // transaction's work stands: the acquire goes on (docs/ownership.md, "The registry transaction", step 5).
             expect(result, label).toHaveProperty('value');
             const lease = (result as { value: OwnerLease }).value;
             lease.assert();
@@ -262,7 +262,7 @@ describe('acquire rolls back when one step fails with an I/O error (SPEC 5.3)', 
   });
 });
 
-describe('a rollback step that fails leaves the rest fenced (SPEC 5.3)', () => {
+describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, "Rollback of a failed acquire")', () => {
   for (const acquireCase of ACQUIRE_CASES) {
     describe(acquireCase.name, () => {
       const steps = acquireCase.expectedSteps;
@@ -319,11 +319,11 @@ describe('a rollback step that fails leaves the rest fenced (SPEC 5.3)', () => {
   }
 });
 
-describe('a release that failed part-way is finished by calling it again (SPEC 5.3)', () => {
+describe('a release that failed part-way is finished by calling it again (docs/ownership.md, "Release")', () => {
   const outcomes: string[] = [];
   afterAll(() => console.log(`release: ${outcomes.length} I/O-error points`, countsOf(outcomes)));
 
-  it('the dry run reports exactly the steps written from the SPEC', async () => {
+  it('the dry run reports exactly the steps written from docs/ownership.md', async () => {
     const dry = await setUp(false);
     const dryLease = await dry.coordination.acquire(OWNER_CONFIG, ENDPOINT);
     dry.injector.arm();

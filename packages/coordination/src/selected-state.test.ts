@@ -77,7 +77,7 @@ interface Case {
 const BOTH: readonly Base[] = ['live', 'stopped'];
 
 const cases: readonly Case[] = [
-  // The folders hold only allowed names (SPEC 5.1).
+  // The folders hold only allowed names (docs/layout.md, "A workspace's private root", "The service folder").
   {
     name: 'an extra file in the service folder',
     where: (places) => places.service,
@@ -314,14 +314,14 @@ const cases: readonly Case[] = [
 ];
 
 /**
- * The acquire order (SPEC 5.3): the registry's own refusals come first, so a
+ * The acquire order (docs/ownership.md, "Acquire"): the registry's own refusals come first, so a
  * live owner's row answers `conflict` (an equal root) before the service
  * state is read; without a row, the state is read and checked, and a broken
  * rule answers `refused` before anything is judged from it.
  */
 const ACQUIRE_CODE: Record<Base, string> = { live: 'conflict', stopped: 'refused' };
 
-describe('SPEC 5.2: a selected state that breaks a rule', () => {
+describe('a selected state that breaks a rule (docs/layout.md, "The selected state")', () => {
   for (const { name, bases, where, breakState } of cases) {
     for (const base of bases) {
       it(`${name} (${base}): inspect unavailable, acquire ${ACQUIRE_CODE[base]}, initialize and checkout refused, nothing changed`, async () => {
@@ -353,7 +353,7 @@ describe('SPEC 5.2: a selected state that breaks a rule', () => {
   }
 });
 
-describe('SPEC 5.2 rule 5 without any registration', () => {
+describe('the selected state\'s rule 5 without any registration (docs/layout.md, "The selected state")', () => {
   const strays: readonly { name: string; path: (places: WorkspacePlaces) => string; bytes: () => Uint8Array }[] = [
     {
       name: 'owner.lock',
@@ -421,7 +421,7 @@ describe('what the rules allow', () => {
   });
 });
 
-describe('SPEC 5.3: the acquire order around a valid state', () => {
+describe('the acquire order around a valid state (docs/ownership.md, "Acquire")', () => {
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
     replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));

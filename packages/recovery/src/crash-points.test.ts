@@ -42,7 +42,7 @@ import {
 
 afterEach(cleanUp);
 
-// SPEC 10.3: an owner killed (SIGKILL) before any single mutating step of
+// Crash safety (docs/persistence.md, "Crash safety"): an owner killed (SIGKILL) before any single mutating step of
 // acquire, a phase change or release, or failing with an I/O error (EIO) at
 // that step and then exiting, or killed while idle after a completed
 // acquire, leaves a state where `inspect` never answers `absent` or
@@ -52,7 +52,7 @@ afterEach(cleanUp);
 // `acquire` succeeds. The same holds once a left registry lock is deleted by
 // hand, which lets the refused acquire be judged at that point too.
 
-// ---- The expected step lists, written from SPEC 3 (how private-files publishes) and 5.3 (the order). ----
+// ---- The expected step lists, written from docs/persistence.md ("Publishing a file": how private-files publishes) and docs/ownership.md ("Acquire", "Release": the order). ----
 // Paths are shown relative to the test folder: `state` is the state home, `<ws>` the workspace's private root,
 // `<temp>` a staged file and `<folder>` a staged folder.
 
@@ -66,7 +66,7 @@ const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${p
 const lockTaken = lockCreateSteps(`${REGISTRY}/registry.lock`);
 const lockRemoved = lockRemoveSteps(`${REGISTRY}/registry.lock`);
 const serviceFolderPublished = createFolderSteps(SERVICE, ['format.json', 'config.json']);
-/** After the transaction, outside the lock: the owner's files in SPEC 5.3 order (the registration follows). */
+/** After the transaction, outside the lock: the owner's files in acquire's order (docs/ownership.md, "Acquire"; the registration follows). */
 const ownerFilesCreated = ownerFilesSteps(WORKSPACE);
 
 interface OperationCase {
@@ -288,7 +288,7 @@ afterAll(() => console.log(`recovered crash points of acquire/phase/release: ${r
 
 // One test per crash point (each a fresh place and its own child), so that each stays far inside its bound; the dry
 // run, which proves the step list every point's title and checks rely on, is a test of its own.
-for (const operationCase of CASES) describe(`recovery from every crash point of an owner (SPEC 10.3): ${operationCase.name}`, () => {
+for (const operationCase of CASES) describe(`recovery from every crash point of an owner leaves it fenced: ${operationCase.name}`, () => {
   const killedResults: PointResult[] = [];
   const failingResults: PointResult[] = [];
   afterAll(() => {
@@ -296,7 +296,7 @@ for (const operationCase of CASES) describe(`recovery from every crash point of 
     logOutcomes(operationCase.name, 'failing', failingResults);
   });
 
-  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(operationCase));
+  it('the dry run reports exactly the steps written from docs/ownership.md and docs/persistence.md', () => dryRun(operationCase));
 
   for (const killAt of killPoints(operationCase)) {
     const name = killPointName(operationCase, killAt);
@@ -313,7 +313,7 @@ for (const operationCase of CASES) describe(`recovery from every crash point of 
   }
 });
 
-describe('recovery of an owner killed while idle (SPEC 10.3)', () => {
+describe('recovery of an owner killed while idle (docs/persistence.md, "Crash safety")', () => {
   it('a running owner killed with kill -9 while idle', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');

@@ -9,7 +9,7 @@ import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './index.js';
 
 afterEach(cleanUp);
 
-// SPEC 6: one durable record per recovery in `<ns>/journal/`, naming the
+// The journal (docs/ownership.md, "The journal record"): one durable record per recovery in `<ns>/journal/`, naming the
 // root, the digest, the operator and the fences with their holders, and
 // decoding strictly as `leasehold.recovery-record/1`.
 
@@ -63,7 +63,7 @@ describe('the journal record', () => {
   });
 });
 
-describe('Journal (SPEC 6: the durable bridge)', () => {
+describe('Journal (the durable bridge: docs/ownership.md, "The journal record")', () => {
   it('assertDurable holds while the record is unchanged, and is conflict once it is removed or rewritten', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');

@@ -32,7 +32,7 @@ import { recover } from './index.js';
 
 afterEach(cleanUp);
 
-// SPEC 6 and 10.6: a workspace's recovery digest covers only this root's row
+// A workspace's recovery digest covers only this root's row (docs/ownership.md, "Recovery: snapshot and digest", "Many owners in one state home")
 // and its own files, so other workspaces of the same state home acquiring,
 // releasing, or crashing inside their own registry transactions never make
 // it stale, and never block its recovery beyond the lock wait.
@@ -68,7 +68,7 @@ async function stopped(child: SpawnedChild): Promise<number> {
   return (await messageOf(child, 'stopped')).stopped as number;
 }
 
-describe("other workspaces' churn never invalidates a recovery (SPEC 10.6)", () => {
+describe("other workspaces' churn never invalidates a recovery (docs/ownership.md, \"Many owners in one state home\")", () => {
   it('owners of other roots acquiring and releasing between the snapshot and recover, and during it: the first digest recovers', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'dead');
@@ -92,7 +92,7 @@ describe("other workspaces' churn never invalidates a recovery (SPEC 10.6)", () 
     expect(outcome).toMatchObject({ recovered: true });
     expect(serviceFences(place.stateHome, root)).toEqual([]);
     const coordination = coordinationOf(place, root);
-    // Its `inspect` is never made unavailable by their transactions (SPEC 10.6).
+    // Its `inspect` is never made unavailable by their transactions (docs/ownership.md, "Many owners in one state home").
     for (const [index, child] of churners.entries()) {
       let settled = false;
       const next = roundAfter(child, lastRound(child)).finally(() => {

@@ -3,7 +3,7 @@ import { cleanUp } from '@leasehold/test-utils';
 import { PROTOCOLS } from '../test/power-loss.js';
 import { powerLossTable } from '../test/power-loss-table.js';
 
-// SPEC 10.7 for the fresh acquire (the rest: power-loss.test.ts, which says
+// The power-loss exploration (docs/persistence.md, "Power-loss exploration") for the fresh acquire (the rest: power-loss.test.ts, which says
 // what is checked). Its own file: it makes the state home, so its trace is
 // the longest, and it runs beside the other protocols'.
 

@@ -38,7 +38,7 @@ import {
 
 afterEach(cleanUp);
 
-// SPEC 10.3 for recovery itself: a recovery killed (SIGKILL) before any
+// Crash safety (docs/persistence.md, "Crash safety") for recovery itself: a recovery killed (SIGKILL) before any
 // single mutating step of its own, or failing with an I/O error (EIO) at that
 // step and then exiting, leaves a state where `inspect` never answers
 // `absent` or `stopped` while a service fence remains, where a new `acquire`
@@ -53,7 +53,7 @@ const SERVICE = `${WORKSPACE}/service`;
 /** The take-over marker of a dead holder's lock, shown without its token. */
 const MARKER = `${REGISTRY}/takeover-<token>.lock`;
 
-/** The journal record first (SPEC 6: written before the first effect). */
+/** The journal record first, written before the first effect (docs/ownership.md, "The journal record"). */
 const journalRecorded = ['directory mkdir state/v1/journal', 'directory fsync-directory state/v1', ...createSteps('state/v1/journal/<record>')];
 /** The effects on the service folder, in release order (one folder fsync for the three). */
 const serviceEffects = releaseServiceSteps(SERVICE);
@@ -92,7 +92,7 @@ const CASES: readonly DeadOwnerCase[] = [
   {
     name: 'an owner whose release failed in its transaction and could not remove its lock, then exited (recovery takes the lock over)',
     kill: async (places) => {
-      // The row's removal fails (EIO at its rename), and so does the lock's removal after it (SPEC 4.5).
+      // The row's removal fails (EIO at its rename), and so does the lock's removal after it (docs/ownership.md, "The registry transaction", step 5).
       const failOn = (at: ReturnType<typeof handPlaces>): MutationStep[] => [
         { operation: 'replace', action: 'rename', path: at.roots },
         { operation: 'remove', action: 'unlink', path: at.registryLock },
@@ -243,14 +243,14 @@ afterAll(() => console.log(`crash points of recovery itself: ${recoveryCrashPoin
 // One test per crash point of the recovery (each a fresh place with its own dead owner, and its own recovery child),
 // so that each stays far inside its bound; the dry run, which proves the step list every point's title and checks
 // rely on, is a test of its own.
-for (const deadOwnerCase of CASES) describe(`recovery from every crash point of a recovery (SPEC 10.3): ${deadOwnerCase.name}`, () => {
+for (const deadOwnerCase of CASES) describe(`recovery from every crash point of a recovery leaves it fenced: ${deadOwnerCase.name}`, () => {
   const results = { killed: [] as PointResult[], failing: [] as PointResult[] };
   afterAll(() => {
     logOutcomes(deadOwnerCase.name, 'killed', results.killed);
     logOutcomes(deadOwnerCase.name, 'failing', results.failing);
   });
 
-  it('the dry run reports exactly the steps written from the SPEC', () => dryRun(deadOwnerCase));
+  it('the dry run reports exactly the steps written from docs/ownership.md', () => dryRun(deadOwnerCase));
 
   for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
     const at = index + 1;

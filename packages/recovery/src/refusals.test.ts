@@ -41,7 +41,7 @@ import { recover, type RecoveryGrant } from './index.js';
 
 afterEach(cleanUp);
 
-// SPEC 6 and 10.5: recovery acts only for absent holders, only with the
+// Recovery (docs/ownership.md, "Recovery: grant and release") acts only for absent holders, only with the
 // current digest, only once; authority and the durable bridge are crossed
 // before every effect, and a failure of either stops it with the remaining
 // fences in place. A failed recovery never leaves a registry lock behind.
@@ -64,7 +64,7 @@ async function deadOwnerPlace(): Promise<{ place: TestPlace; root: string; pid: 
   return { place, root, pid };
 }
 
-/** The service fences a dead idle owner leaves (SPEC 10), by hand. */
+/** The service fences a dead idle owner leaves (docs/ownership.md, "Words"), by hand. */
 const IDLE_OWNER_FENCES = ['registry row', 'owner.lock', 'local-capability.json', 'registration (idle)', "checkout.lock (a registration's)"];
 
 /** The names in the registry folder: no lock and no take-over marker once every writer is done. */
@@ -97,7 +97,7 @@ function inAnotherPidNamespace(processStart: string): string {
   return processStart.replace(`:${pidNamespace}:`, `:${BigInt(pidNamespace) + 1n}:`);
 }
 
-describe('holders: only absent ones are recovered (SPEC 6, 10.5)', () => {
+describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery: grant and release")', () => {
   it('a live holder is quarantine, named with its pid, and nothing changes', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');
@@ -148,7 +148,7 @@ describe('holders: only absent ones are recovered (SPEC 6, 10.5)', () => {
   }
 });
 
-describe("registry locks: not a fence; a dead writer's is taken over by recovery's own transaction (SPEC 4, 6)", () => {
+describe("registry locks: not a fence; a dead writer's is taken over by recovery's own transaction (docs/ownership.md, \"Taking over a dead registry lock\")", () => {
   it('a lock of another boot names an absent holder: recovery takes it over (the reboot case)', async () => {
     const { place, root } = await deadOwnerPlace();
     const { pidNamespace, startTime } = processStartParts();
@@ -223,7 +223,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
   });
 });
 
-describe('the digest: only the state the operator saw (SPEC 6, 10.5)', () => {
+describe('the digest: only the state the operator saw (docs/ownership.md, "Recovery: snapshot and digest")', () => {
   const rewritten = [
     { name: 'registration.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).registration },
     { name: 'local-capability.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).capability },
@@ -295,7 +295,7 @@ describe('the digest: only the state the operator saw (SPEC 6, 10.5)', () => {
     });
   }
 
-  /** What does not make the digest stale: the rest of the table, the registry's format and the lock (SPEC 6). */
+  /** What does not make the digest stale: the rest of the table, the registry's format and the lock (docs/ownership.md, "Recovery: snapshot and digest"). */
   const notStaleMakers = [
     {
       name: 'roots.json rewritten with identical bytes',
@@ -388,7 +388,7 @@ async function releaseFailingAt(granted: RecoveryGrant, failAt: number): Promise
   return { outcome, calls, down };
 }
 
-describe('authority and the one-shot grant (SPEC 6, 10.5)', () => {
+describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant and release")', () => {
   it('authority denied: the operator tool error itself, and nothing changes', async () => {
     const { place, root } = await deadOwnerPlace();
     const digest = snapshotOf(place, root).digest;
@@ -448,7 +448,7 @@ describe('authority and the one-shot grant (SPEC 6, 10.5)', () => {
   });
 });
 
-describe('a durable bridge that fails stops recovery with the remaining fences in place (SPEC 6, 10.5)', () => {
+describe('a durable bridge that fails stops recovery with the remaining fences in place (docs/ownership.md, "Why recovery\'s order is fenced")', () => {
   // One test per crossing (each a fresh dead owner and its own recovery), so that each stands alone and stays far
   // inside its bound.
   for (let failAt = 1; failAt <= 6; failAt += 1) {

@@ -34,7 +34,7 @@ import {
 
 afterEach(cleanUp);
 
-// SPEC 1.4 and 10.4: the capability's bytes appear in no output, error,
+// The capability's bytes (docs/threats.md, "The one secret") appear in no output, error,
 // digest or record. The capability is read by hand from its file while the
 // owner runs; every form of it is searched for: the token, its SHA-256, the
 // SHA-256 of the file (its identity), and the raw 32 bytes in hex and base64.
@@ -65,7 +65,7 @@ function expectNoSecret(texts: readonly string[], secrets: readonly string[], wh
   }
 }
 
-describe('the capability never shows (SPEC 1.4, 10.4)', () => {
+describe('the capability never shows (docs/threats.md, "The one secret")', () => {
   it('in no snapshot, digest, error, record or child output', async () => {
     const place = makePlace();
     const root = makeWorkspace(place, 'workspace');

@@ -19,7 +19,7 @@ import {
 
 afterEach(cleanUp);
 
-// SPEC 6: files that name no dead holder of the recovered workspace are never
+// Files that name no dead holder of the recovered workspace (docs/ownership.md, "Recovery: grant and release") are never
 // touched. Here, next to a dead owner's workspace: a plain tool's live
 // checkout lock on another workspace, a plain tool's checkout lock whose
 // holder died, a stray file in a third workspace's private root (which makes

@@ -72,7 +72,7 @@ describe('a corrupt roots.json', () => {
     expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
     expect(bytesOf(registry.layout.roots)).toBe(before);
     expect(bytesOf(registry.layout.registryFormat)).toBe(format);
-    // SPEC 4 step 5: the failure came before any write, so the lock is removed.
+    // The failure came before any write, so the lock is removed (docs/ownership.md, "The registry transaction", step 5).
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     expect(namesIn(registry.layout.staging)).toEqual([]);

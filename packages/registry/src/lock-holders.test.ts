@@ -155,7 +155,8 @@ describe('a dead holder', () => {
 });
 
 // The mutating steps of one transaction that reserves a row on an initialised
-// registry (SPEC 3 and 4): create the lock, replace roots.json, remove the lock.
+// registry (docs/ownership.md, "The registry transaction"): create the lock,
+// replace roots.json, remove the lock.
 const TRANSACTION_STEPS = [
   ...lockCreateSteps('state/v1/registry/registry.lock'),
   ...replaceSteps('state/v1/registry/roots.json'),

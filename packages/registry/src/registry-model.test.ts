@@ -35,7 +35,7 @@ const step: fc.Arbitrary<Step> = fc.record({
   failAtEnd: fc.boolean(),
 });
 
-/** The model of the table: a list in which a row is added at the end and removed in place, under SPEC 4's rules. */
+/** The model of the table: a list in which a row is added at the end and removed in place, under the table's rules (docs/layout.md, "The registry table and its lock"). */
 class Model {
   rows: Reservation[] = [];
 

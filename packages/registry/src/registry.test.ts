@@ -67,7 +67,7 @@ function writeLock(registry: Registry, fields: Partial<RegistryLock>): RegistryL
   return lock;
 }
 
-/** The take-over marker path for `token`, computed by hand (SPEC 4 and the layout's TAKEOVER_MARKER). */
+/** The take-over marker path for `token`, computed by hand (docs/layout.md, "The registry folder", and the layout's TAKEOVER_MARKER). */
 function markerPath(registry: Registry, token: string): string {
   return join(registry.layout.registry, `takeover-${token}.lock`);
 }
@@ -84,7 +84,7 @@ function stateOf(registry: Registry) {
 }
 
 describe('Registry construction', () => {
-  it('places every state-home-wide file where SPEC 4 and 5.1 say (checked against hand-computed paths)', () => {
+  it('places every state-home-wide file where docs/layout.md says (checked against hand-computed paths)', () => {
     const stateHome = makeStateHome();
     const registry = new Registry(stateHome);
     const hand = handPlaces(stateHome, '/srv/any');

@@ -44,7 +44,8 @@ const ROOTS = 'state/v1/registry/roots.json';
 const DEAD_MARKER = 'state/v1/registry/takeover-<dead>.lock';
 
 // The mutating steps of a transaction that takes over a dead holder's lock and
-// reserves one row (SPEC 3 and 4): the marker named after the dead token is
+// reserves one row (docs/ownership.md, "Taking over a dead registry lock";
+// docs/persistence.md, "Publishing a file"): the marker named after the dead token is
 // created exclusively, the lock replaced by ours, the marker removed, the
 // table swapped, and our lock removed.
 const TAKEOVER_STEPS = [
