@@ -22,7 +22,7 @@ export const FSYNC_PROOF =
   'the previous release fsynced the folder after every publication; this one skips it (private-files PublishOptions { syncFolder: false }) ' +
   'right after registry.lock is linked and unlinked (registry LOCK_PUBLISH); in an acquire, after owner.lock is published, whose folder ' +
   'the capability\'s publication fsyncs next; in a release and a recovery, after the registration is written stopped and the capability ' +
-  'removed, whose folder owner.lock\'s removal fsyncs next (coordination SYNCED_BY_LATER_CHANGE). ' +
+  'removed, whose folder owner.lock\'s removal fsyncs next (docs/persistence.md, "Publishing without the folder fsync"). ' +
   'packages/recovery/src/power-loss.test.ts explores every crash state of all six protocols without them and finds nothing.';
 
 /** What "proved minimum" means, for the report. */

@@ -32,7 +32,7 @@ export type {
 } from '@leasehold/private-files';
 export type { StateHomeLayout } from '@leasehold/registry';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
-export { OwnerLease, reservationOf, sameReservation, type OwnedFiles } from './owner-lease.js';
+export { OwnerLease, reservationOf } from './owner-lease.js';
 export {
   PRIVATE_ROOT_ENTRIES,
   PRIVATE_ROOT_NAME,
@@ -46,13 +46,12 @@ export { ServiceCoordination, type CoordinationOptions } from './service-coordin
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';
 export {
-  FILE_BYTES,
   SERVICE_FILES,
-  SERVICE_SCHEMAS,
-  SYNCED_BY_LATER_CHANGE,
   assertFiles,
+  readServiceFile,
   readServiceState,
   snapshotsOf,
+  type DecodedFile,
   type Document,
   type FileSnapshots,
   type ServiceFile,

@@ -94,7 +94,8 @@ export interface ServiceState {
   readonly checkoutLock: Document<CheckoutLock> | undefined;
 }
 
-type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
+/** The service files Leasehold decodes (`host-config.json` is the service's own: read, never decoded). */
+export type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
 
 /** One file of the workspace, strictly decoded, or undefined when it (or its folder) is absent. */
 export function readDocument<Key extends DecodedFile>(
@@ -102,9 +103,23 @@ export function readDocument<Key extends DecodedFile>(
   places: WorkspacePlaces,
   key: Key,
 ): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
-  const snapshot = files.read(places[key], FILE_BYTES[key]);
+  return readServiceFile(files, key, places[key]);
+}
+
+/**
+ * The service file `key` at `path` (a workspace's, or one found on disk below a private root),
+ * read with its byte bound and strictly decoded (`host-config.json`, the service's own, as its
+ * bytes); undefined when absent. For diagnosis tools, which read every file on its own.
+ * @throws ContractError `refused` (unsafe, oversized or malformed), `conflict` (changing while read).
+ */
+export function readServiceFile(files: PrivateFiles, key: 'hostConfig', path: string): Document<Uint8Array> | undefined;
+export function readServiceFile<Key extends DecodedFile>(files: PrivateFiles, key: Key, path: string): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
+export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined;
+export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined {
+  const snapshot = files.read(path, FILE_BYTES[key]);
   if (snapshot === undefined) return undefined;
-  return { snapshot, value: decodeBytes(SERVICE_SCHEMAS[key], snapshot.bytes, FILE_BYTES[key], places[key]) as z.output<(typeof SERVICE_SCHEMAS)[Key]> };
+  const schema = SERVICE_SCHEMAS[key];
+  return { snapshot, value: schema === undefined ? snapshot.bytes : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path) };
 }
 
 /**

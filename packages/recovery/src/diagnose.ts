@@ -14,12 +14,11 @@ import {
   type Reservation,
 } from '@leasehold/contracts';
 import {
-  FILE_BYTES,
   PRIVATE_ROOT_ENTRIES,
   PRIVATE_ROOT_NAME,
   SERVICE_ENTRIES,
   SERVICE_FILES,
-  SERVICE_SCHEMAS,
+  readServiceFile,
   workspacePlaces,
   type ServiceFile,
 } from '@leasehold/coordination';
@@ -375,11 +374,7 @@ class Diagnosis {
     for (const key of SERVICE_FILES) {
       if (key !== 'checkoutLock' && folders !== true) continue;
       const path = paths[key];
-      const schema = SERVICE_SCHEMAS[key];
-      documents[key] = this.guarded(() => {
-        const snapshot = this.files.read(path, FILE_BYTES[key]);
-        return snapshot === undefined || schema === undefined ? undefined : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path);
-      }, note(path));
+      documents[key] = this.guarded(() => readServiceFile(this.files, key, path)?.value, note(path));
     }
     read.registration = documents.registration as Registration | undefined;
     read.companion = documents.companion as Companion | undefined;

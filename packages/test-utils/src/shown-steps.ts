@@ -53,8 +53,8 @@ export function removeSteps(path: string, options: ShownPublish = {}): string[] 
  * The shown steps of an acquire's owner files, outside the registry lock, in
  * acquire's order (docs/ownership.md, "Acquire"), for the workspace's private
  * root `workspace`: the checkout lock, then in its service folder owner.lock
- * without a folder fsync (the capability's covers it: coordination's
- * `SYNCED_BY_LATER_CHANGE`), then the capability.
+ * without a folder fsync (the capability's covers it: docs/persistence.md,
+ * "Publishing without the folder fsync"), then the capability.
  */
 export function ownerFilesSteps(workspace: string): string[] {
   return [
@@ -68,7 +68,7 @@ export function ownerFilesSteps(workspace: string): string[] {
  * The shown steps of a release's (and a recovery's) changes to the service
  * folder `service`: the registration `stopped` and the capability removed
  * without a folder fsync, then owner.lock removed with the one fsync of the
- * folder for all three (coordination's `SYNCED_BY_LATER_CHANGE`).
+ * folder for all three (coordination's `releaseInOrder`).
  */
 export function releaseServiceSteps(service: string): string[] {
   return [
