@@ -6,7 +6,8 @@ import { defineConfig } from 'rolldown';
 // as usual; this bundles the command alone into `dist/leasehold.cjs`, CommonJS, with each command in
 // a chunk of its own so `--version` and `--help` load none of them. `@leasehold/etcd` stays outside:
 // it is an ES module loaded by `import()` only for a state home that records etcd, from the
-// installed package, with its client.
+// installed package, with its client. That `import()` is @leasehold/state-home's, bundled here, so it
+// resolves from this package's folder: @leasehold/etcd stays a dependency of the command itself.
 export default defineConfig({
   input: { leasehold: 'dist/bin.js' },
   platform: 'node',

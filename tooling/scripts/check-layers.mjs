@@ -15,6 +15,8 @@ import ts from 'typescript';
  * layers below it, transitively closed, so a line here is the whole answer.
  * Layers are a DAG, not a line: recovery and transport are siblings above
  * coordination (neither may use the other), and etcd sits on private-files.
+ * state-home sits on recovery and etcd (loaded only for a state home that
+ * records etcd), below cli, so a daemon needs no cli to open a state home.
  * A package that is neither here nor in `helpers` is refused, so a new one
  * is placed deliberately. An entry whose folder does not exist yet is fine.
  */
@@ -26,7 +28,9 @@ export const layers = {
   recovery: ['contracts', 'private-files', 'registry', 'coordination'],
   transport: ['contracts', 'private-files', 'registry', 'coordination'],
   etcd: ['contracts', 'private-files'],
-  cli: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd'],
+  // Which backend a state home records, opened: the file backend, or etcd over this host's files.
+  'state-home': ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'etcd'],
+  cli: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd', 'state-home'],
 };
 
 /**

@@ -9,7 +9,7 @@ import { checkLayers, describeLayers, findImportSpecifiers, helpers, layerMapPro
 const scriptFile = fileURLToPath(new URL('./check-layers.mjs', import.meta.url));
 const realRepoRoot = resolve(dirname(scriptFile), '..', '..');
 const dag =
-  'private-files > contracts; registry > private-files; coordination > registry; recovery > coordination; transport > coordination; etcd > private-files; cli > recovery, transport, etcd';
+  'private-files > contracts; registry > private-files; coordination > registry; recovery > coordination; transport > coordination; etcd > private-files; state-home > recovery, etcd; cli > transport, state-home';
 
 const tempRoots = [];
 afterEach(() => {
@@ -346,8 +346,8 @@ describe('the layer DAG', () => {
     const { violations } = checkLayers(makeRepository(packages));
 
     expect(violations).toEqual([
-      '@leasehold/cli packages/cli/package.json: depends on @leasehold/metrics (dependencies), which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd)',
-      '@leasehold/cli packages/cli/src/metrics.ts:1: imports "@leasehold/metrics", which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd)',
+      '@leasehold/cli packages/cli/package.json: depends on @leasehold/metrics (dependencies), which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd, state-home)',
+      '@leasehold/cli packages/cli/src/metrics.ts:1: imports "@leasehold/metrics", which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd, state-home)',
       '@leasehold/metrics packages/metrics/package.json: is not in the layer map (tooling/scripts/check-layers.mjs): place it as a layer, with the layers it may use, or as a private helper',
     ]);
   });
@@ -483,7 +483,7 @@ describe('examples', () => {
     const { violations } = checkLayers(makeRepository(packages, examples));
 
     expect(violations).toEqual([
-      '@leasehold/cli packages/cli/package.json: depends on @leasehold/example-daemon (devDependencies), which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd)',
+      '@leasehold/cli packages/cli/package.json: depends on @leasehold/example-daemon (devDependencies), which is not below it in the layers (cli may use: contracts, private-files, registry, coordination, recovery, transport, etcd, state-home)',
       '@leasehold/example-daemon examples/daemon/package.json: has no README.md',
       '@leasehold/example-daemon examples/daemon/src/daemon.ts:2: imports "@leasehold/transport", which is not declared in its package.json',
     ]);

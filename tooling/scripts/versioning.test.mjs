@@ -12,7 +12,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CHANGESET = join(ROOT, 'node_modules', '@changesets', 'cli', 'bin.js');
 const STABLE = ['cli', 'contracts', 'coordination', 'private-files', 'recovery', 'registry', 'transport'].map((name) => `@leasehold/${name}`);
 // A preview stays on 0.x until the command line and the shared ownership interface use it.
-const PREVIEW = ['@leasehold/etcd'];
+const PREVIEW = ['@leasehold/etcd', '@leasehold/state-home'];
 
 /** Every file `changeset` reads: the root manifest, the workspace list, the changesets, the changelog lines, each package's manifest. */
 function copyOfRepository() {
@@ -93,6 +93,7 @@ describe('the versioning policy (changesets, in a scratch copy of the repository
       '@leasehold/coordination': 'major 2.0.0',
       '@leasehold/recovery': 'patch 1.0.1',
       '@leasehold/transport': 'patch 1.0.1',
+      '@leasehold/state-home': 'patch 0.1.1',
       '@leasehold/cli': 'patch 1.0.1',
     });
   });

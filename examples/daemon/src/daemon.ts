@@ -28,8 +28,8 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ContractError, encode } from '@leasehold/contracts';
-import { openStateHome, type OpenBackend } from '@leasehold/cli';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
+import { openStateHome, type OpenBackend } from '@leasehold/state-home';
 import { serveOwner, type OwnerRoutes, type Serving } from '@leasehold/transport';
 
 /**
@@ -75,6 +75,7 @@ try {
 // Coordination wants an absolute, normalised state home: resolve a relative one here.
 const stateHome = options['state-home'] === undefined ? undefined : resolve(options['state-home']);
 // The backend the state home records (its files, or an etcd cluster shared by hosts), as `leasehold` uses it.
+// The etcd client is loaded only for a state home that records etcd: on the file backend this daemon never loads it.
 let backend: OpenBackend | undefined;
 try {
   backend = await openStateHome(stateHome ?? defaultStateHome());

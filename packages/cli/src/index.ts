@@ -1,2 +1,1 @@
 export { main, type MainIO } from './main.js';
-export { openStateHome, type OpenBackend, type OpenOptions } from './backend.js';

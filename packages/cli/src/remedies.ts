@@ -1,5 +1,6 @@
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 import { isSystemError } from '@leasehold/private-files';
+import { StateHomeError, type StateHomeRemedy } from '@leasehold/state-home';
 
 /**
  * The options a suggested command needs to be about the same workspace and state home as the
@@ -80,9 +81,22 @@ const SYSTEM_REMEDIES: Readonly<Record<string, string>> = {
 /** A workspace's owner config, whose `conflict` is an upgrade the command can make. */
 const OWNER_CONFIG = /\/service\/config\.json$/;
 
-/** The remedy of a Leasehold error: its own, an upgrade's, else its code's. */
+/**
+ * The words of each kind of remedy `@leasehold/state-home` names for a state home this host cannot
+ * open as it records (the library says which variables; the command says what to type).
+ */
+const SETUP_REMEDIES: Record<StateHomeRemedy, (variables: readonly string[]) => string> = {
+  'set-both-or-neither': (variables) => `export both ${variables.join(' and ')}, or unset both`,
+  'set-also': (variables) => `export ${variables.join(' and ')} as well`,
+  'readable-file': (variables) => `point ${variables.join(' and ')} at a readable PEM file`,
+  // The command depends on @leasehold/etcd (its bundle loads it from its own folder), so only a broken or pruned install lacks it.
+  'install-etcd': () => 'install @leasehold/cli again, with its dependencies (@leasehold/etcd is one of them)',
+};
+
+/** The remedy of a Leasehold error: its own, a state home setup's, an upgrade's, else its code's. */
 function remedyOf(error: ContractError, at: Where): string {
   if (error instanceof RemedyError) return error.remedy;
+  if (StateHomeError.is(error)) return SETUP_REMEDIES[error.remedy](error.variables);
   if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {
     return 'the stopped workspace keeps another config (another --endpoint, or an earlier version): start it with --replace-config to take this one';
   }

@@ -1,6 +1,7 @@
 import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { StateHomeError } from '@leasehold/state-home';
 import { cleanUp, modeOf, pathExists } from '@leasehold/test-utils';
 import { Server, cleanEnv, cli, json, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
 import { problemOf } from './remedies.js';
@@ -105,6 +106,36 @@ describe('a state home that cannot be one', () => {
       stdout: '',
       stderr: expect.stringContaining('\n  set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR\n'),
     });
+  });
+});
+
+describe("this host's etcd setup, which @leasehold/state-home refuses with the kind of remedy that fits", () => {
+  it('half a pair of credentials: init records nothing, reaches no etcd, and says to export both or neither', async () => {
+    const box = sandbox();
+    const init = ['init', '--state-home', box.stateHome, '--etcd-endpoints', 'http://127.0.0.1:1', '--etcd-prefix', '/leasehold/setup'];
+    const env = cleanEnv({ LEASEHOLD_ETCD_USER: 'alice' });
+    const human = await cli(init, { env });
+    expect(human).toEqual({
+      code: 1,
+      signal: null,
+      stdout: '',
+      stderr: 'leasehold: refused: LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither\n  export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both\n',
+    });
+    expect(json(await cli([...init, '--json'], { env }))).toEqual({
+      error: 'refused',
+      message: 'LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither',
+      remedy: 'export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both',
+    });
+    expect(pathExists(box.stateHome)).toBe(false);
+  });
+
+  it.each([
+    { kind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'], remedy: 'export both LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY, or unset both' },
+    { kind: 'set-also', variables: ['LEASEHOLD_ETCD_CA'], remedy: 'export LEASEHOLD_ETCD_CA as well' },
+    { kind: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'], remedy: 'point LEASEHOLD_ETCD_KEY at a readable PEM file' },
+    { kind: 'install-etcd', variables: [], remedy: 'install @leasehold/cli again, with its dependencies (@leasehold/etcd is one of them)' },
+  ] as const)('$kind: told with the command line of its kind', ({ kind, variables, remedy }) => {
+    expect(problemOf(new StateHomeError('what went wrong', kind, variables))).toEqual({ code: 'refused', message: 'what went wrong', remedy });
   });
 });
 

@@ -1,7 +1,8 @@
 import type { ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
+import { openStateHome, type OpenBackend } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
-import { openStateHome, withBackend, type OpenBackend } from '../backend.js';
+import { withBackend } from '../backend.js';
 import { placeOptions, stateHomeOf, type CommandContext } from '../context.js';
 
 /** Exit status of `doctor` when it found something. */

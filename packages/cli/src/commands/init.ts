@@ -1,6 +1,7 @@
 import { ContractError, describeBackend } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
-import { openBackendFor, withBackend } from '../backend.js';
+import { openBackendFor } from '@leasehold/state-home';
+import { withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
 import { backendOption } from '../options.js';
 import { RemedyError, SetupError } from '../remedies.js';

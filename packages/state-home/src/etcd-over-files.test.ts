@@ -21,12 +21,14 @@ import {
   type EtcdCluster,
   type SpawnedChild,
 } from '@leasehold/test-utils';
+import { openBackendFor, type OpenBackend } from './index.js';
 
-// The etcd backend composed with each host's real file backend. Two state homes on this machine
-// stand for two hosts sharing one etcd: each has its own private files and its own `host` identity,
-// and the workspace root is the same string on both, as on hosts that share it.
+// The etcd backend composed with each host's real file backend, as `openBackendFor` composes it for
+// a state home that records etcd. Two state homes on this machine stand for two hosts sharing one
+// etcd: each has its own private files and its own `host` identity (`LEASEHOLD_HOST`), and the
+// workspace root is the same string on both, as on hosts that share it.
 
-const opened: EtcdBackend[] = [];
+const opened: (EtcdBackend | OpenBackend)[] = [];
 
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((backend) => backend.close()));
@@ -50,7 +52,7 @@ interface Place {
 
 function placeOn(cluster: EtcdCluster): Place {
   prefixes += 1;
-  const prefix = `/leasehold/cli-test-${process.pid}-${prefixes}`;
+  const prefix = `/leasehold/state-home-test-${process.pid}-${prefixes}`;
   return { base: makeTemporaryFolder('etcd-backend-'), prefix, backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix } };
 }
 
@@ -59,19 +61,17 @@ function stateHomeOf(place: Place, host: string): string {
   return join(place.base, `state-${host}`);
 }
 
-/** The etcd backend of `host`, over that host's own file backend; closed after the test. */
-function hostOf(place: Place, host: string): EtcdBackend {
-  const stateHome = stateHomeOf(place, host);
-  const backend = etcdBackend({
-    endpoints: place.backend.kind === 'etcd' ? place.backend.endpoints : [],
-    prefix: place.prefix,
-    host,
-    ttlSeconds: TTL_SECONDS,
-    local: fileOwnership({ stateHome, backend: place.backend }),
-    localRecovery: fileRecovery({ stateHome, backend: place.backend }),
-  });
+/**
+ * The etcd backend of `host`, over that host's own file backend, opened as a state home that records
+ * etcd is (only `LEASEHOLD_HOST` in its environment: no credentials); closed after the test.
+ */
+async function hostOf(place: Place, host: string): Promise<EtcdBackend> {
+  const backend = await openBackendFor(stateHomeOf(place, host), place.backend, { env: { LEASEHOLD_HOST: host }, ttlSeconds: TTL_SECONDS });
   opened.push(backend);
-  return backend;
+  expect(backend).toMatchObject({ stateHome: stateHomeOf(place, host), backend: place.backend, host });
+  // On etcd one object is both seams: the etcd package's backend, whose leases carry their sequencer.
+  expect(backend.recovery).toBe(backend.ownership);
+  return backend.ownership as EtcdBackend;
 }
 
 /** The `code` of a ContractError (any other value has none). */
@@ -84,22 +84,13 @@ async function untilStatus(backend: EtcdBackend, root: string, status: string): 
   while ((await backend.inspect(root)).status !== status) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
-/** An owner on host `host` in its own process, through the built packages: it acquires and waits to be killed. */
+/** An owner on host `host` in its own process, through this built package: it acquires and waits to be killed. */
 const OWNER_SCRIPT = `
 import { writeSync } from 'node:fs';
 const plan = JSON.parse(process.argv[2]);
-const { etcdBackend } = await import(plan.modules.etcd);
-const { fileOwnership } = await import(plan.modules.coordination);
-const { fileRecovery } = await import(plan.modules.recovery);
-const backend = etcdBackend({
-  endpoints: plan.backend.endpoints,
-  prefix: plan.backend.prefix,
-  host: plan.host,
-  ttlSeconds: plan.ttlSeconds,
-  local: fileOwnership({ stateHome: plan.stateHome, backend: plan.backend }),
-  localRecovery: fileRecovery({ stateHome: plan.stateHome, backend: plan.backend }),
-});
-const lease = await backend.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
+const { openBackendFor } = await import(plan.module);
+const { ownership } = await openBackendFor(plan.stateHome, plan.backend, { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds });
+const lease = await ownership.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
 writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
 process.stdin.resume();
 `;
@@ -107,18 +98,13 @@ process.stdin.resume();
 async function spawnOwner(place: Place, host: string, root: string): Promise<{ child: SpawnedChild; epoch: string }> {
   const script = join(makeTemporaryFolder('etcd-backend-owner-'), 'owner.mjs');
   writeFileSync(script, OWNER_SCRIPT);
-  const modules = {
-    etcd: import.meta.resolve('@leasehold/etcd'),
-    coordination: import.meta.resolve('@leasehold/coordination'),
-    recovery: import.meta.resolve('@leasehold/recovery'),
-  };
-  const plan = { modules, backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
+  const plan = { module: import.meta.resolve('@leasehold/state-home'), backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
   const child = spawnChild(script, [JSON.stringify(plan)]);
   const line = await child.line(isMessage('acquired'));
   return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
 }
 
-describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file backend, on a real etcd', () => {
+describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file backend, as a state home that records etcd opens it, on a real etcd', () => {
   it('refuses a local backend opened with another backend', async () => {
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
@@ -127,7 +113,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
       etcdBackend({ endpoints: cluster.endpoints, prefix: place.prefix, host: 'host-a', local: fileOwnership({ stateHome }), localRecovery: fileRecovery({ stateHome }) }),
     );
     expect(refusal).toBe('refused');
-    const backend = hostOf(place, 'host-a');
+    const backend = await hostOf(place, 'host-a');
     expect(backend.backend).toEqual(place.backend);
     expect(backend.stateHome).toBe(stateHome);
   });
@@ -136,7 +122,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const [root, other] = [makeWorkspace(place, 'shared'), makeWorkspace(place, 'other')];
-    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const [hostA, hostB] = await Promise.all([hostOf(place, 'host-a'), hostOf(place, 'host-b')]);
 
     const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
     expect(lease.root).toBe(root);
@@ -184,7 +170,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const root = makeWorkspace(place, 'rolled-back');
-    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const [hostA, hostB] = await Promise.all([hostOf(place, 'host-a'), hostOf(place, 'host-b')]);
     // The files refuse an endpoint the config does not admit; etcd had already fenced the root.
     const fixedPort: OwnerConfig = { ...CONFIG, endpoint: 'http://127.0.0.1:5000' };
     expect(await codeOfAsync(() => hostA.acquire(root, fixedPort, { boundEndpoint: BOUND }))).toBe('conflict');
@@ -198,7 +184,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const root = makeWorkspace(place, 'between');
-    const hostA = hostOf(place, 'host-a');
+    const hostA = await hostOf(place, 'host-a');
     // The state between the composite's two steps: the etcd fence taken (or still held), the files not (or no longer) written.
     const fenceOnly = new EtcdOwnership({ endpoints: cluster.endpoints, prefix: place.prefix, host: 'host-a' });
     try {
@@ -220,7 +206,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const root = makeWorkspace(place, 'lost');
-    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const [hostA, hostB] = await Promise.all([hostOf(place, 'host-a'), hostOf(place, 'host-b')]);
     const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
     const losses: unknown[] = [];
     const lost = new Promise<void>((resolve) => {
@@ -255,7 +241,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const root = makeWorkspace(place, 'crashed');
-    const [hostA, hostB] = [hostOf(place, 'host-a'), hostOf(place, 'host-b')];
+    const [hostA, hostB] = await Promise.all([hostOf(place, 'host-a'), hostOf(place, 'host-b')]);
     const { child, epoch } = await spawnOwner(place, 'host-a', root);
     const killed = child.pid;
     // Refused while the lease holds, and once it ended too: never freed by its end.
