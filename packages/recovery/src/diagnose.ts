@@ -35,7 +35,7 @@ import {
 import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
 import { JOURNAL_RECORD_NAME } from './journal.js';
 import { recoverySnapshot } from './recover.js';
-import type { RecoveryState } from './recovery-state.js';
+import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
 
 /** Every kind of finding `diagnose` reports (unsafe files first and alone; see the README for each). */
 export const FINDING_KINDS = [
@@ -109,15 +109,6 @@ function rootExists(root: string): boolean {
   } catch {
     return false;
   }
-}
-
-function holderOf(value: { pid: number; host: string; processStart?: string | undefined }): Holder {
-  const { pid, host, processStart } = value;
-  return processStart === undefined ? { pid, host } : { pid, host, processStart };
-}
-
-function sameHolder(a: Holder, b: Holder): boolean {
-  return a.pid === b.pid && a.host === b.host && a.processStart === b.processStart;
 }
 
 /** What one private root holds, read file by file, so that one unreadable file hides none of the others. */
@@ -417,7 +408,7 @@ class Diagnosis {
     let holders: { holder: Holder; status: OwnerStatus; path: string }[];
     let remaining: { kind: string; path: string }[] = [];
     if (state !== undefined) {
-      remaining = state.fences.filter((fence) => fence.kind !== 'service-format' && fence.kind !== 'service-config' && fence.phase !== 'stopped');
+      remaining = state.fences.filter(holdsWorkspace);
       holders = state.holders.map(({ holder, status }) => ({
         holder,
         status,

@@ -64,14 +64,21 @@ export function internalsFor(state: RecoveryState, places: WorkspacePlaces): Rec
   return internals;
 }
 
-function sameHolder(a: Holder | undefined, b: Holder | undefined): boolean {
+/** Whether two fences name one process: the same pid, host and start time. */
+export function sameHolder(a: Holder | undefined, b: Holder | undefined): boolean {
   return a !== undefined && b !== undefined && a.pid === b.pid && a.host === b.host && a.processStart === b.processStart;
 }
 
-function holderOf(value: { pid: number; host: string; processStart?: string | undefined }): Holder {
+/** The process a document names. */
+export function holderOf(value: { pid: number; host: string; processStart?: string | undefined }): Holder {
   return value.processStart === undefined
     ? { pid: value.pid, host: value.host }
     : { pid: value.pid, host: value.host, processStart: value.processStart };
+}
+
+/** A fence that still holds the workspace: anything but its format, its config and a stopped registration. */
+export function holdsWorkspace(fence: RecoveryFence): boolean {
+  return fence.kind !== 'service-format' && fence.kind !== 'service-config' && fence.phase !== 'stopped';
 }
 
 /** The canonical bytes of a row, hashed: what the digest and every later check compare. */
@@ -173,7 +180,7 @@ export function readRecoveryState(files: PrivateFiles, registry: Registry, place
     [places.companion, service.companion?.snapshot, false],
     [places.checkoutLock, service.checkoutLock?.snapshot, false],
   ]);
-  const clear = fences.every((fence) => fence.kind === 'service-format' || fence.kind === 'service-config' || fence.phase === 'stopped');
+  const clear = !fences.some(holdsWorkspace);
   const state: RecoveryState = { root: places.root, fences, holders: holdersOf(fences), digest, clear };
   internalsOf.set(state, { places, service, row, initialisation, ownersCheckout });
   return state;
