@@ -14,7 +14,7 @@ import {
   registrationSchema,
   registryFormatSchema,
   registryLockSchema,
-  registrySchema,
+  reservationTableSchema,
   serviceFormatSchema,
   type OwnerConfig,
 } from '@leasehold/contracts';
@@ -86,7 +86,7 @@ export function stagingLeftovers(stateHome: string): string[] {
 // Relative path below the namespace -> schema and bound of the document that lives there.
 const DOCUMENTS: readonly { readonly pattern: RegExp; readonly schema: Parameters<typeof decodeBytes>[0]; readonly maxBytes: number }[] = [
   { pattern: /^registry\/format\.json$/, schema: registryFormatSchema, maxBytes: DOCUMENT_BYTES },
-  { pattern: /^registry\/roots\.json$/, schema: registrySchema, maxBytes: REGISTRY_BYTES },
+  { pattern: /^registry\/roots\.json$/, schema: reservationTableSchema, maxBytes: REGISTRY_BYTES },
   { pattern: /^registry\/registry\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
   // A take-over marker holds the lock document of the writer taking a dead holder's lock over.
   { pattern: /^registry\/takeover-[0-9a-f-]{36}\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
