@@ -20,7 +20,7 @@ import {
 } from '@leasehold/contracts';
 import {
   handPlaces,
-  endpointOf,
+  loopbackEndpoint,
   listingOutsideStaging,
   makeTemporaryFolder,
   makeWorkspace,
@@ -135,7 +135,7 @@ interface CyclerPlan {
 
 /**
  * `count` cyclers, each acquiring and releasing its own workspace `<prefix>-<i>` of `place`
- * `iterations` times on `endpointOf(firstPort + i)`, once told `go`. Their lock wait is generous,
+ * `iterations` times on `loopbackEndpoint(firstPort + i)`, once told `go`. Their lock wait is generous,
  * so that a writer never gives up (`busy`) however slow the disk is.
  */
 export function spawnCyclers(place: TestPlace, count: number, prefix: string, firstPort: number, iterations: number): SpawnedChild[] {
@@ -144,7 +144,7 @@ export function spawnCyclers(place: TestPlace, count: number, prefix: string, fi
       workspace: makeWorkspace(place, `${prefix}-${index}`),
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(firstPort + index),
+      endpoint: loopbackEndpoint(firstPort + index),
       iterations,
       lockWaitMs: 60_000,
     };
