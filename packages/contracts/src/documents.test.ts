@@ -22,8 +22,8 @@ import {
   registrationSchema,
   registryFormatSchema,
   registryLockSchema,
-  registrySchema,
   reservationSchema,
+  reservationTableSchema,
   serviceFormatSchema,
   type Fence,
   type Reservation,
@@ -173,9 +173,9 @@ const DOCUMENTS: readonly DocumentCase[] = [
   ),
   documentCase('backendSchema', undefined, backendSchema, backendSample, backendArbitrary, DOCUMENT_BYTES),
   documentCase(
-    'registrySchema',
+    'reservationTableSchema',
     'leasehold.registry/1',
-    registrySchema,
+    reservationTableSchema,
     { schema: 'leasehold.registry/1', entries: [reservationSample] },
     fc.record({ schema: fc.constant('leasehold.registry/1' as const), entries: fc.array(reservationArbitrary, { maxLength: 4 }) }),
     REGISTRY_BYTES,
@@ -371,7 +371,7 @@ describe('bounds', () => {
     const registration = { schema: 'leasehold.registration/1', ...fullReservation, checkoutToken: ID_C, phase: 'quarantined' };
     expect(encode(decode(registrationSchema, registration)).byteLength).toBeLessThanOrEqual(PATHS_DOCUMENT_BYTES);
     const registry = { schema: 'leasehold.registry/1', entries: Array.from({ length: REGISTRY_ENTRIES }, () => fullReservation) };
-    expect(encode(decode(registrySchema, registry)).byteLength).toBeLessThanOrEqual(REGISTRY_BYTES);
+    expect(encode(decode(reservationTableSchema, registry)).byteLength).toBeLessThanOrEqual(REGISTRY_BYTES);
     const largest: readonly [z.ZodType, unknown, number][] = [
       [registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: longPath }, DOCUMENT_BYTES],
       [serviceFormatSchema, { schema: 'leasehold.service-format/1', root: longPath, stateHome: longPath, configIdentity: HASH_A }, PATHS_DOCUMENT_BYTES],
@@ -485,20 +485,20 @@ describe('document rules', () => {
 
   it('registry: 256 entries accepted, 257 refused', () => {
     const entries = (count: number) => Array.from({ length: count }, () => reservationSample);
-    expect(decode(registrySchema, { schema: 'leasehold.registry/1', entries: entries(256) }).entries).toHaveLength(256);
-    expect(decode(registrySchema, { schema: 'leasehold.registry/1', entries: [] }).entries).toHaveLength(0);
-    expect(refusal(() => decode(registrySchema, { schema: 'leasehold.registry/1', entries: entries(257) }))).toBe(
+    expect(decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(256) }).entries).toHaveLength(256);
+    expect(decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [] }).entries).toHaveLength(0);
+    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(257) }))).toBe(
       'document: too large at $.entries',
     );
   });
 
   it('registry: an entry is as closed as a reservation', () => {
     const extra = { ...reservationSample, note: 'x' };
-    expect(refusal(() => decode(registrySchema, { schema: 'leasehold.registry/1', entries: [reservationSample, extra] }))).toBe(
+    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [reservationSample, extra] }))).toBe(
       'document: unknown key in $.entries[1]',
     );
     const withoutPid = without(reservationSample, 'pid');
-    expect(refusal(() => decode(registrySchema, { schema: 'leasehold.registry/1', entries: [withoutPid] }))).toBe(
+    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [withoutPid] }))).toBe(
       'document: missing key $.entries[0].pid',
     );
   });
@@ -646,7 +646,7 @@ const SECRET_PLACES: readonly { place: string; action: (secret: string) => unkno
   { place: 'a path', action: (secret) => decode(registrationSchema, { ...registration, root: secret }) },
   { place: "an unknown key's value", action: (secret) => decode(registrationSchema, { ...registration, note: secret }) },
   { place: "an unknown key's name", action: (secret) => decode(registrationSchema, { ...registration, [secret]: 1 }) },
-  { place: 'a nested unknown key name', action: (secret) => decode(registrySchema, { schema: 'leasehold.registry/1', entries: [{ ...reservationSample, [secret]: secret }] }) },
+  { place: 'a nested unknown key name', action: (secret) => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [{ ...reservationSample, [secret]: secret }] }) },
   { place: 'a too-long host', action: (secret) => decode(registrationSchema, { ...registration, host: secret.repeat(6) }) },
   { place: 'a too-long processStart', action: (secret) => decode(registrationSchema, { ...registration, processStart: secret.repeat(3) }) },
   { place: 'a host with a NUL', action: (secret) => decode(registrationSchema, { ...registration, host: `${secret}\0` }) },

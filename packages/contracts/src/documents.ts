@@ -49,12 +49,12 @@ export type RegistryFormat = z.infer<typeof registryFormatSchema>;
 export const reservationSchema = z.strictObject(reservationShape);
 export type Reservation = z.infer<typeof reservationSchema>;
 
-/** `leasehold.registry/1`: every reservation of a state home. */
-export const registrySchema = z.strictObject({
+/** `leasehold.registry/1`, the reservation table (`roots.json`): every reservation of a state home. */
+export const reservationTableSchema = z.strictObject({
   schema: z.literal('leasehold.registry/1'),
   entries: z.array(reservationSchema).max(REGISTRY_ENTRIES),
 });
-export type Registry = z.infer<typeof registrySchema>;
+export type ReservationTable = z.infer<typeof reservationTableSchema>;
 
 /**
  * `leasehold.registry-lock/1`: the short lock of one registry transaction,

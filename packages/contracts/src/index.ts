@@ -31,8 +31,8 @@ export {
   registrationSchema,
   registryFormatSchema,
   registryLockSchema,
-  registrySchema,
   reservationSchema,
+  reservationTableSchema,
   serviceFormatSchema,
   type AutomaticRecovery,
   type CheckoutLock,
@@ -46,10 +46,10 @@ export {
   type Phase,
   type RecoveryRecord,
   type Registration,
-  type Registry,
   type RegistryFormat,
   type RegistryLock,
   type Reservation,
+  type ReservationTable,
   type ServiceFormat,
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';

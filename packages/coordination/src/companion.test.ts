@@ -5,10 +5,10 @@ import { processIdentity } from '@leasehold/private-files';
 import {
   cleanUp,
   codeOfAsync,
-  endpointOf,
   handPlaces,
   jsonOf,
   killAndReap,
+  loopbackEndpoint,
   makeWorkspace,
   messagesOf,
   pathExists,
@@ -24,8 +24,8 @@ import { ContractError, ServiceCoordination, fileOwnership } from './index.js';
 
 afterEach(cleanUp);
 
-const OWNER_ENDPOINT = endpointOf(44_101);
-const CHILD_OWNER_ENDPOINT = endpointOf(44_102);
+const OWNER_ENDPOINT = loopbackEndpoint(44_101);
+const CHILD_OWNER_ENDPOINT = loopbackEndpoint(44_102);
 
 /** A process that acts in the workspace for its owner (as `leasehold run`'s command would): alive until killed. */
 const liveChild = () => spawnCommand('sleep', ['1000']);

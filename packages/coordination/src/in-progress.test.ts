@@ -3,10 +3,10 @@ import { Registry } from '@leasehold/registry';
 import {
   cleanUp,
   codeOfAsync,
-  endpointOf,
   handPlaces,
   killAndReap,
   listingOutsideStaging,
+  loopbackEndpoint,
   makeWorkspace,
   messageOf,
   pathExists,
@@ -140,7 +140,7 @@ async function pausedAt(place: TestPlace, root: string, point: PausePoint, place
     workspace: root,
     stateHome: place.stateHome,
     config: OWNER_CONFIG,
-    endpoint: endpointOf(44_000),
+    endpoint: loopbackEndpoint(44_000),
     during: point.during,
     at: point.at(places),
     then: 'pause',
@@ -211,7 +211,7 @@ describe("a plain tool while a service's row exists", () => {
     expect(listingOutsideStaging(place.stateHome)).toEqual(before);
     // Nor can another service take the root.
     const rival = new ServiceCoordination(root, { stateHome: place.stateHome });
-    expect(await codeOfAsync(() => rival.acquire(OWNER_CONFIG, endpointOf(44_001)))).toBe('conflict');
+    expect(await codeOfAsync(() => rival.acquire(OWNER_CONFIG, loopbackEndpoint(44_001)))).toBe('conflict');
 
     // Let the service finish: its own checkout lock keeps the tool out; after release the tool gets in.
     child.send('go');

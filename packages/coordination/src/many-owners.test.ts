@@ -8,11 +8,11 @@ import {
   codeOf,
   codeOfAsync,
   countsOf,
-  endpointOf,
   handPlaces,
   jsonOf,
   killAndReap,
   listingOutsideStaging,
+  loopbackEndpoint,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -53,11 +53,11 @@ interface Readers {
 
 async function readersIn(place: TestPlace): Promise<Readers> {
   const stopped = new ServiceCoordination(makeWorkspace(place, 'stopped'), { stateHome: place.stateHome });
-  const first = await stopped.acquire(OWNER_CONFIG, endpointOf(45_000));
+  const first = await stopped.acquire(OWNER_CONFIG, loopbackEndpoint(45_000));
   await first.release();
   const never = new ServiceCoordination(makeWorkspace(place, 'never'), { stateHome: place.stateHome });
   const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
-  const lease = await held.acquire(OWNER_CONFIG, endpointOf(45_001));
+  const lease = await held.acquire(OWNER_CONFIG, loopbackEndpoint(45_001));
   const heldAnswer = held.inspect();
   expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch, pid: process.pid, phase: 'idle' } });
   expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: first.registration.epoch });
@@ -111,7 +111,7 @@ function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pau
     workspace: root,
     stateHome: place.stateHome,
     config: OWNER_CONFIG,
-    endpoint: endpointOf(45_900),
+    endpoint: loopbackEndpoint(45_900),
     // Its release waits on the cyclers' transactions: a bound to catch a hang, not to time a busy machine.
     lockWaitMs: 60_000,
     during: 'acquire',
@@ -201,7 +201,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     // Live: other writers wait out their bound, then `busy`, writing nothing; readers never wait.
     const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 50 });
     const before = listingOutsideStaging(place.stateHome);
-    expect(await codeOfAsync(() => waiting.acquire(OWNER_CONFIG, endpointOf(45_002)))).toBe('busy');
+    expect(await codeOfAsync(() => waiting.acquire(OWNER_CONFIG, loopbackEndpoint(45_002)))).toBe('busy');
     expect(listingOutsideStaging(place.stateHome)).toEqual(before);
     const reads = newReads();
     for (let read = 0; read < 5; read += 1) readOnce(place, readers, reads);
@@ -212,14 +212,14 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     await killAndReap(holder);
     expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: holder.pid, root: crashedRoot } });
     const taker = new ServiceCoordination(waiting.root, { stateHome: place.stateHome, lockWaitMs: 0 });
-    const lease = await taker.acquire(OWNER_CONFIG, endpointOf(45_002));
+    const lease = await taker.acquire(OWNER_CONFIG, loopbackEndpoint(45_002));
     lease.assert();
     expect(registry.readLock()).toBeUndefined();
     expect(registry.readMarkers()).toEqual([]);
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
     expect(undecodableFiles(place.stateHome)).toEqual([]);
     // The killed writer had reserved nothing: its workspace is free.
-    const again = await new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).acquire(OWNER_CONFIG, endpointOf(45_003));
+    const again = await new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).acquire(OWNER_CONFIG, loopbackEndpoint(45_003));
     await again.release();
     await lease.release();
     readers.lease.assert();
@@ -270,7 +270,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
 
       // Another workspace's acquire takes it over without any wait, and removes it.
       const other = new ServiceCoordination(makeWorkspace(place, 'other'), { stateHome: place.stateHome, lockWaitMs: 0 });
-      const lease = await other.acquire(OWNER_CONFIG, endpointOf(45_004));
+      const lease = await other.acquire(OWNER_CONFIG, loopbackEndpoint(45_004));
       lease.assert();
       expect(registry.readLock()).toBeUndefined();
       expect(registry.readMarkers()).toEqual([]);
@@ -281,7 +281,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       // The killed writer had reserved nothing: its workspace reads absent and can be acquired.
       const crashedCoordination = new ServiceCoordination(crashedRoot, { stateHome: place.stateHome });
       expect(crashedCoordination.inspect()).toEqual({ status: 'absent' });
-      await (await crashedCoordination.acquire(OWNER_CONFIG, endpointOf(45_005))).release();
+      await (await crashedCoordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_005))).release();
       await lease.release();
       readers.lease.assert();
     });

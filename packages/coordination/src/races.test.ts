@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, countsOf, endpointOf, handPlaces, makeWorkspace, messageOf, pathExists, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, countsOf, handPlaces, loopbackEndpoint, makeWorkspace, messageOf, pathExists, type SpawnedChild } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
   makePlace,
@@ -48,7 +48,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       workspace: root,
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(41_000 + index),
+      endpoint: loopbackEndpoint(41_000 + index),
       then: 'hold',
       // Generous, so that every loser gets the lock at last (however slow the disk) and finds the
       // winner's row: the outcome depends on exclusion alone, never on disk speed.
@@ -93,7 +93,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       workspace: makeWorkspace(place, `disjoint-${index}`),
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(42_000 + index),
+      endpoint: loopbackEndpoint(42_000 + index),
       then: 'release',
       // Generous on purpose: 32 transactions queue on one registry lock, and on a
       // slow disk the last one may wait longer than the default 2 s. With this
@@ -129,7 +129,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       workspace: crashedRoot,
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(42_999),
+      endpoint: loopbackEndpoint(42_999),
       during: 'acquire',
       at: stepAt('create-folder', 'rename', crashedPlaces.service),
       then: 'kill',
@@ -144,7 +144,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       workspace: makeWorkspace(place, `sweeper-${index}`),
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(42_100 + index),
+      endpoint: loopbackEndpoint(42_100 + index),
       then: 'release',
       lockWaitMs: 60_000, // as above: the outcome must not depend on disk speed
     }));

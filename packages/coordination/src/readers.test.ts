@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, countsOf, endpointOf, handPlaces, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
+import { cleanUp, countsOf, handPlaces, loopbackEndpoint, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
 import { OWNER_CONFIG, makePlace, spawnCyclers } from '../test/process-helpers.js';
 import { ServiceCoordination, type Inspection } from './index.js';
 
@@ -14,7 +14,7 @@ describe('readers racing writers', () => {
     const place = makePlace();
     const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
     const neverAcquired = new ServiceCoordination(makeWorkspace(place, 'never-acquired'), { stateHome: place.stateHome });
-    const lease = await held.acquire(OWNER_CONFIG, endpointOf(43_000));
+    const lease = await held.acquire(OWNER_CONFIG, loopbackEndpoint(43_000));
     // What files alone can say of a live idle owner; other workspaces' transactions never change it.
     const heldAnswer = held.inspect();
     expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, epoch: lease.registration.epoch, phase: 'idle' } });

@@ -6,9 +6,9 @@ import {
   cleanUp,
   codeOf,
   countsOf,
-  endpointOf,
   handPlaces,
   listingOutsideStaging,
+  loopbackEndpoint,
   makeWorkspace,
   messageOf,
   namesIn,
@@ -39,9 +39,9 @@ afterEach(cleanUp);
 // error (EIO) at each mutating step of acquire, then the same process acquires
 // again; a failing undo; a release that failed part-way, called again.
 
-const ENDPOINT = endpointOf(44_101);
-const CHILD_ENDPOINT = endpointOf(44_102);
-const PREPARE_ENDPOINT = endpointOf(44_100);
+const ENDPOINT = loopbackEndpoint(44_101);
+const CHILD_ENDPOINT = loopbackEndpoint(44_102);
+const PREPARE_ENDPOINT = loopbackEndpoint(44_100);
 /** The policy document whose identity OWNER_CONFIG names. */
 const POLICY = bytesOf('leasehold process tests: policy');
 

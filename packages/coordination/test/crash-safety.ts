@@ -3,9 +3,9 @@ import { expect } from 'vitest';
 import {
   codeOfAsync,
   countsOf,
-  endpointOf,
   handPlaces,
   listingOutsideStaging,
+  loopbackEndpoint,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -47,10 +47,10 @@ import { ServiceCoordination, type OwnerLease } from '../src/index.js';
 // acquire and release, and (a) and (b) still hold after that. (That `recover`
 // brings every such state to `stopped` is proved in the recovery package.)
 
-const CHILD_ENDPOINT = endpointOf(44_001);
-const PARENT_ENDPOINT = endpointOf(44_002);
-const OTHER_ENDPOINT = endpointOf(44_003);
-const PREPARE_ENDPOINT = endpointOf(44_000);
+const CHILD_ENDPOINT = loopbackEndpoint(44_001);
+const PARENT_ENDPOINT = loopbackEndpoint(44_002);
+const OTHER_ENDPOINT = loopbackEndpoint(44_003);
+const PREPARE_ENDPOINT = loopbackEndpoint(44_000);
 /** A refused acquire: a row that overlaps (`conflict`), a registration not stopped (`quarantine`), a broken rule (`refused`). */
 const REFUSALS = ['quarantine', 'conflict', 'refused'];
 

@@ -14,13 +14,13 @@ import {
   registrationSchema,
   registryFormatSchema,
   registryLockSchema,
-  registrySchema,
+  reservationTableSchema,
   serviceFormatSchema,
   type OwnerConfig,
 } from '@leasehold/contracts';
 import {
   handPlaces,
-  endpointOf,
+  loopbackEndpoint,
   listingOutsideStaging,
   makeTemporaryFolder,
   makeWorkspace,
@@ -86,7 +86,7 @@ export function stagingLeftovers(stateHome: string): string[] {
 // Relative path below the namespace -> schema and bound of the document that lives there.
 const DOCUMENTS: readonly { readonly pattern: RegExp; readonly schema: Parameters<typeof decodeBytes>[0]; readonly maxBytes: number }[] = [
   { pattern: /^registry\/format\.json$/, schema: registryFormatSchema, maxBytes: DOCUMENT_BYTES },
-  { pattern: /^registry\/roots\.json$/, schema: registrySchema, maxBytes: REGISTRY_BYTES },
+  { pattern: /^registry\/roots\.json$/, schema: reservationTableSchema, maxBytes: REGISTRY_BYTES },
   { pattern: /^registry\/registry\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
   // A take-over marker holds the lock document of the writer taking a dead holder's lock over.
   { pattern: /^registry\/takeover-[0-9a-f-]{36}\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
@@ -135,7 +135,7 @@ interface CyclerPlan {
 
 /**
  * `count` cyclers, each acquiring and releasing its own workspace `<prefix>-<i>` of `place`
- * `iterations` times on `endpointOf(firstPort + i)`, once told `go`. Their lock wait is generous,
+ * `iterations` times on `loopbackEndpoint(firstPort + i)`, once told `go`. Their lock wait is generous,
  * so that a writer never gives up (`busy`) however slow the disk is.
  */
 export function spawnCyclers(place: TestPlace, count: number, prefix: string, firstPort: number, iterations: number): SpawnedChild[] {
@@ -144,7 +144,7 @@ export function spawnCyclers(place: TestPlace, count: number, prefix: string, fi
       workspace: makeWorkspace(place, `${prefix}-${index}`),
       stateHome: place.stateHome,
       config: OWNER_CONFIG,
-      endpoint: endpointOf(firstPort + index),
+      endpoint: loopbackEndpoint(firstPort + index),
       iterations,
       lockWaitMs: 60_000,
     };

@@ -1,11 +1,10 @@
 import { inspect } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanUp, enableEtcdAuth, etcdAvailable, etcdctl, makeEtcdCertificates, startEtcd, type EtcdCluster, type EtcdUser } from '@leasehold/test-utils';
+import { cleanUp, enableEtcdAuth, etcdAvailable, etcdctl, loopbackEndpoint, makeEtcdCertificates, startEtcd, type EtcdCluster, type EtcdUser } from '@leasehold/test-utils';
 import { freshPrefix, until } from '../test/helpers.js';
 import { connect, type EtcdClient } from './etcd-client.js';
 import { ContractError, EtcdOwnership, type EtcdAuth, type EtcdOwnershipOptions } from './index.js';
 
-const endpointOf = (port: number): string => `http://127.0.0.1:${port}`;
 const ROOT: EtcdUser = { name: 'root', password: 'root-Pw-5e1f0a' };
 const PERMITTED: EtcdUser = { name: 'alice', password: 'alice-Pw-93c2d7' };
 const ELSEWHERE: EtcdUser = { name: 'bob', password: 'bob-Pw-4ab810' };
@@ -60,7 +59,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
 
   it('lets the permitted user acquire, write fenced, release, and recover a quarantined root; its password is in no key', async () => {
     const alice = as(authOf(PERMITTED));
-    const lease = await alice.acquire('/srv/auth', { endpoint: endpointOf(51000) });
+    const lease = await alice.acquire('/srv/auth', { endpoint: loopbackEndpoint(51000) });
     expect(await alice.inspect('/srv/auth')).toMatchObject({ status: 'idle', owner: { host: 'host-a' } });
     // Its role grants nothing outside the prefix: etcd refuses such a write, and the lease still holds.
     const outside = await failureOf(() => lease.fencedPut('/app/outside', 'x'));
@@ -72,7 +71,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     // A lease lost without a release (its ownership closed): quarantined, then recovered by the same user.
     const lost = as(authOf(PERMITTED));
     // TTL 3 s: long enough that the acquire itself ends well inside it on a busy machine.
-    await lost.acquire('/srv/auth', { endpoint: endpointOf(51001), ttlSeconds: 3 });
+    await lost.acquire('/srv/auth', { endpoint: loopbackEndpoint(51001), ttlSeconds: 3 });
     await lost.close();
     const closedAt = performance.now();
     await until(async () => (await alice.inspect('/srv/auth')).status === 'quarantined');
@@ -80,7 +79,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     const snapshot = await alice.recoverySnapshot('/srv/auth');
     const record = await alice.recover('/srv/auth', snapshot.digest, { user: 'operator' });
     expect(await alice.journal()).toEqual([record]);
-    const next = await alice.acquire('/srv/auth', { endpoint: endpointOf(51002) });
+    const next = await alice.acquire('/srv/auth', { endpoint: loopbackEndpoint(51002) });
     await next.release();
 
     const values = (await admin.range(`${prefix}/`, true)).kvs.map((kv) => Buffer.from(kv.value).toString());
@@ -92,7 +91,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
   it('refuses a client with no credentials, saying etcd wants them, and writes nothing', async () => {
     const before = await keysUnderPrefix();
     const anonymous = as();
-    const refusal = await failureOf(() => anonymous.acquire('/srv/anonymous', { endpoint: endpointOf(52000) }));
+    const refusal = await failureOf(() => anonymous.acquire('/srv/anonymous', { endpoint: loopbackEndpoint(52000) }));
     console.log(`no credentials: ${refusal.code}: ${refusal.message}`);
     expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('etcdserver: user name is empty') });
     expect(refusal.message).toContain('pass `auth`');
@@ -106,7 +105,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
   it("refuses a user whose role lacks the prefix, naming the user and etcd's answer, and writes nothing", async () => {
     const before = await keysUnderPrefix();
     const bob = as(authOf(ELSEWHERE));
-    const refusal = await failureOf(() => bob.acquire('/srv/elsewhere', { endpoint: endpointOf(53000) }));
+    const refusal = await failureOf(() => bob.acquire('/srv/elsewhere', { endpoint: loopbackEndpoint(53000) }));
     console.log(`role without the prefix: ${refusal.code}: ${refusal.message}`);
     expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('etcdserver: permission denied') });
     expect(refusal.message).toContain('user "bob"');
@@ -120,7 +119,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     for (const username of [PERMITTED.name, 'nobody']) {
       const wrong = as({ username, password: WRONG_PASSWORD });
       const startedAt = performance.now();
-      const refusal = await failureOf(() => wrong.acquire('/srv/wrong', { endpoint: endpointOf(54000) }));
+      const refusal = await failureOf(() => wrong.acquire('/srv/wrong', { endpoint: loopbackEndpoint(54000) }));
       console.log(`wrong password for ${username}, refused in ${Math.round(performance.now() - startedAt)} ms: ${refusal.message}`);
       expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('authentication failed') });
       const inspection = await wrong.inspect('/srv/wrong');
@@ -151,7 +150,7 @@ describe.skipIf(!etcdAvailable('openssl'))('etcd serving TLS and requiring clien
 
   it('serves a client with the CA and a client certificate it signed', async () => {
     const owner = over({ ca: certificates.ca, cert: certificates.clientCert, key: certificates.clientKey });
-    const lease = await owner.acquire('/srv/tls', { endpoint: endpointOf(55000) });
+    const lease = await owner.acquire('/srv/tls', { endpoint: loopbackEndpoint(55000) });
     expect(cluster.endpoints.every((endpoint) => endpoint.startsWith('https://127.0.0.1:'))).toBe(true);
     await lease.fencedPut('/app/tls', 'x');
     await lease.release();
@@ -164,7 +163,7 @@ describe.skipIf(!etcdAvailable('openssl'))('etcd serving TLS and requiring clien
       ['the system CAs only', undefined],
     ] as const) {
       const startedAt = performance.now();
-      const refusal = await failureOf(() => over(tls).acquire('/srv/tls-refused', { endpoint: endpointOf(56000) }));
+      const refusal = await failureOf(() => over(tls).acquire('/srv/tls-refused', { endpoint: loopbackEndpoint(56000) }));
       console.log(`${what}: refused in ${Math.round(performance.now() - startedAt)} ms: ${refusal.message}`);
       expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('the TLS connection to etcd failed') });
       expect(refusal.message).not.toContain(certificates.clientKey);
@@ -178,9 +177,9 @@ describe.skipIf(!etcdAvailable('openssl'))('etcd serving TLS and requiring clien
     const tls = { ca: certificates.ca, cert: certificates.clientCert, key: certificates.clientKey };
     await enableEtcdAuth(cluster, { rootPassword: ROOT.password, users: [{ ...PERMITTED, prefix: `${prefix}/` }] });
     const both = over(tls, authOf(PERMITTED));
-    const lease = await both.acquire('/srv/tls-auth', { endpoint: endpointOf(57000) });
+    const lease = await both.acquire('/srv/tls-auth', { endpoint: loopbackEndpoint(57000) });
     await lease.release();
-    const refusal = await failureOf(() => over(tls).acquire('/srv/tls-auth', { endpoint: endpointOf(57001) }));
+    const refusal = await failureOf(() => over(tls).acquire('/srv/tls-auth', { endpoint: loopbackEndpoint(57001) }));
     console.log(`TLS without auth on an etcd with authentication: ${refusal.code}: ${refusal.message}`);
     // etcd takes a certificate without a token as the user its common name names: here no user, so no permission.
     expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('etcdserver: permission denied') });

@@ -27,9 +27,9 @@ import {
 } from '@leasehold/contracts';
 import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
+import type { EtcdOwnerLease, Sequencer } from './etcd-owner-lease.js';
 import { keyLayout, type KeyLayout } from './keys.js';
-import type { EtcdOwnerLease, Sequencer } from './owner-lease.js';
-import { EtcdOwnership, type EtcdOwnershipOptions, type RecoverySnapshot } from './ownership.js';
+import { EtcdOwnership, type EtcdInspection, type EtcdOwnershipOptions, type RecoverySnapshot } from './ownership.js';
 
 // The etcd backend behind the seam: the cross-host fence in etcd, composed with this host's own
 // file backend for what must never leave the host (the capability, the checkout lock, the owner
@@ -118,7 +118,7 @@ class CompositeBackend implements EtcdBackend {
 
   /** etcd decides across hosts; this host's files decide for this host's own owner. Never throws. */
   async inspect(root: string): Promise<Inspection> {
-    let fenced: Awaited<ReturnType<EtcdOwnership['inspect']>>;
+    let fenced: EtcdInspection;
     try {
       fenced = await this.#etcd.inspect(root);
     } catch (error) {

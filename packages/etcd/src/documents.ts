@@ -31,8 +31,11 @@ export type OwnerRecord = z.infer<typeof ownerRecordSchema>;
 /** The endpoint key of a host's endpoint, on the owner's lease. */
 export const endpointRecordSchema = z.strictObject({ schema: z.literal('leasehold.etcd-endpoint/1'), root: absolutePath, epoch: id, host, endpoint });
 
-/** One journalled recovery: who removed which fence, when, against which digest. No secret. */
-export const journalRecordSchema = z.strictObject({
+/**
+ * `leasehold.etcd-recovery/1`, one journalled recovery in etcd (as contracts' `RecoveryRecord` is in
+ * a state home's files): who removed which fence, when, against which digest. No secret.
+ */
+export const etcdRecoveryRecordSchema = z.strictObject({
   schema: z.literal('leasehold.etcd-recovery/1'),
   id,
   root: absolutePath,
@@ -46,7 +49,7 @@ export const journalRecordSchema = z.strictObject({
   /** Only for a recovery no person confirmed: which processes were proved gone, and how. */
   automatic: automaticRecoverySchema.optional(),
 });
-export type JournalRecord = z.infer<typeof journalRecordSchema>;
+export type EtcdRecoveryRecord = z.infer<typeof etcdRecoveryRecordSchema>;
 
 /** A record's canonical bytes, checked against its bound before anything is sent. */
 export function recordBytes(record: object): Uint8Array {

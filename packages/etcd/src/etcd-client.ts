@@ -1,7 +1,7 @@
 // The one module that imports `etcd3`: the client is thinly maintained, so everything
 // Leasehold needs from etcd is named here, in etcd's own terms, and nothing else of the
 // library leaks out. Only its raw gRPC clients are used: keep-alives, watches and the
-// loss decision are ours (see owner-lease.ts), never the library's `lost` event.
+// loss decision are ours (see etcd-owner-lease.ts), never the library's `lost` event.
 import etcd3 from 'etcd3';
 import type { ICompare, IKeyValue, IRequestOp, IResponseHeader, IWatchResponse } from 'etcd3';
 import { ContractError } from '@leasehold/contracts';

@@ -1,11 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, makeTemporaryFolder, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, loopbackEndpoint, makeTemporaryFolder, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import { closeAll, freshPrefix, outcomeOf, ownershipOf, rawClient, spawnOwner, until } from '../test/helpers.js';
 import { EtcdFencingGate, FileFencingGate, type Sequencer } from './index.js';
-
-const endpointOf = (port: number) => `http://127.0.0.1:${port}`;
 
 /** The owner fixture's `count`-th answer to an admit (from 1), once it has printed it: `[key, value]`. */
 async function admitAnswer(owner: SpawnedChild, count: number): Promise<[string, Record<string, unknown>]> {
@@ -41,7 +39,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
     const gateKey = `/resource${prefix}/gate`;
     const dataKey = `/resource${prefix}/data`;
     const tokenFile = join(makeTemporaryFolder('leasehold-gate-'), 'token.json');
-    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: endpointOf(47100), ttlSeconds: 2 });
+    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47100), ttlSeconds: 2 });
     const [, acquired] = await outcomeOf(owner, ['acquired']);
     const old = acquired.sequencer as Sequencer;
     owner.send(`admit-etcd ${gateKey} ${dataKey} first`);
@@ -54,7 +52,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     await until(async () => (await other.inspect(root)).status === 'quarantined');
     await other.recover(root, (await other.recoverySnapshot(root)).digest);
-    const successor = await other.acquire(root, { endpoint: endpointOf(47101) });
+    const successor = await other.acquire(root, { endpoint: loopbackEndpoint(47101) });
     await etcdGate(gateKey).admit(successor.sequencer, [{ put: dataKey, value: 'successor' }]);
     new FileFencingGate(tokenFile).admit(successor.sequencer);
 
@@ -77,7 +75,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
   it('admits the same token again, refuses a token of another root, and keeps the newest of racing admits', async () => {
     const prefix = freshPrefix();
     const ownership = ownershipOf(cluster.endpoints, prefix, 'host-a');
-    const leases = await Promise.all(['/srv/a', '/srv/b'].map((root, index) => ownership.acquire(root, { endpoint: endpointOf(47110 + index) })));
+    const leases = await Promise.all(['/srv/a', '/srv/b'].map((root, index) => ownership.acquire(root, { endpoint: loopbackEndpoint(47110 + index) })));
     const [a, b] = leases as [(typeof leases)[0], (typeof leases)[0]];
     const gateKey = `/resource${prefix}/gate`;
     const folder = makeTemporaryFolder('leasehold-gate-');

@@ -1,10 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
-import { cleanUp, codeOfAsync, etcdAvailable, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { EtcdOwnership } from './index.js';
 import { closeAll, freshPrefix, ownershipOf, rawClient } from '../test/helpers.js';
-
-const endpointOf = (port: number): string => `http://127.0.0.1:${port}`;
 
 /** What etcd says is left of lease `id`, in seconds (-1: no such lease, revoked or expired), through its JSON gateway. */
 async function remainingTtl(clientUrl: string, id: string): Promise<number> {
@@ -31,7 +29,7 @@ describe.skipIf(!etcdAvailable())('liveness, on one real etcd member', () => {
     // cannot expire before it does, so the owner's gone while the witness lives means revoked, not expired.
     const witness = await raw.grant(30);
     const ownership = new EtcdOwnership({ endpoints: cluster.endpoints, prefix, host: 'host-a' });
-    const lease = await ownership.acquire(root, { endpoint: endpointOf(57000), ttlSeconds: 30 });
+    const lease = await ownership.acquire(root, { endpoint: loopbackEndpoint(57000), ttlSeconds: 30 });
     const lost = new Promise<string>((resolve) => lease.watch((error) => resolve(error.code)));
     const ownerKey = `${prefix}/owner${root}/`;
     const leaseId = (await raw.range(ownerKey)).kvs[0]?.lease ?? '';
@@ -57,7 +55,7 @@ describe.skipIf(!etcdAvailable())('liveness, on one real etcd member', () => {
     const prefix = freshPrefix();
     const root = '/srv/breaker';
     const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
-    const claim = (): Promise<string> => codeOfAsync(async () => (await claimant.acquire(root, { endpoint: endpointOf(57100) })).release());
+    const claim = (): Promise<string> => codeOfAsync(async () => (await claimant.acquire(root, { endpoint: loopbackEndpoint(57100) })).release());
     expect(await claim()).toBe('no error');
 
     await cluster.kill(0);

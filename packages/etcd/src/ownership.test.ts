@@ -1,10 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, isMessage, killAndReap, loopbackEndpoint, messagesOf, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, spawnOwner, until } from '../test/helpers.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND, type EtcdOwnership } from './index.js';
 
 const HOSTS = ['host-a', 'host-b'];
-const endpointOf = (port: number): string => `http://127.0.0.1:${port}`;
 
 describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () => {
   let cluster: EtcdCluster;
@@ -22,7 +21,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
         prefix,
         host: HOSTS[index % 2] ?? 'host-a',
         root: '/srv/shared',
-        endpoint: endpointOf(41000 + index),
+        endpoint: loopbackEndpoint(41000 + index),
       })),
     );
     const winners = outcomes.filter(({ outcome }) => outcome === 'acquired');
@@ -39,7 +38,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
         prefix,
         host: HOSTS[index % 2] ?? 'host-a',
         root: `/srv/disjoint/w${index}`,
-        endpoint: endpointOf(42000 + index),
+        endpoint: loopbackEndpoint(42000 + index),
       })),
     );
     expect(outcomes.map(({ outcome }) => outcome)).toEqual(Array(16).fill('acquired'));
@@ -55,12 +54,12 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const prefix = freshPrefix();
     const a = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const b = ownershipOf(cluster.endpoints, prefix, 'host-b');
-    const lease = await a.acquire('/srv/nest/a', { endpoint: endpointOf(43000) });
-    expect(await codeOfAsync(() => b.acquire('/srv/nest/a/b', { endpoint: endpointOf(43001) }))).toBe('conflict');
-    expect(await codeOfAsync(() => b.acquire('/srv/nest', { endpoint: endpointOf(43002) }))).toBe('conflict');
-    expect(await codeOfAsync(() => b.acquire('/', { endpoint: endpointOf(43003) }))).toBe('conflict');
-    expect(await codeOfAsync(() => b.acquire('/srv/nest/a', { endpoint: endpointOf(43004) }))).toBe('conflict');
-    const sibling = await b.acquire('/srv/nest/ab', { endpoint: endpointOf(43005) });
+    const lease = await a.acquire('/srv/nest/a', { endpoint: loopbackEndpoint(43000) });
+    expect(await codeOfAsync(() => b.acquire('/srv/nest/a/b', { endpoint: loopbackEndpoint(43001) }))).toBe('conflict');
+    expect(await codeOfAsync(() => b.acquire('/srv/nest', { endpoint: loopbackEndpoint(43002) }))).toBe('conflict');
+    expect(await codeOfAsync(() => b.acquire('/', { endpoint: loopbackEndpoint(43003) }))).toBe('conflict');
+    expect(await codeOfAsync(() => b.acquire('/srv/nest/a', { endpoint: loopbackEndpoint(43004) }))).toBe('conflict');
+    const sibling = await b.acquire('/srv/nest/ab', { endpoint: loopbackEndpoint(43005) });
     await sibling.release();
     await lease.release();
     expect(await a.inspect('/srv/nest/a')).toEqual({ status: 'absent' });
@@ -70,9 +69,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const prefix = freshPrefix();
     const a = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const b = ownershipOf(cluster.endpoints, prefix, 'host-b');
-    const first = await a.acquire('/srv/ports/one', { endpoint: endpointOf(44000) });
-    expect(await codeOfAsync(() => a.acquire('/srv/ports/two', { endpoint: endpointOf(44000) }))).toBe('conflict');
-    const other = await b.acquire('/srv/ports/two', { endpoint: endpointOf(44000) });
+    const first = await a.acquire('/srv/ports/one', { endpoint: loopbackEndpoint(44000) });
+    expect(await codeOfAsync(() => a.acquire('/srv/ports/two', { endpoint: loopbackEndpoint(44000) }))).toBe('conflict');
+    const other = await b.acquire('/srv/ports/two', { endpoint: loopbackEndpoint(44000) });
     await other.release();
     await first.release();
   });
@@ -80,9 +79,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
   it(`refuses a root deeper than one transaction can check (${MAX_ROOT_DEPTH} levels), naming the bound`, async () => {
     const ownership = ownershipOf(cluster.endpoints, freshPrefix(), 'host-a');
     const rootOf = (depth: number): string => `/${Array.from({ length: depth }, (_, index) => `d${index}`).join('/')}`;
-    const refusal = await ownership.acquire(rootOf(MAX_ROOT_DEPTH + 1), { endpoint: endpointOf(45000) }).catch((error: unknown) => error);
+    const refusal = await ownership.acquire(rootOf(MAX_ROOT_DEPTH + 1), { endpoint: loopbackEndpoint(45000) }).catch((error: unknown) => error);
     expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining(`at most ${TXN_OPS_BOUND} operations`) });
-    const deepest = await ownership.acquire(rootOf(MAX_ROOT_DEPTH), { endpoint: endpointOf(45000) });
+    const deepest = await ownership.acquire(rootOf(MAX_ROOT_DEPTH), { endpoint: loopbackEndpoint(45000) });
     await deepest.release();
   });
 
@@ -91,7 +90,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/crashed';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: endpointOf(46000), ttlSeconds: 2 });
+    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 });
     await outcomeOf(owner, ['acquired']);
     const whileLive = await other.recoverySnapshot(root);
     expect(await codeOfAsync(() => other.recover(root, whileLive.digest))).toBe('quarantine');
@@ -105,7 +104,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
       // claim may have met either state. A key present after the claim was there during it (a lease's keys never
       // come back), so the claim met a live owner; one absent before it met the bare fence.
       const presentBefore = await ownerKeyPresent();
-      const code = await codeOfAsync(() => other.acquire(root, { endpoint: endpointOf(46001) }));
+      const code = await codeOfAsync(() => other.acquire(root, { endpoint: loopbackEndpoint(46001) }));
       claims += 1;
       expect(code).not.toBe('no error');
       if (await ownerKeyPresent()) {
@@ -134,7 +133,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     expect(await other.journal()).toEqual([record]);
     expect(await codeOfAsync(() => other.recover(root, current.digest))).toBe('conflict');
 
-    const next = await other.acquire(root, { endpoint: endpointOf(46001) });
+    const next = await other.acquire(root, { endpoint: loopbackEndpoint(46001) });
     await next.release();
   });
 
@@ -143,7 +142,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/paused';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: endpointOf(47000), ttlSeconds: 2 });
+    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 });
     const [, acquired] = await outcomeOf(owner, ['acquired']);
     const oldRevision = (acquired.sequencer as { revision: string }).revision;
     owner.send('put /app/paused/data before');
@@ -152,7 +151,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     owner.process.kill('SIGSTOP');
     await until(async () => (await other.inspect(root)).status === 'quarantined');
     await other.recover(root, (await other.recoverySnapshot(root)).digest);
-    const successor = await other.acquire(root, { endpoint: endpointOf(47001) });
+    const successor = await other.acquire(root, { endpoint: loopbackEndpoint(47001) });
     expect(BigInt(successor.sequencer.revision)).toBeGreaterThan(BigInt(oldRevision));
 
     // The write waits in the paused owner's stdin: it is the first thing it can try when resumed.
@@ -181,7 +180,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const prefix = freshPrefix();
     const ownership: EtcdOwnership = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const raw = rawClient(cluster.endpoints);
-    const lease = await ownership.acquire('/srv/watched', { endpoint: endpointOf(48000) });
+    const lease = await ownership.acquire('/srv/watched', { endpoint: loopbackEndpoint(48000) });
     await lease.setPhase('stopping');
     await lease.assert();
     const lost = new Promise((resolve) => lease.watch(resolve));
@@ -195,7 +194,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
 
   it('refuses a fenced write under its own prefix', async () => {
     const prefix = freshPrefix();
-    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/own-keys', { endpoint: endpointOf(49000) });
+    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/own-keys', { endpoint: loopbackEndpoint(49000) });
     expect(await codeOfAsync(() => lease.fencedPut(`${prefix}/fence/elsewhere/`, 'x'))).toBe('refused');
     await lease.release();
   });

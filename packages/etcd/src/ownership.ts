@@ -6,17 +6,17 @@ import { currentProcess, ownerStatus, type OwnerStatus } from '@leasehold/privat
 import {
   decodeRecord,
   endpointRecordSchema,
+  etcdRecoveryRecordSchema,
   fenceRecordSchema,
-  journalRecordSchema,
   ownerRecordSchema,
   recordBytes,
+  type EtcdRecoveryRecord,
   type FenceRecord,
-  type JournalRecord,
   type OwnerRecord,
 } from './documents.js';
 import { connect, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue, type Operation } from './etcd-client.js';
+import { KeptEtcdOwnerLease, type EtcdOwnerLease } from './etcd-owner-lease.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
-import { OwnerLease, type EtcdOwnerLease } from './owner-lease.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
 
@@ -52,8 +52,8 @@ export interface FenceState {
   readonly modRevision: string;
 }
 
-/** What `inspect(root)` answers. */
-export type Inspection =
+/** What `inspect(root)` answers: this root's etcd keys, before `etcdBackend` makes them the seam's `Inspection`. */
+export type EtcdInspection =
   | { readonly status: 'absent' }
   | { readonly status: 'idle' | 'stopping'; readonly fence: FenceRecord; readonly owner: OwnerRecord }
   | { readonly status: 'quarantined'; readonly fence: FenceRecord; readonly owner: OwnerRecord | undefined; readonly reason: string }
@@ -82,7 +82,7 @@ export class EtcdOwnership {
   readonly host: string;
   readonly #keys: KeyLayout;
   readonly #client: EtcdClient;
-  readonly #leases = new Set<OwnerLease>();
+  readonly #leases = new Set<KeptEtcdOwnerLease>();
 
   constructor(options: EtcdOwnershipOptions) {
     this.#keys = keyLayout(options.prefix);
@@ -92,7 +92,7 @@ export class EtcdOwnership {
   }
 
   /** This root's state from one read of its fence and owner keys; never throws for etcd's sake (`unavailable`). */
-  async inspect(root: string): Promise<Inspection> {
+  async inspect(root: string): Promise<EtcdInspection> {
     ancestorsOf(root);
     try {
       const { fence, owner } = await this.#read(root);
@@ -174,7 +174,7 @@ export class EtcdOwnership {
       await this.#client.revoke(grant.id).catch(() => {});
       throw await this.#refusal(root, endpoint, result.ranges);
     }
-    const lease = new OwnerLease(
+    const lease = new KeptEtcdOwnerLease(
       { client: this.#client, keys: this.#keys, owner, sequencer: { root, cluster: result.cluster, revision: result.revision }, leaseId: grant.id, ttlMs, marginMs, grantSentAt },
       (ended) => this.#leases.delete(ended),
     );
@@ -212,7 +212,7 @@ export class EtcdOwnership {
     root: string,
     expectedDigest: string,
     options: { readonly user?: string; readonly reviewedDigest?: string; readonly automatic?: AutomaticRecovery } = {},
-  ): Promise<JournalRecord> {
+  ): Promise<EtcdRecoveryRecord> {
     const snapshot = await this.recoverySnapshot(root);
     const { fence, owner } = snapshot;
     if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
@@ -221,7 +221,7 @@ export class EtcdOwnership {
     }
     if (snapshot.digest !== expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
     const identity = currentProcess();
-    const record: JournalRecord = {
+    const record: EtcdRecoveryRecord = {
       schema: 'leasehold.etcd-recovery/1',
       id: randomUUID(),
       root,
@@ -258,9 +258,9 @@ export class EtcdOwnership {
   }
 
   /** Every journalled recovery of this prefix. */
-  async journal(): Promise<JournalRecord[]> {
+  async journal(): Promise<EtcdRecoveryRecord[]> {
     const { kvs } = await this.#client.range(this.#keys.journals, true);
-    return kvs.map((kv) => decodeRecord(journalRecordSchema, kv.value, kv.key));
+    return kvs.map((kv) => decodeRecord(etcdRecoveryRecordSchema, kv.value, kv.key));
   }
 
   /**

@@ -1,11 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { ContractError } from '@leasehold/contracts';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
 import { arrivalOf, closeAll, freshPrefix, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, spawnOwner } from '../test/helpers.js';
 
-const endpointOf = (port: number): string => `http://127.0.0.1:${port}`;
 const TTL_SECONDS = 4;
 
 /** What the other side saw while it read the owner key until it was gone, on the test's monotonic clock. */
@@ -66,7 +65,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
       const other = ownershipOf(survivors, prefix, 'host-b');
       // TTL 4 s: its default margin (1 s) is the owner's head start over the lease's end, wide enough that a
       // loaded machine's event-loop stall cannot eat it; the property holds for any margin the owner keeps.
-      const owner = spawnOwner({ endpoints: [cluster.endpoints[frozen] ?? ''], prefix, host: 'host-a', root, endpoint: endpointOf(port), ttlSeconds: TTL_SECONDS });
+      const owner = spawnOwner({ endpoints: [cluster.endpoints[frozen] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds: TTL_SECONDS });
       const [, acquired] = await outcomeOf(owner, ['acquired']);
       const oldRevision = (acquired.sequencer as { revision: string }).revision;
       const loss = arrivalOf(owner, 'lost');
@@ -90,9 +89,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
 
         // The lease ended: the fence stays, nothing is freed, and only a recovery lets another owner in.
         expect(await other.inspect(root)).toMatchObject({ status: 'quarantined', owner: undefined, fence: { root, host: 'host-a' } });
-        expect(await codeOfAsync(() => other.acquire(root, { endpoint: endpointOf(port + 1) }))).toBe('quarantine');
+        expect(await codeOfAsync(() => other.acquire(root, { endpoint: loopbackEndpoint(port + 1) }))).toBe('quarantine');
         await other.recover(root, (await other.recoverySnapshot(root)).digest);
-        const successor = await other.acquire(root, { endpoint: endpointOf(port + 1) });
+        const successor = await other.acquire(root, { endpoint: loopbackEndpoint(port + 1) });
         expect(BigInt(successor.sequencer.revision)).toBeGreaterThan(BigInt(oldRevision));
 
         cluster.thaw(frozen);

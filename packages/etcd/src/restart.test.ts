@@ -1,10 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
 import { answered, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, rawClient, spawnOwner, tally, until } from '../test/helpers.js';
-
-const endpointOf = (port: number): string => `http://127.0.0.1:${port}`;
 
 /** One restart under a live owner: the member the owner talks to (its only endpoint), and the member restarted. */
 interface RestartCase {
@@ -34,14 +32,14 @@ async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted,
   const written = `/app/restarted-${port}`;
   const raw = rawClient(cluster.endpoints);
   const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
-  const claim = (): Promise<string> => codeOfAsync(() => claimant.acquire(root, { endpoint: endpointOf(port + 1) }));
-  const owner = spawnOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: endpointOf(port), ttlSeconds });
+  const claim = (): Promise<string> => codeOfAsync(() => claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) }));
+  const owner = spawnOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds });
   await outcomeOf(owner, ['acquired']);
   const fenceKey = `${prefix}/fence${root}/`;
   const fence = (await raw.range(fenceKey)).kvs[0];
   expect(fence).toBeDefined();
   expect(await claim()).toBe('conflict');
-  const claims = keepClaiming(claimant, root, endpointOf(port + 1));
+  const claims = keepClaiming(claimant, root, loopbackEndpoint(port + 1));
 
   const restartedAt = performance.now();
   await cluster.restart(restarted);
@@ -67,7 +65,7 @@ async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted,
     await until(async () => (await claimant.inspect(root)).status === 'quarantined');
     expect(await claim()).toBe('quarantine');
     await claimant.recover(root, (await claimant.recoverySnapshot(root)).digest);
-    await (await claimant.acquire(root, { endpoint: endpointOf(port + 1) })).release();
+    await (await claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) })).release();
   }
   return { afterRestart, end };
 }

@@ -6,7 +6,7 @@ import {
   countsOf,
   createFolderSteps,
   createSteps,
-  endpointOf,
+  loopbackEndpoint,
   handPlaces,
   killAndReap,
   lockCreateSteps,
@@ -103,7 +103,7 @@ const CASES: readonly OperationCase[] = [
     name: 'acquire over a stopped registration (acquired and released before)',
     operation: 'acquire',
     prepare: async (place, root) => {
-      await (await coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_000))).release();
+      await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_000))).release();
     },
     expectedSteps: [...lockTaken, ...replaceSteps(`${REGISTRY}/roots.json`), ...lockRemoved, ...ownerFilesCreated, ...replaceSteps(`${SERVICE}/registration.json`)],
   },

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
+import { cleanUp, codeOf, codeOfAsync, handPlaces, killAndReap, loopbackEndpoint, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
 import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnOwner, writeByHand, type TestPlace } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
@@ -61,7 +61,7 @@ function otherNamespaceHolder(): ProcessIdentity {
 /** A served-and-released workspace: a registry, a service folder and a stopped registration. */
 async function stoppedWorkspace(place: TestPlace, name: string, port: number): Promise<string> {
   const root = makeWorkspace(place, name);
-  await (await coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(port))).release();
+  await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(port))).release();
   return root;
 }
 
@@ -100,7 +100,7 @@ describe('diagnose: nothing to report', () => {
     expect(findingsOf(place)).toEqual([]);
 
     const served = makeWorkspace(place, 'served');
-    const lease = await coordinationOf(place, served).acquire(OWNER_CONFIG, endpointOf(45_102));
+    const lease = await coordinationOf(place, served).acquire(OWNER_CONFIG, loopbackEndpoint(45_102));
     const tool = spawnSharedFixture('checkout-holder', { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome }, FIXTURE_MODULES);
     await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);
@@ -389,7 +389,7 @@ describe('diagnose: unreadable files', () => {
       stateHome: place.stateHome,
       operation: 'acquire',
       config: OWNER_CONFIG,
-      endpoint: endpointOf(45_111),
+      endpoint: loopbackEndpoint(45_111),
       killAt: 'hold',
     });
     await messageOf(child, 'held');

@@ -6,7 +6,7 @@ import {
   REGISTRY_BYTES,
   decodeBytes,
   registryFormatSchema,
-  registrySchema,
+  reservationTableSchema,
   type CheckoutLock,
   type Companion,
   type Holder,
@@ -252,7 +252,7 @@ class Diagnosis {
     const { registryFormat, roots } = this.layout;
     const decoders: [string, number, (bytes: Uint8Array) => unknown][] = [
       [registryFormat, DOCUMENT_BYTES, (bytes) => decodeBytes(registryFormatSchema, bytes, DOCUMENT_BYTES, registryFormat)],
-      [roots, REGISTRY_BYTES, (bytes) => decodeBytes(registrySchema, bytes, REGISTRY_BYTES, roots)],
+      [roots, REGISTRY_BYTES, (bytes) => decodeBytes(reservationTableSchema, bytes, REGISTRY_BYTES, roots)],
     ];
     for (const [path, maxBytes, decode] of decoders) {
       const failed = this.guarded(

@@ -3,10 +3,10 @@ import { dirname } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
-  endpointOf,
   handPlaces,
   isMessage,
   jsonOf,
+  loopbackEndpoint,
   makeWorkspace,
   messageOf,
   namesIn,
@@ -39,7 +39,7 @@ afterEach(cleanUp);
 
 /** A churner child: acquires and releases `count` workspaces of its own, round after round, until told to stop. */
 function churner(place: TestPlace, name: string, firstPort: number, count: number): SpawnedChild {
-  const workspaces = Array.from({ length: count }, (_, index) => ({ root: makeWorkspace(place, `${name}-${index}`), endpoint: endpointOf(firstPort + index) }));
+  const workspaces = Array.from({ length: count }, (_, index) => ({ root: makeWorkspace(place, `${name}-${index}`), endpoint: loopbackEndpoint(firstPort + index) }));
   return spawnFixture('churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
 }
 
@@ -80,7 +80,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     const churners = [churner(place, 'first', 45_100, 2), churner(place, 'second', 45_200, 2)];
     // A live owner of another root, added after the snapshot (held by this process).
     const heldRoot = makeWorkspace(place, 'held');
-    const held = await coordinationOf(place, heldRoot).acquire(OWNER_CONFIG, endpointOf(45_300));
+    const held = await coordinationOf(place, heldRoot).acquire(OWNER_CONFIG, loopbackEndpoint(45_300));
     // Each churner completed two rounds after the snapshot: the table was rewritten many times.
     for (const child of churners) await roundAfter(child, 1);
     expect(lstatSync(places.roots).ino).not.toBe(tableBefore);
@@ -111,7 +111,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     held.assert();
     expect(rowsOf(place.stateHome).map((row) => row.root)).toEqual([heldRoot]);
     expect(journalRecords(place.stateHome)).toHaveLength(1);
-    await (await coordination.acquire(OWNER_CONFIG, endpointOf(45_301))).release();
+    await (await coordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_301))).release();
     await held.release();
   });
 
@@ -126,7 +126,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     const otherPlaces = handPlaces(place.stateHome, other);
     const crashed = spawnOwner({
       ...ownerPlan(place, other, 'acquire'),
-      endpoint: endpointOf(45_400),
+      endpoint: loopbackEndpoint(45_400),
       killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },
     });
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
@@ -144,6 +144,6 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     expect(serviceFences(place.stateHome, other)).toEqual(['registry row']);
 
     await finishRecovery(place, other);
-    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_401))).release();
+    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_401))).release();
   });
 });

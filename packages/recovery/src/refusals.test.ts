@@ -9,9 +9,9 @@ import {
   cleanUp,
   codeOf,
   codeOfAsync,
-  endpointOf,
   handPlaces,
   jsonOf,
+  loopbackEndpoint,
   makeWorkspace,
   namesIn,
   pathExists,
@@ -160,7 +160,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
     expect(await recoverWith(place, root, snapshot.digest)).toMatchObject({ recovered: true });
     expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
-    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_030))).release();
+    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_030))).release();
   });
 
   // One test each way: each stands alone, with its own dead owner.
@@ -309,8 +309,8 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
     {
       name: "another workspace's row added (a live owner, this process) and another's added and removed",
       make: async (place: TestPlace) => {
-        await coordinationOf(place, makeWorkspace(place, 'other')).acquire(OWNER_CONFIG, endpointOf(45_020));
-        await (await coordinationOf(place, makeWorkspace(place, 'third')).acquire(OWNER_CONFIG, endpointOf(45_021))).release();
+        await coordinationOf(place, makeWorkspace(place, 'other')).acquire(OWNER_CONFIG, loopbackEndpoint(45_020));
+        await (await coordinationOf(place, makeWorkspace(place, 'third')).acquire(OWNER_CONFIG, loopbackEndpoint(45_021))).release();
       },
     },
   ];
@@ -465,7 +465,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
       expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), `${label}: the checkout lock goes last`).toBe(true);
       expect(['absent', 'stopped'], label).not.toContain(coordinationOf(place, root).inspect().status);
       if (failAt === 1) expect(stateListing(place.stateHome), 'nothing written').toEqual(before);
-      expect(await codeOfAsync(coordinationOf(place, root).acquire(OWNER_CONFIG, endpointOf(45_030))), label).not.toBe('no error');
+      expect(await codeOfAsync(coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_030))), label).not.toBe('no error');
       await finishRecovery(place, root, label);
     });
   }

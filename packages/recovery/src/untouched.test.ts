@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkout } from '@leasehold/coordination';
-import { cleanUp, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
+import { cleanUp, handPlaces, killAndReap, loopbackEndpoint, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
 import {
   FIXTURE_MODULES,
   OWNER_CONFIG,
@@ -42,7 +42,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     await messageOf(deadTool, 'held');
     expect(await killAndReap(deadTool)).toMatchObject({ signal: 'SIGKILL' });
     const strayCoordination = coordinationOf(place, stray);
-    await (await strayCoordination.acquire(OWNER_CONFIG, endpointOf(45_010))).release();
+    await (await strayCoordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_010))).release();
     writeByHand(join(handPlaces(place.stateHome, stray).privateRoot, 'notes.txt'), 'left here by hand\n');
     const heldCoordination = coordinationOf(place, held);
     const heldLease = await heldCoordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
@@ -98,7 +98,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
 
     // The recovered workspace is free again; the held one still is its owner's.
     expect(coordination.inspect().status).toBe('stopped');
-    await (await coordination.acquire(OWNER_CONFIG, endpointOf(45_011))).release();
+    await (await coordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_011))).release();
     await heldLease.release();
     expect(heldCoordination.inspect().status).toBe('stopped');
   });

@@ -7,11 +7,11 @@ import { ServiceCoordination, workspacePlaces, type WorkspacePlaces } from '@lea
 import type { MutationStep, PrivateFilesHooks } from '@leasehold/private-files';
 import {
   codeOfAsync,
-  endpointOf,
   handPlaces,
   jsonOf,
   killAndReap,
   listingOutsideStaging,
+  loopbackEndpoint,
   makeTemporaryFolder,
   messageOf,
   namesIn,
@@ -41,9 +41,9 @@ export const OWNER_CONFIG: OwnerConfig = {
 };
 
 /** The endpoint of owners that die in children. */
-export const CHILD_ENDPOINT = endpointOf(45_001);
+export const CHILD_ENDPOINT = loopbackEndpoint(45_001);
 /** The endpoint of the owner the test process acquires after a recovery. */
-export const PARENT_ENDPOINT = endpointOf(45_002);
+export const PARENT_ENDPOINT = loopbackEndpoint(45_002);
 
 /** Grants authority. */
 const grant = (): void => {};

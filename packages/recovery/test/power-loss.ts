@@ -11,7 +11,7 @@ import {
   codeOfAsync,
   contentKey,
   decodeTrace,
-  endpointOf,
+  loopbackEndpoint,
   fencesOf,
   handPlaces,
   makeTemporaryFolder,
@@ -48,7 +48,7 @@ import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture,
 // returned call promises").
 
 /** The endpoint of the second root's reservation in the transaction protocol. */
-const OTHER_ENDPOINT = endpointOf(45_003);
+const OTHER_ENDPOINT = loopbackEndpoint(45_003);
 
 
 /** The plan of test/fixtures/power-loss-recorder.mjs (see its header). */

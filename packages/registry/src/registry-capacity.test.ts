@@ -5,8 +5,8 @@ import {
   REGISTRY_ENTRIES,
   decodeBytes,
   encode,
-  registrySchema,
   reservationSchema,
+  reservationTableSchema,
   type Reservation,
 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -46,7 +46,7 @@ async function refusedReserve(registry: Registry, row: Reservation): Promise<{ a
 }
 
 function rootsOnDisk(registry: Registry): Reservation[] {
-  return decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries;
+  return decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries;
 }
 
 // A control character is 1 UTF-16 unit (so a root of it stays within 4096

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { REGISTRY_BYTES, decodeBytes, registrySchema, type Reservation } from '@leasehold/contracts';
+import { REGISTRY_BYTES, decodeBytes, reservationTableSchema, type Reservation } from '@leasehold/contracts';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
@@ -89,7 +89,7 @@ describe('the table compare-and-swap against a model', () => {
           else expect(await codeOfAsync(attempt)).toBe('no error');
 
           // Success or failure: the table on disk is the model's, whole and valid, and no lock is left.
-          const onDisk = decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json');
+          const onDisk = decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json');
           expect(codeOf(() => validateEntries(onDisk.entries, stateHome, 'roots.json'))).toBe('no error');
           expect(onDisk.entries).toEqual(model.rows);
           expect(registry.list().entries).toEqual(model.rows);

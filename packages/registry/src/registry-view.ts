@@ -8,7 +8,7 @@ import {
   decodeBytes,
   encode,
   registryFormatSchema,
-  registrySchema,
+  reservationTableSchema,
   type Backend,
   type RegistryFormat,
   type Reservation,
@@ -65,7 +65,7 @@ export function admitReservation(entries: readonly Reservation[], reservation: R
 
 /** The decoded, validated reservations in a `roots.json` snapshot. */
 export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): Reservation[] {
-  const registry = decodeBytes(registrySchema, roots.bytes, REGISTRY_BYTES, label);
+  const registry = decodeBytes(reservationTableSchema, roots.bytes, REGISTRY_BYTES, label);
   validateEntries(registry.entries, stateHome, label);
   return registry.entries;
 }
@@ -118,7 +118,7 @@ export function encodeEntries(entries: readonly Reservation[], stateHome: string
     throw new ContractError('capacity', `${label}: more than ${REGISTRY_ENTRIES} reservations`);
   }
   validateEntries(entries, stateHome, label);
-  const registry = decode(registrySchema, { schema: 'leasehold.registry/1', entries }, label);
+  const registry = decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries }, label);
   const bytes = encode(registry);
   if (bytes.byteLength > REGISTRY_BYTES) throw new ContractError('capacity', `${label}: larger than ${REGISTRY_BYTES} bytes`);
   return bytes;

@@ -9,7 +9,7 @@ import {
   encode,
   registryFormatSchema,
   registryLockSchema,
-  registrySchema,
+  reservationTableSchema,
   type RegistryLock,
   type Reservation,
 } from '@leasehold/contracts';
@@ -138,7 +138,7 @@ describe('transaction basics', () => {
       schema: 'leasehold.registry-format/1',
       stateHome,
     });
-    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
+    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
@@ -166,7 +166,7 @@ describe('transaction basics', () => {
         expect(transaction.entries).toEqual(written.slice(0, index + 1));
       }
     });
-    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual(
+    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual(
       written,
     );
     const seen = await new Registry(stateHome).transaction(TEST_ROOT, (transaction) => transaction.entries);
@@ -297,7 +297,7 @@ describe('initialisation states', () => {
     expect(view.format).toBeDefined();
     const inside = await registry.transaction(TEST_ROOT, (transaction) => transaction.entries);
     expect(inside).toEqual([]);
-    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
+    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
@@ -467,7 +467,7 @@ describe('failure semantics', () => {
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     expect(registry.list().entries).toEqual([written]);
-    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([
+    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([
       written,
     ]);
     // Nobody waits on it: a writer with a long wait bound, and this one, go ahead.
@@ -488,7 +488,7 @@ describe('failure semantics', () => {
       }),
     ).rejects.toBe(thrown);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
-    expect(decodeBytes(registrySchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([]);
+    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([]);
     expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
   });
 

@@ -1,4 +1,4 @@
 /** A concrete bound endpoint on 127.0.0.1; nothing listens on it, it only has to be distinct per owner. */
-export function endpointOf(port: number): string {
+export function loopbackEndpoint(port: number): string {
   return `http://127.0.0.1:${port}`;
 }

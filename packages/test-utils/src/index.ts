@@ -4,7 +4,7 @@ export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild
 export { cleanUp } from './clean-up.js';
 export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
 export { countsOf } from './counts.js';
-export { endpointOf } from './endpoints.js';
+export { loopbackEndpoint } from './endpoints.js';
 export { firstToCreate } from './first-to-create.js';
 export { enableEtcdAuth, etcdAvailable, etcdctl, etcdVersion, makeEtcdCertificates, startEtcd, type EtcdCertificates, type EtcdCluster, type EtcdMember, type EtcdUser } from './etcd.js';
 export { sharedFixturePath, spawnSharedFixture, type CheckoutHolderPlan, type CrasherPlan, type CrasherStep, type FixtureModules, type SharedFixturePlans } from './fixtures.js';

@@ -61,8 +61,11 @@ export interface EtcdOwnerLease {
   release(): Promise<void>;
 }
 
-/** The lease `EtcdOwnership.acquire` makes. */
-export class OwnerLease implements EtcdOwnerLease {
+/**
+ * The `EtcdOwnerLease` that `EtcdOwnership.acquire` makes and keeps: keep-alives, the local deadline
+ * and the watch on its owner key. Not coordination's `OwnerLease` (a file-backend ownership).
+ */
+export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   readonly root: string;
   readonly epoch: string;
   readonly endpoint: string;
@@ -81,9 +84,9 @@ export class OwnerLease implements EtcdOwnerLease {
   #release: Promise<void> | undefined;
   /** The best-effort revoke after a loss (settled, never rejected). */
   #revoked: Promise<void> = Promise.resolve();
-  readonly #onEnd: (lease: OwnerLease) => void;
+  readonly #onEnd: (lease: KeptEtcdOwnerLease) => void;
 
-  constructor(grant: LeaseGrant, onEnd: (lease: OwnerLease) => void) {
+  constructor(grant: LeaseGrant, onEnd: (lease: KeptEtcdOwnerLease) => void) {
     this.#grant = grant;
     this.#onEnd = onEnd;
     this.root = grant.owner.root;
