@@ -1,4 +1,5 @@
 export { FINDING_KINDS, diagnose, type DiagnoseOptions, type Finding, type FindingKind } from './diagnose.js';
+export { type FindingRemedy, type ProcessGone } from './finding-remedy.js';
 export { fileRecovery } from './file-recovery.js';
 export { Journal, RECOVERY_RECORD_BYTES, currentOperator, type JournalRecord } from './journal.js';
 export {
