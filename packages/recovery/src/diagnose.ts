@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, realpathSync, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, type Stats } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import {
   ContractError,
@@ -37,6 +37,7 @@ import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import { JOURNAL_RECORD_NAME } from './journal.js';
 import { recoverySnapshot } from './recover.js';
 import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
+import { rootExists } from './root-exists.js';
 
 /** Every kind of finding `diagnose` reports (unsafe files first and alone; see the README for each). */
 export const FINDING_KINDS = [
@@ -96,15 +97,6 @@ function namesIn(folder: string): string[] {
 
 function admits(allowed: readonly (string | RegExp)[], name: string): boolean {
   return allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
-}
-
-/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
-function rootExists(root: string): boolean {
-  try {
-    return realpathSync(root) === root;
-  } catch {
-    return false;
-  }
 }
 
 /** The remedy of a lock whose holder this host cannot tell: a person makes sure that process is gone, then removes the lock. */

@@ -56,6 +56,7 @@ describe('the public entry point', () => {
       'recover',
       'recoverySnapshot',
       'resolveWorkspace',
+      'rootExists',
       'stateHomeLayout',
     ]);
   });

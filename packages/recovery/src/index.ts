@@ -12,6 +12,7 @@ export {
   type RecoveryOutcome,
 } from './recover.js';
 export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-state.js';
+export { rootExists } from './root-exists.js';
 // What a caller of this package needs from the layers below, so that a team installs this one package.
 export {
   ContractError,
