@@ -47,6 +47,16 @@ async function crashedWorkspace(): Promise<{ box: Sandbox; workspace: string; se
   return { box, workspace, server };
 }
 
+/** A sandbox whose workspace `ws` was served and stopped: a registry, and a stopped service folder. */
+async function stoppedWorkspace(): Promise<{ box: Sandbox; workspace: string }> {
+  const box = sandbox();
+  const workspace = box.workspace('ws');
+  const { server } = await box.serve(workspace);
+  expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+  expect((await server.exit()).code).toBe(0);
+  return { box, workspace };
+}
+
 describe("status's next step works in the state it names", () => {
   it('absent: the serve it suggests serves; running: the stop it suggests stops', async () => {
     const box = sandbox();
@@ -216,11 +226,7 @@ describe('an owner that does not answer, and a registry held by another command'
 
 describe('a registry lock whose holder this host cannot tell', () => {
   it('serve is quarantine naming the lock, and the doctor it names reports that lock with its fix', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
-    expect((await server.exit()).code).toBe(0);
+    const { box, workspace } = await stoppedWorkspace();
     const lock = join(box.namespace, 'registry', 'registry.lock');
     const holder = { schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 4242, host: 'build-7.other-host.invalid', root: box.workspace('elsewhere') };
     writeFileSync(lock, encode(holder), { mode: 0o600, flag: 'wx' });
@@ -263,11 +269,7 @@ describe('a full registry', () => {
 
 describe('a file of the state home that cannot be read', () => {
   it('status names doctor, and the doctor it names reports that file with its fix', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
-    expect((await server.exit()).code).toBe(0);
+    const { box, workspace } = await stoppedWorkspace();
     const registration = join(box.serviceFolders()[0]!, 'registration.json');
     writeFileSync(registration, '{"schema":');
     const answer = await statusText(box, workspace);
