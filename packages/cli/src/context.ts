@@ -1,4 +1,3 @@
-import { realpathSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
@@ -63,18 +62,6 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
     }
     if (mayBeGone && absolutePath.safeParse(path).success) return path;
     throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
-  }
-}
-
-/**
- * Whether a folder is at `root`, under that very name: a deleted or relinked folder still fences
- * its place, and a file there is no workspace (a serve of it is refused).
- */
-export function rootExists(root: string): boolean {
-  try {
-    return realpathSync(root) === root && statSync(root).isDirectory();
-  } catch {
-    return false;
   }
 }
 

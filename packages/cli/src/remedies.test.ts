@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { REGISTRY_ENTRIES } from '@leasehold/contracts';
+import { REGISTRY_ENTRIES, encode } from '@leasehold/contracts';
 import { pathExists } from '@leasehold/test-utils';
 import { Background, BIN, capabilityLeaks, cli, json, killAll, manyOwners, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
 
@@ -44,6 +45,16 @@ async function crashedWorkspace(): Promise<{ box: Sandbox; workspace: string; se
   const { server } = await box.serve(workspace);
   await server.kill9();
   return { box, workspace, server };
+}
+
+/** A sandbox whose workspace `ws` was served and stopped: a registry, and a stopped service folder. */
+async function stoppedWorkspace(): Promise<{ box: Sandbox; workspace: string }> {
+  const box = sandbox();
+  const workspace = box.workspace('ws');
+  const { server } = await box.serve(workspace);
+  expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+  expect((await server.exit()).code).toBe(0);
+  return { box, workspace };
 }
 
 describe("status's next step works in the state it names", () => {
@@ -213,6 +224,25 @@ describe('an owner that does not answer, and a registry held by another command'
   });
 });
 
+describe('a registry lock whose holder this host cannot tell', () => {
+  it('serve is quarantine naming the lock, and the doctor it names reports that lock with its fix', async () => {
+    const { box, workspace } = await stoppedWorkspace();
+    const lock = join(box.namespace, 'registry', 'registry.lock');
+    const holder = { schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 4242, host: 'build-7.other-host.invalid', root: box.workspace('elsewhere') };
+    writeFileSync(lock, encode(holder), { mode: 0o600, flag: 'wx' });
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    const answer = json(refused) as { error: string; path: string; remedy: string };
+    expect(answer).toMatchObject({ error: 'quarantine', path: lock });
+    const [doctor] = commandsIn(answer.remedy);
+    expect(doctor).toBe(`leasehold doctor --state-home ${box.stateHome}`);
+    const found = await box.shell(doctor!);
+    expect(found.code).toBe(3);
+    expect(found.stdout).toContain(`${lock}\n  problem:   held by pid 4242 on ${holder.host}`);
+    expect(found.stdout).toContain(`fix:       make sure that process is gone, then: rm ${lock}`);
+  });
+});
+
 describe('a full registry', () => {
   it('capacity names the list of what fills it; recovering one crashed owner it shows frees a row, and the serve then serves', async () => {
     const box = sandbox();
@@ -239,11 +269,7 @@ describe('a full registry', () => {
 
 describe('a file of the state home that cannot be read', () => {
   it('status names doctor, and the doctor it names reports that file with its fix', async () => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { server } = await box.serve(workspace);
-    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
-    expect((await server.exit()).code).toBe(0);
+    const { box, workspace } = await stoppedWorkspace();
     const registration = join(box.serviceFolders()[0]!, 'registration.json');
     writeFileSync(registration, '{"schema":');
     const answer = await statusText(box, workspace);

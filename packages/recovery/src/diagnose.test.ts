@@ -8,7 +8,7 @@ import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
 import { cleanUp, codeOf, codeOfAsync, handPlaces, killAndReap, loopbackEndpoint, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
 import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnOwner, writeByHand, type TestPlace } from '../test/helpers.js';
-import { FINDING_KINDS, diagnose, type Finding } from './index.js';
+import { FINDING_KINDS, diagnose, type Finding, type FindingRemedy } from './index.js';
 
 afterEach(cleanUp);
 
@@ -26,14 +26,19 @@ function findingsOf(place: TestPlace): Finding[] {
     expect(FINDING_KINDS).toContain(finding.kind);
     expect(finding.path).toMatch(/^\//);
     expect(finding.problem).not.toBe('');
-    expect(finding.remedy).not.toBe('');
+    expect(Object.values(finding.remedy)).not.toContain('');
   }
   return findings;
 }
 
-/** The command `leasehold recover` for `root` in the test's state home (no quoting needed: temp paths are plain). */
-function recoverCommand(place: TestPlace, root: string): string {
-  return `leasehold recover --workspace ${root} --state-home ${place.stateHome}`;
+/** The remedy that recovers `root` in the test's state home. */
+function recoverRemedy(place: TestPlace, root: string): FindingRemedy {
+  return { kind: 'recover', workspace: root, stateHome: place.stateHome };
+}
+
+/** The remedy that removes the file (or, `recursive`, the folder) at `path`. */
+function removeRemedy(path: string, recursive = false): FindingRemedy {
+  return { kind: 'remove', path, recursive };
 }
 
 /** This process's `processStart` with one field changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
@@ -124,11 +129,16 @@ describe('diagnose: unsafe files come first and alone', () => {
     writeByHand(join(places.namespace, 'stray.txt'), 'x'); // a stray, reported only once the modes are fixed
 
     expect(findingsOf(place)).toEqual([
-      { kind: 'special-file', path: fifo, problem: expect.stringContaining('FIFO'), remedy: `rm ${fifo}` },
-      { kind: 'open-mode', path: places.service, problem: expect.stringContaining('mode 755'), remedy: `chmod 700 ${places.service}` },
-      { kind: 'foreign-owner', path: places.config, problem: 'owned by uid 65534, not by you', remedy: `chown ${process.geteuid?.()} ${places.config}` },
-      { kind: 'open-mode', path: places.registration, problem: expect.stringContaining('mode 644'), remedy: `chmod 600 ${places.registration}` },
-      { kind: 'symbolic-link', path: link, problem: expect.stringContaining('symbolic link'), remedy: `rm ${link}` },
+      { kind: 'special-file', path: fifo, problem: expect.stringContaining('FIFO'), remedy: removeRemedy(fifo) },
+      { kind: 'open-mode', path: places.service, problem: expect.stringContaining('mode 755'), remedy: { kind: 'chmod', path: places.service, mode: 0o700 } },
+      {
+        kind: 'foreign-owner',
+        path: places.config,
+        problem: 'owned by uid 65534, not by you',
+        remedy: { kind: 'chown', path: places.config, uid: process.geteuid?.(), asRoot: false },
+      },
+      { kind: 'open-mode', path: places.registration, problem: expect.stringContaining('mode 644'), remedy: { kind: 'chmod', path: places.registration, mode: 0o600 } },
+      { kind: 'symbolic-link', path: link, problem: expect.stringContaining('symbolic link'), remedy: removeRemedy(link) },
     ]);
 
     for (const path of [fifo, link]) rmSync(path);
@@ -166,7 +176,7 @@ describe('diagnose: stray names', () => {
       path,
       ...(workspace === undefined ? {} : { workspace }),
       problem: expect.stringContaining('stray'),
-      remedy: `rm -r ${path}`,
+      remedy: removeRemedy(path, true),
     });
     expect(findingsOf(place)).toEqual([
       stray(strays[0]!),
@@ -198,9 +208,9 @@ describe('diagnose: staging leftovers', () => {
     const byPath = (a: { path: string }, b: { path: string }) => a.path.localeCompare(b.path);
     expect(findingsOf(place).sort(byPath)).toEqual(
       [
-        { kind: 'staging-leftover', path: gone, problem: 'a staging leftover of a writer that is gone', remedy: `rm -r ${gone}` },
-        { kind: 'staging-leftover', path: untellable, problem: expect.stringContaining('cannot tell'), remedy: `rm -r ${untellable}` },
-        { kind: 'staging-leftover', path: unknown, problem: expect.stringContaining('cannot tell'), remedy: `rm -r ${unknown}` },
+        { kind: 'staging-leftover', path: gone, problem: 'a staging leftover of a writer that is gone', remedy: removeRemedy(gone, true) },
+        { kind: 'staging-leftover', path: untellable, problem: expect.stringContaining('cannot tell'), remedy: removeRemedy(untellable, true) },
+        { kind: 'staging-leftover', path: unknown, problem: expect.stringContaining('cannot tell'), remedy: removeRemedy(unknown, true) },
       ].sort(byPath),
     );
     for (const path of [gone, untellable, unknown]) rmSync(path);
@@ -224,7 +234,7 @@ describe('diagnose: registry locks and take-over markers', () => {
         kind: 'ambiguous-registry-lock',
         path: registryLock,
         problem: expect.stringContaining(`pid ${holder.pid} on ${holder.host}`),
-        remedy: `make sure that process is gone, then: rm ${registryLock}`,
+        remedy: { ...removeRemedy(registryLock), processGone: { pid: holder.pid, host: holder.host, runFrom: 'here' } },
       },
     ]);
     rmSync(registryLock);
@@ -257,7 +267,7 @@ describe('diagnose: registry locks and take-over markers', () => {
         kind: 'ambiguous-takeover-marker',
         path: blocking,
         problem: expect.stringContaining(`pid ${holder.pid} on ${holder.host}`),
-        remedy: `make sure that process is gone, then: rm ${blocking}`,
+        remedy: { ...removeRemedy(blocking), processGone: { pid: holder.pid, host: holder.host, runFrom: 'here' } },
       },
     ]);
     rmSync(blocking);
@@ -290,7 +300,7 @@ describe('diagnose: owners', () => {
         path: places.roots,
         workspace: root,
         problem: expect.stringContaining(`the owner of ${root} is gone`),
-        remedy: recoverCommand(place, root),
+        remedy: recoverRemedy(place, root),
       },
     ]);
     expect(await recoverWith(place, root, snapshotOf(place, root).digest)).toMatchObject({ recovered: true });
@@ -322,7 +332,7 @@ describe('diagnose: owners', () => {
         path: places.roots,
         workspace: root,
         problem: expect.stringContaining(`fenced by pid ${pid} on ${host}, which this host cannot tell live or gone`),
-        remedy: `make sure pid ${pid} on ${host} is gone, then, from inside the PID namespace (the container) it ran in: ${recoverCommand(place, root)}`,
+        remedy: { ...recoverRemedy(place, root), processGone: { pid, host, runFrom: 'its-pid-namespace' } },
       },
     ]);
   });
@@ -338,7 +348,7 @@ describe('diagnose: owners', () => {
         path: handPlaces(place.stateHome, root).roots,
         workspace: root,
         problem: `${root} is registered but its folder no longer exists (owner pid ${pid} on ${currentProcess().host} is not live)`,
-        remedy: recoverCommand(place, root),
+        remedy: recoverRemedy(place, root),
       },
     ]);
     expect(await recoverWith(place, root, snapshotOf(place, root).digest)).toMatchObject({ recovered: true });
@@ -365,7 +375,7 @@ describe('diagnose: owners', () => {
         path,
         ...(workspace === undefined ? {} : { workspace }),
         problem: expect.stringContaining(`pid ${pid} on ${currentProcess().host}`),
-        remedy: `rm ${path}`,
+        remedy: removeRemedy(path),
       })),
     );
     for (const { path } of expected) rmSync(path);
@@ -403,14 +413,14 @@ describe('diagnose: unreadable files', () => {
       path,
       workspace,
       problem: expect.stringContaining('byte-order mark'),
-      remedy: `repair or restore ${path} by hand (Leasehold never rewrites a file it cannot read), then: leasehold doctor --state-home ${place.stateHome}`,
+      remedy: { kind: 'repair', path, stateHome: place.stateHome },
     });
     const deadOwnerOf = (root: string, path: string, problem: string) => ({
       kind: 'dead-owner',
       path,
       workspace: root,
       problem: expect.stringContaining(problem),
-      remedy: recoverCommand(place, root),
+      remedy: recoverRemedy(place, root),
     });
     const perWorkspace = new Map([
       [b.privateRoot, [unreadable(b.format, broken), unreadable(b.ownerLock, broken), deadOwnerOf(broken, b.roots, 'fix the findings above first')]],
@@ -445,14 +455,14 @@ describe('diagnose: unreadable files', () => {
         kind: 'unreadable',
         path: places.roots,
         problem: expect.stringContaining('byte-order mark'),
-        remedy: expect.stringContaining(`repair or restore ${places.roots} by hand`),
+        remedy: { kind: 'repair', path: places.roots, stateHome: place.stateHome },
       },
       {
         kind: 'dead-owner',
         path: places.registration,
         workspace: root,
         problem: expect.stringContaining('fix the findings above first'),
-        remedy: recoverCommand(place, root),
+        remedy: recoverRemedy(place, root),
       },
     ]);
   });

@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, realpathSync, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, type Stats } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import {
   ContractError,
@@ -33,9 +33,11 @@ import {
   type StagingEntry,
 } from '@leasehold/private-files';
 import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
+import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import { JOURNAL_RECORD_NAME } from './journal.js';
 import { recoverySnapshot } from './recover.js';
 import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
+import { rootExists } from './root-exists.js';
 
 /** Every kind of finding `diagnose` reports (unsafe files first and alone; see the README for each). */
 export const FINDING_KINDS = [
@@ -57,7 +59,7 @@ export const FINDING_KINDS = [
 
 export type FindingKind = (typeof FINDING_KINDS)[number];
 
-/** One problem: what it is, the file or folder it is about, whose workspace, what is wrong and the command that clears it. */
+/** One problem: what it is, the file or folder it is about, whose workspace, what is wrong and what kind of remedy clears it. */
 export interface Finding {
   readonly kind: FindingKind;
   /** The absolute path of the file or folder. */
@@ -65,8 +67,8 @@ export interface Finding {
   /** The workspace root the path belongs to, when it is known. */
   readonly workspace?: string;
   readonly problem: string;
-  /** The exact command that clears it, after the proviso a person must check first when there is one. */
-  readonly remedy: string;
+  /** What clears it, with the proviso a person must check first when there is one. */
+  readonly remedy: FindingRemedy;
 }
 
 export interface DiagnoseOptions {
@@ -76,11 +78,6 @@ export interface DiagnoseOptions {
 
 /** Names of the journal's records (`<ISO time without separators>-<uuid>.json`) and of private roots. */
 
-
-/** Quotes a path for a POSIX shell when it needs it. */
-function quoted(value: string): string {
-  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
-}
 
 function lookup(path: string): Stats | undefined {
   try {
@@ -102,13 +99,9 @@ function admits(allowed: readonly (string | RegExp)[], name: string): boolean {
   return allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
 }
 
-/** Whether a registered root still names itself: a deleted or relinked folder still fences its place. */
-function rootExists(root: string): boolean {
-  try {
-    return realpathSync(root) === root;
-  } catch {
-    return false;
-  }
+/** The remedy of a lock whose holder this host cannot tell: a person makes sure that process is gone, then removes the lock. */
+function removeOnceGone(path: string, { pid, host }: { readonly pid: number; readonly host: string }): FindingRemedy {
+  return { kind: 'remove', path, recursive: false, processGone: { pid, host, runFrom: 'here' } };
 }
 
 /** What one private root holds, read file by file, so that one unreadable file hides none of the others. */
@@ -148,17 +141,13 @@ class Diagnosis {
     this.findings.push(finding);
   }
 
-  places(root: string): string {
-    return `--workspace ${quoted(root)} --state-home ${quoted(this.stateHome)}`;
-  }
-
   /**
    * Only root may give a file to another user, so a `chown` is the fix only as root; and another
    * user's state home is theirs to use, not to take over.
    */
-  private foreignOwnerRemedy(path: string, owner: number, uid: number | undefined): string {
-    if (path === this.stateHome) return `it is the state home of uid ${owner}: run as that user, or use a state home of your own`;
-    return uid === 0 ? `chown ${uid} ${quoted(path)}` : `as root: chown ${uid} ${quoted(path)}`;
+  private foreignOwnerRemedy(path: string, owner: number, uid: number): FindingRemedy {
+    if (path === this.stateHome) return { kind: 'own-state-home', uid: owner };
+    return { kind: 'chown', path, uid, asRoot: uid !== 0 };
   }
 
   /** Links, special files, other owners and loose modes, everywhere under the state home. */
@@ -166,14 +155,15 @@ class Diagnosis {
     const stats = lookup(path);
     if (stats === undefined) return;
     if (stats.isSymbolicLink()) {
-      this.add({ kind: 'symbolic-link', path, problem: 'a symbolic link: Leasehold never follows one', remedy: `rm ${quoted(path)}` });
+      this.add({ kind: 'symbolic-link', path, problem: 'a symbolic link: Leasehold never follows one', remedy: { kind: 'remove', path, recursive: false } });
       return;
     }
     if (!stats.isDirectory() && !stats.isFile()) {
-      this.add({ kind: 'special-file', path, problem: 'not a regular file or folder (a FIFO, socket or device)', remedy: `rm ${quoted(path)}` });
+      const problem = 'not a regular file or folder (a FIFO, socket or device)';
+      this.add({ kind: 'special-file', path, problem, remedy: { kind: 'remove', path, recursive: false } });
       return;
     }
-    const uid = process.geteuid?.();
+    const uid = process.geteuid?.() ?? -1; // POSIX has it; elsewhere no file is this user's
     if (stats.uid !== uid) {
       this.add({ kind: 'foreign-owner', path, problem: `owned by uid ${stats.uid}, not by you`, remedy: this.foreignOwnerRemedy(path, stats.uid, uid) });
     }
@@ -183,7 +173,7 @@ class Diagnosis {
         kind: 'open-mode',
         path,
         problem: `mode ${(stats.mode & 0o777).toString(8)}: group or others have access`,
-        remedy: `chmod ${wanted.toString(8)} ${quoted(path)}`,
+        remedy: { kind: 'chmod', path, mode: wanted },
       });
     }
     if (stats.isDirectory()) for (const name of namesIn(path)) this.safety(join(path, name));
@@ -213,15 +203,8 @@ class Diagnosis {
       path,
       ...(workspace === undefined ? {} : { workspace }),
       problem: error.code === 'conflict' ? `kept changing while read (a writer is at work): ${error.message}` : `unreadable: ${error.message}`,
-      remedy: this.unreadableRemedy(error.code === 'conflict', path),
+      remedy: error.code === 'conflict' ? { kind: 'wait-for-writer', stateHome: this.stateHome } : { kind: 'repair', path, stateHome: this.stateHome },
     });
-  }
-
-  unreadableRemedy(changing: boolean, path: string): string {
-    const again = `leasehold doctor --state-home ${quoted(this.stateHome)}`;
-    return changing
-      ? `wait for that writer, then run again: ${again}`
-      : `repair or restore ${quoted(path)} by hand (Leasehold never rewrites a file it cannot read), then: ${again}`;
   }
 
   /**
@@ -277,7 +260,7 @@ class Diagnosis {
         path,
         ...(workspace === undefined ? {} : { workspace }),
         problem: 'a stray entry: Leasehold refuses a folder holding names it does not know',
-        remedy: `rm -r ${quoted(path)}`,
+        remedy: { kind: 'remove', path, recursive: true },
       });
     }
   }
@@ -296,7 +279,7 @@ class Diagnosis {
         problem: gone
           ? 'a staging leftover of a writer that is gone'
           : 'a staging leftover of a writer this host cannot tell; make sure no Leasehold process of another host or container uses it',
-        remedy: `rm -r ${quoted(entry.path)}`,
+        remedy: { kind: 'remove', path: entry.path, recursive: true },
       });
     }
   }
@@ -319,7 +302,7 @@ class Diagnosis {
         kind: 'ambiguous-registry-lock',
         path: lock.path,
         problem: `held by pid ${lock.lock.pid} on ${lock.lock.host}, which this host cannot tell live or gone (for ${lock.lock.root}); ${blocked}`,
-        remedy: `make sure that process is gone, then: rm ${quoted(lock.path)}`,
+        remedy: removeOnceGone(lock.path, lock.lock),
       });
       return;
     }
@@ -335,7 +318,7 @@ class Diagnosis {
           problem:
             `a take-over of the dead writer's registry lock by pid ${marker.lock.pid} on ${marker.lock.host}, ` +
             `which this host cannot tell live or gone; ${blocked}`,
-          remedy: `make sure that process is gone, then: rm ${quoted(marker.path)}`,
+          remedy: removeOnceGone(marker.path, marker.lock),
         });
         return;
       }
@@ -430,17 +413,17 @@ class Diagnosis {
     const ambiguous = holders.find(({ status }) => status === 'ambiguous');
     const first = holders[0];
     const named = (holder: Holder) => `pid ${holder.pid} on ${holder.host}`;
-    const recoverHere = `leasehold recover ${this.places(root)}`;
-    const ambiguousRemedy = (holder: Holder) => {
-      const where = holder.host === currentProcess().host ? 'from inside the PID namespace (the container) it ran in' : `on ${holder.host}`;
-      return `make sure ${named(holder)} is gone, then, ${where}: ${recoverHere}`;
+    const recoverHere: FindingRemedy = { kind: 'recover', workspace: root, stateHome: this.stateHome };
+    const ambiguousRemedy = ({ pid, host }: Holder): FindingRemedy => {
+      const runFrom: ProcessGone['runFrom'] = host === currentProcess().host ? 'its-pid-namespace' : 'its-host';
+      return { ...recoverHere, processGone: { pid, host, runFrom } };
     };
     const pending = state === undefined ? '; recovery reads every file strictly: fix the findings above first' : '';
     if (deleted) {
       const shown = live ?? ambiguous ?? first;
       const owner = shown === undefined ? 'unknown' : `${named(shown.holder)} is ${shown.status === 'absent' ? 'not live' : shown.status}`;
-      let remedy = recoverHere;
-      if (live !== undefined) remedy = `leasehold stop ${this.places(root)}`;
+      let remedy: FindingRemedy = recoverHere;
+      if (live !== undefined) remedy = { kind: 'stop', workspace: root, stateHome: this.stateHome };
       else if (ambiguous !== undefined) remedy = ambiguousRemedy(ambiguous.holder);
       this.add({
         kind: 'deleted-root',
@@ -500,15 +483,16 @@ class Diagnosis {
       path,
       ...(read.root === undefined ? {} : { workspace: read.root }),
       problem: `a checkout lock left by a tool that is gone (pid ${lock.pid} on ${lock.host}); tools and services stay blocked`,
-      remedy: `rm ${quoted(path)}`,
+      remedy: { kind: 'remove', path, recursive: false },
     });
   }
 }
 
 /**
  * Everything that stops Leasehold in the state home `stateHome`, each with
- * the file it is about, its workspace when known, the problem and the exact
- * command that clears it. Changes nothing (no staging sweep, no take-over).
+ * the file it is about, its workspace when known, the problem and the kind
+ * of remedy that clears it (a `FindingRemedy`: data, for a tool to word).
+ * Changes nothing (no staging sweep, no take-over).
  * Unsafe links, special files, owners and modes come first and alone: every
  * other read would refuse until they are fixed. A file that cannot be read is
  * a finding of its own, and the rest of its workspace is still checked.

@@ -24,12 +24,14 @@ describe('the public entry point', () => {
       'FileSnapshot',
       'Finding',
       'FindingKind',
+      'FindingRemedy',
       'Holder',
       'Journal',
       'JournalRecord',
       'OwnerStatus',
       'Phase',
       'PrivateFilesHooks',
+      'ProcessGone',
       'RECOVERY_RECORD_BYTES',
       'RecoverOptions',
       'Recovery',
@@ -54,6 +56,7 @@ describe('the public entry point', () => {
       'recover',
       'recoverySnapshot',
       'resolveWorkspace',
+      'rootExists',
       'stateHomeLayout',
     ]);
   });

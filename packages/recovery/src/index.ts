@@ -1,4 +1,5 @@
 export { FINDING_KINDS, diagnose, type DiagnoseOptions, type Finding, type FindingKind } from './diagnose.js';
+export { type FindingRemedy, type ProcessGone } from './finding-remedy.js';
 export { fileRecovery } from './file-recovery.js';
 export { Journal, RECOVERY_RECORD_BYTES, currentOperator, type JournalRecord } from './journal.js';
 export {
@@ -11,6 +12,7 @@ export {
   type RecoveryOutcome,
 } from './recover.js';
 export { type RecoveryFence, type RecoveryHolder, type RecoveryState } from './recovery-state.js';
+export { rootExists } from './root-exists.js';
 // What a caller of this package needs from the layers below, so that a team installs this one package.
 export {
   ContractError,

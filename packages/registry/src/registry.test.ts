@@ -558,10 +558,14 @@ describe('locks left by hand', () => {
     for (const writer of [registry, new Registry(stateHome, { lockWaitMs: 60_000 })]) {
       const attempt = writer.transaction('/srv/workspace-2', operation);
       expect(await codeOfAsync(attempt)).toBe('quarantine');
-      const message = await attempt.catch((error: unknown) => (error as Error).message);
+      const refusal = (await attempt.catch((error: unknown) => error)) as ContractError;
+      expect(refusal.path).toBe(registry.layout.registryLock);
+      const { message } = refusal;
       expect(message).toContain(registry.layout.registryLock);
       expect(message).toContain(`pid ${lock.pid}`);
       expect(message).toContain(lock.host);
+      expect(message).toContain('cannot be told live or gone from here');
+      expect(message).not.toContain('leasehold'); // what is wrong; the command to run is a tool's to word
     }
     expect(ran).toBe(false);
     expect(stateOf(registry)).toEqual(before);
@@ -577,7 +581,9 @@ describe('locks left by hand', () => {
     const before = stateOf(registry);
     const attempt = registry.transaction(TEST_ROOT, () => undefined);
     expect(await codeOfAsync(attempt)).toBe('quarantine');
-    expect(await attempt.catch((error: unknown) => (error as Error).message)).toContain(markerPath(registry, dead.token));
+    const refusal = (await attempt.catch((error: unknown) => error)) as ContractError;
+    expect(refusal.message).toContain(markerPath(registry, dead.token));
+    expect(refusal.path).toBe(markerPath(registry, dead.token));
     expect(stateOf(registry)).toEqual(before);
     expect(registry.readMarkers().map((found) => found.holder)).toEqual(['ambiguous']);
   });

@@ -219,7 +219,7 @@ export class Registry {
       status: holderStatus,
       // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
       refuseAmbiguous: ({ path, holder }) =>
-        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told from here; run \`leasehold doctor\``),
+        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, { path }),
     });
     this.#lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
     this.#backend = checkBackend(options.backend ?? FILE_BACKEND, 'registry backend');

@@ -4,17 +4,23 @@ import { openStateHome, type OpenBackend } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
 import { placeOptions, stateHomeOf, type CommandContext } from '../context.js';
+import { findingRemedyLine } from '../finding-remedy.js';
 
 /** Exit status of `doctor` when it found something. */
 const FINDINGS_EXIT = 3;
 
-/** One thing `doctor` reports. */
+/** One thing `doctor` reports, with its remedy in words: a finding of `diagnose`, an etcd fence or an access problem. */
 interface Found {
   readonly path: string;
   readonly problem: string;
   readonly remedy: string;
   readonly kind: string;
   readonly workspace?: string;
+}
+
+/** The findings of `diagnose` in the state home's files, each remedy worded as its command line. */
+function diagnosed(stateHome: string): Found[] {
+  return diagnose(stateHome).map((finding) => ({ ...finding, remedy: findingRemedyLine(finding.remedy) }));
 }
 
 /** On etcd: every fence whose owner's lease ended, quarantined until an operator recovers it. */
@@ -50,7 +56,7 @@ export async function doctor(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
   // Opened without the access check the other commands make: what keeps this user out is a finding here.
   const opening = openStateHome(stateHome, { env: context.env });
-  const found: Found[] = await withBackend(context, async (opened) => withAccess(stateHome, [...diagnose(stateHome), ...(await etcdFindings(opened))]), opening);
+  const found: Found[] = await withBackend(context, async (opened) => withAccess(stateHome, [...diagnosed(stateHome), ...(await etcdFindings(opened))]), opening);
   const { output } = context;
   output.record({
     findings: found.map((finding) => ({

@@ -1,6 +1,7 @@
 import type { ListedOwner } from '@leasehold/contracts';
+import { rootExists } from '@leasehold/recovery';
 import { withBackend } from '../backend.js';
-import { rootExists, type CommandContext } from '../context.js';
+import type { CommandContext } from '../context.js';
 import { statusOf } from './status.js';
 
 /** The process column for a person: what this host can tell of the owner's process (`gone`, never status's `absent`). */

@@ -1,9 +1,10 @@
 import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { workspacePlaces } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
+import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { placeOptions, rootExists, workspaceOf, type CommandContext } from '../context.js';
+import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
 import { shellQuote } from '../shell-words.js';
