@@ -35,8 +35,6 @@ export {
 export {
   DEFAULT_LOCK_WAIT_MS,
   Registry,
-  backendOf,
-  ensureStateHome,
   type RegistryLockState,
   type RegistryOptions,
   type RegistryTransaction,
@@ -44,3 +42,4 @@ export {
   type RowRead,
 } from './registry.js';
 export { rootsOverlap } from './roots-overlap.js';
+export { backendOf, ensureStateHome } from './state-home-setup.js';
