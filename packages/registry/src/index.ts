@@ -32,10 +32,9 @@ export {
   takeoverMarker,
   type StateHomeLayout,
 } from './layout.js';
+export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
 export {
-  DEFAULT_LOCK_WAIT_MS,
   Registry,
-  type RegistryLockState,
   type RegistryOptions,
   type RegistryTransaction,
   type RegistryView,
