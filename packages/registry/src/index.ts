@@ -36,9 +36,9 @@ export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js
 export {
   Registry,
   type RegistryOptions,
-  type RegistryTransaction,
   type RegistryView,
   type RowRead,
 } from './registry.js';
 export { rootsOverlap } from './roots-overlap.js';
 export { backendOf, ensureStateHome } from './state-home-setup.js';
+export type { RegistryTransaction } from './transaction.js';
