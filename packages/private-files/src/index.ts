@@ -2,15 +2,12 @@
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
+export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
 export {
   PrivateFiles,
   STAGING_FOLDER,
   sameSnapshot,
   type FileSnapshot,
-  type MutationAction,
-  type MutationOperation,
-  type MutationStep,
-  type PrivateFilesHooks,
   type PrivateFilesOptions,
   type PublishOptions,
   type StagingEntry,

@@ -18,6 +18,8 @@ import {
 import { dirname, join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
+import { conflict, refused, removedMeanwhile, unlessGone, unlessRemoved } from './file-errors.js';
+import { stepReporter, type MutationOperation, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
 import { currentProcess, ownerStatus, type OwnerStatus } from './process-liveness.js';
 import { stagingName, stagingWriter } from './staging-name.js';
 
@@ -29,12 +31,6 @@ export interface FileSnapshot {
   /** Device, inode, size, mtime and ctime (ns): names this incarnation of the file. */
   readonly stamp: string;
 }
-
-/** The public operation a mutating step belongs to. */
-export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
-
-/** The mutating system call about to run. */
-export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /**
  * Whether a `create`, `replace` or `remove` fsyncs the folder it changed
@@ -49,25 +45,6 @@ export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | '
  */
 export interface PublishOptions {
   readonly syncFolder?: boolean;
-}
-
-/** What `beforeMutation` is told: the call about to run, and the path it touches. */
-export interface MutationStep {
-  readonly operation: MutationOperation;
-  readonly action: MutationAction;
-  readonly path: string;
-  /** For a `link` or a `rename`: the path linked or renamed from (`path` is where it goes). */
-  readonly source?: string;
-  /** For a `write`: the exact bytes about to be written to `path` (the caller's array, not a copy). */
-  readonly bytes?: Uint8Array;
-}
-
-/** What a step carries beyond its operation, action and path. */
-type StepDetail = Pick<MutationStep, 'source' | 'bytes'>;
-
-/** Test seam: called before every mutating system call. Production code passes nothing. */
-export interface PrivateFilesHooks {
-  beforeMutation?(step: MutationStep): void;
 }
 
 export interface PrivateFilesOptions {
@@ -101,35 +78,6 @@ interface StagedTemp {
   readonly staged: string;
   readonly descriptor: number;
   pending: boolean;
-}
-
-/** `refused` about the file or folder at `path` (absolute), which the error carries as its `path`. */
-function refused(path: string, problem: string): ContractError {
-  return new ContractError('refused', `${path}: ${problem}`, { path });
-}
-
-/** `conflict` about the file or folder at `path` (absolute), which the error carries as its `path`. */
-function conflict(path: string, problem: string): ContractError {
-  return new ContractError('conflict', `${path}: ${problem}`, { path });
-}
-
-/**
- * Runs one system call on `path` after the folders above it were checked:
- * ENOENT then means another process removed `path` or one of those folders
- * meanwhile, a race the caller can retry (`conflict`), never a raw error.
- */
-function unlessRemoved<T>(path: string, call: () => T): T {
-  try {
-    return call();
-  } catch (error) {
-    if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
-    throw error;
-  }
-}
-
-/** `conflict` for a name another process removed after it was checked (ENOENT from the system call, kept as `cause`). */
-function removedMeanwhile(path: string, cause: unknown): ContractError {
-  return new ContractError('conflict', `${path}: it or a folder above it was removed meanwhile; read again`, { path, cause });
 }
 
 /** The nearest level of `path` (itself or above) that exists: under ENOTDIR, the file that stands where a folder should. */
@@ -185,15 +133,6 @@ function fsyncDirectory(path: string): void {
   }
 }
 
-/** Runs a removal; a name already gone (removed by a concurrent sweeper) is not an error. */
-function unlessGone(remove: () => void): void {
-  try {
-    remove();
-  } catch (error) {
-    if (!isErrno(error, 'ENOENT')) throw error;
-  }
-}
-
 function writeAll(descriptor: number, bytes: Uint8Array): void {
   let offset = 0;
   while (offset < bytes.byteLength) offset += writeSync(descriptor, bytes, offset);
@@ -221,7 +160,7 @@ function readAll(descriptor: number, size: number, maxBytes: number, path: strin
 export class PrivateFiles {
   readonly root: string;
   readonly staging: string;
-  readonly #hooks: PrivateFilesHooks | undefined;
+  readonly #step: StepReporter;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
@@ -229,7 +168,7 @@ export class PrivateFiles {
     if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
     this.staging = join(root, STAGING_FOLDER);
-    this.#hooks = options.hooks;
+    this.#step = stepReporter(options.hooks);
   }
 
   /**
@@ -489,10 +428,6 @@ export class PrivateFiles {
       if (bestEffort) return false;
       throw error;
     }
-  }
-
-  #step(operation: MutationOperation, action: MutationAction, path: string, detail: StepDetail = {}): void {
-    this.#hooks?.beforeMutation?.({ operation, action, path, ...detail });
   }
 
   /** `path` itself, once proven absolute, normalised and strictly inside the root. */
