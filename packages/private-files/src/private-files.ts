@@ -4,7 +4,6 @@ import {
   fstatSync,
   fsyncSync,
   linkSync,
-  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -15,10 +14,11 @@ import {
   writeSync,
   type BigIntStats,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
 import { conflict, refused, removedMeanwhile, unlessGone, unlessRemoved } from './file-errors.js';
+import { FolderWalk, checkDirectory, fsyncDirectory, lookup, ownedPrivately } from './folder-walk.js';
 import { stepReporter, type MutationOperation, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
 import { currentProcess, ownerStatus, type OwnerStatus } from './process-liveness.js';
 import { stagingName, stagingWriter } from './staging-name.js';
@@ -71,30 +71,12 @@ export const STAGING_FOLDER = '.staging';
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const TEMP_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /** A temp in the staging folder; `pending` until it is linked or renamed into place. */
 interface StagedTemp {
   readonly staged: string;
   readonly descriptor: number;
   pending: boolean;
-}
-
-/** The nearest level of `path` (itself or above) that exists: under ENOTDIR, the file that stands where a folder should. */
-function firstLevelThere(path: string): string {
-  for (let level = path; ; level = dirname(level)) {
-    try {
-      lstatSync(level);
-      return level;
-    } catch {
-      if (level === dirname(level)) return level;
-    }
-  }
-}
-
-/** A folder above the root that cannot be made in: its parent is a dangling link (or was removed meanwhile). */
-function unreachableParent(path: string): ContractError {
-  return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
 }
 
 function stampOf(stats: BigIntStats): string {
@@ -105,32 +87,6 @@ function stampOf(stats: BigIntStats): string {
 export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return a.identity === b.identity && a.stamp === b.stamp;
-}
-
-// process.geteuid() is a system call; every check of every level needs it.
-// Read once: a process that later changes its effective uid is refused its
-// new files, which fails closed.
-let effectiveUid: number | undefined;
-
-function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
-  effectiveUid ??= process.geteuid?.();
-  if (Number(stats.uid) !== effectiveUid) throw refused(path, `${kind} owned by another user`);
-  if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
-}
-
-function checkDirectory(path: string, stats: BigIntStats): void {
-  if (stats.isSymbolicLink()) throw refused(path, 'folder is a symbolic link');
-  if (!stats.isDirectory()) throw refused(path, 'not a folder');
-  ownedPrivately(path, stats, 'folder');
-}
-
-function fsyncDirectory(path: string): void {
-  const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
-  try {
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
 }
 
 function writeAll(descriptor: number, bytes: Uint8Array): void {
@@ -161,6 +117,7 @@ export class PrivateFiles {
   readonly root: string;
   readonly staging: string;
   readonly #step: StepReporter;
+  readonly #folders: FolderWalk;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
@@ -169,6 +126,7 @@ export class PrivateFiles {
     this.root = root;
     this.staging = join(root, STAGING_FOLDER);
     this.#step = stepReporter(options.hooks);
+    this.#folders = new FolderWalk(root, this.#step);
   }
 
   /**
@@ -179,7 +137,7 @@ export class PrivateFiles {
    * `conflict` for a level another process removed meanwhile.
    */
   directory(path: string, create = false): boolean {
-    return this.#walk(path, create ? 'directory' : undefined);
+    return this.#folders.walk(path, create ? 'directory' : undefined);
   }
 
   /**
@@ -187,7 +145,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` (unsafe or oversized file), `conflict` (replaced or removed while read).
    */
   read(path: string, maxBytes = DOCUMENT_BYTES): FileSnapshot | undefined {
-    if (!this.#walk(this.#parentOf(path), undefined)) return undefined;
+    if (!this.#folders.walk(this.#folders.parentOf(path), undefined)) return undefined;
     return this.#readFile(path, maxBytes);
   }
 
@@ -198,7 +156,7 @@ export class PrivateFiles {
    */
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
-    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
+    if (lookup(path) !== undefined) throw conflict(path, 'already exists');
     const temp = this.#stage('create', bytes);
     try {
       this.#step('create', 'link', path, { source: temp.staged });
@@ -226,13 +184,13 @@ export class PrivateFiles {
    * missing parent, a file over `maxBytes`).
    */
   createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path, 'new');
+    const parent = this.#folders.folderOf(path, 'new');
     for (const [name, bytes] of Object.entries(files)) {
       if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
       if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
     }
-    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
-    this.#walk(this.staging, 'create-folder');
+    if (lookup(path) !== undefined) throw conflict(path, 'already exists');
+    this.#folders.walk(this.staging, 'create-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
     this.#step('create-folder', 'mkdir', staged);
     unlessRemoved(staged, () => mkdirSync(staged, { mode: 0o700 }));
@@ -242,7 +200,7 @@ export class PrivateFiles {
       this.#step('create-folder', 'fsync-directory', staged);
       fsyncDirectory(staged);
       // rename() silently replaces an empty folder: check absence once more, right before it.
-      if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
+      if (lookup(path) !== undefined) throw conflict(path, 'already exists');
       this.#step('create-folder', 'rename', path, { source: staged });
       unlessRemoved(path, () => renameSync(staged, path));
       pending = false;
@@ -279,7 +237,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
-    const folder = this.#folderOf(path, 'read');
+    const folder = this.#folders.folderOf(path, 'read');
     this.#expect(path, expected, maxBytes);
     this.#step('remove', 'unlink', path);
     unlessRemoved(path, () => unlinkSync(path));
@@ -295,15 +253,15 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
    */
   removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path, 'read');
-    if (!this.#walk(path, undefined)) throw conflict(path, 'does not exist');
+    const parent = this.#folders.folderOf(path, 'read');
+    if (!this.#folders.walk(path, undefined)) throw conflict(path, 'does not exist');
     const names = unlessRemoved(path, () => readdirSync(path)).sort();
     const wanted = Object.keys(expected).sort();
     if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
       throw conflict(path, 'does not hold exactly the expected files');
     }
     for (const name of names) this.#expect(join(path, name), expected[name]!, maxBytes);
-    this.#walk(this.staging, 'remove-folder');
+    this.#folders.walk(this.staging, 'remove-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
     // Reported like every rename: `path` is where the folder goes, `source` the folder.
     this.#step('remove-folder', 'rename', staged, { source: path });
@@ -331,7 +289,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.
    */
   entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
-    if (!this.#walk(folder, undefined)) return [];
+    if (!this.#folders.walk(folder, undefined)) return [];
     const listed = unlessRemoved(folder, () => readdirSync(folder));
     const names = listed.filter((name) => !(folder === this.root && name === STAGING_FOLDER));
     const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
@@ -345,7 +303,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   stagingEntries(): StagingEntry[] {
-    if (!this.#walk(this.staging, undefined)) return [];
+    if (!this.#folders.walk(this.staging, undefined)) return [];
     const host = currentProcess().host;
     return unlessRemoved(this.staging, () => readdirSync(this.staging))
       .sort()
@@ -405,7 +363,7 @@ export class PrivateFiles {
    */
   #removeStagedFolder(operation: MutationOperation, folder: string, bestEffort: boolean): boolean {
     try {
-      const stats = this.#lookup(folder);
+      const stats = lookup(folder);
       if (stats === undefined) return false;
       checkDirectory(folder, stats);
       let names: string[];
@@ -416,7 +374,7 @@ export class PrivateFiles {
         throw error;
       }
       // A name already gone was removed by another sweeper of the same dead writer's folder.
-      if (names.some((name) => this.#lookup(join(folder, name))?.isFile() === false)) return false;
+      if (names.some((name) => lookup(join(folder, name))?.isFile() === false)) return false;
       for (const name of names) {
         this.#step(operation, 'unlink', join(folder, name));
         unlessGone(() => unlinkSync(join(folder, name)));
@@ -430,97 +388,10 @@ export class PrivateFiles {
     }
   }
 
-  /** `path` itself, once proven absolute, normalised and strictly inside the root. */
-  #inside(path: string): string {
-    // No `path`: the input is not one.
-    if (!absolutePath.safeParse(path).success) throw new ContractError('refused', 'path: not an absolute, normalised path');
-    if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
-      throw refused(path, 'outside the root');
-    }
-    return path;
-  }
-
-  /** The folder of a file path strictly below the root. */
-  #parentOf(path: string): string {
-    if (this.#inside(path) === this.root) throw refused(path, 'is the root, not a file');
-    return dirname(path);
-  }
-
-  /**
-   * The folder of a file path below the root, which must exist and be safe.
-   * Missing, it is `refused` for a new file (the caller makes folders) and
-   * `conflict` for one the caller read (it is gone, folder and all).
-   */
-  #folderOf(path: string, target: 'new' | 'read'): string {
-    const folder = this.#parentOf(path);
-    if (this.#walk(folder, undefined)) return folder;
-    if (target === 'read') throw conflict(path, `absent: its folder ${folder} no longer exists; read again`);
-    throw refused(path, `its folder ${folder} does not exist; make it first with directory('${folder}', true)`);
-  }
-
   #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number, target: 'new' | 'read'): string {
     // Bounds before anything is written, so an oversized write changes nothing.
     if (bytes.byteLength > maxBytes) throw refused(path, `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    return this.#folderOf(path, target);
-  }
-
-  /**
-   * Checks every folder from the root down to `folder`; a missing level is
-   * `false`, or is made (0700, parent fsynced) when `creating` names the operation.
-   */
-  #walk(folder: string, creating: MutationOperation | undefined): boolean {
-    this.#inside(folder);
-    const below = folder === this.root ? [] : folder.slice(this.root.length + 1).split('/');
-    let current = this.root;
-    for (let level = 0; level <= below.length; level += 1) {
-      if (level > 0) current = join(current, below[level - 1]!);
-      const stats = this.#lookup(current);
-      if (stats !== undefined) {
-        checkDirectory(current, stats);
-        continue;
-      }
-      if (creating === undefined) return false;
-      if (level === 0) this.#makeAncestors(creating);
-      this.#makeFolder(creating, current, true);
-    }
-    return true;
-  }
-
-  /**
-   * Makes the missing folders above a missing root, top down, like
-   * `mkdir -p -m 700`: on a fresh machine even `~/.local/state` may not exist.
-   * They lie outside the root, so, like the ones that exist, they are not checked.
-   */
-  #makeAncestors(operation: MutationOperation): void {
-    const missing: string[] = [];
-    for (let folder = dirname(this.root); this.#lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
-    for (const folder of missing) this.#makeFolder(operation, folder, false);
-  }
-
-  /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
-  #makeFolder(operation: MutationOperation, path: string, inside: boolean): void {
-    this.#step(operation, 'mkdir', path);
-    try {
-      mkdirSync(path, { mode: 0o700 });
-    } catch (error) {
-      // Below the root the parent was just checked, so ENOENT is a race; above it, a dangling link gives it too.
-      if (isErrno(error, 'ENOENT')) throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
-      if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
-    }
-    if (inside) checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
-    this.#step(operation, 'fsync-directory', dirname(path));
-    fsyncDirectory(dirname(path));
-  }
-
-  /** lstat, with absence as undefined; a file where a folder should be is `refused`. */
-  #lookup(path: string): BigIntStats | undefined {
-    try {
-      return lstatSync(path, { bigint: true });
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) return undefined;
-      if (isErrno(error, 'ENOTDIR')) throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
-      throw error;
-    }
+    return this.#folders.folderOf(path, target);
   }
 
   #expect(path: string, expected: FileSnapshot, maxBytes: number): void {
@@ -529,7 +400,7 @@ export class PrivateFiles {
 
   /** Reads one file whose folders were checked; see `read`. */
   #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
-    const seen = this.#lookup(path);
+    const seen = lookup(path);
     if (seen === undefined) return undefined;
     if (seen.isSymbolicLink()) throw refused(path, 'is a symbolic link');
     // Checked before opening: a FIFO or device is never opened at all.
@@ -584,7 +455,7 @@ export class PrivateFiles {
    */
   #publishing(stats: BigIntStats): boolean {
     return this.stagingEntries().some(({ path, writer }) => {
-      const other = this.#lookup(path);
+      const other = lookup(path);
       return writer === 'live' && other?.ino === stats.ino && other.dev === stats.dev;
     });
   }
@@ -605,7 +476,7 @@ export class PrivateFiles {
   }
 
   #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
-    this.#walk(this.staging, operation);
+    this.#folders.walk(this.staging, operation);
     const staged = join(this.staging, stagingName(currentProcess()));
     this.#step(operation, 'write', staged, { bytes });
     const descriptor = unlessRemoved(staged, () => openSync(staged, TEMP_FLAGS, 0o600));
