@@ -3,15 +3,7 @@ export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
 export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
-export {
-  PrivateFiles,
-  STAGING_FOLDER,
-  sameSnapshot,
-  type FileSnapshot,
-  type PrivateFilesOptions,
-  type PublishOptions,
-  type StagingEntry,
-  type StagingSweep,
-} from './private-files.js';
+export { PrivateFiles, sameSnapshot, type FileSnapshot, type PrivateFilesOptions, type PublishOptions } from './private-files.js';
 export { currentProcess, describeHolder, ownerStatus, processIdentity, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
 export { retryingReads } from './retrying-reads.js';
+export { STAGING_FOLDER, type StagingEntry, type StagingSweep } from './staging-folder.js';

@@ -2,26 +2,24 @@ import {
   closeSync,
   constants,
   fstatSync,
-  fsyncSync,
   linkSync,
   mkdirSync,
   openSync,
   readdirSync,
   readSync,
   renameSync,
-  rmdirSync,
   unlinkSync,
-  writeSync,
   type BigIntStats,
 } from 'node:fs';
 import { join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
 import { conflict, refused, removedMeanwhile, unlessGone, unlessRemoved } from './file-errors.js';
-import { FolderWalk, checkDirectory, fsyncDirectory, lookup, ownedPrivately } from './folder-walk.js';
+import { FolderWalk, fsyncDirectory, lookup, ownedPrivately } from './folder-walk.js';
 import { stepReporter, type MutationOperation, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
-import { currentProcess, ownerStatus, type OwnerStatus } from './process-liveness.js';
-import { stagingName, stagingWriter } from './staging-name.js';
+import { currentProcess } from './process-liveness.js';
+import { STAGING_FOLDER, StagingFolder, type StagedTemp, type StagingEntry, type StagingSweep } from './staging-folder.js';
+import { stagingName } from './staging-name.js';
 
 /** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
 export interface FileSnapshot {
@@ -51,33 +49,8 @@ export interface PrivateFilesOptions {
   readonly hooks?: PrivateFilesHooks;
 }
 
-/** What `sweepStaging` did: the leftovers it removed and those it kept (live, ambiguous or unknown writers). */
-export interface StagingSweep {
-  readonly removed: readonly string[];
-  readonly kept: readonly string[];
-}
-
-/** A name in the staging folder and the liveness of the writer it names. */
-export interface StagingEntry {
-  readonly name: string;
-  readonly path: string;
-  readonly writer: OwnerStatus | 'unknown';
-}
-
-/** The name of the staging folder below the root; never listed by `entries`. */
-export const STAGING_FOLDER = '.staging';
-
 // libuv opens every descriptor close-on-exec, so child processes never inherit one.
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-const TEMP_FLAGS =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-
-/** A temp in the staging folder; `pending` until it is linked or renamed into place. */
-interface StagedTemp {
-  readonly staged: string;
-  readonly descriptor: number;
-  pending: boolean;
-}
 
 function stampOf(stats: BigIntStats): string {
   return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
@@ -87,11 +60,6 @@ function stampOf(stats: BigIntStats): string {
 export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return a.identity === b.identity && a.stamp === b.stamp;
-}
-
-function writeAll(descriptor: number, bytes: Uint8Array): void {
-  let offset = 0;
-  while (offset < bytes.byteLength) offset += writeSync(descriptor, bytes, offset);
 }
 
 function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
@@ -118,15 +86,17 @@ export class PrivateFiles {
   readonly staging: string;
   readonly #step: StepReporter;
   readonly #folders: FolderWalk;
+  readonly #staging: StagingFolder;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
     // No `path`: the input is not one.
     if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
-    this.staging = join(root, STAGING_FOLDER);
     this.#step = stepReporter(options.hooks);
     this.#folders = new FolderWalk(root, this.#step);
+    this.#staging = new StagingFolder(this.#folders, this.#step);
+    this.staging = this.#staging.path;
   }
 
   /**
@@ -157,7 +127,7 @@ export class PrivateFiles {
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
     if (lookup(path) !== undefined) throw conflict(path, 'already exists');
-    const temp = this.#stage('create', bytes);
+    const temp = this.#staging.stage('create', bytes);
     try {
       this.#step('create', 'link', path, { source: temp.staged });
       try {
@@ -171,7 +141,7 @@ export class PrivateFiles {
       unlessGone(() => unlinkSync(temp.staged));
       return this.#published('create', folder, temp, bytes, options);
     } finally {
-      this.#discard('create', temp);
+      this.#staging.discard('create', temp);
     }
   }
 
@@ -196,7 +166,7 @@ export class PrivateFiles {
     unlessRemoved(staged, () => mkdirSync(staged, { mode: 0o700 }));
     let pending = true;
     try {
-      for (const [name, bytes] of Object.entries(files)) this.#writeStagedFile(join(staged, name), bytes);
+      for (const [name, bytes] of Object.entries(files)) this.#staging.writeFile(join(staged, name), bytes);
       this.#step('create-folder', 'fsync-directory', staged);
       fsyncDirectory(staged);
       // rename() silently replaces an empty folder: check absence once more, right before it.
@@ -207,7 +177,7 @@ export class PrivateFiles {
       this.#step('create-folder', 'fsync-directory', parent);
       fsyncDirectory(parent);
     } finally {
-      if (pending) this.#removeStagedFolder('create-folder', staged, true);
+      if (pending) this.#staging.removeFolder('create-folder', staged, true);
     }
   }
 
@@ -220,14 +190,14 @@ export class PrivateFiles {
   replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
     this.#expect(path, expected, maxBytes);
-    const temp = this.#stage('replace', bytes);
+    const temp = this.#staging.stage('replace', bytes);
     try {
       this.#expect(path, expected, maxBytes);
       this.#step('replace', 'rename', path, { source: temp.staged });
       unlessRemoved(path, () => renameSync(temp.staged, path));
       return this.#published('replace', folder, temp, bytes, options);
     } finally {
-      this.#discard('replace', temp);
+      this.#staging.discard('replace', temp);
     }
   }
 
@@ -269,7 +239,7 @@ export class PrivateFiles {
     this.#step('remove-folder', 'fsync-directory', parent);
     fsyncDirectory(parent);
     // From here the folder is gone; what is left is a staged leftover of this live writer.
-    this.#removeStagedFolder('remove-folder', staged, true);
+    this.#staging.removeFolder('remove-folder', staged, true);
   }
 
   /**
@@ -303,15 +273,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   stagingEntries(): StagingEntry[] {
-    if (!this.#folders.walk(this.staging, undefined)) return [];
-    const host = currentProcess().host;
-    return unlessRemoved(this.staging, () => readdirSync(this.staging))
-      .sort()
-      .map((name) => {
-        const writer = stagingWriter(name, host);
-        const status = writer === undefined ? 'unknown' : ownerStatus(writer.pid, host, writer.processStart);
-        return { name, path: join(this.staging, name), writer: status };
-      });
+    return this.#staging.entries();
   }
 
   /**
@@ -321,71 +283,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   sweepStaging(): StagingSweep {
-    const removed: string[] = [];
-    const kept: string[] = [];
-    for (const { name, path, writer } of this.stagingEntries()) {
-      if (writer !== 'absent') {
-        kept.push(name);
-        continue;
-      }
-      if (name.endsWith('.dir')) {
-        if (this.#removeStagedFolder('sweep-staging', path, false)) removed.push(name);
-        else kept.push(name);
-        continue;
-      }
-      this.#step('sweep-staging', 'unlink', path);
-      unlessGone(() => unlinkSync(path));
-      removed.push(name);
-    }
-    if (removed.length > 0) {
-      this.#step('sweep-staging', 'fsync-directory', this.staging);
-      fsyncDirectory(this.staging);
-    }
-    return { removed, kept };
-  }
-
-  #writeStagedFile(path: string, bytes: Uint8Array): void {
-    this.#step('create-folder', 'write', path, { bytes });
-    const descriptor = unlessRemoved(path, () => openSync(path, TEMP_FLAGS, 0o600));
-    try {
-      writeAll(descriptor, bytes);
-      this.#step('create-folder', 'fsync', path);
-      fsyncSync(descriptor);
-    } finally {
-      closeSync(descriptor);
-    }
-  }
-
-  /**
-   * Removes a staged folder that holds only regular files (what createFolder
-   * stages); anything else in it is not ours, and the folder is kept.
-   * `bestEffort` swallows failures (cleanup after an error already thrown).
-   */
-  #removeStagedFolder(operation: MutationOperation, folder: string, bestEffort: boolean): boolean {
-    try {
-      const stats = lookup(folder);
-      if (stats === undefined) return false;
-      checkDirectory(folder, stats);
-      let names: string[];
-      try {
-        names = readdirSync(folder);
-      } catch (error) {
-        if (isErrno(error, 'ENOENT')) return false; // another sweeper removed it first
-        throw error;
-      }
-      // A name already gone was removed by another sweeper of the same dead writer's folder.
-      if (names.some((name) => lookup(join(folder, name))?.isFile() === false)) return false;
-      for (const name of names) {
-        this.#step(operation, 'unlink', join(folder, name));
-        unlessGone(() => unlinkSync(join(folder, name)));
-      }
-      this.#step(operation, 'rmdir', folder);
-      unlessGone(() => rmdirSync(folder));
-      return true;
-    } catch (error) {
-      if (bestEffort) return false;
-      throw error;
-    }
+    return this.#staging.sweep();
   }
 
   #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number, target: 'new' | 'read'): string {
@@ -460,7 +358,6 @@ export class PrivateFiles {
     });
   }
 
-  /** Writes `bytes` to a fresh temp in the staging folder and fsyncs it; the descriptor stays open. */
   /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
   #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
     temp.pending = false;
@@ -475,32 +372,4 @@ export class PrivateFiles {
     fsyncDirectory(folder);
   }
 
-  #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
-    this.#folders.walk(this.staging, operation);
-    const staged = join(this.staging, stagingName(currentProcess()));
-    this.#step(operation, 'write', staged, { bytes });
-    const descriptor = unlessRemoved(staged, () => openSync(staged, TEMP_FLAGS, 0o600));
-    const temp: StagedTemp = { staged, descriptor, pending: true };
-    try {
-      writeAll(temp.descriptor, bytes);
-      this.#step(operation, 'fsync', staged);
-      fsyncSync(temp.descriptor);
-    } catch (error) {
-      this.#discard(operation, temp);
-      throw error;
-    }
-    return temp;
-  }
-
-  /** Closes a staged temp and unlinks it while it is still pending; a failure here leaves it for sweepStaging. */
-  #discard(operation: MutationOperation, temp: StagedTemp): void {
-    closeSync(temp.descriptor);
-    if (!temp.pending) return;
-    try {
-      this.#step(operation, 'unlink', temp.staged);
-      unlinkSync(temp.staged);
-    } catch {
-      // Best effort: the temp names this live writer, and sweepStaging removes it once this process is gone.
-    }
-  }
 }
