@@ -1,34 +1,14 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  linkSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readSync,
-  renameSync,
-  unlinkSync,
-  type BigIntStats,
-} from 'node:fs';
+import { fstatSync, linkSync, mkdirSync, readdirSync, renameSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
 import { conflict, refused, removedMeanwhile, unlessGone, unlessRemoved } from './file-errors.js';
-import { FolderWalk, fsyncDirectory, lookup, ownedPrivately } from './folder-walk.js';
+import { FileReads, stampOf, type FileSnapshot } from './file-reads.js';
+import { FolderWalk, fsyncDirectory, lookup } from './folder-walk.js';
 import { stepReporter, type MutationOperation, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
 import { currentProcess } from './process-liveness.js';
-import { STAGING_FOLDER, StagingFolder, type StagedTemp, type StagingEntry, type StagingSweep } from './staging-folder.js';
+import { StagingFolder, type StagedTemp, type StagingEntry, type StagingSweep } from './staging-folder.js';
 import { stagingName } from './staging-name.js';
-
-/** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
-export interface FileSnapshot {
-  readonly bytes: Uint8Array;
-  /** SHA-256 of `bytes`, lowercase hex. */
-  readonly identity: string;
-  /** Device, inode, size, mtime and ctime (ns): names this incarnation of the file. */
-  readonly stamp: string;
-}
 
 /**
  * Whether a `create`, `replace` or `remove` fsyncs the folder it changed
@@ -49,31 +29,6 @@ export interface PrivateFilesOptions {
   readonly hooks?: PrivateFilesHooks;
 }
 
-// libuv opens every descriptor close-on-exec, so child processes never inherit one.
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
-function stampOf(stats: BigIntStats): string {
-  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
-}
-
-/** True when two snapshots are the same incarnation of the same bytes. */
-export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
-  if (a === undefined || b === undefined) return a === b;
-  return a.identity === b.identity && a.stamp === b.stamp;
-}
-
-function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
-  const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
-  let length = 0;
-  for (;;) {
-    const count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
-    if (count === 0) return new Uint8Array(buffer.subarray(0, length));
-    length += count;
-    if (length > maxBytes) throw refused(path, `larger than ${maxBytes} bytes`);
-    if (length === buffer.byteLength) throw conflict(path, 'grew while it was read');
-  }
-}
-
 /**
  * Private files under one root: every file 0600 and every folder 0700, owned
  * by this user, reached without following links, published whole and durably,
@@ -87,6 +42,7 @@ export class PrivateFiles {
   readonly #step: StepReporter;
   readonly #folders: FolderWalk;
   readonly #staging: StagingFolder;
+  readonly #reads: FileReads;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
@@ -97,6 +53,7 @@ export class PrivateFiles {
     this.#folders = new FolderWalk(root, this.#step);
     this.#staging = new StagingFolder(this.#folders, this.#step);
     this.staging = this.#staging.path;
+    this.#reads = new FileReads(this.#folders, this.#staging);
   }
 
   /**
@@ -115,8 +72,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` (unsafe or oversized file), `conflict` (replaced or removed while read).
    */
   read(path: string, maxBytes = DOCUMENT_BYTES): FileSnapshot | undefined {
-    if (!this.#folders.walk(this.#folders.parentOf(path), undefined)) return undefined;
-    return this.#readFile(path, maxBytes);
+    return this.#reads.read(path, maxBytes);
   }
 
   /**
@@ -189,10 +145,10 @@ export class PrivateFiles {
    */
   replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
-    this.#expect(path, expected, maxBytes);
+    this.#reads.expect(path, expected, maxBytes);
     const temp = this.#staging.stage('replace', bytes);
     try {
-      this.#expect(path, expected, maxBytes);
+      this.#reads.expect(path, expected, maxBytes);
       this.#step('replace', 'rename', path, { source: temp.staged });
       unlessRemoved(path, () => renameSync(temp.staged, path));
       return this.#published('replace', folder, temp, bytes, options);
@@ -208,7 +164,7 @@ export class PrivateFiles {
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
     const folder = this.#folders.folderOf(path, 'read');
-    this.#expect(path, expected, maxBytes);
+    this.#reads.expect(path, expected, maxBytes);
     this.#step('remove', 'unlink', path);
     unlessRemoved(path, () => unlinkSync(path));
     this.#syncFolder('remove', folder, options);
@@ -230,7 +186,7 @@ export class PrivateFiles {
     if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
       throw conflict(path, 'does not hold exactly the expected files');
     }
-    for (const name of names) this.#expect(join(path, name), expected[name]!, maxBytes);
+    for (const name of names) this.#reads.expect(join(path, name), expected[name]!, maxBytes);
     this.#folders.walk(this.staging, 'remove-folder');
     const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
     // Reported like every rename: `path` is where the folder goes, `source` the folder.
@@ -247,10 +203,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` otherwise, `refused` for an unsafe path or file.
    */
   assert(path: string, expected: FileSnapshot | undefined, maxBytes = DOCUMENT_BYTES): void {
-    const current = this.read(path, maxBytes);
-    if (!sameSnapshot(current, expected)) {
-      throw conflict(path, expected === undefined ? 'exists' : 'changed since it was read');
-    }
+    this.#reads.assert(path, expected, maxBytes);
   }
 
   /**
@@ -259,12 +212,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.
    */
   entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
-    if (!this.#folders.walk(folder, undefined)) return [];
-    const listed = unlessRemoved(folder, () => readdirSync(folder));
-    const names = listed.filter((name) => !(folder === this.root && name === STAGING_FOLDER));
-    const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
-    if (!names.every(admitted)) throw refused(folder, 'holds an unexpected entry');
-    return names.sort();
+    return this.#reads.entries(folder, allowed);
   }
 
   /**
@@ -292,72 +240,6 @@ export class PrivateFiles {
     return this.#folders.folderOf(path, target);
   }
 
-  #expect(path: string, expected: FileSnapshot, maxBytes: number): void {
-    if (!sameSnapshot(this.#readFile(path, maxBytes), expected)) throw conflict(path, 'changed since it was read');
-  }
-
-  /** Reads one file whose folders were checked; see `read`. */
-  #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
-    const seen = lookup(path);
-    if (seen === undefined) return undefined;
-    if (seen.isSymbolicLink()) throw refused(path, 'is a symbolic link');
-    // Checked before opening: a FIFO or device is never opened at all.
-    if (!seen.isFile()) throw refused(path, 'not a regular file');
-    let descriptor: number;
-    try {
-      descriptor = openSync(path, READ_FLAGS);
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
-      if (isErrno(error, 'ELOOP')) throw refused(path, 'is a symbolic link');
-      throw error;
-    }
-    try {
-      const opened = fstatSync(descriptor, { bigint: true });
-      // The name may have been pointed at another inode between lstat and open.
-      if (opened.ino !== seen.ino || opened.dev !== seen.dev) throw conflict(path, 'replaced while it was opened');
-      this.#checkFile(path, descriptor, opened, maxBytes);
-      const bytes = readAll(descriptor, Number(opened.size), maxBytes, path);
-      const after = fstatSync(descriptor, { bigint: true });
-      // A rename over the file or an unlink drops the link count of the inode we hold to 0.
-      if (after.nlink === 0n || stampOf(after) !== stampOf(opened) || bytes.byteLength !== Number(after.size)) {
-        throw conflict(path, 'changed while it was read');
-      }
-      return { bytes, identity: sha256(bytes), stamp: stampOf(after) };
-    } finally {
-      closeSync(descriptor);
-    }
-  }
-
-  #checkFile(path: string, descriptor: number, stats: BigIntStats, maxBytes: number): void {
-    if (!stats.isFile()) throw refused(path, 'not a regular file');
-    if (stats.nlink === 0n) throw conflict(path, 'removed while it was opened');
-    ownedPrivately(path, stats, 'file');
-    if (stats.nlink > 1n && !this.#publishing(stats)) {
-      // A live writer may have unlinked its temp while the staging folder was scanned: a link
-      // count or stamp that moved since the open means this reader lost a race (`conflict`).
-      const now = fstatSync(descriptor, { bigint: true });
-      if (now.nlink !== stats.nlink || stampOf(now) !== stampOf(stats)) {
-        throw conflict(path, 'changed while it was read');
-      }
-      throw refused(path, 'has more than one link');
-    }
-    if (stats.nlink > 1n) throw conflict(path, 'a writer is publishing it');
-    if (stats.size > BigInt(maxBytes)) throw refused(path, `larger than ${maxBytes} bytes`);
-  }
-
-  /**
-   * A second link is ours only between `link` and the temp's unlink in
-   * `create`: the other name is then a staging file of a live writer, and the
-   * reader raced it (`conflict`, retry). A dead writer's leftover stays
-   * `refused` until `sweepStaging`; any other hard link is refused for good.
-   */
-  #publishing(stats: BigIntStats): boolean {
-    return this.stagingEntries().some(({ path, writer }) => {
-      const other = lookup(path);
-      return writer === 'live' && other?.ino === stats.ino && other.dev === stats.dev;
-    });
-  }
-
   /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
   #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
     temp.pending = false;
@@ -371,5 +253,4 @@ export class PrivateFiles {
     this.#step(operation, 'fsync-directory', folder);
     fsyncDirectory(folder);
   }
-
 }
