@@ -1,29 +1,14 @@
-import { fstatSync, linkSync, mkdirSync, readdirSync, renameSync, unlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
-import { isErrno } from './errno.js';
-import { conflict, refused, removedMeanwhile, unlessGone, unlessRemoved } from './file-errors.js';
-import { FileReads, stampOf, type FileSnapshot } from './file-reads.js';
+import { ContractError, DOCUMENT_BYTES, absolutePath } from '@leasehold/contracts';
+import { conflict, refused, unlessRemoved } from './file-errors.js';
+import { FilePublication, type PublishOptions } from './file-publication.js';
+import { FileReads, type FileSnapshot } from './file-reads.js';
 import { FolderWalk, fsyncDirectory, lookup } from './folder-walk.js';
-import { stepReporter, type MutationOperation, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
+import { stepReporter, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
 import { currentProcess } from './process-liveness.js';
-import { StagingFolder, type StagedTemp, type StagingEntry, type StagingSweep } from './staging-folder.js';
+import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
 import { stagingName } from './staging-name.js';
-
-/**
- * Whether a `create`, `replace` or `remove` fsyncs the folder it changed
- * (default true). With `syncFolder: false` the change is durable only once a
- * later fsync of that folder runs, and a power loss before it may lose the
- * new name or the replacement, or bring the removed name back. Only for a
- * file whose loss or return after a crash is harmless (a lock whose holder
- * the crash ended, which the next writer takes over), or for all but the last
- * of several changes to one folder whose last one fsyncs it, when any subset
- * of them surviving a power loss is safe. The file's own data is fsynced
- * either way.
- */
-export interface PublishOptions {
-  readonly syncFolder?: boolean;
-}
 
 export interface PrivateFilesOptions {
   readonly hooks?: PrivateFilesHooks;
@@ -43,6 +28,7 @@ export class PrivateFiles {
   readonly #folders: FolderWalk;
   readonly #staging: StagingFolder;
   readonly #reads: FileReads;
+  readonly #publication: FilePublication;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
@@ -54,6 +40,7 @@ export class PrivateFiles {
     this.#staging = new StagingFolder(this.#folders, this.#step);
     this.staging = this.#staging.path;
     this.#reads = new FileReads(this.#folders, this.#staging);
+    this.#publication = new FilePublication(this.#folders, this.#staging, this.#reads, this.#step);
   }
 
   /**
@@ -81,25 +68,9 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
    */
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
-    if (lookup(path) !== undefined) throw conflict(path, 'already exists');
-    const temp = this.#staging.stage('create', bytes);
-    try {
-      this.#step('create', 'link', path, { source: temp.staged });
-      try {
-        linkSync(temp.staged, path);
-      } catch (error) {
-        if (isErrno(error, 'EEXIST')) throw conflict(path, 'already exists');
-        if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
-        throw error;
-      }
-      this.#step('create', 'unlink', temp.staged);
-      unlessGone(() => unlinkSync(temp.staged));
-      return this.#published('create', folder, temp, bytes, options);
-    } finally {
-      this.#staging.discard('create', temp);
-    }
+    return this.#publication.create(path, bytes, maxBytes, options);
   }
+
 
   /**
    * Publishes a new folder holding `files` (name to bytes), whole or not at
@@ -144,18 +115,9 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (the file is not `expected`, or gone with its folder), `refused` (unsafe path or file, over `maxBytes`).
    */
   replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
-    this.#reads.expect(path, expected, maxBytes);
-    const temp = this.#staging.stage('replace', bytes);
-    try {
-      this.#reads.expect(path, expected, maxBytes);
-      this.#step('replace', 'rename', path, { source: temp.staged });
-      unlessRemoved(path, () => renameSync(temp.staged, path));
-      return this.#published('replace', folder, temp, bytes, options);
-    } finally {
-      this.#staging.discard('replace', temp);
-    }
+    return this.#publication.replace(path, expected, bytes, maxBytes, options);
   }
+
 
   /**
    * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync
@@ -163,12 +125,9 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
-    const folder = this.#folders.folderOf(path, 'read');
-    this.#reads.expect(path, expected, maxBytes);
-    this.#step('remove', 'unlink', path);
-    unlessRemoved(path, () => unlinkSync(path));
-    this.#syncFolder('remove', folder, options);
+    this.#publication.remove(path, expected, maxBytes, options);
   }
+
 
   /**
    * Unpublishes a folder that holds exactly `expected` (name to snapshot),
@@ -232,25 +191,5 @@ export class PrivateFiles {
    */
   sweepStaging(): StagingSweep {
     return this.#staging.sweep();
-  }
-
-  #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number, target: 'new' | 'read'): string {
-    // Bounds before anything is written, so an oversized write changes nothing.
-    if (bytes.byteLength > maxBytes) throw refused(path, `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    return this.#folders.folderOf(path, target);
-  }
-
-  /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
-  #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
-    temp.pending = false;
-    const published = fstatSync(temp.descriptor, { bigint: true });
-    this.#syncFolder(operation, folder, options);
-    return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
-  }
-
-  #syncFolder(operation: MutationOperation, folder: string, options: PublishOptions): void {
-    if (options.syncFolder === false) return;
-    this.#step(operation, 'fsync-directory', folder);
-    fsyncDirectory(folder);
   }
 }
