@@ -1,14 +1,10 @@
-import { mkdirSync, readdirSync, renameSync } from 'node:fs';
-import { join } from 'node:path';
 import { ContractError, DOCUMENT_BYTES, absolutePath } from '@leasehold/contracts';
-import { conflict, refused, unlessRemoved } from './file-errors.js';
 import { FilePublication, type PublishOptions } from './file-publication.js';
 import { FileReads, type FileSnapshot } from './file-reads.js';
-import { FolderWalk, fsyncDirectory, lookup } from './folder-walk.js';
+import { FolderPublication } from './folder-publication.js';
+import { FolderWalk } from './folder-walk.js';
 import { stepReporter, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
-import { currentProcess } from './process-liveness.js';
 import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
-import { stagingName } from './staging-name.js';
 
 export interface PrivateFilesOptions {
   readonly hooks?: PrivateFilesHooks;
@@ -29,6 +25,7 @@ export class PrivateFiles {
   readonly #staging: StagingFolder;
   readonly #reads: FileReads;
   readonly #publication: FilePublication;
+  readonly #folderPublication: FolderPublication;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
@@ -41,6 +38,7 @@ export class PrivateFiles {
     this.staging = this.#staging.path;
     this.#reads = new FileReads(this.#folders, this.#staging);
     this.#publication = new FilePublication(this.#folders, this.#staging, this.#reads, this.#step);
+    this.#folderPublication = new FolderPublication(this.#folders, this.#staging, this.#reads, this.#step);
   }
 
   /**
@@ -71,7 +69,6 @@ export class PrivateFiles {
     return this.#publication.create(path, bytes, maxBytes, options);
   }
 
-
   /**
    * Publishes a new folder holding `files` (name to bytes), whole or not at
    * all: a staged folder whose files are written and fsynced, the staged
@@ -81,31 +78,7 @@ export class PrivateFiles {
    * missing parent, a file over `maxBytes`).
    */
   createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folders.folderOf(path, 'new');
-    for (const [name, bytes] of Object.entries(files)) {
-      if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
-      if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    }
-    if (lookup(path) !== undefined) throw conflict(path, 'already exists');
-    this.#folders.walk(this.staging, 'create-folder');
-    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
-    this.#step('create-folder', 'mkdir', staged);
-    unlessRemoved(staged, () => mkdirSync(staged, { mode: 0o700 }));
-    let pending = true;
-    try {
-      for (const [name, bytes] of Object.entries(files)) this.#staging.writeFile(join(staged, name), bytes);
-      this.#step('create-folder', 'fsync-directory', staged);
-      fsyncDirectory(staged);
-      // rename() silently replaces an empty folder: check absence once more, right before it.
-      if (lookup(path) !== undefined) throw conflict(path, 'already exists');
-      this.#step('create-folder', 'rename', path, { source: staged });
-      unlessRemoved(path, () => renameSync(staged, path));
-      pending = false;
-      this.#step('create-folder', 'fsync-directory', parent);
-      fsyncDirectory(parent);
-    } finally {
-      if (pending) this.#staging.removeFolder('create-folder', staged, true);
-    }
+    this.#folderPublication.create(path, files, maxBytes);
   }
 
   /**
@@ -118,7 +91,6 @@ export class PrivateFiles {
     return this.#publication.replace(path, expected, bytes, maxBytes, options);
   }
 
-
   /**
    * Removes the file when it is still exactly `expected`: verify, unlink, folder fsync
    * (unless `options.syncFolder` is false).
@@ -127,7 +99,6 @@ export class PrivateFiles {
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
     this.#publication.remove(path, expected, maxBytes, options);
   }
-
 
   /**
    * Unpublishes a folder that holds exactly `expected` (name to snapshot),
@@ -138,23 +109,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
    */
   removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folders.folderOf(path, 'read');
-    if (!this.#folders.walk(path, undefined)) throw conflict(path, 'does not exist');
-    const names = unlessRemoved(path, () => readdirSync(path)).sort();
-    const wanted = Object.keys(expected).sort();
-    if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
-      throw conflict(path, 'does not hold exactly the expected files');
-    }
-    for (const name of names) this.#reads.expect(join(path, name), expected[name]!, maxBytes);
-    this.#folders.walk(this.staging, 'remove-folder');
-    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
-    // Reported like every rename: `path` is where the folder goes, `source` the folder.
-    this.#step('remove-folder', 'rename', staged, { source: path });
-    unlessRemoved(path, () => renameSync(path, staged));
-    this.#step('remove-folder', 'fsync-directory', parent);
-    fsyncDirectory(parent);
-    // From here the folder is gone; what is left is a staged leftover of this live writer.
-    this.#staging.removeFolder('remove-folder', staged, true);
+    this.#folderPublication.remove(path, expected, maxBytes);
   }
 
   /**
