@@ -7,7 +7,6 @@ import {
   id,
   ownerConfigSchema,
   sha256,
-  type Backend,
   type Inspection,
   type LocalAccess,
   type NewWorkspace,
@@ -16,8 +15,9 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
-import { Registry, type RegistryOptions, type RegistryTransaction } from '@leasehold/registry';
+import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PublishOptions } from '@leasehold/private-files';
+import { Registry, type RegistryTransaction } from '@leasehold/registry';
+import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import { Rollback } from './rollback.js';
 import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
@@ -34,29 +34,6 @@ import {
   type FileSnapshots,
   type ServiceState,
 } from './service-state.js';
-
-export interface CoordinationOptions {
-  /** Defaults to `defaultStateHome()`. */
-  readonly stateHome?: string;
-  /** Handed to every PrivateFiles used (tests only). */
-  readonly hooks?: PrivateFilesHooks;
-  /** Bound of the registry lock wait, in milliseconds (default 2000). */
-  readonly lockWaitMs?: number;
-  /**
-   * The backend this state home is used with (default the file backend), handed to its Registry:
-   * a new state home records it, and one that records another refuses every transaction.
-   */
-  readonly backend?: Backend;
-}
-
-/** What the Registry of a workspace takes from its coordination's options. */
-export function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
-  return {
-    ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
-    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-    ...(options.backend === undefined ? {} : { backend: options.backend }),
-  };
-}
 
 /** The owner part of a registration (never a secret). */
 export function summaryOf(registration: Registration): OwnerSummary {
