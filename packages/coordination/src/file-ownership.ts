@@ -6,7 +6,8 @@ import { registryOptionsOf, type CoordinationOptions } from './coordination-opti
 import type { OwnerLease } from './owner-lease.js';
 import { PRIVATE_ROOT_NAME, defaultStateHome } from './places.js';
 import { FILE_BYTES } from './service-state.js';
-import { ServiceCoordination, reasonOf, summaryOf } from './service-coordination.js';
+import { ServiceCoordination } from './service-coordination.js';
+import { reasonOf, summaryOf } from './workspace-reads.js';
 
 /** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
 function leaseOver(lease: OwnerLease, root: string): OwnershipLease {

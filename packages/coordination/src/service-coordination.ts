@@ -11,7 +11,6 @@ import {
   type LocalAccess,
   type NewWorkspace,
   type OwnerConfig,
-  type OwnerSummary,
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
@@ -19,34 +18,20 @@ import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingRead
 import { Registry, type RegistryTransaction } from '@leasehold/registry';
 import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import { Rollback } from './rollback.js';
-import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
+import { OwnerLease, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
 import {
   FILE_BYTES,
   SYNCED_BY_LATER_CHANGE,
   assertFiles,
   bounded,
-  checkServiceState,
   endpointAdmits,
   readDocument,
-  readServiceState,
   snapshotsOf,
   type FileSnapshots,
   type ServiceState,
 } from './service-state.js';
-
-/** The owner part of a registration (never a secret). */
-export function summaryOf(registration: Registration): OwnerSummary {
-  const { epoch, endpoint: where, pid, host, phase } = registration;
-  return { epoch, endpoint: where, pid, host, phase };
-}
-
-/** Why a read failed, for an `unavailable` answer: the code and message, or the system error code. */
-export function reasonOf(error: unknown): string {
-  if (ContractError.is(error)) return `${error.code}: ${error.message}`;
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'unknown';
-  return `could not read the state (${code})`;
-}
+import { WorkspaceReads } from './workspace-reads.js';
 
 /**
  * One workspace's coordination: who owns it, and the only way to become its
@@ -59,6 +44,7 @@ export class ServiceCoordination {
   readonly places: WorkspacePlaces;
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
+  readonly #reads: WorkspaceReads;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised, or an invalid `backend`. */
   constructor(workspace: string, options: CoordinationOptions = {}) {
@@ -68,6 +54,7 @@ export class ServiceCoordination {
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.places.namespace, hooks);
     this.#registry = new Registry(this.stateHome, registryOptionsOf(options));
+    this.#reads = new WorkspaceReads(this.places, this.#files, this.#registry);
   }
 
   /**
@@ -80,11 +67,7 @@ export class ServiceCoordination {
    * root's row of the table.
    */
   inspect(): Inspection {
-    try {
-      return retryingReads(() => this.#inspectOnce());
-    } catch (error) {
-      return { status: 'unavailable', reason: reasonOf(error) };
-    }
+    return this.#reads.inspect();
   }
 
   /**
@@ -97,7 +80,7 @@ export class ServiceCoordination {
   async initialize(config: OwnerConfig): Promise<void> {
     const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
     await this.#registry.transaction(this.root, (transaction) => {
-      const state = this.#selectedState();
+      const state = this.#reads.selectedState();
       if (state.service) {
         if (state.config?.snapshot.identity !== sha256(configBytes)) {
           throw new ContractError('conflict', `${this.places.config}: another config exists`);
@@ -201,7 +184,7 @@ export class ServiceCoordination {
       // The rollback stopped part-way. Where what is left is the whole
       // ownership this call meant to create, the call completes and says so
       // rather than reject and leave an owner that nobody holds.
-      const whole = this.#wholeOwnership(reservation, documents.registration);
+      const whole = this.#reads.wholeOwnership(reservation, documents.registration);
       if (whole === undefined) throw error;
       return new OwnerLease(this.places, this.#files, this.#registry, registration, whole);
     }
@@ -213,7 +196,7 @@ export class ServiceCoordination {
    * @throws ContractError `refused` for an invalid state, `conflict` when files kept changing.
    */
   configuration(): OwnerConfig | undefined {
-    return retryingReads(() => this.#selectedState().config?.value);
+    return this.#reads.configuration();
   }
 
   /**
@@ -222,112 +205,7 @@ export class ServiceCoordination {
    * @throws ContractError `unavailable` otherwise (the message says why, never the secret).
    */
   localAccess(): LocalAccess {
-    try {
-      return retryingReads(() => this.#localAccessOnce());
-    } catch (error) {
-      if (ContractError.is(error, 'unavailable')) throw error;
-      throw new ContractError('unavailable', `${this.root}: no local access (${reasonOf(error)})`);
-    }
-  }
-
-  /** The current files as an owner's snapshots, when they are exactly the ownership of `reservation`. */
-  #wholeOwnership(reservation: Reservation, registrationBytes: Uint8Array): Required<FileSnapshots> | undefined {
-    try {
-      return retryingReads(() => {
-        const { row, state } = this.#consistentRead();
-        const whole = state.registration?.snapshot.identity === sha256(registrationBytes) && sameReservation(row, reservation);
-        return whole ? snapshotsOf(state) : undefined;
-      });
-    } catch {
-      return undefined;
-    }
-  }
-
-  #selectedState(): ServiceState {
-    this.#registry.checkStateHome();
-    const state = readServiceState(this.#files, this.places);
-    checkServiceState(state, this.places);
-    return state;
-  }
-
-  /**
-   * This root's row and the selected state as one consistent read: the row
-   * read before and after the state is the same (files of this workspace
-   * change only while its row is there, or in the transaction that adds or
-   * removes it). A row that moved is a race with a writer, read again.
-   */
-  #consistentRead(): { row: Reservation | undefined; state: ServiceState } {
-    const before = this.#registry.rowOf(this.root).row;
-    const state = this.#selectedState();
-    const row = this.#registry.rowOf(this.root).row;
-    if (!sameReservation(before, row)) throw new ContractError('conflict', `${this.places.roots}: this root's row changed while read`);
-    return { row, state };
-  }
-
-  #inspectOnce(): Inspection {
-    let read: { row: Reservation | undefined; state: ServiceState };
-    try {
-      read = this.#consistentRead();
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) throw error;
-      return this.#unavailable(reasonOf(error), this.#namedProcess());
-    }
-    const { row, state } = read;
-    const registration = state.registration?.value;
-    if (!state.service) {
-      return row === undefined ? { status: 'absent' } : this.#unavailable('a registry row has no service state', row);
-    }
-    if (registration === undefined || registration.phase === 'stopped') {
-      if (row !== undefined) return this.#unavailable('a registry row outlived its registration', row);
-      return { status: 'stopped', epoch: registration?.epoch ?? null };
-    }
-    const owner = summaryOf(registration);
-    if (!sameReservation(row, reservationOf(registration))) {
-      return this.#unavailable('the registry row is not the registration', row ?? registration, owner);
-    }
-    if (registration.phase === 'idle') {
-      return { status: 'unavailable', reason: 'idle: only the transport can prove a live owner', owner };
-    }
-    return { status: registration.phase, owner };
-  }
-
-  /**
-   * The process the files name when they break a cross-file rule: the row's,
-   * else the registration's (release removes the row just before the checkout
-   * lock). When it is live, the state is that process between two steps.
-   */
-  #namedProcess(): Reservation | Registration | undefined {
-    try {
-      return this.#registry.rowOf(this.root).row ?? readServiceState(this.#files, this.places).registration?.value;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /**
-   * An `unavailable` answer, marked in progress when the process the files
-   * name is live (another step of its acquire or release is coming).
-   */
-  #unavailable(reason: string, holder?: { pid: number; host: string; processStart?: string | undefined }, owner?: OwnerSummary): Inspection {
-    const live = holder !== undefined && ownerStatus(holder.pid, holder.host, holder.processStart) === 'live';
-    return {
-      status: 'unavailable',
-      reason,
-      ...(owner === undefined ? {} : { owner }),
-      ...(live ? { inProgress: true as const } : {}),
-    };
-  }
-
-  #localAccessOnce(): LocalAccess {
-    const { row, state } = this.#consistentRead();
-    const registration = state.registration?.value;
-    if (registration === undefined || registration.phase === 'stopped' || state.capability === undefined) {
-      throw new ContractError('unavailable', `${this.root}: no registered owner`);
-    }
-    if (!sameReservation(row, reservationOf(registration))) {
-      throw new ContractError('unavailable', `${this.root}: the registry row is not the registration`);
-    }
-    return { endpoint: registration.endpoint, epoch: registration.epoch, capability: state.capability.value.capability };
+    return this.#reads.localAccess();
   }
 
   /**
@@ -345,12 +223,12 @@ export class ServiceCoordination {
   ): Promise<ServiceState> {
     return this.#registry.transaction(this.root, (transaction) => {
       this.#admit(transaction, reservation);
-      let state = this.#selectedState();
+      let state = this.#reads.selectedState();
       this.#refuseState(state, configBytes, replaceConfig);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
         transaction.assertHeld();
         this.#unpublishServiceFolder(state);
-        state = this.#selectedState();
+        state = this.#reads.selectedState();
       }
       rollback.row();
       try {
