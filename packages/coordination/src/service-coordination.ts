@@ -14,12 +14,13 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PublishOptions } from '@leasehold/private-files';
+import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type PublishOptions } from '@leasehold/private-files';
 import { Registry, type RegistryTransaction } from '@leasehold/registry';
 import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import { Rollback } from './rollback.js';
 import { OwnerLease, sameReservation } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
+import { ServiceFolder } from './service-folder.js';
 import {
   FILE_BYTES,
   SYNCED_BY_LATER_CHANGE,
@@ -45,6 +46,7 @@ export class ServiceCoordination {
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
   readonly #reads: WorkspaceReads;
+  readonly #serviceFolder: ServiceFolder;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised, or an invalid `backend`. */
   constructor(workspace: string, options: CoordinationOptions = {}) {
@@ -55,6 +57,7 @@ export class ServiceCoordination {
     this.#files = new PrivateFiles(this.places.namespace, hooks);
     this.#registry = new Registry(this.stateHome, registryOptionsOf(options));
     this.#reads = new WorkspaceReads(this.places, this.#files, this.#registry);
+    this.#serviceFolder = new ServiceFolder(this.places, this.#files, this.#registry, this.#reads);
   }
 
   /**
@@ -78,21 +81,7 @@ export class ServiceCoordination {
    * `refused` (invalid config or state), `busy`/`quarantine` from the registry lock.
    */
   async initialize(config: OwnerConfig): Promise<void> {
-    const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
-    await this.#registry.transaction(this.root, (transaction) => {
-      const state = this.#reads.selectedState();
-      if (state.service) {
-        if (state.config?.snapshot.identity !== sha256(configBytes)) {
-          throw new ContractError('conflict', `${this.places.config}: another config exists`);
-        }
-        return;
-      }
-      if (transaction.rowOf(this.root) !== undefined) {
-        throw new ContractError('quarantine', `${this.places.roots}: a row for this root has no service state`);
-      }
-      transaction.assertHeld();
-      this.#publishServiceFolder(configBytes);
-    });
+    await this.#serviceFolder.initialize(config);
   }
 
   /**
@@ -227,7 +216,7 @@ export class ServiceCoordination {
       this.#refuseState(state, configBytes, replaceConfig);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
         transaction.assertHeld();
-        this.#unpublishServiceFolder(state);
+        this.#serviceFolder.unpublish(state);
         state = this.#reads.selectedState();
       }
       rollback.row();
@@ -237,8 +226,8 @@ export class ServiceCoordination {
           Object.assign(owned, { format: state.format?.snapshot, config: state.config?.snapshot, hostConfig: state.hostConfig });
         } else {
           transaction.assertHeld();
-          rollback.serviceFolder(this.#serviceFolderBytes(configBytes), policyIdentity);
-          Object.assign(owned, this.#publishServiceFolder(configBytes));
+          rollback.serviceFolder(this.#serviceFolder.bytes(configBytes), policyIdentity);
+          Object.assign(owned, this.#serviceFolder.publish(configBytes));
         }
       } catch (error) {
         rollback.runWithin(transaction);
@@ -301,18 +290,6 @@ export class ServiceCoordination {
     }
   }
 
-  /**
-   * An upgrade's first step, under the registry lock and only once no fence is left (the
-   * refusals ran first): the old service folder goes whole, every file as it was read, so that
-   * the acquire publishes the new config as a new workspace's. A crash between the two leaves no
-   * service folder: a workspace that never had an owner, fenced by nothing, as it was.
-   */
-  #unpublishServiceFolder(state: ServiceState): void {
-    const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
-    const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
-    this.#files.removeFolder(this.places.service, expected, Math.max(...Object.values(FILE_BYTES)));
-  }
-
   /** Every document of the owner, encoded and bounded before the first write. */
   #ownerDocuments(registration: Registration) {
     const { epoch, ownerToken, checkoutToken, pid, host, processStart } = registration;
@@ -343,27 +320,6 @@ export class ServiceCoordination {
     step();
     rollback.file(key, bytes);
     return this.#files.create(this.places[key], bytes, FILE_BYTES[key], publish);
-  }
-
-  #serviceFolderBytes(configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {
-    const format = bounded(
-      encode({ schema: 'leasehold.service-format/1', root: this.root, stateHome: this.stateHome, configIdentity: sha256(configBytes) }),
-      FILE_BYTES.format,
-      this.places.format,
-    );
-    return { format, config: configBytes };
-  }
-
-  #publishServiceFolder(configBytes: Uint8Array): FileSnapshots {
-    const bytes = this.#serviceFolderBytes(configBytes);
-    this.#files.directory(this.places.privateRoot, true);
-    // format.json and config.json appear together or not at all: a crash
-    // here can never leave a half-initialised service folder.
-    this.#files.createFolder(this.places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
-    const format = this.#files.read(this.places.format, FILE_BYTES.format);
-    const config = this.#files.read(this.places.config, FILE_BYTES.config);
-    if (format === undefined || config === undefined) throw new ContractError('conflict', `${this.places.service}: changed while published`);
-    return { format, config, hostConfig: undefined };
   }
 
   #newWorkspace(config: OwnerConfig, owned: FileSnapshots, step: () => void): NewWorkspace {
