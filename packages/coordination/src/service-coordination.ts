@@ -14,8 +14,9 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type PublishOptions } from '@leasehold/private-files';
-import { Registry, type RegistryTransaction } from '@leasehold/registry';
+import { PrivateFiles, currentProcess, retryingReads, type PublishOptions } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { admitToTable, refuseState } from './acquire-refusals.js';
 import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import { Rollback } from './rollback.js';
 import { OwnerLease, sameReservation } from './owner-lease.js';
@@ -27,7 +28,6 @@ import {
   assertFiles,
   bounded,
   endpointAdmits,
-  readDocument,
   snapshotsOf,
   type FileSnapshots,
   type ServiceState,
@@ -211,9 +211,9 @@ export class ServiceCoordination {
     replaceConfig: boolean,
   ): Promise<ServiceState> {
     return this.#registry.transaction(this.root, (transaction) => {
-      this.#admit(transaction, reservation);
+      admitToTable(transaction, reservation, this.#files, this.places);
       let state = this.#reads.selectedState();
-      this.#refuseState(state, configBytes, replaceConfig);
+      refuseState(state, configBytes, replaceConfig, this.places);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
         transaction.assertHeld();
         this.#serviceFolder.unpublish(state);
@@ -235,59 +235,6 @@ export class ServiceCoordination {
       }
       return state;
     });
-  }
-
-  /**
-   * The table's refusals (`admit`). When a row fences the root for a gone or unprovable owner, a
-   * companion (the process that owner fenced the workspace with) names who is really in the way:
-   * while it lives the workspace is in use, not waiting for a recovery (which refuses until that
-   * process is gone), so that is `conflict`; otherwise the quarantine names it too.
-   */
-  #admit(transaction: RegistryTransaction, reservation: Reservation): void {
-    try {
-      transaction.admit(reservation);
-    } catch (error) {
-      if (ContractError.is(error, 'quarantine')) this.#refuseCompanion(error);
-      throw error;
-    }
-  }
-
-  #refuseCompanion(quarantine: ContractError): void {
-    const companion = readDocument(this.#files, this.places, 'companion')?.value;
-    if (companion === undefined) return;
-    const status = ownerStatus(companion.pid, companion.host, companion.processStart);
-    const holder = describeHolder(companion, status);
-    if (status === 'live') {
-      throw new ContractError('conflict', `${this.places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, {
-        cause: quarantine,
-      });
-    }
-    throw new ContractError('quarantine', `${quarantine.message}; ${this.places.companion} names ${holder}`, { cause: quarantine });
-  }
-
-  /**
-   * The first fence of this workspace's own files in the way of a new owner. A registration that
-   * is not stopped is `quarantine` whoever holds it (a live owner that is `quarantined` or
-   * stopping has its row, refused before this); a checkout lock is `conflict` while its holder
-   * lives (a plain tool at work) and `quarantine` once it is gone or cannot be proved live.
-   */
-  #refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean): void {
-    const registration = state.registration?.value;
-    if (registration !== undefined && registration.phase !== 'stopped') {
-      throw new ContractError('quarantine', `${this.places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration)}`);
-    }
-    const checkoutLock = state.checkoutLock?.value;
-    if (checkoutLock !== undefined) {
-      const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
-      const holder = describeHolder(checkoutLock, status);
-      if (status === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: held by ${holder}`);
-      throw new ContractError('quarantine', `${this.places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`);
-    }
-    if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-      throw new ContractError('conflict', `${this.places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
-        path: this.places.config,
-      });
-    }
   }
 
   /** Every document of the owner, encoded and bounded before the first write. */
