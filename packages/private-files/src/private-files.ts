@@ -3,7 +3,7 @@ import { FilePublication, type PublishOptions } from './file-publication.js';
 import { FileReads, type FileSnapshot } from './file-reads.js';
 import { FolderPublication } from './folder-publication.js';
 import { FolderWalk } from './folder-walk.js';
-import { stepReporter, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
+import { stepReporter, type PrivateFilesHooks } from './mutation-steps.js';
 import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
 
 export interface PrivateFilesOptions {
@@ -20,7 +20,6 @@ export interface PrivateFilesOptions {
 export class PrivateFiles {
   readonly root: string;
   readonly staging: string;
-  readonly #step: StepReporter;
   readonly #folders: FolderWalk;
   readonly #staging: StagingFolder;
   readonly #reads: FileReads;
@@ -32,13 +31,13 @@ export class PrivateFiles {
     // No `path`: the input is not one.
     if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
-    this.#step = stepReporter(options.hooks);
-    this.#folders = new FolderWalk(root, this.#step);
-    this.#staging = new StagingFolder(this.#folders, this.#step);
+    const step = stepReporter(options.hooks);
+    this.#folders = new FolderWalk(root, step);
+    this.#staging = new StagingFolder(this.#folders, step);
     this.staging = this.#staging.path;
     this.#reads = new FileReads(this.#folders, this.#staging);
-    this.#publication = new FilePublication(this.#folders, this.#staging, this.#reads, this.#step);
-    this.#folderPublication = new FolderPublication(this.#folders, this.#staging, this.#reads, this.#step);
+    this.#publication = new FilePublication(this.#folders, this.#staging, this.#reads, step);
+    this.#folderPublication = new FolderPublication(this.#folders, this.#staging, this.#reads, step);
   }
 
   /**
