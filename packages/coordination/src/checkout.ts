@@ -17,8 +17,8 @@ import {
   type OwnerStatus,
 } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
+import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
-import { registryOptionsOf, type CoordinationOptions } from './service-coordination.js';
 import { checkServiceState, readServiceState } from './service-state.js';
 
 /** A checkout lock as found, with its holder's liveness. */

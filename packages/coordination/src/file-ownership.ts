@@ -2,10 +2,12 @@ import { join } from 'node:path';
 import { decodeBytes, serviceFormatSchema, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
 import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry, stateHomeLayout } from '@leasehold/registry';
+import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import type { OwnerLease } from './owner-lease.js';
 import { PRIVATE_ROOT_NAME, defaultStateHome } from './places.js';
 import { FILE_BYTES } from './service-state.js';
-import { ServiceCoordination, reasonOf, registryOptionsOf, summaryOf, type CoordinationOptions } from './service-coordination.js';
+import { ServiceCoordination } from './service-coordination.js';
+import { reasonOf, summaryOf } from './workspace-reads.js';
 
 /** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
 function leaseOver(lease: OwnerLease, root: string): OwnershipLease {

@@ -32,6 +32,7 @@ export type {
 } from '@leasehold/private-files';
 export type { StateHomeLayout } from '@leasehold/registry';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
+export type { CoordinationOptions } from './coordination-options.js';
 export { OwnerLease, reservationOf } from './owner-lease.js';
 export {
   PRIVATE_ROOT_ENTRIES,
@@ -42,7 +43,7 @@ export {
   workspacePlaces,
   type WorkspacePlaces,
 } from './places.js';
-export { ServiceCoordination, type CoordinationOptions } from './service-coordination.js';
+export { ServiceCoordination } from './service-coordination.js';
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';
 export {

@@ -1,75 +1,12 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import {
-  ContractError,
-  decode,
-  encode,
-  endpoint,
-  id,
-  ownerConfigSchema,
-  sha256,
-  type Backend,
-  type Inspection,
-  type LocalAccess,
-  type NewWorkspace,
-  type OwnerConfig,
-  type OwnerSummary,
-  type Registration,
-  type Reservation,
-} from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, describeHolder, ownerStatus, retryingReads, type FileSnapshot, type PrivateFilesHooks, type PublishOptions } from '@leasehold/private-files';
-import { Registry, type RegistryOptions, type RegistryTransaction } from '@leasehold/registry';
-import { Rollback } from './rollback.js';
-import { OwnerLease, reservationOf, sameReservation } from './owner-lease.js';
+import type { Inspection, LocalAccess, NewWorkspace, OwnerConfig } from '@leasehold/contracts';
+import { PrivateFiles } from '@leasehold/private-files';
+import { Registry } from '@leasehold/registry';
+import { Acquisition } from './acquisition.js';
+import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
+import type { OwnerLease } from './owner-lease.js';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
-import {
-  FILE_BYTES,
-  SYNCED_BY_LATER_CHANGE,
-  assertFiles,
-  bounded,
-  checkServiceState,
-  endpointAdmits,
-  readDocument,
-  readServiceState,
-  snapshotsOf,
-  type FileSnapshots,
-  type ServiceState,
-} from './service-state.js';
-
-export interface CoordinationOptions {
-  /** Defaults to `defaultStateHome()`. */
-  readonly stateHome?: string;
-  /** Handed to every PrivateFiles used (tests only). */
-  readonly hooks?: PrivateFilesHooks;
-  /** Bound of the registry lock wait, in milliseconds (default 2000). */
-  readonly lockWaitMs?: number;
-  /**
-   * The backend this state home is used with (default the file backend), handed to its Registry:
-   * a new state home records it, and one that records another refuses every transaction.
-   */
-  readonly backend?: Backend;
-}
-
-/** What the Registry of a workspace takes from its coordination's options. */
-export function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
-  return {
-    ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
-    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-    ...(options.backend === undefined ? {} : { backend: options.backend }),
-  };
-}
-
-/** The owner part of a registration (never a secret). */
-export function summaryOf(registration: Registration): OwnerSummary {
-  const { epoch, endpoint: where, pid, host, phase } = registration;
-  return { epoch, endpoint: where, pid, host, phase };
-}
-
-/** Why a read failed, for an `unavailable` answer: the code and message, or the system error code. */
-export function reasonOf(error: unknown): string {
-  if (ContractError.is(error)) return `${error.code}: ${error.message}`;
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'unknown';
-  return `could not read the state (${code})`;
-}
+import { ServiceFolder } from './service-folder.js';
+import { WorkspaceReads } from './workspace-reads.js';
 
 /**
  * One workspace's coordination: who owns it, and the only way to become its
@@ -82,6 +19,9 @@ export class ServiceCoordination {
   readonly places: WorkspacePlaces;
   readonly #files: PrivateFiles;
   readonly #registry: Registry;
+  readonly #reads: WorkspaceReads;
+  readonly #serviceFolder: ServiceFolder;
+  readonly #acquisition: Acquisition;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised, or an invalid `backend`. */
   constructor(workspace: string, options: CoordinationOptions = {}) {
@@ -91,6 +31,9 @@ export class ServiceCoordination {
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.places.namespace, hooks);
     this.#registry = new Registry(this.stateHome, registryOptionsOf(options));
+    this.#reads = new WorkspaceReads(this.places, this.#files, this.#registry);
+    this.#serviceFolder = new ServiceFolder(this.places, this.#files, this.#registry, this.#reads);
+    this.#acquisition = new Acquisition(this.places, this.#files, this.#registry, this.#reads, this.#serviceFolder);
   }
 
   /**
@@ -103,11 +46,7 @@ export class ServiceCoordination {
    * root's row of the table.
    */
   inspect(): Inspection {
-    try {
-      return retryingReads(() => this.#inspectOnce());
-    } catch (error) {
-      return { status: 'unavailable', reason: reasonOf(error) };
-    }
+    return this.#reads.inspect();
   }
 
   /**
@@ -118,21 +57,7 @@ export class ServiceCoordination {
    * `refused` (invalid config or state), `busy`/`quarantine` from the registry lock.
    */
   async initialize(config: OwnerConfig): Promise<void> {
-    const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
-    await this.#registry.transaction(this.root, (transaction) => {
-      const state = this.#selectedState();
-      if (state.service) {
-        if (state.config?.snapshot.identity !== sha256(configBytes)) {
-          throw new ContractError('conflict', `${this.places.config}: another config exists`);
-        }
-        return;
-      }
-      if (transaction.rowOf(this.root) !== undefined) {
-        throw new ContractError('quarantine', `${this.places.roots}: a row for this root has no service state`);
-      }
-      transaction.assertHeld();
-      this.#publishServiceFolder(configBytes);
-    });
+    await this.#serviceFolder.initialize(config);
   }
 
   /**
@@ -164,71 +89,7 @@ export class ServiceCoordination {
     initializeNew?: (workspace: NewWorkspace) => void | Promise<void>,
     options: { readonly epoch?: string; readonly replaceConfig?: boolean } = {},
   ): Promise<OwnerLease> {
-    const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
-    const epoch = options.epoch === undefined ? randomUUID() : decode(id, options.epoch, 'epoch');
-    if (!endpoint.safeParse(boundEndpoint).success || !endpointAdmits(config.endpoint, boundEndpoint)) {
-      throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
-    }
-    const owner = currentProcess();
-    const reservation: Reservation = {
-      root: this.root,
-      stateHome: this.stateHome,
-      configIdentity: sha256(configBytes),
-      endpoint: boundEndpoint,
-      epoch,
-      pid: owner.pid,
-      host: owner.host,
-      processStart: owner.processStart,
-      ownerToken: randomUUID(),
-    };
-    const registration: Registration = { schema: 'leasehold.registration/1', ...reservation, checkoutToken: randomUUID(), phase: 'idle' };
-    const documents = this.#ownerDocuments(registration);
-    const rollback = new Rollback(this.#files, this.#registry, this.places, reservation);
-    const owned: FileSnapshots = {};
-    const state = await this.#reserve(reservation, configBytes, config.policyIdentity, rollback, owned, options.replaceConfig === true);
-    try {
-      const step = () => {
-        // Outside the lock: another workspace's transaction may rename roots.json under this read.
-        if (!sameReservation(retryingReads(() => this.#registry.rowOf(this.root)).row, reservation)) {
-          throw new ContractError('conflict', `${this.places.roots}: this acquire's row changed`);
-        }
-        assertFiles(this.#files, this.places, owned);
-      };
-      if (!state.service && initializeNew !== undefined) {
-        step();
-        // The handle works only while initializeNew runs: a late write would change the owner's files under it.
-        let open = true;
-        const initializing = () => {
-          if (!open) throw new ContractError('conflict', `${this.places.hostConfig}: initializeNew has returned`);
-          step();
-        };
-        try {
-          await initializeNew(this.#newWorkspace(config, owned, initializing));
-        } finally {
-          open = false;
-        }
-      }
-      owned.checkoutLock = this.#create('checkoutLock', documents.checkoutLock, rollback, step);
-      // Fsynced with the service folder by the capability's publication, next (SYNCED_BY_LATER_CHANGE).
-      owned.ownerLock = this.#create('ownerLock', documents.ownerLock, rollback, step, SYNCED_BY_LATER_CHANGE);
-      owned.capability = this.#create('capability', documents.capability, rollback, step);
-      step();
-      const previous = state.registration?.snapshot;
-      rollback.registration(documents.registration, previous);
-      owned.registration =
-        previous === undefined
-          ? this.#files.create(this.places.registration, documents.registration, FILE_BYTES.registration)
-          : this.#files.replace(this.places.registration, previous, documents.registration, FILE_BYTES.registration);
-    } catch (error) {
-      if (await rollback.run()) throw error;
-      // The rollback stopped part-way. Where what is left is the whole
-      // ownership this call meant to create, the call completes and says so
-      // rather than reject and leave an owner that nobody holds.
-      const whole = this.#wholeOwnership(reservation, documents.registration);
-      if (whole === undefined) throw error;
-      return new OwnerLease(this.places, this.#files, this.#registry, registration, whole);
-    }
-    return new OwnerLease(this.places, this.#files, this.#registry, registration, { ...snapshotsOf(state), ...owned } as Required<FileSnapshots>);
+    return this.#acquisition.acquire(config, boundEndpoint, initializeNew, options);
   }
 
   /**
@@ -236,7 +97,7 @@ export class ServiceCoordination {
    * @throws ContractError `refused` for an invalid state, `conflict` when files kept changing.
    */
   configuration(): OwnerConfig | undefined {
-    return retryingReads(() => this.#selectedState().config?.value);
+    return this.#reads.configuration();
   }
 
   /**
@@ -245,283 +106,6 @@ export class ServiceCoordination {
    * @throws ContractError `unavailable` otherwise (the message says why, never the secret).
    */
   localAccess(): LocalAccess {
-    try {
-      return retryingReads(() => this.#localAccessOnce());
-    } catch (error) {
-      if (ContractError.is(error, 'unavailable')) throw error;
-      throw new ContractError('unavailable', `${this.root}: no local access (${reasonOf(error)})`);
-    }
-  }
-
-  /** The current files as an owner's snapshots, when they are exactly the ownership of `reservation`. */
-  #wholeOwnership(reservation: Reservation, registrationBytes: Uint8Array): Required<FileSnapshots> | undefined {
-    try {
-      return retryingReads(() => {
-        const { row, state } = this.#consistentRead();
-        const whole = state.registration?.snapshot.identity === sha256(registrationBytes) && sameReservation(row, reservation);
-        return whole ? snapshotsOf(state) : undefined;
-      });
-    } catch {
-      return undefined;
-    }
-  }
-
-  #selectedState(): ServiceState {
-    this.#registry.checkStateHome();
-    const state = readServiceState(this.#files, this.places);
-    checkServiceState(state, this.places);
-    return state;
-  }
-
-  /**
-   * This root's row and the selected state as one consistent read: the row
-   * read before and after the state is the same (files of this workspace
-   * change only while its row is there, or in the transaction that adds or
-   * removes it). A row that moved is a race with a writer, read again.
-   */
-  #consistentRead(): { row: Reservation | undefined; state: ServiceState } {
-    const before = this.#registry.rowOf(this.root).row;
-    const state = this.#selectedState();
-    const row = this.#registry.rowOf(this.root).row;
-    if (!sameReservation(before, row)) throw new ContractError('conflict', `${this.places.roots}: this root's row changed while read`);
-    return { row, state };
-  }
-
-  #inspectOnce(): Inspection {
-    let read: { row: Reservation | undefined; state: ServiceState };
-    try {
-      read = this.#consistentRead();
-    } catch (error) {
-      if (ContractError.is(error, 'conflict')) throw error;
-      return this.#unavailable(reasonOf(error), this.#namedProcess());
-    }
-    const { row, state } = read;
-    const registration = state.registration?.value;
-    if (!state.service) {
-      return row === undefined ? { status: 'absent' } : this.#unavailable('a registry row has no service state', row);
-    }
-    if (registration === undefined || registration.phase === 'stopped') {
-      if (row !== undefined) return this.#unavailable('a registry row outlived its registration', row);
-      return { status: 'stopped', epoch: registration?.epoch ?? null };
-    }
-    const owner = summaryOf(registration);
-    if (!sameReservation(row, reservationOf(registration))) {
-      return this.#unavailable('the registry row is not the registration', row ?? registration, owner);
-    }
-    if (registration.phase === 'idle') {
-      return { status: 'unavailable', reason: 'idle: only the transport can prove a live owner', owner };
-    }
-    return { status: registration.phase, owner };
-  }
-
-  /**
-   * The process the files name when they break a cross-file rule: the row's,
-   * else the registration's (release removes the row just before the checkout
-   * lock). When it is live, the state is that process between two steps.
-   */
-  #namedProcess(): Reservation | Registration | undefined {
-    try {
-      return this.#registry.rowOf(this.root).row ?? readServiceState(this.#files, this.places).registration?.value;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /**
-   * An `unavailable` answer, marked in progress when the process the files
-   * name is live (another step of its acquire or release is coming).
-   */
-  #unavailable(reason: string, holder?: { pid: number; host: string; processStart?: string | undefined }, owner?: OwnerSummary): Inspection {
-    const live = holder !== undefined && ownerStatus(holder.pid, holder.host, holder.processStart) === 'live';
-    return {
-      status: 'unavailable',
-      reason,
-      ...(owner === undefined ? {} : { owner }),
-      ...(live ? { inProgress: true as const } : {}),
-    };
-  }
-
-  #localAccessOnce(): LocalAccess {
-    const { row, state } = this.#consistentRead();
-    const registration = state.registration?.value;
-    if (registration === undefined || registration.phase === 'stopped' || state.capability === undefined) {
-      throw new ContractError('unavailable', `${this.root}: no registered owner`);
-    }
-    if (!sameReservation(row, reservationOf(registration))) {
-      throw new ContractError('unavailable', `${this.root}: the registry row is not the registration`);
-    }
-    return { endpoint: registration.endpoint, epoch: registration.epoch, capability: state.capability.value.capability };
-  }
-
-  /**
-   * The registry transaction of acquire: refusals in order, then the
-   * reservation, then the service folder of a new workspace. A failure after
-   * the reservation undoes it in the same transaction.
-   */
-  async #reserve(
-    reservation: Reservation,
-    configBytes: Uint8Array,
-    policyIdentity: string,
-    rollback: Rollback,
-    owned: FileSnapshots,
-    replaceConfig: boolean,
-  ): Promise<ServiceState> {
-    return this.#registry.transaction(this.root, (transaction) => {
-      this.#admit(transaction, reservation);
-      let state = this.#selectedState();
-      this.#refuseState(state, configBytes, replaceConfig);
-      if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-        transaction.assertHeld();
-        this.#unpublishServiceFolder(state);
-        state = this.#selectedState();
-      }
-      rollback.row();
-      try {
-        transaction.reserve(reservation);
-        if (state.service) {
-          Object.assign(owned, { format: state.format?.snapshot, config: state.config?.snapshot, hostConfig: state.hostConfig });
-        } else {
-          transaction.assertHeld();
-          rollback.serviceFolder(this.#serviceFolderBytes(configBytes), policyIdentity);
-          Object.assign(owned, this.#publishServiceFolder(configBytes));
-        }
-      } catch (error) {
-        rollback.runWithin(transaction);
-        throw error;
-      }
-      return state;
-    });
-  }
-
-  /**
-   * The table's refusals (`admit`). When a row fences the root for a gone or unprovable owner, a
-   * companion (the process that owner fenced the workspace with) names who is really in the way:
-   * while it lives the workspace is in use, not waiting for a recovery (which refuses until that
-   * process is gone), so that is `conflict`; otherwise the quarantine names it too.
-   */
-  #admit(transaction: RegistryTransaction, reservation: Reservation): void {
-    try {
-      transaction.admit(reservation);
-    } catch (error) {
-      if (ContractError.is(error, 'quarantine')) this.#refuseCompanion(error);
-      throw error;
-    }
-  }
-
-  #refuseCompanion(quarantine: ContractError): void {
-    const companion = readDocument(this.#files, this.places, 'companion')?.value;
-    if (companion === undefined) return;
-    const status = ownerStatus(companion.pid, companion.host, companion.processStart);
-    const holder = describeHolder(companion, status);
-    if (status === 'live') {
-      throw new ContractError('conflict', `${this.places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, {
-        cause: quarantine,
-      });
-    }
-    throw new ContractError('quarantine', `${quarantine.message}; ${this.places.companion} names ${holder}`, { cause: quarantine });
-  }
-
-  /**
-   * The first fence of this workspace's own files in the way of a new owner. A registration that
-   * is not stopped is `quarantine` whoever holds it (a live owner that is `quarantined` or
-   * stopping has its row, refused before this); a checkout lock is `conflict` while its holder
-   * lives (a plain tool at work) and `quarantine` once it is gone or cannot be proved live.
-   */
-  #refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean): void {
-    const registration = state.registration?.value;
-    if (registration !== undefined && registration.phase !== 'stopped') {
-      throw new ContractError('quarantine', `${this.places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration)}`);
-    }
-    const checkoutLock = state.checkoutLock?.value;
-    if (checkoutLock !== undefined) {
-      const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
-      const holder = describeHolder(checkoutLock, status);
-      if (status === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: held by ${holder}`);
-      throw new ContractError('quarantine', `${this.places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`);
-    }
-    if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-      throw new ContractError('conflict', `${this.places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
-        path: this.places.config,
-      });
-    }
-  }
-
-  /**
-   * An upgrade's first step, under the registry lock and only once no fence is left (the
-   * refusals ran first): the old service folder goes whole, every file as it was read, so that
-   * the acquire publishes the new config as a new workspace's. A crash between the two leaves no
-   * service folder: a workspace that never had an owner, fenced by nothing, as it was.
-   */
-  #unpublishServiceFolder(state: ServiceState): void {
-    const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
-    const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
-    this.#files.removeFolder(this.places.service, expected, Math.max(...Object.values(FILE_BYTES)));
-  }
-
-  /** Every document of the owner, encoded and bounded before the first write. */
-  #ownerDocuments(registration: Registration) {
-    const { epoch, ownerToken, checkoutToken, pid, host, processStart } = registration;
-    return {
-      checkoutLock: bounded(
-        encode({ schema: 'leasehold.checkout-lock/1', token: checkoutToken, pid, host, processStart }),
-        FILE_BYTES.checkoutLock,
-        this.places.checkoutLock,
-      ),
-      ownerLock: bounded(encode({ schema: 'leasehold.owner-lock/1', epoch, token: ownerToken, pid, host }), FILE_BYTES.ownerLock, this.places.ownerLock),
-      capability: bounded(
-        encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') }),
-        FILE_BYTES.capability,
-        this.places.capability,
-      ),
-      registration: bounded(encode(registration), FILE_BYTES.registration, this.places.registration),
-    };
-  }
-
-  /** One create step of acquire: re-assert, register its undo, publish. */
-  #create(
-    key: 'checkoutLock' | 'ownerLock' | 'capability' | 'hostConfig',
-    bytes: Uint8Array,
-    rollback: Rollback,
-    step: () => void,
-    publish?: PublishOptions,
-  ) {
-    step();
-    rollback.file(key, bytes);
-    return this.#files.create(this.places[key], bytes, FILE_BYTES[key], publish);
-  }
-
-  #serviceFolderBytes(configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {
-    const format = bounded(
-      encode({ schema: 'leasehold.service-format/1', root: this.root, stateHome: this.stateHome, configIdentity: sha256(configBytes) }),
-      FILE_BYTES.format,
-      this.places.format,
-    );
-    return { format, config: configBytes };
-  }
-
-  #publishServiceFolder(configBytes: Uint8Array): FileSnapshots {
-    const bytes = this.#serviceFolderBytes(configBytes);
-    this.#files.directory(this.places.privateRoot, true);
-    // format.json and config.json appear together or not at all: a crash
-    // here can never leave a half-initialised service folder.
-    this.#files.createFolder(this.places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
-    const format = this.#files.read(this.places.format, FILE_BYTES.format);
-    const config = this.#files.read(this.places.config, FILE_BYTES.config);
-    if (format === undefined || config === undefined) throw new ContractError('conflict', `${this.places.service}: changed while published`);
-    return { format, config, hostConfig: undefined };
-  }
-
-  #newWorkspace(config: OwnerConfig, owned: FileSnapshots, step: () => void): NewWorkspace {
-    return {
-      root: this.root,
-      writeHostConfig: (bytes) => {
-        if (sha256(bytes) !== config.policyIdentity) {
-          throw new ContractError('refused', `${this.places.hostConfig}: not the policy the config names`);
-        }
-        bounded(bytes, FILE_BYTES.hostConfig, this.places.hostConfig);
-        step();
-        owned.hostConfig = this.#files.create(this.places.hostConfig, bytes, FILE_BYTES.hostConfig);
-      },
-    };
+    return this.#reads.localAccess();
   }
 }

@@ -1,6 +1,7 @@
 import { ContractError } from '@leasehold/contracts';
 import { ownerStatus, type OwnerStatus } from './process-liveness.js';
-import { sameSnapshot, type FileSnapshot, type PrivateFiles } from './private-files.js';
+import { sameSnapshot, type FileSnapshot } from './file-reads.js';
+import type { PrivateFiles } from './private-files.js';
 
 /** What a held file (or a take-over marker) records: its holder's process, and a token unique to this hold. */
 export interface HolderDocument {

@@ -1,20 +1,11 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
+export type { PublishOptions } from './file-publication.js';
+export { sameSnapshot, type FileSnapshot } from './file-reads.js';
 export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
-export {
-  PrivateFiles,
-  STAGING_FOLDER,
-  sameSnapshot,
-  type FileSnapshot,
-  type MutationAction,
-  type MutationOperation,
-  type MutationStep,
-  type PrivateFilesHooks,
-  type PrivateFilesOptions,
-  type PublishOptions,
-  type StagingEntry,
-  type StagingSweep,
-} from './private-files.js';
+export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
+export { PrivateFiles, type PrivateFilesOptions } from './private-files.js';
 export { currentProcess, describeHolder, ownerStatus, processIdentity, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
 export { retryingReads } from './retrying-reads.js';
+export { STAGING_FOLDER, type StagingEntry, type StagingSweep } from './staging-folder.js';

@@ -1,214 +1,13 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readSync,
-  renameSync,
-  rmdirSync,
-  unlinkSync,
-  writeSync,
-  type BigIntStats,
-} from 'node:fs';
-import { dirname, join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, absolutePath, sha256 } from '@leasehold/contracts';
-import { isErrno } from './errno.js';
-import { currentProcess, ownerStatus, type OwnerStatus } from './process-liveness.js';
-import { stagingName, stagingWriter } from './staging-name.js';
-
-/** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
-export interface FileSnapshot {
-  readonly bytes: Uint8Array;
-  /** SHA-256 of `bytes`, lowercase hex. */
-  readonly identity: string;
-  /** Device, inode, size, mtime and ctime (ns): names this incarnation of the file. */
-  readonly stamp: string;
-}
-
-/** The public operation a mutating step belongs to. */
-export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
-
-/** The mutating system call about to run. */
-export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
-
-/**
- * Whether a `create`, `replace` or `remove` fsyncs the folder it changed
- * (default true). With `syncFolder: false` the change is durable only once a
- * later fsync of that folder runs, and a power loss before it may lose the
- * new name or the replacement, or bring the removed name back. Only for a
- * file whose loss or return after a crash is harmless (a lock whose holder
- * the crash ended, which the next writer takes over), or for all but the last
- * of several changes to one folder whose last one fsyncs it, when any subset
- * of them surviving a power loss is safe. The file's own data is fsynced
- * either way.
- */
-export interface PublishOptions {
-  readonly syncFolder?: boolean;
-}
-
-/** What `beforeMutation` is told: the call about to run, and the path it touches. */
-export interface MutationStep {
-  readonly operation: MutationOperation;
-  readonly action: MutationAction;
-  readonly path: string;
-  /** For a `link` or a `rename`: the path linked or renamed from (`path` is where it goes). */
-  readonly source?: string;
-  /** For a `write`: the exact bytes about to be written to `path` (the caller's array, not a copy). */
-  readonly bytes?: Uint8Array;
-}
-
-/** What a step carries beyond its operation, action and path. */
-type StepDetail = Pick<MutationStep, 'source' | 'bytes'>;
-
-/** Test seam: called before every mutating system call. Production code passes nothing. */
-export interface PrivateFilesHooks {
-  beforeMutation?(step: MutationStep): void;
-}
+import { ContractError, DOCUMENT_BYTES, absolutePath } from '@leasehold/contracts';
+import { FilePublication, type PublishOptions } from './file-publication.js';
+import { FileReads, type FileSnapshot } from './file-reads.js';
+import { FolderPublication } from './folder-publication.js';
+import { FolderWalk } from './folder-walk.js';
+import { stepReporter, type PrivateFilesHooks } from './mutation-steps.js';
+import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
 
 export interface PrivateFilesOptions {
   readonly hooks?: PrivateFilesHooks;
-}
-
-/** What `sweepStaging` did: the leftovers it removed and those it kept (live, ambiguous or unknown writers). */
-export interface StagingSweep {
-  readonly removed: readonly string[];
-  readonly kept: readonly string[];
-}
-
-/** A name in the staging folder and the liveness of the writer it names. */
-export interface StagingEntry {
-  readonly name: string;
-  readonly path: string;
-  readonly writer: OwnerStatus | 'unknown';
-}
-
-/** The name of the staging folder below the root; never listed by `entries`. */
-export const STAGING_FOLDER = '.staging';
-
-// libuv opens every descriptor close-on-exec, so child processes never inherit one.
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-const TEMP_FLAGS =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
-
-/** A temp in the staging folder; `pending` until it is linked or renamed into place. */
-interface StagedTemp {
-  readonly staged: string;
-  readonly descriptor: number;
-  pending: boolean;
-}
-
-/** `refused` about the file or folder at `path` (absolute), which the error carries as its `path`. */
-function refused(path: string, problem: string): ContractError {
-  return new ContractError('refused', `${path}: ${problem}`, { path });
-}
-
-/** `conflict` about the file or folder at `path` (absolute), which the error carries as its `path`. */
-function conflict(path: string, problem: string): ContractError {
-  return new ContractError('conflict', `${path}: ${problem}`, { path });
-}
-
-/**
- * Runs one system call on `path` after the folders above it were checked:
- * ENOENT then means another process removed `path` or one of those folders
- * meanwhile, a race the caller can retry (`conflict`), never a raw error.
- */
-function unlessRemoved<T>(path: string, call: () => T): T {
-  try {
-    return call();
-  } catch (error) {
-    if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
-    throw error;
-  }
-}
-
-/** `conflict` for a name another process removed after it was checked (ENOENT from the system call, kept as `cause`). */
-function removedMeanwhile(path: string, cause: unknown): ContractError {
-  return new ContractError('conflict', `${path}: it or a folder above it was removed meanwhile; read again`, { path, cause });
-}
-
-/** The nearest level of `path` (itself or above) that exists: under ENOTDIR, the file that stands where a folder should. */
-function firstLevelThere(path: string): string {
-  for (let level = path; ; level = dirname(level)) {
-    try {
-      lstatSync(level);
-      return level;
-    } catch {
-      if (level === dirname(level)) return level;
-    }
-  }
-}
-
-/** A folder above the root that cannot be made in: its parent is a dangling link (or was removed meanwhile). */
-function unreachableParent(path: string): ContractError {
-  return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
-}
-
-function stampOf(stats: BigIntStats): string {
-  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
-}
-
-/** True when two snapshots are the same incarnation of the same bytes. */
-export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
-  if (a === undefined || b === undefined) return a === b;
-  return a.identity === b.identity && a.stamp === b.stamp;
-}
-
-// process.geteuid() is a system call; every check of every level needs it.
-// Read once: a process that later changes its effective uid is refused its
-// new files, which fails closed.
-let effectiveUid: number | undefined;
-
-function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
-  effectiveUid ??= process.geteuid?.();
-  if (Number(stats.uid) !== effectiveUid) throw refused(path, `${kind} owned by another user`);
-  if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
-}
-
-function checkDirectory(path: string, stats: BigIntStats): void {
-  if (stats.isSymbolicLink()) throw refused(path, 'folder is a symbolic link');
-  if (!stats.isDirectory()) throw refused(path, 'not a folder');
-  ownedPrivately(path, stats, 'folder');
-}
-
-function fsyncDirectory(path: string): void {
-  const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
-  try {
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
-}
-
-/** Runs a removal; a name already gone (removed by a concurrent sweeper) is not an error. */
-function unlessGone(remove: () => void): void {
-  try {
-    remove();
-  } catch (error) {
-    if (!isErrno(error, 'ENOENT')) throw error;
-  }
-}
-
-function writeAll(descriptor: number, bytes: Uint8Array): void {
-  let offset = 0;
-  while (offset < bytes.byteLength) offset += writeSync(descriptor, bytes, offset);
-}
-
-function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
-  const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
-  let length = 0;
-  for (;;) {
-    const count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
-    if (count === 0) return new Uint8Array(buffer.subarray(0, length));
-    length += count;
-    if (length > maxBytes) throw refused(path, `larger than ${maxBytes} bytes`);
-    if (length === buffer.byteLength) throw conflict(path, 'grew while it was read');
-  }
 }
 
 /**
@@ -221,15 +20,24 @@ function readAll(descriptor: number, size: number, maxBytes: number, path: strin
 export class PrivateFiles {
   readonly root: string;
   readonly staging: string;
-  readonly #hooks: PrivateFilesHooks | undefined;
+  readonly #folders: FolderWalk;
+  readonly #staging: StagingFolder;
+  readonly #reads: FileReads;
+  readonly #publication: FilePublication;
+  readonly #folderPublication: FolderPublication;
 
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
     // No `path`: the input is not one.
     if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
-    this.staging = join(root, STAGING_FOLDER);
-    this.#hooks = options.hooks;
+    const step = stepReporter(options.hooks);
+    this.#folders = new FolderWalk(root, step);
+    this.#staging = new StagingFolder(this.#folders, step);
+    this.staging = this.#staging.path;
+    this.#reads = new FileReads(this.#folders, this.#staging);
+    this.#publication = new FilePublication(this.#folders, this.#staging, this.#reads, step);
+    this.#folderPublication = new FolderPublication(this.#folders, this.#staging, this.#reads, step);
   }
 
   /**
@@ -240,7 +48,7 @@ export class PrivateFiles {
    * `conflict` for a level another process removed meanwhile.
    */
   directory(path: string, create = false): boolean {
-    return this.#walk(path, create ? 'directory' : undefined);
+    return this.#folders.walk(path, create ? 'directory' : undefined);
   }
 
   /**
@@ -248,8 +56,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` (unsafe or oversized file), `conflict` (replaced or removed while read).
    */
   read(path: string, maxBytes = DOCUMENT_BYTES): FileSnapshot | undefined {
-    if (!this.#walk(this.#parentOf(path), undefined)) return undefined;
-    return this.#readFile(path, maxBytes);
+    return this.#reads.read(path, maxBytes);
   }
 
   /**
@@ -258,24 +65,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
    */
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes, 'new');
-    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
-    const temp = this.#stage('create', bytes);
-    try {
-      this.#step('create', 'link', path, { source: temp.staged });
-      try {
-        linkSync(temp.staged, path);
-      } catch (error) {
-        if (isErrno(error, 'EEXIST')) throw conflict(path, 'already exists');
-        if (isErrno(error, 'ENOENT')) throw removedMeanwhile(path, error);
-        throw error;
-      }
-      this.#step('create', 'unlink', temp.staged);
-      unlessGone(() => unlinkSync(temp.staged));
-      return this.#published('create', folder, temp, bytes, options);
-    } finally {
-      this.#discard('create', temp);
-    }
+    return this.#publication.create(path, bytes, maxBytes, options);
   }
 
   /**
@@ -287,31 +77,7 @@ export class PrivateFiles {
    * missing parent, a file over `maxBytes`).
    */
   createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path, 'new');
-    for (const [name, bytes] of Object.entries(files)) {
-      if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
-      if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    }
-    if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
-    this.#walk(this.staging, 'create-folder');
-    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
-    this.#step('create-folder', 'mkdir', staged);
-    unlessRemoved(staged, () => mkdirSync(staged, { mode: 0o700 }));
-    let pending = true;
-    try {
-      for (const [name, bytes] of Object.entries(files)) this.#writeStagedFile(join(staged, name), bytes);
-      this.#step('create-folder', 'fsync-directory', staged);
-      fsyncDirectory(staged);
-      // rename() silently replaces an empty folder: check absence once more, right before it.
-      if (this.#lookup(path) !== undefined) throw conflict(path, 'already exists');
-      this.#step('create-folder', 'rename', path, { source: staged });
-      unlessRemoved(path, () => renameSync(staged, path));
-      pending = false;
-      this.#step('create-folder', 'fsync-directory', parent);
-      fsyncDirectory(parent);
-    } finally {
-      if (pending) this.#removeStagedFolder('create-folder', staged, true);
-    }
+    this.#folderPublication.create(path, files, maxBytes);
   }
 
   /**
@@ -321,17 +87,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (the file is not `expected`, or gone with its folder), `refused` (unsafe path or file, over `maxBytes`).
    */
   replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
-    const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
-    this.#expect(path, expected, maxBytes);
-    const temp = this.#stage('replace', bytes);
-    try {
-      this.#expect(path, expected, maxBytes);
-      this.#step('replace', 'rename', path, { source: temp.staged });
-      unlessRemoved(path, () => renameSync(temp.staged, path));
-      return this.#published('replace', folder, temp, bytes, options);
-    } finally {
-      this.#discard('replace', temp);
-    }
+    return this.#publication.replace(path, expected, bytes, maxBytes, options);
   }
 
   /**
@@ -340,11 +96,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
-    const folder = this.#folderOf(path, 'read');
-    this.#expect(path, expected, maxBytes);
-    this.#step('remove', 'unlink', path);
-    unlessRemoved(path, () => unlinkSync(path));
-    this.#syncFolder('remove', folder, options);
+    this.#publication.remove(path, expected, maxBytes, options);
   }
 
   /**
@@ -356,23 +108,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
    */
   removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
-    const parent = this.#folderOf(path, 'read');
-    if (!this.#walk(path, undefined)) throw conflict(path, 'does not exist');
-    const names = unlessRemoved(path, () => readdirSync(path)).sort();
-    const wanted = Object.keys(expected).sort();
-    if (names.length !== wanted.length || names.some((name, index) => name !== wanted[index])) {
-      throw conflict(path, 'does not hold exactly the expected files');
-    }
-    for (const name of names) this.#expect(join(path, name), expected[name]!, maxBytes);
-    this.#walk(this.staging, 'remove-folder');
-    const staged = join(this.staging, stagingName(currentProcess(), 'dir'));
-    // Reported like every rename: `path` is where the folder goes, `source` the folder.
-    this.#step('remove-folder', 'rename', staged, { source: path });
-    unlessRemoved(path, () => renameSync(path, staged));
-    this.#step('remove-folder', 'fsync-directory', parent);
-    fsyncDirectory(parent);
-    // From here the folder is gone; what is left is a staged leftover of this live writer.
-    this.#removeStagedFolder('remove-folder', staged, true);
+    this.#folderPublication.remove(path, expected, maxBytes);
   }
 
   /**
@@ -380,10 +116,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` otherwise, `refused` for an unsafe path or file.
    */
   assert(path: string, expected: FileSnapshot | undefined, maxBytes = DOCUMENT_BYTES): void {
-    const current = this.read(path, maxBytes);
-    if (!sameSnapshot(current, expected)) {
-      throw conflict(path, expected === undefined ? 'exists' : 'changed since it was read');
-    }
+    this.#reads.assert(path, expected, maxBytes);
   }
 
   /**
@@ -392,12 +125,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.
    */
   entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
-    if (!this.#walk(folder, undefined)) return [];
-    const listed = unlessRemoved(folder, () => readdirSync(folder));
-    const names = listed.filter((name) => !(folder === this.root && name === STAGING_FOLDER));
-    const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
-    if (!names.every(admitted)) throw refused(folder, 'holds an unexpected entry');
-    return names.sort();
+    return this.#reads.entries(folder, allowed);
   }
 
   /**
@@ -406,15 +134,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   stagingEntries(): StagingEntry[] {
-    if (!this.#walk(this.staging, undefined)) return [];
-    const host = currentProcess().host;
-    return unlessRemoved(this.staging, () => readdirSync(this.staging))
-      .sort()
-      .map((name) => {
-        const writer = stagingWriter(name, host);
-        const status = writer === undefined ? 'unknown' : ownerStatus(writer.pid, host, writer.processStart);
-        return { name, path: join(this.staging, name), writer: status };
-      });
+    return this.#staging.entries();
   }
 
   /**
@@ -424,277 +144,6 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   sweepStaging(): StagingSweep {
-    const removed: string[] = [];
-    const kept: string[] = [];
-    for (const { name, path, writer } of this.stagingEntries()) {
-      if (writer !== 'absent') {
-        kept.push(name);
-        continue;
-      }
-      if (name.endsWith('.dir')) {
-        if (this.#removeStagedFolder('sweep-staging', path, false)) removed.push(name);
-        else kept.push(name);
-        continue;
-      }
-      this.#step('sweep-staging', 'unlink', path);
-      unlessGone(() => unlinkSync(path));
-      removed.push(name);
-    }
-    if (removed.length > 0) {
-      this.#step('sweep-staging', 'fsync-directory', this.staging);
-      fsyncDirectory(this.staging);
-    }
-    return { removed, kept };
-  }
-
-  #writeStagedFile(path: string, bytes: Uint8Array): void {
-    this.#step('create-folder', 'write', path, { bytes });
-    const descriptor = unlessRemoved(path, () => openSync(path, TEMP_FLAGS, 0o600));
-    try {
-      writeAll(descriptor, bytes);
-      this.#step('create-folder', 'fsync', path);
-      fsyncSync(descriptor);
-    } finally {
-      closeSync(descriptor);
-    }
-  }
-
-  /**
-   * Removes a staged folder that holds only regular files (what createFolder
-   * stages); anything else in it is not ours, and the folder is kept.
-   * `bestEffort` swallows failures (cleanup after an error already thrown).
-   */
-  #removeStagedFolder(operation: MutationOperation, folder: string, bestEffort: boolean): boolean {
-    try {
-      const stats = this.#lookup(folder);
-      if (stats === undefined) return false;
-      checkDirectory(folder, stats);
-      let names: string[];
-      try {
-        names = readdirSync(folder);
-      } catch (error) {
-        if (isErrno(error, 'ENOENT')) return false; // another sweeper removed it first
-        throw error;
-      }
-      // A name already gone was removed by another sweeper of the same dead writer's folder.
-      if (names.some((name) => this.#lookup(join(folder, name))?.isFile() === false)) return false;
-      for (const name of names) {
-        this.#step(operation, 'unlink', join(folder, name));
-        unlessGone(() => unlinkSync(join(folder, name)));
-      }
-      this.#step(operation, 'rmdir', folder);
-      unlessGone(() => rmdirSync(folder));
-      return true;
-    } catch (error) {
-      if (bestEffort) return false;
-      throw error;
-    }
-  }
-
-  #step(operation: MutationOperation, action: MutationAction, path: string, detail: StepDetail = {}): void {
-    this.#hooks?.beforeMutation?.({ operation, action, path, ...detail });
-  }
-
-  /** `path` itself, once proven absolute, normalised and strictly inside the root. */
-  #inside(path: string): string {
-    // No `path`: the input is not one.
-    if (!absolutePath.safeParse(path).success) throw new ContractError('refused', 'path: not an absolute, normalised path');
-    if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
-      throw refused(path, 'outside the root');
-    }
-    return path;
-  }
-
-  /** The folder of a file path strictly below the root. */
-  #parentOf(path: string): string {
-    if (this.#inside(path) === this.root) throw refused(path, 'is the root, not a file');
-    return dirname(path);
-  }
-
-  /**
-   * The folder of a file path below the root, which must exist and be safe.
-   * Missing, it is `refused` for a new file (the caller makes folders) and
-   * `conflict` for one the caller read (it is gone, folder and all).
-   */
-  #folderOf(path: string, target: 'new' | 'read'): string {
-    const folder = this.#parentOf(path);
-    if (this.#walk(folder, undefined)) return folder;
-    if (target === 'read') throw conflict(path, `absent: its folder ${folder} no longer exists; read again`);
-    throw refused(path, `its folder ${folder} does not exist; make it first with directory('${folder}', true)`);
-  }
-
-  #prepareWrite(path: string, bytes: Uint8Array, maxBytes: number, target: 'new' | 'read'): string {
-    // Bounds before anything is written, so an oversized write changes nothing.
-    if (bytes.byteLength > maxBytes) throw refused(path, `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
-    return this.#folderOf(path, target);
-  }
-
-  /**
-   * Checks every folder from the root down to `folder`; a missing level is
-   * `false`, or is made (0700, parent fsynced) when `creating` names the operation.
-   */
-  #walk(folder: string, creating: MutationOperation | undefined): boolean {
-    this.#inside(folder);
-    const below = folder === this.root ? [] : folder.slice(this.root.length + 1).split('/');
-    let current = this.root;
-    for (let level = 0; level <= below.length; level += 1) {
-      if (level > 0) current = join(current, below[level - 1]!);
-      const stats = this.#lookup(current);
-      if (stats !== undefined) {
-        checkDirectory(current, stats);
-        continue;
-      }
-      if (creating === undefined) return false;
-      if (level === 0) this.#makeAncestors(creating);
-      this.#makeFolder(creating, current, true);
-    }
-    return true;
-  }
-
-  /**
-   * Makes the missing folders above a missing root, top down, like
-   * `mkdir -p -m 700`: on a fresh machine even `~/.local/state` may not exist.
-   * They lie outside the root, so, like the ones that exist, they are not checked.
-   */
-  #makeAncestors(operation: MutationOperation): void {
-    const missing: string[] = [];
-    for (let folder = dirname(this.root); this.#lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
-    for (const folder of missing) this.#makeFolder(operation, folder, false);
-  }
-
-  /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
-  #makeFolder(operation: MutationOperation, path: string, inside: boolean): void {
-    this.#step(operation, 'mkdir', path);
-    try {
-      mkdirSync(path, { mode: 0o700 });
-    } catch (error) {
-      // Below the root the parent was just checked, so ENOENT is a race; above it, a dangling link gives it too.
-      if (isErrno(error, 'ENOENT')) throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
-      if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
-    }
-    if (inside) checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
-    this.#step(operation, 'fsync-directory', dirname(path));
-    fsyncDirectory(dirname(path));
-  }
-
-  /** lstat, with absence as undefined; a file where a folder should be is `refused`. */
-  #lookup(path: string): BigIntStats | undefined {
-    try {
-      return lstatSync(path, { bigint: true });
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) return undefined;
-      if (isErrno(error, 'ENOTDIR')) throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
-      throw error;
-    }
-  }
-
-  #expect(path: string, expected: FileSnapshot, maxBytes: number): void {
-    if (!sameSnapshot(this.#readFile(path, maxBytes), expected)) throw conflict(path, 'changed since it was read');
-  }
-
-  /** Reads one file whose folders were checked; see `read`. */
-  #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
-    const seen = this.#lookup(path);
-    if (seen === undefined) return undefined;
-    if (seen.isSymbolicLink()) throw refused(path, 'is a symbolic link');
-    // Checked before opening: a FIFO or device is never opened at all.
-    if (!seen.isFile()) throw refused(path, 'not a regular file');
-    let descriptor: number;
-    try {
-      descriptor = openSync(path, READ_FLAGS);
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
-      if (isErrno(error, 'ELOOP')) throw refused(path, 'is a symbolic link');
-      throw error;
-    }
-    try {
-      const opened = fstatSync(descriptor, { bigint: true });
-      // The name may have been pointed at another inode between lstat and open.
-      if (opened.ino !== seen.ino || opened.dev !== seen.dev) throw conflict(path, 'replaced while it was opened');
-      this.#checkFile(path, descriptor, opened, maxBytes);
-      const bytes = readAll(descriptor, Number(opened.size), maxBytes, path);
-      const after = fstatSync(descriptor, { bigint: true });
-      // A rename over the file or an unlink drops the link count of the inode we hold to 0.
-      if (after.nlink === 0n || stampOf(after) !== stampOf(opened) || bytes.byteLength !== Number(after.size)) {
-        throw conflict(path, 'changed while it was read');
-      }
-      return { bytes, identity: sha256(bytes), stamp: stampOf(after) };
-    } finally {
-      closeSync(descriptor);
-    }
-  }
-
-  #checkFile(path: string, descriptor: number, stats: BigIntStats, maxBytes: number): void {
-    if (!stats.isFile()) throw refused(path, 'not a regular file');
-    if (stats.nlink === 0n) throw conflict(path, 'removed while it was opened');
-    ownedPrivately(path, stats, 'file');
-    if (stats.nlink > 1n && !this.#publishing(stats)) {
-      // A live writer may have unlinked its temp while the staging folder was scanned: a link
-      // count or stamp that moved since the open means this reader lost a race (`conflict`).
-      const now = fstatSync(descriptor, { bigint: true });
-      if (now.nlink !== stats.nlink || stampOf(now) !== stampOf(stats)) {
-        throw conflict(path, 'changed while it was read');
-      }
-      throw refused(path, 'has more than one link');
-    }
-    if (stats.nlink > 1n) throw conflict(path, 'a writer is publishing it');
-    if (stats.size > BigInt(maxBytes)) throw refused(path, `larger than ${maxBytes} bytes`);
-  }
-
-  /**
-   * A second link is ours only between `link` and the temp's unlink in
-   * `create`: the other name is then a staging file of a live writer, and the
-   * reader raced it (`conflict`, retry). A dead writer's leftover stays
-   * `refused` until `sweepStaging`; any other hard link is refused for good.
-   */
-  #publishing(stats: BigIntStats): boolean {
-    return this.stagingEntries().some(({ path, writer }) => {
-      const other = this.#lookup(path);
-      return writer === 'live' && other?.ino === stats.ino && other.dev === stats.dev;
-    });
-  }
-
-  /** Writes `bytes` to a fresh temp in the staging folder and fsyncs it; the descriptor stays open. */
-  /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
-  #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
-    temp.pending = false;
-    const published = fstatSync(temp.descriptor, { bigint: true });
-    this.#syncFolder(operation, folder, options);
-    return { bytes, identity: sha256(bytes), stamp: stampOf(published) };
-  }
-
-  #syncFolder(operation: MutationOperation, folder: string, options: PublishOptions): void {
-    if (options.syncFolder === false) return;
-    this.#step(operation, 'fsync-directory', folder);
-    fsyncDirectory(folder);
-  }
-
-  #stage(operation: MutationOperation, bytes: Uint8Array): StagedTemp {
-    this.#walk(this.staging, operation);
-    const staged = join(this.staging, stagingName(currentProcess()));
-    this.#step(operation, 'write', staged, { bytes });
-    const descriptor = unlessRemoved(staged, () => openSync(staged, TEMP_FLAGS, 0o600));
-    const temp: StagedTemp = { staged, descriptor, pending: true };
-    try {
-      writeAll(temp.descriptor, bytes);
-      this.#step(operation, 'fsync', staged);
-      fsyncSync(temp.descriptor);
-    } catch (error) {
-      this.#discard(operation, temp);
-      throw error;
-    }
-    return temp;
-  }
-
-  /** Closes a staged temp and unlinks it while it is still pending; a failure here leaves it for sweepStaging. */
-  #discard(operation: MutationOperation, temp: StagedTemp): void {
-    closeSync(temp.descriptor);
-    if (!temp.pending) return;
-    try {
-      this.#step(operation, 'unlink', temp.staged);
-      unlinkSync(temp.staged);
-    } catch {
-      // Best effort: the temp names this live writer, and sweepStaging removes it once this process is gone.
-    }
+    return this.#staging.sweep();
   }
 }

@@ -32,15 +32,13 @@ export {
   takeoverMarker,
   type StateHomeLayout,
 } from './layout.js';
+export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
 export {
-  DEFAULT_LOCK_WAIT_MS,
   Registry,
-  backendOf,
-  ensureStateHome,
-  type RegistryLockState,
   type RegistryOptions,
-  type RegistryTransaction,
   type RegistryView,
   type RowRead,
 } from './registry.js';
 export { rootsOverlap } from './roots-overlap.js';
+export { backendOf, ensureStateHome } from './state-home-setup.js';
+export type { RegistryTransaction } from './transaction.js';

@@ -1,55 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import {
   ContractError,
-  DOCUMENT_BYTES,
   REGISTRY_BYTES,
   absolutePath,
-  decodeBytes,
   describeBackend,
   encode,
-  registryLockSchema,
   sameBackend,
-  sha256,
   type Backend,
-  type RegistryLock,
   type Reservation,
 } from '@leasehold/contracts';
-import {
-  HolderFiles,
-  PrivateFiles,
-  currentProcess,
-  isSystemError,
-  ownerStatus,
-  setupErrnoMeaning,
-  type FileSnapshot,
-  type OwnerStatus,
-  type PrivateFilesHooks,
-} from '@leasehold/private-files';
-import { REGISTRY_FOLDER_ENTRIES, TAKEOVER_MARKER, stateHomeLayout, takeoverMarker, type StateHomeLayout } from './layout.js';
-import {
-  FILE_BACKEND,
-  admitReservation,
-  checkBackend,
-  checkFormat,
-  decodeRoots,
-  encodeEntries,
-  encodeFormat,
-  recordedBackend,
-} from './registry-view.js';
-
-/** How long a transaction waits for a live holder's lock by default, in milliseconds. */
-export const DEFAULT_LOCK_WAIT_MS = 2000;
-
-/**
- * The registry lock is published and removed without its own folder fsync. Its
- * loss or return after a power loss is harmless: the crash ended its holder,
- * and a lock whose holder is gone is taken over by the next writer, so the lock
- * is never a fence; the table it guards is fsynced by its own replace. The
- * recovery package's power-loss exploration proves it: with both fsyncs gone,
- * every crash state of every protocol that takes the lock still holds.
- */
-const LOCK_PUBLISH = { syncFolder: false } as const;
+import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import { REGISTRY_FOLDER_ENTRIES, stateHomeLayout, type StateHomeLayout } from './layout.js';
+import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
+import { FILE_BACKEND, checkBackend, checkFormat, decodeRoots, encodeEntries, encodeFormat } from './registry-view.js';
+import { backendOf, ensureStateHome, reachStateHome } from './state-home-setup.js';
+import { Transaction, type RegistryTransaction } from './transaction.js';
 
 export interface RegistryOptions {
   /** Handed to every PrivateFiles the registry uses (tests only). */
@@ -76,113 +41,6 @@ export interface RowRead {
   readonly roots: FileSnapshot | undefined;
 }
 
-/** The registry lock (or a take-over marker) as found on disk, with its holder's liveness. */
-export interface RegistryLockState {
-  readonly path: string;
-  readonly snapshot: FileSnapshot;
-  readonly lock: RegistryLock;
-  readonly holder: OwnerStatus;
-}
-
-/** What an operation inside `transaction` may do. */
-export interface RegistryTransaction {
-  /** The workspace root the transaction is for (named in the lock). */
-  readonly root: string;
-  /** The validated reservations as the transaction last read or wrote them. */
-  readonly entries: readonly Reservation[];
-  /** This transaction's view of `root`'s row. */
-  rowOf(root: string): Reservation | undefined;
-  /**
-   * Refuses what `reserve` would refuse, writing nothing: an overlapping root or the same endpoint
-   * (`conflict`), then a full table (`capacity`, over REGISTRY_ENTRIES or REGISTRY_BYTES).
-   */
-  admit(reservation: Reservation): void;
-  /**
-   * Compare-and-swap of `roots.json` with `reservation` added.
-   * @throws ContractError as `admit`, before anything is written; `conflict` if the lock or the table moved.
-   */
-  reserve(reservation: Reservation): void;
-  /**
-   * Compare-and-swap of `roots.json` with exactly the row of `root` and `epoch` removed.
-   * @throws ContractError `conflict` when no such row is there, or the lock or the table moved.
-   */
-  unreserve(root: string, epoch: string): void;
-  /**
-   * Proves the lock is still this transaction's and `roots.json` is as it last saw it.
-   * Call it before any other write the transaction makes.
-   * @throws ContractError `conflict`.
-   */
-  assertHeld(): void;
-}
-
-// Lock tokens this process left behind because their removal failed. Such a
-// lock names a live process (this one) but guards nothing any more: the next
-// transaction of this process takes it over instead of waiting on itself.
-const abandonedTokens = new Set<string>();
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-/** What this host can tell of a lock's holder; a lock this process abandoned guards nothing, so its holder is `absent`. */
-function holderStatus(lock: RegistryLock): OwnerStatus {
-  if (lock.pid === process.pid && abandonedTokens.has(lock.token)) return 'absent';
-  return ownerStatus(lock.pid, lock.host, lock.processStart);
-}
-
-/** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */
-function setupRefusal(error: unknown, stateHome: string, doing: string): unknown {
-  if (ContractError.is(error) || !isSystemError(error)) return error;
-  // Other errors (EIO, ENOSPC) are the disk's, and stay as they are.
-  const meaning = setupErrnoMeaning(error);
-  if (meaning === undefined) return error;
-  return new ContractError(
-    'refused',
-    `${stateHome}: cannot ${doing} the state home: ${error.path ?? stateHome}: ${meaning} (${error.code}); make every level above it a folder this user can enter and write, or choose another state home`,
-    { cause: error, path: stateHome },
-  );
-}
-
-/** Whether the state home is there, proved safe. @throws ContractError `refused` for an unsafe or unreachable one. */
-function reachStateHome(home: PrivateFiles, stateHome: string): boolean {
-  try {
-    return home.directory(stateHome);
-  } catch (error) {
-    throw setupRefusal(error, stateHome, 'reach');
-  }
-}
-
-/**
- * The backend `stateHome` records in its format document (the file backend when
- * the document names none), or undefined before any transaction wrote one. Takes
- * no lock and writes nothing: this is how a tool picks the backend to open a state home with.
- * @throws ContractError `refused` (a path not absolute and normalised, an unsafe state home or
- * file, an invalid format document), `conflict` (a file changed while read).
- */
-export function backendOf(stateHome: string, hooks?: PrivateFilesHooks): Backend | undefined {
-  const layout = stateHomeLayout(stateHome);
-  const options = hooks === undefined ? {} : { hooks };
-  reachStateHome(new PrivateFiles(layout.stateHome, options), layout.stateHome);
-  const files = new PrivateFiles(layout.namespace, options);
-  files.entries(layout.registry, REGISTRY_FOLDER_ENTRIES);
-  const format = files.read(layout.registryFormat);
-  return format === undefined ? undefined : recordedBackend(format, layout.stateHome, layout.registryFormat);
-}
-
-/**
- * Makes the state home (0700) and its missing ancestors (0700 too). The
- * ancestors lie outside Leasehold's private root; the state home itself is
- * checked like every private folder.
- * @throws ContractError `refused` for an unsafe state home, or one that cannot be made
- * (a level above it is a file or a dangling link, no permission, a read-only file system).
- */
-export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks): void {
-  const layout = stateHomeLayout(stateHome);
-  try {
-    new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks }).directory(layout.stateHome, true);
-  } catch (error) {
-    throw setupRefusal(error, layout.stateHome, 'create');
-  }
-}
-
 /**
  * The reservation table of one state home (`<stateHome>/v1/registry/`): every
  * owner's reservation, so that no two owners serve overlapping roots or one
@@ -193,9 +51,8 @@ export class Registry {
   readonly layout: StateHomeLayout;
   readonly #files: PrivateFiles;
   readonly #home: PrivateFiles;
-  readonly #locks: HolderFiles<RegistryLock>;
+  readonly #lock: RegistryLockProtocol;
   readonly #hooks: PrivateFilesHooks | undefined;
-  readonly #lockWaitMs: number;
   readonly #backend: Backend;
   /** The `format.json` this registry writes for a new state home. */
   readonly #formatBytes: Uint8Array;
@@ -211,17 +68,7 @@ export class Registry {
     const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
     this.#files = new PrivateFiles(this.layout.namespace, hooks);
     this.#home = new PrivateFiles(this.layout.stateHome, hooks);
-    this.#locks = new HolderFiles(this.#files, {
-      decode: (path, bytes) => decodeBytes(registryLockSchema, bytes, DOCUMENT_BYTES, path),
-      markerOf: (token) => takeoverMarker(this.layout, token),
-      // Every taker goes on waiting for the lock, and sweeps the markers once it holds it (#sweepMarkers).
-      markerRemovedBy: 'holder',
-      status: holderStatus,
-      // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
-      refuseAmbiguous: ({ path, holder }) =>
-        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, { path }),
-    });
-    this.#lockWaitMs = options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
+    this.#lock = new RegistryLockProtocol(this.layout, this.#files, options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS);
     this.#backend = checkBackend(options.backend ?? FILE_BACKEND, 'registry backend');
     this.#formatBytes = encodeFormat(this.layout.stateHome, this.#backend, this.layout.registryFormat);
   }
@@ -264,7 +111,7 @@ export class Registry {
    * @throws ContractError `refused` (malformed or unsafe lock), `conflict` (changing while read).
    */
   readLock(): RegistryLockState | undefined {
-    return this.#readHolder(this.layout.registryLock);
+    return this.#lock.readLock();
   }
 
   /**
@@ -272,10 +119,7 @@ export class Registry {
    * @throws ContractError as `readLock`.
    */
   readMarkers(): RegistryLockState[] {
-    const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
-    return names
-      .filter((name) => TAKEOVER_MARKER.test(name))
-      .flatMap((name) => this.#readHolder(join(this.layout.registry, name)) ?? []);
+    return this.#lock.readMarkers();
   }
 
   /**
@@ -297,19 +141,19 @@ export class Registry {
     const bytes = encode({ schema: 'leasehold.registry-lock/1', token, ...currentProcess(), root });
     let held: FileSnapshot;
     try {
-      held = await this.#claim(bytes);
+      held = await this.#lock.claim(bytes);
     } catch (error) {
-      this.#dropFailedClaim(bytes, token);
+      this.#lock.dropFailedClaim(bytes, token);
       throw error;
     }
     try {
       // Before anything else is written: a state home of another backend is not this caller's to change.
       this.#assertBackend();
-      this.#sweepMarkers();
+      this.#lock.sweepMarkers();
       const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held));
       return await operation(transaction);
     } finally {
-      this.#removeLock(held, token);
+      this.#lock.removeLock(held, token);
     }
   }
 
@@ -350,62 +194,6 @@ export class Registry {
     return [...this.#decoded.entries];
   }
 
-  #readHolder(path: string): RegistryLockState | undefined {
-    const found = this.#locks.read(path);
-    return found === undefined ? undefined : { path, snapshot: found.snapshot, lock: found.holder, holder: found.status };
-  }
-
-  async #claim(bytes: Uint8Array): Promise<FileSnapshot> {
-    const deadline = Date.now() + this.#lockWaitMs;
-    for (let attempt = 0; ; attempt += 1) {
-      // A dead writer's staging leftover may be a second link of the lock: sweep before judging it.
-      this.#files.sweepStaging();
-      // Judge a lock that is there before writing one: each attempt to create
-      // costs a staged write and its fsync, which waiters must not pay.
-      const found = this.#locks.judge(this.layout.registryLock);
-      if (found.kind === 'free') {
-        try {
-          // No registry folder fsync for the lock (LOCK_PUBLISH): the table's own replace fsyncs that folder.
-          return this.#files.create(this.layout.registryLock, bytes, undefined, LOCK_PUBLISH);
-        } catch (error) {
-          if (!ContractError.is(error, 'conflict')) throw error;
-          continue; // another writer won the race: judge its lock
-        }
-      }
-      if (found.kind === 'dead') {
-        const taken = this.#locks.takeOver(found, bytes);
-        if (taken !== undefined) return taken;
-      }
-      if (Date.now() >= deadline) {
-        throw new ContractError('busy', `${this.layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`);
-      }
-      // Jittered exponential backoff up to ~16 ms, so that racing writers spread
-      // out and a freed lock does not sit idle for long.
-      await sleep(Math.min(2 ** attempt, 16) * (0.5 + Math.random()));
-    }
-  }
-
-  /**
-   * Removes every take-over marker, as the lock's holder. While a live writer
-   * holds the lock, every marker is stale: it names a token no longer at the
-   * lock's place, so the take-over it was for can only fail its compare.
-   */
-  #sweepMarkers(): void {
-    const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES).filter((name) => TAKEOVER_MARKER.test(name));
-    for (const name of names) {
-      const path = join(this.layout.registry, name);
-      try {
-        const marker = this.#readHolder(path);
-        if (marker !== undefined) this.#files.remove(path, marker.snapshot);
-      } catch (error) {
-        // A slow writer is publishing, replacing or removing this marker (for a take-over that can
-        // only fail its compare now), or its own cleanup came first: leave it to that writer, which
-        // sweeps it once it holds the lock (or the next holder does).
-        if (!ContractError.is(error, 'conflict')) throw error;
-      }
-    }
-  }
-
   /**
    * Both files absent: create both (the empty table, and a format document
    * recording this registry's backend); format alone: create roots. An unexpected name in the registry folder is refused first, as
@@ -418,127 +206,5 @@ export class Registry {
     this.#files.assert(this.layout.registryLock, held);
     if (format === undefined) this.#files.create(this.layout.registryFormat, this.#formatBytes);
     return { entries: [], roots: this.#files.create(this.layout.roots, rootsBytes, REGISTRY_BYTES) };
-  }
-
-  /**
-   * After a claim that failed part-way (a create or take-over whose link or
-   * rename went through before a later step failed), removes the lock or
-   * marker holding our bytes. What cannot be removed stays naming this live
-   * process and is remembered, so this process's next transaction takes it
-   * over instead of waiting on itself.
-   */
-  #dropFailedClaim(bytes: Uint8Array, token: string): void {
-    try {
-      for (const name of this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES)) {
-        if (name !== 'registry.lock' && !TAKEOVER_MARKER.test(name)) continue;
-        const path = join(this.layout.registry, name);
-        const snapshot = this.#files.read(path);
-        if (snapshot?.identity === sha256(bytes)) this.#files.remove(path, snapshot);
-      }
-    } catch {
-      abandonedTokens.add(token);
-    }
-  }
-
-  /**
-   * Removes our lock. A failed removal leaves it naming this live process:
-   * others wait and answer `busy`, this process's next transaction takes it
-   * over, and once this process exits anyone does. A lock whose unlink went
-   * through but whose folder fsync failed is gone: the transaction's work
-   * stands, and at worst the lock reappears after a power loss, naming a
-   * holder that is then absent.
-   */
-  #removeLock(held: FileSnapshot, token: string): void {
-    try {
-      this.#files.remove(this.layout.registryLock, held, undefined, LOCK_PUBLISH);
-      abandonedTokens.delete(token);
-    } catch {
-      try {
-        if (this.#locks.unchanged(this.layout.registryLock, held)) abandonedTokens.add(token);
-      } catch {
-        // Unreadable now: it names this process, and is judged like any lock by the next writer.
-      }
-    }
-  }
-}
-
-class Transaction implements RegistryTransaction {
-  readonly root: string;
-  entries: readonly Reservation[];
-  readonly #layout: StateHomeLayout;
-  readonly #files: PrivateFiles;
-  readonly #lock: FileSnapshot;
-  // The table as last read or written; undefined after a failed write, whose
-  // outcome (old or new table, both whole) is read again before the next one.
-  #roots: FileSnapshot | undefined;
-
-  constructor(
-    layout: StateHomeLayout,
-    files: PrivateFiles,
-    root: string,
-    lock: FileSnapshot,
-    start: { entries: readonly Reservation[]; roots: FileSnapshot },
-  ) {
-    this.#layout = layout;
-    this.#files = files;
-    this.root = root;
-    this.#lock = lock;
-    this.entries = start.entries;
-    this.#roots = start.roots;
-  }
-
-  rowOf(root: string): Reservation | undefined {
-    return this.entries.find((entry) => entry.root === root);
-  }
-
-  admit(reservation: Reservation): void {
-    admitReservation(this.entries, reservation, this.#layout.roots);
-    this.#encode([...this.entries, reservation]);
-  }
-
-  reserve(reservation: Reservation): void {
-    this.#refresh();
-    this.admit(reservation);
-    this.#write([...this.entries, reservation]);
-  }
-
-  unreserve(root: string, epoch: string): void {
-    this.#refresh();
-    const remaining = this.entries.filter((entry) => !(entry.root === root && entry.epoch === epoch));
-    if (remaining.length !== this.entries.length - 1) {
-      throw new ContractError('conflict', `${this.#layout.roots}: no row for ${root} of epoch ${epoch}`);
-    }
-    this.#write(remaining);
-  }
-
-  assertHeld(): void {
-    // After a failed write (the old or the new table, both whole) the table is read again under the
-    // lock: a caller that found its write took effect anyway (only the fsync failed) goes on.
-    this.#refresh();
-    this.#files.assert(this.#layout.registryLock, this.#lock);
-    this.#files.assert(this.#layout.roots, this.#roots!, REGISTRY_BYTES);
-  }
-
-  #encode(entries: readonly Reservation[]): Uint8Array {
-    return encodeEntries(entries, this.#layout.stateHome, this.#layout.roots);
-  }
-
-  /** After a failed write, reads the table again under the lock (only a lock holder writes it). */
-  #refresh(): void {
-    if (this.#roots !== undefined) return;
-    this.#files.assert(this.#layout.registryLock, this.#lock);
-    const roots = this.#files.read(this.#layout.roots, REGISTRY_BYTES);
-    if (roots === undefined) throw new ContractError('conflict', `${this.#layout.roots}: vanished under the lock`);
-    this.entries = decodeRoots(roots, this.#layout.stateHome, this.#layout.roots);
-    this.#roots = roots;
-  }
-
-  #write(entries: readonly Reservation[]): void {
-    const bytes = this.#encode(entries);
-    this.assertHeld();
-    const expected = this.#roots!;
-    this.#roots = undefined;
-    this.#roots = this.#files.replace(this.#layout.roots, expected, bytes, REGISTRY_BYTES);
-    this.entries = [...entries];
   }
 }

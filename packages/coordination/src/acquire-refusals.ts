@@ -1,0 +1,58 @@
+import { ContractError, sha256, type Reservation } from '@leasehold/contracts';
+import { describeHolder, ownerStatus, type PrivateFiles } from '@leasehold/private-files';
+import type { RegistryTransaction } from '@leasehold/registry';
+import type { WorkspacePlaces } from './places.js';
+import { readDocument, type ServiceState } from './service-state.js';
+
+/**
+ * The table's refusals (`admit`). When a row fences the root for a gone or unprovable owner, a
+ * companion (the process that owner fenced the workspace with) names who is really in the way:
+ * while it lives the workspace is in use, not waiting for a recovery (which refuses until that
+ * process is gone), so that is `conflict`; otherwise the quarantine names it too.
+ */
+export function admitToTable(transaction: RegistryTransaction, reservation: Reservation, files: PrivateFiles, places: WorkspacePlaces): void {
+  try {
+    transaction.admit(reservation);
+  } catch (error) {
+    if (ContractError.is(error, 'quarantine')) refuseCompanion(error, files, places);
+    throw error;
+  }
+}
+
+function refuseCompanion(quarantine: ContractError, files: PrivateFiles, places: WorkspacePlaces): void {
+  const companion = readDocument(files, places, 'companion')?.value;
+  if (companion === undefined) return;
+  const status = ownerStatus(companion.pid, companion.host, companion.processStart);
+  const holder = describeHolder(companion, status);
+  if (status === 'live') {
+    throw new ContractError('conflict', `${places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, {
+      cause: quarantine,
+    });
+  }
+  throw new ContractError('quarantine', `${quarantine.message}; ${places.companion} names ${holder}`, { cause: quarantine });
+}
+
+/**
+ * The first fence of this workspace's own files in the way of a new owner. A registration that
+ * is not stopped is `quarantine` whoever holds it (a live owner that is `quarantined` or
+ * stopping has its row, refused before this); a checkout lock is `conflict` while its holder
+ * lives (a plain tool at work) and `quarantine` once it is gone or cannot be proved live.
+ */
+export function refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean, places: WorkspacePlaces): void {
+  const registration = state.registration?.value;
+  if (registration !== undefined && registration.phase !== 'stopped') {
+    throw new ContractError('quarantine', `${places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration)}`);
+  }
+  const checkoutLock = state.checkoutLock?.value;
+  if (checkoutLock !== undefined) {
+    const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
+    const holder = describeHolder(checkoutLock, status);
+    if (status === 'live') throw new ContractError('conflict', `${places.checkoutLock}: held by ${holder}`);
+    throw new ContractError('quarantine', `${places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`);
+  }
+  if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
+    throw new ContractError('conflict', `${places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
+      path: places.config,
+    });
+  }
+}

@@ -1,0 +1,80 @@
+import { ContractError, decode, encode, ownerConfigSchema, sha256, type OwnerConfig } from '@leasehold/contracts';
+import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
+import type { Registry } from '@leasehold/registry';
+import type { WorkspacePlaces } from './places.js';
+import { FILE_BYTES, bounded, type FileSnapshots, type ServiceState } from './service-state.js';
+import type { WorkspaceReads } from './workspace-reads.js';
+
+/**
+ * A workspace's service folder, published and unpublished whole: made with
+ * `format.json` and `config.json` by `initialize` or a new workspace's
+ * acquire, and removed, every file as it was read, by an upgrade. A crash
+ * leaves the whole folder or none, never a half-initialised one.
+ */
+export class ServiceFolder {
+  readonly #places: WorkspacePlaces;
+  readonly #files: PrivateFiles;
+  readonly #registry: Registry;
+  readonly #reads: WorkspaceReads;
+
+  constructor(places: WorkspacePlaces, files: PrivateFiles, registry: Registry, reads: WorkspaceReads) {
+    this.#places = places;
+    this.#files = files;
+    this.#registry = registry;
+    this.#reads = reads;
+  }
+
+  /** Creates the service folder inside a registry transaction for this root; see `ServiceCoordination.initialize`. */
+  async initialize(config: OwnerConfig): Promise<void> {
+    const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
+    await this.#registry.transaction(this.#places.root, (transaction) => {
+      const state = this.#reads.selectedState();
+      if (state.service) {
+        if (state.config?.snapshot.identity !== sha256(configBytes)) {
+          throw new ContractError('conflict', `${this.#places.config}: another config exists`);
+        }
+        return;
+      }
+      if (transaction.rowOf(this.#places.root) !== undefined) {
+        throw new ContractError('quarantine', `${this.#places.roots}: a row for this root has no service state`);
+      }
+      transaction.assertHeld();
+      this.publish(configBytes);
+    });
+  }
+
+  /** The bytes of `format.json` and `config.json` for `configBytes`, bounded before the first write. */
+  bytes(configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {
+    const format = bounded(
+      encode({ schema: 'leasehold.service-format/1', root: this.#places.root, stateHome: this.#places.stateHome, configIdentity: sha256(configBytes) }),
+      FILE_BYTES.format,
+      this.#places.format,
+    );
+    return { format, config: configBytes };
+  }
+
+  /** Publishes the service folder of a new workspace, under the registry lock; answers its snapshots. */
+  publish(configBytes: Uint8Array): FileSnapshots {
+    const bytes = this.bytes(configBytes);
+    this.#files.directory(this.#places.privateRoot, true);
+    // format.json and config.json appear together or not at all: a crash
+    // here can never leave a half-initialised service folder.
+    this.#files.createFolder(this.#places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
+    const format = this.#files.read(this.#places.format, FILE_BYTES.format);
+    const config = this.#files.read(this.#places.config, FILE_BYTES.config);
+    if (format === undefined || config === undefined) throw new ContractError('conflict', `${this.#places.service}: changed while published`);
+    return { format, config, hostConfig: undefined };
+  }
+
+  /**
+   * An upgrade's first step, under the registry lock and only once no fence is left (the
+   * refusals ran first): the old service folder goes whole, every file as it was read, so that
+   * the acquire publishes the new config as a new workspace's. A crash between the two leaves no
+   * service folder: a workspace that never had an owner, fenced by nothing, as it was.
+   */
+  unpublish(state: ServiceState): void {
+    const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
+    const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
+    this.#files.removeFolder(this.#places.service, expected, Math.max(...Object.values(FILE_BYTES)));
+  }
+}

@@ -1,0 +1,157 @@
+import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, type BigIntStats } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { ContractError, absolutePath } from '@leasehold/contracts';
+import { isErrno } from './errno.js';
+import { conflict, refused, removedMeanwhile, unlessRemoved } from './file-errors.js';
+import type { MutationOperation, StepReporter } from './mutation-steps.js';
+
+// libuv opens every descriptor close-on-exec, so child processes never inherit one.
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/** The nearest level of `path` (itself or above) that exists: under ENOTDIR, the file that stands where a folder should. */
+function firstLevelThere(path: string): string {
+  for (let level = path; ; level = dirname(level)) {
+    try {
+      lstatSync(level);
+      return level;
+    } catch {
+      if (level === dirname(level)) return level;
+    }
+  }
+}
+
+/** A folder above the root that cannot be made in: its parent is a dangling link (or was removed meanwhile). */
+function unreachableParent(path: string): ContractError {
+  return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
+}
+
+// process.geteuid() is a system call; every check of every level needs it.
+// Read once: a process that later changes its effective uid is refused its
+// new files, which fails closed.
+let effectiveUid: number | undefined;
+
+/** Refuses a file or folder owned by another user, or with group or other permission bits. */
+export function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
+  effectiveUid ??= process.geteuid?.();
+  if (Number(stats.uid) !== effectiveUid) throw refused(path, `${kind} owned by another user`);
+  if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
+}
+
+/** Refuses a level that is a link, not a folder, or not private. */
+export function checkDirectory(path: string, stats: BigIntStats): void {
+  if (stats.isSymbolicLink()) throw refused(path, 'folder is a symbolic link');
+  if (!stats.isDirectory()) throw refused(path, 'not a folder');
+  ownedPrivately(path, stats, 'folder');
+}
+
+/** Fsyncs a folder, so that the names made, renamed or removed in it survive a power loss. */
+export function fsyncDirectory(path: string): void {
+  const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
+  try {
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+/** lstat, with absence as undefined; a file where a folder should be is `refused`. */
+export function lookup(path: string): BigIntStats | undefined {
+  try {
+    return lstatSync(path, { bigint: true });
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return undefined;
+    if (isErrno(error, 'ENOTDIR')) throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
+    throw error;
+  }
+}
+
+/**
+ * The folders of one root, reached from the root down without following
+ * links: every level checked to be a private folder of this user, and a
+ * missing one made 0700 with its parent fsynced, when an operation asks.
+ */
+export class FolderWalk {
+  readonly root: string;
+  readonly #step: StepReporter;
+
+  constructor(root: string, step: StepReporter) {
+    this.root = root;
+    this.#step = step;
+  }
+
+  /** `path` itself, once proven absolute, normalised and strictly inside the root. */
+  inside(path: string): string {
+    // No `path`: the input is not one.
+    if (!absolutePath.safeParse(path).success) throw new ContractError('refused', 'path: not an absolute, normalised path');
+    if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
+      throw refused(path, 'outside the root');
+    }
+    return path;
+  }
+
+  /** The folder of a file path strictly below the root. */
+  parentOf(path: string): string {
+    if (this.inside(path) === this.root) throw refused(path, 'is the root, not a file');
+    return dirname(path);
+  }
+
+  /**
+   * The folder of a file path below the root, which must exist and be safe.
+   * Missing, it is `refused` for a new file (the caller makes folders) and
+   * `conflict` for one the caller read (it is gone, folder and all).
+   */
+  folderOf(path: string, target: 'new' | 'read'): string {
+    const folder = this.parentOf(path);
+    if (this.walk(folder, undefined)) return folder;
+    if (target === 'read') throw conflict(path, `absent: its folder ${folder} no longer exists; read again`);
+    throw refused(path, `its folder ${folder} does not exist; make it first with directory('${folder}', true)`);
+  }
+
+  /**
+   * Checks every folder from the root down to `folder`; a missing level is
+   * `false`, or is made (0700, parent fsynced) when `creating` names the operation.
+   */
+  walk(folder: string, creating: MutationOperation | undefined): boolean {
+    this.inside(folder);
+    const below = folder === this.root ? [] : folder.slice(this.root.length + 1).split('/');
+    let current = this.root;
+    for (let level = 0; level <= below.length; level += 1) {
+      if (level > 0) current = join(current, below[level - 1]!);
+      const stats = lookup(current);
+      if (stats !== undefined) {
+        checkDirectory(current, stats);
+        continue;
+      }
+      if (creating === undefined) return false;
+      if (level === 0) this.#makeAncestors(creating);
+      this.#makeFolder(creating, current, true);
+    }
+    return true;
+  }
+
+  /**
+   * Makes the missing folders above a missing root, top down, like
+   * `mkdir -p -m 700`: on a fresh machine even `~/.local/state` may not exist.
+   * They lie outside the root, so, like the ones that exist, they are not checked.
+   */
+  #makeAncestors(operation: MutationOperation): void {
+    const missing: string[] = [];
+    for (let folder = dirname(this.root); lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
+    for (const folder of missing) this.#makeFolder(operation, folder, false);
+  }
+
+  /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
+  #makeFolder(operation: MutationOperation, path: string, inside: boolean): void {
+    this.#step(operation, 'mkdir', path);
+    try {
+      mkdirSync(path, { mode: 0o700 });
+    } catch (error) {
+      // Below the root the parent was just checked, so ENOENT is a race; above it, a dangling link gives it too.
+      if (isErrno(error, 'ENOENT')) throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
+      if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
+    }
+    if (inside) checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
+    this.#step(operation, 'fsync-directory', dirname(path));
+    fsyncDirectory(dirname(path));
+  }
+}

@@ -1,0 +1,34 @@
+/** The public operation a mutating step belongs to. */
+export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
+
+/** The mutating system call about to run. */
+export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+
+/** What `beforeMutation` is told: the call about to run, and the path it touches. */
+export interface MutationStep {
+  readonly operation: MutationOperation;
+  readonly action: MutationAction;
+  readonly path: string;
+  /** For a `link` or a `rename`: the path linked or renamed from (`path` is where it goes). */
+  readonly source?: string;
+  /** For a `write`: the exact bytes about to be written to `path` (the caller's array, not a copy). */
+  readonly bytes?: Uint8Array;
+}
+
+/** What a step carries beyond its operation, action and path. */
+type StepDetail = Pick<MutationStep, 'source' | 'bytes'>;
+
+/** Test seam: called before every mutating system call. Production code passes nothing. */
+export interface PrivateFilesHooks {
+  beforeMutation?(step: MutationStep): void;
+}
+
+/** Tells the test seam of one mutating step, right before its system call runs. */
+export type StepReporter = (operation: MutationOperation, action: MutationAction, path: string, detail?: StepDetail) => void;
+
+/** The reporter of every step to `hooks` (a no-op without them). */
+export function stepReporter(hooks: PrivateFilesHooks | undefined): StepReporter {
+  return (operation, action, path, detail = {}) => {
+    hooks?.beforeMutation?.({ operation, action, path, ...detail });
+  };
+}
