@@ -9,6 +9,7 @@ import {
   endpointOf,
   handPlaces,
   listingOutsideStaging,
+  makePlace,
   makeWorkspace,
   messageOf,
   namesIn,
@@ -16,6 +17,7 @@ import {
   serviceFences,
   sha256Hex,
   shownStep,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   ACQUIRE_FRESH_WITH_HOST_CONFIG_STEPS,
@@ -27,7 +29,7 @@ import {
   contentListing,
   injectedError,
 } from '../test/crash-helpers.js';
-import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, type TestPlace } from '../test/process-helpers.js';
+import { OWNER_CONFIG, spawnFixture, stagingLeftovers } from '../test/process-helpers.js';
 import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
@@ -123,7 +125,7 @@ const ACQUIRE_CASES: readonly AcquireCase[] = [
 
 /** A fresh place (a fresh state home), and for `stopped` a workspace acquired and released once. */
 async function setUp(stopped: boolean): Promise<Setup> {
-  const place = makePlace();
+  const place = makePlace('process');
   const root = makeWorkspace(place, 'workspace');
   const injector = new Injector(place, root);
   // A live holder is never expected: a short wait makes a lock this process left fail fast.

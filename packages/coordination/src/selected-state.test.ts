@@ -4,12 +4,11 @@ import { join } from 'node:path';
 import { encode, type Registration } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, replaceFile, sha256Hex } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, sha256Hex, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   coordinationFor,
-  makePlace,
   policyBytes,
   readJson,
   registryPaths,
@@ -17,7 +16,6 @@ import {
   rewriteJson,
   stateTreeOf,
   unchangedCodeOf,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, ServiceCoordination, type WorkspacePlaces } from './index.js';
 
@@ -35,7 +33,7 @@ interface Broken {
 }
 
 async function makeBase(base: Base): Promise<Broken> {
-  const place = makePlace();
+  const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'workspace');
   const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
   if (base === 'stopped') await lease.release();
@@ -82,13 +80,13 @@ const cases: readonly Case[] = [
     name: 'an extra file in the service folder',
     where: (places) => places.service,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra file in the private root',
     where: (places) => places.privateRoot,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra folder in the namespace folder',
@@ -100,7 +98,7 @@ const cases: readonly Case[] = [
     name: 'an extra file in the namespace folder',
     where: (places) => places.namespace,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.namespace, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.namespace, 'stray.json'), bytesOf('{}')),
   },
   // Rule 1: format and config, and what format names.
   {
@@ -113,7 +111,7 @@ const cases: readonly Case[] = [
     name: 'format.json naming another state home',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') })),
   },
   {
     name: 'config.json changed, so format no longer names its bytes',
@@ -126,7 +124,7 @@ const cases: readonly Case[] = [
     name: 'config.json with the same value in other (non-canonical) bytes',
     where: (places) => places.config,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
+    breakState: ({ place, places }) => replaceFile(place.base, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
   },
   {
     name: 'format.json missing from the service folder',
@@ -145,7 +143,7 @@ const cases: readonly Case[] = [
     name: 'host-config.json with another identity than the policy',
     where: (places) => places.hostConfig,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.hostConfig, policyBytes('another policy')),
+    breakState: ({ place, places }) => replaceFile(place.base, places.hostConfig, policyBytes('another policy')),
   },
   // Rule 3: the registration matches.
   {
@@ -159,7 +157,7 @@ const cases: readonly Case[] = [
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(place, places.registration, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+      rewriteJson(place, places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') })),
   },
   {
     name: 'a registration of another config identity',
@@ -179,14 +177,14 @@ const cases: readonly Case[] = [
     name: 'a registration that is not JSON',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.registration, bytesOf('{"schema":')),
+    breakState: ({ place, places }) => replaceFile(place.base, places.registration, bytesOf('{"schema":')),
   },
   {
     name: 'a registration with a duplicate key',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places, registration }) =>
-      replaceFile(place.tmp, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
+      replaceFile(place.base, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
   },
   {
     name: 'a registration with an unknown key',
@@ -205,7 +203,7 @@ const cases: readonly Case[] = [
     where: (places) => places.ownerLock,
     bases: BOTH,
     breakState: ({ place, places, registration }) => {
-      const target = join(place.tmp, 'owner-lock-copy');
+      const target = join(place.base, 'owner-lock-copy');
       writeFileSync(target, ownerLockBytes(registration), { mode: 0o600 });
       rmSync(places.ownerLock, { force: true });
       symlinkSync(target, places.ownerLock);
@@ -247,13 +245,13 @@ const cases: readonly Case[] = [
     name: 'a companion of another epoch',
     where: (places) => places.companion,
     bases: ['live'],
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.companion, companionBytes(randomUUID())),
+    breakState: ({ place, places }) => replaceFile(place.base, places.companion, companionBytes(randomUUID())),
   },
   {
     name: 'a companion of another host',
     where: (places) => places.companion,
     bases: ['live'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch, 'another-host')),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch, 'another-host')),
   },
   {
     name: 'a checkout lock of another token under a live registration',
@@ -291,25 +289,25 @@ const cases: readonly Case[] = [
     name: 'owner.lock under a stopped registration',
     where: (places) => places.ownerLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.ownerLock, ownerLockBytes(registration)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.ownerLock, ownerLockBytes(registration)),
   },
   {
     name: 'a capability under a stopped registration',
     where: (places) => places.capability,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.capability, capabilityBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.capability, capabilityBytes(registration.epoch)),
   },
   {
     name: 'a companion under a stopped registration',
     where: (places) => places.companion,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch)),
   },
   {
     name: "a checkout lock carrying the stopped registration's checkoutToken",
     where: (places) => places.checkoutLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
   },
 ];
 
@@ -373,11 +371,11 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
   ];
   for (const { name, path, bytes } of strays) {
     it(`refuses ${name} in an initialised service folder that has no registration`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'initialised');
       await coordination.initialize(ANY_PORT);
       expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
-      replaceFile(place.tmp, path(coordination.places), bytes());
+      replaceFile(place.base, path(coordination.places), bytes());
       const inspection = coordination.inspect();
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
@@ -403,16 +401,16 @@ describe('what the rules allow', () => {
     for (const base of BOTH) {
       const { place, places, coordination } = await makeBase(base);
       const before = coordination.inspect();
-      replaceFile(place.tmp, join(places.service, 'access-config.json'), bytesOf('not json at all'));
-      replaceFile(place.tmp, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
+      replaceFile(place.base, join(places.service, 'access-config.json'), bytesOf('not json at all'));
+      replaceFile(place.base, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
       mkdirSync(join(places.service, 'history'), { mode: 0o700 });
-      replaceFile(place.tmp, join(places.service, 'history', 'anything'), bytesOf('{}'));
+      replaceFile(place.base, join(places.service, 'history', 'anything'), bytesOf('{}'));
       expect(coordination.inspect()).toEqual(before);
     }
   });
 
   it('allows a service folder without host-config.json', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'no-host-config');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
@@ -424,12 +422,12 @@ describe('what the rules allow', () => {
 describe('the acquire order around a valid state (docs/ownership.md, "Acquire")', () => {
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
-    replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+    replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
     // The state is read and checked before its phase is judged: a broken rule comes first.
-    replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}'));
+    replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}'));
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
   });
 

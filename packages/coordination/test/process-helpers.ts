@@ -22,12 +22,12 @@ import {
   handPlaces,
   endpointOf,
   listingOutsideStaging,
-  makeTemporaryFolder,
   makeWorkspace,
   namesIn,
   sha256Hex,
   spawnChild,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
@@ -39,18 +39,6 @@ export const OWNER_CONFIG: OwnerConfig = {
   endpoint: 'http://127.0.0.1:0',
   policyIdentity: sha256Hex('leasehold process tests: policy'),
 };
-
-/** A test's temp folder (resolved, 0700) and its state home `<base>/state`, which is not created. */
-export interface TestPlace {
-  readonly base: string;
-  readonly stateHome: string;
-}
-
-/** A fresh temp folder under the system temp folder, removed by `cleanUp`. */
-export function makePlace(): TestPlace {
-  const base = makeTemporaryFolder('leasehold-process-');
-  return { base, stateHome: join(base, 'state') };
-}
 
 /** Spawns `node <fixture> '<plan as JSON>'` from the process fixtures; `cleanUp` kills it if it is still running. */
 export function spawnFixture(fixture: string, plan: unknown): SpawnedChild {

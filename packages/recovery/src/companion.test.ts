@@ -8,6 +8,7 @@ import {
   listingOutsideStaging,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messagesOf,
   pathExists,
@@ -19,12 +20,12 @@ import {
   spawnCommand,
   type CrasherStep,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   finishRecovery,
   journalRecords,
   judgeFenced,
-  makePlace,
   ownerPlan,
   recoverWith,
   snapshotOf,
@@ -32,7 +33,6 @@ import {
   spawnOwner,
   type OwnerPlan,
   type RecovererPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -50,7 +50,7 @@ const liveChild = () => spawnCommand('sleep', ['1000']);
 
 /** A place where an owner child ran `plan` with `companion` fenced, and was killed (SIGKILL) where the plan says. */
 async function ownerKilled(plan: (place: TestPlace, root: string) => OwnerPlan, companion: SpawnedChild) {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   const owner = spawnOwner({ ...plan(place, root), companion: companion.pid });
   const end = await owner.closed;

@@ -11,17 +11,19 @@ import {
   killAndReap,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
   namesIn,
-  pathExists,
   ownerFilesSteps,
+  pathExists,
   releaseServiceSteps,
   removeSteps,
   replaceSteps,
   serviceFences,
   shownStep,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   CHILD_ENDPOINT,
@@ -30,14 +32,12 @@ import {
   coordinationOf,
   journalRecords,
   judgeFenced,
-  makePlace,
   ownerPlan,
   recoverWith,
   snapshotOf,
   runBatch,
   spawnOwner,
   type OwnerPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -193,7 +193,7 @@ async function dryRun(operationCase: OperationCase): Promise<void> {
 
 /** A fresh place, prepared for the operation. */
 async function preparedPlace(operationCase: OperationCase): Promise<{ place: TestPlace; root: string }> {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   await operationCase.prepare?.(place, root);
   return { place, root };
@@ -315,7 +315,7 @@ for (const operationCase of CASES) describe(`recovery from every crash point of 
 
 describe('recovery of an owner killed while idle (docs/persistence.md, "Crash safety")', () => {
   it('a running owner killed with kill -9 while idle', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const coordination = coordinationOf(place, root);
     const owner = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));

@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnOwner, writeByHand, type TestPlace } from '../test/helpers.js';
+import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture, type TestPlace } from '@leasehold/test-utils';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, spawnOwner, writeByHand } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
 afterEach(cleanUp);
@@ -94,7 +94,7 @@ function prependBom(path: string): void {
 
 describe('diagnose: nothing to report', () => {
   it('finds nothing in a missing state home, a healthy one, or one with a live owner and a live plain tool', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     expect(findingsOf(place)).toEqual([]);
     await stoppedWorkspace(place, 'stopped', 45_101);
     expect(findingsOf(place)).toEqual([]);
@@ -111,7 +111,7 @@ describe('diagnose: nothing to report', () => {
 
 describe('diagnose: unsafe files come first and alone', () => {
   it('reports open modes, another owner, a symbolic link and a FIFO, in walk order, and nothing else', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_103);
     const places = handPlaces(place.stateHome, root);
     chmodSync(places.service, 0o755);
@@ -143,7 +143,7 @@ describe('diagnose: unsafe files come first and alone', () => {
 
 describe('diagnose: stray names', () => {
   it('reports a stray in every Leasehold folder, with the workspace of those in a private root, and no second finding for the folder', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_104);
     const places = handPlaces(place.stateHome, root);
     const journal = places.journal;
@@ -183,7 +183,7 @@ describe('diagnose: stray names', () => {
 
 describe('diagnose: staging leftovers', () => {
   it('reports leftovers of gone and untellable writers, not a live writer’s, and no unreadable finding for a file a leftover links', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_105);
     const places = handPlaces(place.stateHome, root);
     mkdirSync(places.staging, { recursive: true, mode: 0o700 });
@@ -212,7 +212,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   const registryOf = (place: TestPlace) => new Registry(place.stateHome, { lockWaitMs: 100 });
 
   it('reports a registry lock whose holder is in another PID namespace; rm clears it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_106);
     const { registryLock } = handPlaces(place.stateHome, root);
     const holder = otherNamespaceHolder();
@@ -233,7 +233,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   });
 
   it('reports the take-over marker of an untellable holder on the dead lock’s chain, and no other marker', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_107);
     const { registryLock } = handPlaces(place.stateHome, root);
     const registry = join(place.stateHome, 'v1', 'registry');
@@ -268,7 +268,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   });
 
   it('does not report an untellable holder’s marker while no lock exists: the next writer removes it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_108);
     const registry = join(place.stateHome, 'v1', 'registry');
     writeLock(join(registry, `takeover-${randomUUID()}.lock`), otherNamespaceHolder(), root);
@@ -280,7 +280,7 @@ describe('diagnose: registry locks and take-over markers', () => {
 
 describe('diagnose: owners', () => {
   it('reports a dead owner’s fences with the recover command; after that recovery it is clean', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
@@ -298,7 +298,7 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a workspace fenced by a dead owner of another PID namespace, naming it and where to recover it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     const { pid } = await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
@@ -328,7 +328,7 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a registered root whose folder was deleted; the recover command clears it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'doomed');
     const { pid } = await deadOwner(place, root);
     rmSync(root, { recursive: true });
@@ -346,7 +346,7 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a plain tool’s checkout lock whose holder is gone, named by its workspace when one is known', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const never = makeWorkspace(place, 'never-served');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_109);
     const tools = [never, stopped].map((workspace) => spawnSharedFixture('checkout-holder', { workspace, stateHome: place.stateHome }, FIXTURE_MODULES));
@@ -375,7 +375,7 @@ describe('diagnose: owners', () => {
 
 describe('diagnose: unreadable files', () => {
   it('names the full path and the workspace of each unreadable file, and still checks the rest of that workspace and the others', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const broken = makeWorkspace(place, 'broken');
     const healthy = makeWorkspace(place, 'healthy');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_110);
@@ -435,7 +435,7 @@ describe('diagnose: unreadable files', () => {
   });
 
   it('names the registry file that does not decode, and still reports a dead owner from its registration', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);

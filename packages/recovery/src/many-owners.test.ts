@@ -7,11 +7,13 @@ import {
   handPlaces,
   isMessage,
   jsonOf,
+  makePlace,
   makeWorkspace,
   messageOf,
   namesIn,
   serviceFences,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
@@ -19,14 +21,12 @@ import {
   deadOwner,
   finishRecovery,
   journalRecords,
-  makePlace,
   ownerPlan,
   recoverWith,
   rowsOf,
   snapshotOf,
   spawnFixture,
   spawnOwner,
-  type TestPlace,
 } from '../test/helpers.js';
 import { recover } from './index.js';
 
@@ -70,7 +70,7 @@ async function stopped(child: SpawnedChild): Promise<number> {
 
 describe("other workspaces' churn never invalidates a recovery (docs/ownership.md, \"Many owners in one state home\")", () => {
   it('owners of other roots acquiring and releasing between the snapshot and recover, and during it: the first digest recovers', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
@@ -116,7 +116,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
   });
 
   it("a crash inside another workspace's transaction: recovery takes its lock over, and that workspace stays fenced until it is recovered too", async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
     const snapshot = snapshotOf(place, root);

@@ -8,6 +8,7 @@ import {
   handPlaces,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -18,6 +19,7 @@ import {
   replaceSteps,
   serviceFences,
   shownStep,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import type { MutationStep } from '@leasehold/private-files';
 import {
@@ -27,13 +29,11 @@ import {
   coordinationOf,
   journalRecords,
   judgeFenced,
-  makePlace,
   recoverWith,
   runBatch,
   snapshotOf,
   spawnFixture,
   type RecovererPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -124,7 +124,7 @@ function stepOf(message: Record<string, unknown>, place: TestPlace, root: string
 
 /** A fresh place where the case left a dead owner, and the digest of the snapshot the parent took of it. */
 async function deadOwnerPlace(deadOwnerCase: DeadOwnerCase): Promise<Place & { digest: string }> {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   await deadOwnerCase.kill([{ place, root }]);
   const snapshot = snapshotOf(place, root);
@@ -180,7 +180,7 @@ interface PointResult {
 /** With the dead recovery's registry lock set aside (a rename keeps its inode): judged, then put back exclusively. */
 async function judgedWithLockAside({ place, root }: Place, label: string): Promise<string> {
   const files = handPlaces(place.stateHome, root);
-  const aside = join(place.scratch, 'registry.lock');
+  const aside = join(place.base, 'registry.lock');
   renameSync(files.registryLock, aside);
   const inspected = await judgeFenced(place, root, `${label}, registry lock set aside`);
   linkSync(aside, files.registryLock);

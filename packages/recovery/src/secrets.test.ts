@@ -8,6 +8,7 @@ import {
   cleanUp,
   handPlaces,
   killAndReap,
+  makePlace,
   makeWorkspace,
   messageOf,
   pathExists,
@@ -25,7 +26,6 @@ import {
   ioError,
   journalRecords,
   liveOwner,
-  makePlace,
   recoverWith,
   snapshotOf,
   spawnFixture,
@@ -67,7 +67,7 @@ function expectNoSecret(texts: readonly string[], secrets: readonly string[], wh
 
 describe('the capability never shows (docs/threats.md, "The one secret")', () => {
   it('in no snapshot, digest, error, record or child output', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const places = handPlaces(place.stateHome, root);
     const owner = await liveOwner(place, root);
@@ -89,7 +89,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     const dead = snapshotOf(place, root);
     snapshots.push(JSON.stringify(dead));
     const grantedBefore = grantOf(place, root, dead.digest);
-    replaceFile(place.scratch, places.capability, readFileSync(places.capability));
+    replaceFile(place.base, places.capability, readFileSync(places.capability));
     const rewritten = snapshotOf(place, root);
     snapshots.push(JSON.stringify(rewritten));
     expect(rewritten.digest).not.toBe(dead.digest);

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
@@ -12,7 +12,6 @@ import {
   jsonOf,
   killAndReap,
   listingOutsideStaging,
-  makeTemporaryFolder,
   messageOf,
   namesIn,
   pathExists,
@@ -24,6 +23,7 @@ import {
   type FixtureModules,
   type ListedEntry,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
 
@@ -47,22 +47,6 @@ export const PARENT_ENDPOINT = endpointOf(45_002);
 
 /** Grants authority. */
 const grant = (): void => {};
-
-/** A test's temp folder (resolved, 0700), its state home `<base>/state` (not created) and a scratch folder. */
-export interface TestPlace {
-  readonly base: string;
-  readonly stateHome: string;
-  /** A folder on the same file system, outside the state home, for files written by hand before a rename. */
-  readonly scratch: string;
-}
-
-/** A fresh temp folder under the system temp folder, removed by `cleanUp`. */
-export function makePlace(): TestPlace {
-  const base = makeTemporaryFolder('leasehold-recovery-');
-  const scratch = join(base, 'scratch');
-  mkdirSync(scratch, { mode: 0o700 });
-  return { base, stateHome: join(base, 'state'), scratch };
-}
 
 /** The coordination the test process uses for `root` (no hooks; a short lock wait, since a live holder is never waited for). */
 export function coordinationOf(place: TestPlace, root: string): ServiceCoordination {

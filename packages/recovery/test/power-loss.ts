@@ -21,12 +21,13 @@ import {
   serviceFences,
   type CrashPoint,
   type PowerLossProtocol,
+  type TestPlace,
   type Tree,
   type TreeNode,
   type TraceOp,
 } from '@leasehold/test-utils';
 import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
-import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture, type TestPlace } from './helpers.js';
+import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture } from './helpers.js';
 
 // The power-loss harness (docs/persistence.md, "Power-loss exploration"),
 // for src/power-loss*.test.ts through ./power-loss-table.ts (every protocol
@@ -115,10 +116,8 @@ interface Case {
 function caseFor(protocol: PowerLossProtocol): Case {
   const base = makeTemporaryFolder('leasehold-power-loss-', STATES_PARENT);
   const home = join(base, 'home');
-  const scratch = join(base, 'scratch');
   mkdirSync(home, { mode: 0o700 });
-  mkdirSync(scratch, { mode: 0o700 });
-  const place: TestPlace = { base, stateHome: join(home, 'state'), scratch };
+  const place: TestPlace = { base, stateHome: join(home, 'state') };
   const roots = [makeWorkspace(place, 'workspace'), ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : [])];
   return { place, home, roots, elsewhere: makeWorkspace(place, 'elsewhere') };
 }

@@ -15,6 +15,7 @@ export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, owner
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
+export { makePlace, type TestPlace } from './test-place.js';
 export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, nodeKey, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
 export { materialise } from './power-loss/materialise.js';
 export { PROVED_FSYNCS, droppedTogether, fsyncBounds, provedCounts, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';

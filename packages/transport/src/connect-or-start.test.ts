@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
 import { connectedClients, handPlaces, jsonOf, killAndReap, messageOf, namesIn, spawnChild, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { capabilityOf, endTest, makePlace, witness, type Place } from '../test/helpers.js';
+import { capabilityOf, endTest, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
@@ -26,7 +26,7 @@ interface Scene extends Place {
 const scenes: Scene[] = [];
 
 function makeScene(): Scene {
-  const place = makePlace();
+  const place = placeWithWorkspace();
   const scene = { ...place, starts: join(place.base, 'starts.log'), owners: join(place.base, 'owners.log'), ownerErrors: join(place.base, 'owner-errors.log') };
   scenes.push(scene);
   return scene;
