@@ -11,11 +11,12 @@ import {
   makeWorkspace,
   messageOf,
   pathExists,
+  spawnPlanned,
   type HandPlaces,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { OWNER_CONFIG, spawnFixture, stepAt, type StepperPlan } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stepAt, type StepperPlan } from '../test/process-helpers.js';
 import { Checkout, ServiceCoordination, type Inspection } from './index.js';
 
 afterEach(cleanUp);
@@ -147,7 +148,7 @@ async function pausedAt(place: TestPlace, root: string, point: PausePoint, place
     at: point.at(places),
     then: 'pause',
   };
-  const child = spawnFixture('stepper.mjs', plan);
+  const child = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
   if (point.during === 'release') {
     await messageOf(child, 'acquired');
     child.send('release');

@@ -20,13 +20,14 @@ import {
   namesIn,
   pathExists,
   shownStep,
+  spawnPlanned,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
+  PROCESS_FIXTURES,
   spawnCyclers,
-  spawnFixture,
   stagingLeftovers,
   stepAt,
   undecodableFiles,
@@ -119,7 +120,7 @@ function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pau
     after,
     then,
   };
-  return spawnFixture('stepper.mjs', plan);
+  return spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
 }
 
 describe('many owners, one state home (docs/ownership.md, "Many owners in one state home")', () => {

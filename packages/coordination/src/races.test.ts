@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, countsOf, endpointOf, handPlaces, makePlace, makeWorkspace, messageOf, pathExists, type SpawnedChild, type TestPlace } from '@leasehold/test-utils';
+import { cleanUp, countsOf, endpointOf, handPlaces, makePlace, makeWorkspace, messageOf, pathExists, spawnPlanned, type SpawnedChild, type TestPlace } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
-  spawnFixture,
+  PROCESS_FIXTURES,
   stagingLeftovers,
   stepAt,
   type StepperPlan,
@@ -26,7 +26,7 @@ interface RacerPlan {
 
 /** Starts the racers, waits until every one is loaded and waiting, then lets them all go at once. */
 async function race(plans: readonly RacerPlan[]): Promise<{ racer: SpawnedChild; plan: RacerPlan; outcome: string }[]> {
-  const racers = plans.map((plan) => ({ racer: spawnFixture('racer.mjs', plan), plan }));
+  const racers = plans.map((plan) => ({ racer: spawnPlanned(PROCESS_FIXTURES, 'racer.mjs', plan), plan }));
   await Promise.all(racers.map(({ racer }) => messageOf(racer, 'ready')));
   for (const { racer } of racers) racer.send('go');
   return Promise.all(
@@ -132,7 +132,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       at: stepAt('create-folder', 'rename', crashedPlaces.service),
       then: 'kill',
     };
-    const crashed = spawnFixture('stepper.mjs', plan);
+    const crashed = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`))]);
     expect(registryOf(place).readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });

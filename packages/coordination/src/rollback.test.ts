@@ -17,6 +17,7 @@ import {
   serviceFences,
   sha256Hex,
   shownStep,
+  spawnPlanned,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
@@ -29,7 +30,7 @@ import {
   contentListing,
   injectedError,
 } from '../test/crash-helpers.js';
-import { OWNER_CONFIG, spawnFixture, stagingLeftovers } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
 import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
@@ -311,7 +312,7 @@ describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, 
           }
           // Another process's acquire is refused, and changes nothing.
           const listed = listingOutsideStaging(setup.place.stateHome);
-          const child = spawnFixture('acquirer.mjs', { workspace: setup.root, stateHome: setup.place.stateHome, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT });
+          const child = spawnPlanned(PROCESS_FIXTURES, 'acquirer.mjs', { workspace: setup.root, stateHome: setup.place.stateHome, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT });
           expect(await messageOf(child, 'acquire'), label).toMatchObject({ acquire: 'conflict' });
           expect(await child.closed, label).toMatchObject({ code: 0 });
           expect(listingOutsideStaging(setup.place.stateHome), label).toEqual(listed);

@@ -18,18 +18,19 @@ import {
   serviceFences,
   shownStep,
   spawnCommand,
+  spawnPlanned,
   type CrasherStep,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
   finishRecovery,
+  FIXTURES,
   journalRecords,
   judgeFenced,
   ownerPlan,
   recoverWith,
   snapshotOf,
-  spawnFixture,
   spawnOwner,
   type OwnerPlan,
   type RecovererPlan,
@@ -172,7 +173,7 @@ describe('a recovery killed (SIGKILL) right after it removed the companion', () 
     await killAndReap(child);
     // The journal record's 7 steps, the companion's unlink and folder fsync: killed before the registration's.
     const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: snapshotOf(place, root).digest, killAt: 10 };
-    const recoverer = spawnFixture('recoverer.mjs', plan);
+    const recoverer = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await recoverer.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(messagesOf(recoverer, 'step').map((message) => shownStep(message, place, root)).slice(7)).toEqual([
       ...removeSteps(`${SERVICE}/companion.json`),

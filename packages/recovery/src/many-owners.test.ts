@@ -12,10 +12,12 @@ import {
   messageOf,
   namesIn,
   serviceFences,
+  spawnPlanned,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURES,
   OWNER_CONFIG,
   coordinationOf,
   deadOwner,
@@ -25,7 +27,6 @@ import {
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnFixture,
   spawnOwner,
 } from '../test/helpers.js';
 import { recover } from './index.js';
@@ -40,7 +41,7 @@ afterEach(cleanUp);
 /** A churner child: acquires and releases `count` workspaces of its own, round after round, until told to stop. */
 function churner(place: TestPlace, name: string, firstPort: number, count: number): SpawnedChild {
   const workspaces = Array.from({ length: count }, (_, index) => ({ root: makeWorkspace(place, `${name}-${index}`), endpoint: endpointOf(firstPort + index) }));
-  return spawnFixture('churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
+  return spawnPlanned(FIXTURES, 'churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
 }
 
 /** Waits until a churner has reported a round after `round`. */

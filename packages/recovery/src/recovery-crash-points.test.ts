@@ -19,11 +19,13 @@ import {
   replaceSteps,
   serviceFences,
   shownStep,
+  spawnPlanned,
   type TestPlace,
 } from '@leasehold/test-utils';
 import type { MutationStep } from '@leasehold/private-files';
 import {
   CHILD_ENDPOINT,
+  FIXTURES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   coordinationOf,
@@ -32,7 +34,6 @@ import {
   recoverWith,
   runBatch,
   snapshotOf,
-  spawnFixture,
   type RecovererPlan,
 } from '../test/helpers.js';
 
@@ -141,7 +142,7 @@ const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${i
 /** The dry run: the whole recovery in a child, every step reported and checked against the expected list. */
 async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
   const dry = await deadOwnerPlace(deadOwnerCase);
-  const child = spawnFixture('recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   expect(done.outcome).toMatchObject({ recovered: true });
@@ -155,7 +156,7 @@ async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
 
 /** A recovery child killed before step `at`; the steps it reported are the expected list's up to there. */
 async function recoveryKilled(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<void> {
-  const child = spawnFixture('recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
   const end = await child.closed;
   expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
   expect(messagesOf(child, 'step').map((message) => stepOf(message, place, root)), label).toEqual(deadOwnerCase.expectedSteps.slice(0, at));

@@ -14,9 +14,11 @@ import {
   pathExists,
   replaceFile,
   sha256Hex,
+  spawnPlanned,
   stateListing,
 } from '@leasehold/test-utils';
 import {
+  FIXTURES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   capabilityOf,
@@ -28,7 +30,6 @@ import {
   liveOwner,
   recoverWith,
   snapshotOf,
-  spawnFixture,
   type RecovererPlan,
 } from '../test/helpers.js';
 
@@ -132,7 +133,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     const last = snapshotOf(place, root);
     snapshots.push(JSON.stringify(last));
     const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: last.digest };
-    const child = spawnFixture('recoverer.mjs', plan);
+    const child = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await messageOf(child, 'done')).toMatchObject({ outcome: { recovered: true } });
     const end = await child.closed;
     expect(end).toMatchObject({ code: 0, signal: null });

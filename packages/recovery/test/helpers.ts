@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OwnerConfig } from '@leasehold/contracts';
@@ -17,7 +17,7 @@ import {
   pathExists,
   serviceFences,
   sha256Hex,
-  spawnChild,
+  spawnPlanned,
   spawnSharedFixture,
   type CrasherPlan,
   type FixtureModules,
@@ -28,7 +28,7 @@ import {
 import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
-const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** What the shared fixtures of @leasehold/test-utils load: the built coordination, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
@@ -51,11 +51,6 @@ const grant = (): void => {};
 /** The coordination the test process uses for `root` (no hooks; a short lock wait, since a live holder is never waited for). */
 export function coordinationOf(place: TestPlace, root: string): ServiceCoordination {
   return new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 200 });
-}
-
-/** Spawns `node <fixture> '<plan as JSON>'` from the fixtures folder; `cleanUp` kills it if it is still running. */
-export function spawnFixture(fixture: string, plan: unknown): SpawnedChild {
-  return spawnChild(join(FIXTURES, fixture), [JSON.stringify(plan)]);
 }
 
 /** The error `action` throws or rejects with (the test fails when it does not). */
@@ -154,7 +149,7 @@ export interface RecoverersPlan {
  * `expected` says.
  */
 export async function runBatch(fixture: string, plan: OwnersPlan | RecoverersPlan, expected: 'exit' | 'kill' = 'exit'): Promise<RunReport[]> {
-  const child = spawnFixture(fixture, plan);
+  const child = spawnPlanned(FIXTURES, fixture, plan);
   const end = await child.closed;
   expect(end, end.stderr).toMatchObject(expected === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
   const reports = child.lines.filter((line) => line.startsWith('{"run":')).map((line) => JSON.parse(line) as RunReport);

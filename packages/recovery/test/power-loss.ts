@@ -19,6 +19,7 @@ import {
   materialise,
   nodeKey,
   serviceFences,
+  spawnPlanned,
   type CrashPoint,
   type PowerLossProtocol,
   type TestPlace,
@@ -27,7 +28,7 @@ import {
   type TraceOp,
 } from '@leasehold/test-utils';
 import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
-import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture } from './helpers.js';
+import { CHILD_ENDPOINT, FIXTURES, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner } from './helpers.js';
 
 // The power-loss harness (docs/persistence.md, "Power-loss exploration"),
 // for src/power-loss*.test.ts through ./power-loss-table.ts (every protocol
@@ -152,7 +153,7 @@ async function recordedRun(protocol: PowerLossProtocol, where: Case): Promise<{ 
     config: OWNER_CONFIG,
     endpoint: CHILD_ENDPOINT,
   };
-  const child = spawnFixture('power-loss-recorder.mjs', plan);
+  const child = spawnPlanned(FIXTURES, 'power-loss-recorder.mjs', plan);
   const end = await child.closed;
   expect(end, end.stderr).toMatchObject({ code: 0, signal: null });
   expect(child.lines.at(-1)).toBe('{"done":true}');
