@@ -16,7 +16,7 @@ import {
   makeTemporaryFolder,
   makeWorkspace,
   sha256Hex,
-  spawnChild,
+  spawnPlanned,
   startEtcd,
   type EtcdCluster,
   type SpawnedChild,
@@ -88,9 +88,9 @@ async function untilStatus(backend: EtcdBackend, root: string, status: string): 
 const OWNER_SCRIPT = `
 import { writeSync } from 'node:fs';
 const plan = JSON.parse(process.argv[2]);
-const { etcdBackend } = await import(plan.modules.etcd);
-const { fileOwnership } = await import(plan.modules.coordination);
-const { fileRecovery } = await import(plan.modules.recovery);
+const { etcdBackend } = await import(plan.modules['@leasehold/etcd']);
+const { fileOwnership } = await import(plan.modules['@leasehold/coordination']);
+const { fileRecovery } = await import(plan.modules['@leasehold/recovery']);
 const backend = etcdBackend({
   endpoints: plan.backend.endpoints,
   prefix: plan.backend.prefix,
@@ -105,15 +105,15 @@ process.stdin.resume();
 `;
 
 async function spawnOwner(place: Place, host: string, root: string): Promise<{ child: SpawnedChild; epoch: string }> {
-  const script = join(makeTemporaryFolder('etcd-backend-owner-'), 'owner.mjs');
-  writeFileSync(script, OWNER_SCRIPT);
+  const folder = makeTemporaryFolder('etcd-backend-owner-');
+  writeFileSync(join(folder, 'owner.mjs'), OWNER_SCRIPT);
   const modules = {
-    etcd: import.meta.resolve('@leasehold/etcd'),
-    coordination: import.meta.resolve('@leasehold/coordination'),
-    recovery: import.meta.resolve('@leasehold/recovery'),
+    '@leasehold/etcd': import.meta.resolve('@leasehold/etcd'),
+    '@leasehold/coordination': import.meta.resolve('@leasehold/coordination'),
+    '@leasehold/recovery': import.meta.resolve('@leasehold/recovery'),
   };
-  const plan = { modules, backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
-  const child = spawnChild(script, [JSON.stringify(plan)]);
+  const plan = { backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
+  const child = spawnPlanned(folder, 'owner.mjs', plan, modules);
   const line = await child.line(isMessage('acquired'));
   return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
 }

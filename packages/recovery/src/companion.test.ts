@@ -19,11 +19,13 @@ import {
   shownStep,
   spawnCommand,
   spawnPlanned,
+  spawnSharedFixture,
   type CrasherStep,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURE_MODULES,
   finishRecovery,
   FIXTURES,
   journalRecords,
@@ -31,7 +33,6 @@ import {
   ownerPlan,
   recoverWith,
   snapshotOf,
-  spawnOwner,
   type OwnerPlan,
   type RecovererPlan,
 } from '../test/helpers.js';
@@ -53,7 +54,7 @@ const liveChild = () => spawnCommand('sleep', ['1000']);
 async function ownerKilled(plan: (place: TestPlace, root: string) => OwnerPlan, companion: SpawnedChild) {
   const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
-  const owner = spawnOwner({ ...plan(place, root), companion: companion.pid });
+  const owner = spawnSharedFixture('crasher', { ...plan(place, root), companion: companion.pid }, FIXTURE_MODULES);
   const end = await owner.closed;
   expect(end, end.stderr).toMatchObject({ code: null, signal: 'SIGKILL' });
   expect(messagesOf(owner, 'fenced')).toEqual([{ fenced: companion.pid }]);

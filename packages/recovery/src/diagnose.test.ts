@@ -7,7 +7,7 @@ import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
 import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture, type TestPlace } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, spawnOwner, writeByHand } from '../test/helpers.js';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, writeByHand } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
 afterEach(cleanUp);
@@ -384,14 +384,18 @@ describe('diagnose: unreadable files', () => {
     const h = handPlaces(place.stateHome, healthy);
     const s = handPlaces(place.stateHome, stopped);
     // healthy's owner died too, on its own endpoint.
-    const child = spawnOwner({
-      workspace: healthy,
-      stateHome: place.stateHome,
-      operation: 'acquire',
-      config: OWNER_CONFIG,
-      endpoint: endpointOf(45_111),
-      killAt: 'hold',
-    });
+    const child = spawnSharedFixture(
+      'crasher',
+      {
+        workspace: healthy,
+        stateHome: place.stateHome,
+        operation: 'acquire',
+        config: OWNER_CONFIG,
+        endpoint: endpointOf(45_111),
+        killAt: 'hold',
+      },
+      FIXTURE_MODULES,
+    );
     await messageOf(child, 'held');
     expect((await killAndReap(child)).signal).toBe('SIGKILL');
     prependBom(b.format);

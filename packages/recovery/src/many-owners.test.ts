@@ -13,11 +13,13 @@ import {
   namesIn,
   serviceFences,
   spawnPlanned,
+  spawnSharedFixture,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
   FIXTURES,
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   coordinationOf,
   deadOwner,
@@ -27,7 +29,6 @@ import {
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnOwner,
 } from '../test/helpers.js';
 import { recover } from './index.js';
 
@@ -125,11 +126,15 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     // Another root's owner killed in its acquire's transaction, after its row, before its service folder was renamed into place.
     const other = makeWorkspace(place, 'other');
     const otherPlaces = handPlaces(place.stateHome, other);
-    const crashed = spawnOwner({
-      ...ownerPlan(place, other, 'acquire'),
-      endpoint: endpointOf(45_400),
-      killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },
-    });
+    const crashed = spawnSharedFixture(
+      'crasher',
+      {
+        ...ownerPlan(place, other, 'acquire'),
+        endpoint: endpointOf(45_400),
+        killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },
+      },
+      FIXTURE_MODULES,
+    );
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(jsonOf(otherPlaces.registryLock)).toMatchObject({ pid: crashed.pid, root: other });
     const otherRow = rowsOf(place.stateHome).find((row) => row.root === other);

@@ -18,10 +18,12 @@ import {
   pathExists,
   replaceFile,
   serviceFences,
+  spawnSharedFixture,
   stateListing,
   type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   coordinationOf,
   deadOwner,
@@ -34,7 +36,6 @@ import {
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnOwner,
   writeByHand,
 } from '../test/helpers.js';
 import { recover, type RecoveryGrant } from './index.js';
@@ -170,10 +171,14 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
       const place = makePlace('recovery');
       const root = makeWorkspace(place, 'workspace');
       // Killed in release's transaction, after taking the lock, before the row's removal was renamed into place.
-      const owner = spawnOwner({
-        ...ownerPlan(place, root, 'release'),
-        killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
-      });
+      const owner = spawnSharedFixture(
+        'crasher',
+        {
+          ...ownerPlan(place, root, 'release'),
+          killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
+        },
+        FIXTURE_MODULES,
+      );
       expect(await owner.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
       const places = handPlaces(place.stateHome, root);
       expect(jsonOf(places.registryLock)).toMatchObject({ pid: owner.pid, root });

@@ -97,11 +97,6 @@ export function changedEntries(before: Record<string, ListedEntry>, after: Recor
 /** The plan of an owner child: the shared crasher fixture of @leasehold/test-utils (see its header). */
 export type OwnerPlan = CrasherPlan;
 
-/** Spawns an owner child (the shared crasher fixture) with `plan`; `cleanUp` kills it if it is still running. */
-export function spawnOwner(plan: OwnerPlan): SpawnedChild {
-  return spawnSharedFixture('crasher', plan, FIXTURE_MODULES);
-}
-
 /** One owner run of owners.mjs: its workspace and the steps that fail with EIO. */
 interface OwnerRun {
   readonly workspace: string;
@@ -175,7 +170,7 @@ export function ownerPlan(place: TestPlace, root: string, operation: OwnerPlan['
  * read by hand while it was alive.
  */
 export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: number; capability: string }> {
-  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
   await messageOf(child, 'held');
   const capability = capabilityOf(place.stateHome, root);
   const end = await killAndReap(child);
@@ -185,7 +180,7 @@ export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: 
 
 /** A live owner: a child that acquired `root` and holds it until the test ends. */
 export async function liveOwner(place: TestPlace, root: string): Promise<SpawnedChild> {
-  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
   await messageOf(child, 'held');
   return child;
 }

@@ -2,16 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
-import { connectedClients, handPlaces, jsonOf, killAndReap, messageOf, namesIn, spawnChild, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
+import { connectedClients, handPlaces, jsonOf, killAndReap, messageOf, namesIn, spawnPlanned, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { capabilityOf, endTest, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
+import { FIXTURES, capabilityOf, endTest, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
-const CLIENT = fileURLToPath(new URL('../test/fixtures/on-demand-client.mjs', import.meta.url));
-const OWNER = fileURLToPath(new URL('../test/fixtures/started-owner.mjs', import.meta.url));
 const POLICY = '{"policy":"connectOrStart tests"}';
 /** A bound far above what any start here takes: the tests wait on events, never on it. */
 const PATIENT_MS = 60_000;
@@ -83,13 +80,13 @@ afterEach(async () => {
 
 function spawnClient(scene: Scene, plan: Record<string, unknown> = {}): SpawnedChild {
   const base = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, starts: scene.starts, owners: scene.owners, ownerErrors: scene.ownerErrors };
-  return spawnChild(CLIENT, [JSON.stringify({ ...base, timeoutMs: PATIENT_MS, ...plan })]);
+  return spawnPlanned(FIXTURES, 'on-demand-client.mjs', { ...base, timeoutMs: PATIENT_MS, ...plan });
 }
 
-/** The owner fixture as a child of this process (a start() of this process, or an owner already there). */
-function spawnOwner(scene: Scene, compatibility?: string): SpawnedChild {
+/** The started-owner fixture as a child of this process (a start() of this process, or an owner already there). */
+function spawnStartedOwner(scene: Scene, compatibility?: string): SpawnedChild {
   const plan = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, owners: scene.owners, ...(compatibility === undefined ? {} : { compatibility }) };
-  return spawnChild(OWNER, [JSON.stringify(plan)]);
+  return spawnPlanned(FIXTURES, 'started-owner.mjs', plan);
 }
 
 /** Each client's connection, once every one ended connected (their output kept for the secrets check). */
@@ -108,7 +105,7 @@ async function expectOneStartAndNoClaimLeft(scene: Scene): Promise<void> {
     timeoutMs: PATIENT_MS,
     start: () => {
       started += 1;
-      spawnOwner(scene);
+      spawnStartedOwner(scene);
     },
   });
   expect(started).toBe(1);
@@ -200,7 +197,7 @@ describe('connectOrStart and the start claim', () => {
     const before = readFileSync(path, 'utf8');
     const waits: WaitingOn[] = [];
     const error = await rejectionOf(
-      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
+      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnStartedOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
     );
     expect(error.code).toBe('unavailable');
     expect(waits).toEqual([{ what: 'start-claim', pid: process.pid, host: hostname(), since }]);
@@ -244,7 +241,7 @@ describe('connectOrStart and the start claim', () => {
     const failure = new Error('the daemon binary is missing');
     await expect(connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
     expect(claimFiles(scene)).toEqual([]);
-    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnOwner(scene) });
+    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
     expect(connection.status.root).toBe(scene.root);
     capabilityOf(scene);
   });
@@ -253,7 +250,7 @@ describe('connectOrStart and the start claim', () => {
 describe('connectOrStart and compatibility', () => {
   it("'refuse' (the default): conflict naming both strings, nothing started, the owner untouched", async () => {
     const scene = makeScene();
-    const owner = spawnOwner(scene, 'hello/1');
+    const owner = spawnStartedOwner(scene, 'hello/1');
     await messageOf(owner, 'serving');
     const before = await connect(scene.root, { stateHome: scene.stateHome });
     expect(before.status.compatibility).toBe('hello/1');
@@ -277,7 +274,7 @@ describe('connectOrStart and compatibility', () => {
 
   it("'replace': the old owner is stopped with the authenticated stop and exits; the caller's own start serves the new compatibility", async () => {
     const scene = makeScene();
-    const old = spawnOwner(scene, 'hello/1');
+    const old = spawnStartedOwner(scene, 'hello/1');
     await messageOf(old, 'serving');
     const before = await connect(scene.root, { stateHome: scene.stateHome });
     const connection = await connectOrStart(scene.root, {
@@ -285,7 +282,7 @@ describe('connectOrStart and compatibility', () => {
       timeoutMs: PATIENT_MS,
       compatibility: 'hello/2',
       onIncompatible: 'replace',
-      start: () => void spawnOwner(scene, 'hello/2'),
+      start: () => void spawnStartedOwner(scene, 'hello/2'),
     });
     expect((await messageOf(old, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await old.closed).code).toBe(0);

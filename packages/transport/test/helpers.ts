@@ -12,15 +12,15 @@ import {
   makePlace,
   makeWorkspace,
   messageOf,
-  spawnChild,
+  spawnPlanned,
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
 import { serveOwner, type OwnershipLease, type ServeOptions, type ServeOutcome, type Serving } from '../src/index.js';
 
-/** The owner process fixture; it imports the built package by its name. */
-const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
+/** The folder of the child-process scripts; they import the built package by its name. */
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** The policy text every test owner publishes as `host-config.json`. */
 const POLICY_TEXT = '{"policy":"transport tests"}';
@@ -224,7 +224,7 @@ export interface ChildServing {
 
 /** Spawns an owner child for the place's workspace; `endTest` kills it if it still runs and scans its output. */
 export function spawnOwner(place: Place, plan: Partial<OwnerPlan> = {}): SpawnedChild {
-  const child = spawnChild(OWNER_FIXTURE, [JSON.stringify({ workspace: place.root, stateHome: place.stateHome, policy: POLICY_TEXT, ...plan })]);
+  const child = spawnPlanned(FIXTURES, 'owner.mjs', { workspace: place.root, stateHome: place.stateHome, policy: POLICY_TEXT, ...plan });
   children.push(child);
   return child;
 }
