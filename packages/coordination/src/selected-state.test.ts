@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { encode, type Registration } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, sha256Hex, type TestPlace } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, rewriteJson, sha256Hex, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -13,7 +13,6 @@ import {
   readJson,
   registryPaths,
   registryRows,
-  rewriteJson,
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
@@ -105,20 +104,20 @@ const cases: readonly Case[] = [
     name: 'format.json naming another root',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, root: `${places.root}-other` })),
+    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
   },
   {
     name: 'format.json naming another state home',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') })),
+    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
   },
   {
     name: 'config.json changed, so format no longer names its bytes',
     where: (places) => places.config,
     bases: BOTH,
     // Still admits the registration's endpoint: only rule 1 is broken.
-    breakState: ({ place, places }) => rewriteJson(place, places.config, (value) => ({ ...value, endpoint: BOUND })),
+    breakState: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'config.json with the same value in other (non-canonical) bytes',
@@ -150,27 +149,27 @@ const cases: readonly Case[] = [
     name: 'a registration of another root',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, root: `${places.root}-other` })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
   },
   {
     name: 'a registration of another state home',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(place, places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') })),
+      rewriteJson(places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
   },
   {
     name: 'a registration of another config identity',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(place, places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') })),
+      rewriteJson(places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') }), { scratch: place.base }),
   },
   {
     name: 'a registration whose endpoint the config does not admit (another host)',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' }), { scratch: place.base }),
   },
   // Malformed or unsafe registration.
   {
@@ -190,7 +189,7 @@ const cases: readonly Case[] = [
     name: 'a registration with an unknown key',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, extra: 1 })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, extra: 1 }), { scratch: place.base }),
   },
   {
     name: 'a registration with mode 0644',
@@ -214,32 +213,32 @@ const cases: readonly Case[] = [
     name: 'owner.lock with another token',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, token: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock with another pid',
     where: (places) => places.ownerLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(place, places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+      rewriteJson(places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
   },
   {
     name: 'owner.lock of another epoch',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, epoch: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock of another host',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, host: 'another-host' })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, host: 'another-host' }), { scratch: place.base }),
   },
   {
     name: 'a capability of another epoch',
     where: (places) => places.capability,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.capability, (value) => ({ ...value, epoch: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.capability, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a companion of another epoch',
@@ -257,14 +256,14 @@ const cases: readonly Case[] = [
     name: 'a checkout lock of another token under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.checkoutLock, (value) => ({ ...value, token: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.checkoutLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a checkout lock of another pid under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(place, places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+      rewriteJson(places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
   },
   {
     name: 'a live registration without owner.lock',

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ContractError, encode, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, replaceFile, type TestPlace } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, replaceFile, rewriteJson, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -15,7 +15,6 @@ import {
   readJson,
   registryLockBytes,
   registryPaths,
-  rewriteJson,
   stateTreeOf,
 } from '../test/functional-helpers.js';
 import type { OwnerLease, ServiceCoordination, WorkspacePlaces } from './index.js';
@@ -71,7 +70,7 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
   {
     name: 'config.json changed',
     code: 'conflict',
-    change: ({ place, places }) => rewriteJson(place, places.config, (value) => ({ ...value, endpoint: BOUND })),
+    change: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'the capability removed',
@@ -87,10 +86,11 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
     name: 'its registry row changed',
     code: 'conflict',
     change: ({ place }) =>
-      rewriteJson(place, registryPaths(place.stateHome).roots, (value) => ({
-        ...value,
-        entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })),
-      })),
+      rewriteJson(
+        registryPaths(place.stateHome).roots,
+        (value) => ({ ...value, entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })) }),
+        { scratch: place.base },
+      ),
   },
   {
     name: 'its registry row removed',

@@ -47,12 +47,6 @@ export const ANY_PORT = configFor();
 /** A concrete bound endpoint; no socket needs to listen on it. */
 export const BOUND = 'http://127.0.0.1:40001';
 
-/** Rewrites a JSON document canonically (contracts `encode`), after `edit` changed its parsed value. */
-export function rewriteJson(place: TestPlace, path: string, edit: (value: Record<string, unknown>) => Record<string, unknown>): void {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  replaceFile(place.base, path, encode(edit(value)));
-}
-
 /** The parsed JSON document at `path`. */
 export function readJson(path: string): Record<string, unknown> {
   return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;

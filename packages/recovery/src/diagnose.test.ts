@@ -6,7 +6,22 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, endpointOf, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture, type TestPlace } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOf,
+  codeOfAsync,
+  endpointOf,
+  handPlaces,
+  killAndReap,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  namesIn,
+  rewriteJson,
+  sha256Hex,
+  spawnSharedFixture,
+  type TestPlace,
+} from '@leasehold/test-utils';
 import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, writeByHand } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding } from './index.js';
 
@@ -70,13 +85,6 @@ function writeLock(path: string, holder: ProcessIdentity, root: string): string 
   const token = randomUUID();
   writeByHand(path, encode({ schema: 'leasehold.registry-lock/1', token, ...holder, root }));
   return token;
-}
-
-/** Rewrites a JSON file in place by hand (same inode, mode kept), as canonical JSON. */
-function rewriteJson(path: string, change: (value: Record<string, unknown>) => void): void {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  change(value);
-  writeFileSync(path, encode(value));
 }
 
 /** A staging name (format of private-files' staging-name.ts) for a writer on this host. */

@@ -17,6 +17,7 @@ import {
   namesIn,
   pathExists,
   replaceFile,
+  rewriteJson,
   serviceFences,
   spawnSharedFixture,
   stateListing,
@@ -80,11 +81,6 @@ function lockByHand(place: TestPlace, root: string, holder: { pid: number; host:
   return bytes;
 }
 
-/** Rewrites a JSON document by hand (a new file, canonical bytes), changed by `change`. */
-function rewriteJson(place: TestPlace, path: string, change: (document: Record<string, unknown>) => Record<string, unknown>): void {
-  replaceFile(place.base, path, encode(change(jsonOf(path) as Record<string, unknown>)));
-}
-
 /** This boot's id, PID namespace and start time, from this process's `processStart`. */
 function processStartParts(): { bootId: string; pidNamespace: string; startTime: string } {
   const match = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(currentProcess().processStart ?? '');
@@ -130,7 +126,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
     it(`an ambiguous holder (a registration naming ${name}) is quarantine, and nothing changes`, async () => {
       const { place, root, pid } = await deadOwnerPlace();
       const registration = handPlaces(place.stateHome, root).registration;
-      rewriteJson(place, registration, change);
+      rewriteJson(registration, change, { scratch: place.base });
       const named = jsonOf(registration) as { host: string };
       const snapshot = snapshotOf(place, root);
       expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({ holder: { pid, host: named.host } });
@@ -249,10 +245,11 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
     {
       name: "this root's row removed from roots.json",
       make: (place: TestPlace, root: string) =>
-        rewriteJson(place, handPlaces(place.stateHome, root).roots, (table) => ({
-          ...table,
-          entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root),
-        })),
+        rewriteJson(
+          handPlaces(place.stateHome, root).roots,
+          (table) => ({ ...table, entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root) }),
+          { scratch: place.base },
+        ),
     },
   ];
 

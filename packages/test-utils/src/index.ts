@@ -13,6 +13,7 @@ export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { fencesOf, handPlaces, serviceFences, type HandPlaces, type StateReader } from './hand-places.js';
 export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
+export { rewriteJson } from './rewrite-json.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
