@@ -2,6 +2,7 @@ export { bytesOf, sha256Hex } from './bytes.js';
 export { connectedClients, isMessage, messageOf, messagesOf, type ConnectedClient } from './child-messages.js';
 export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild } from './child-process.js';
 export { cleanUp } from './clean-up.js';
+export { killDetached, loggedProcesses, logLines, type LoggedProcess } from './detached-processes.js';
 export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
 export { countsOf } from './counts.js';
 export { endpointOf } from './endpoints.js';
