@@ -22,4 +22,5 @@ export { makePlace, type TestPlace } from './test-place.js';
 export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, nodeKey, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
 export { materialise } from './power-loss/materialise.js';
 export { PROVED_FSYNCS, droppedTogether, fsyncBounds, provedCounts, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
+export { makeBaseTree, shownTree, type ShownTree } from './power-loss/shown-tree.js';
 export { baseTree, decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';
