@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { codeOf, isMissing, makeTemporaryFolder, spawnPlanned, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import { ContractError, type MutationStep } from '../src/index.js';
+import type { MutationStep } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
@@ -18,17 +18,6 @@ export function unchangedCodeOf(root: string, action: () => unknown): string {
   const code = codeOf(action);
   expect(treeOf(root)).toEqual(before);
   return code;
-}
-
-/** The error `action` throws; the test fails when it throws none, or not a ContractError. */
-export function contractErrorOf(action: () => unknown): ContractError {
-  try {
-    action();
-  } catch (error) {
-    if (ContractError.is(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a ContractError, none was thrown');
 }
 
 /** Sorted names in a folder, or undefined when it does not exist. */

@@ -3,7 +3,7 @@ export { connectedClients, isMessage, messageOf, messagesOf, type ConnectedClien
 export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild } from './child-process.js';
 export { cleanUp } from './clean-up.js';
 export { killDetached, loggedProcesses, logLines, type LoggedProcess } from './detached-processes.js';
-export { caughtErrors, codeOf, codeOfAsync } from './contract-codes.js';
+export { caughtErrors, codeOf, codeOfAsync, contractErrorOf } from './contract-codes.js';
 export { countsOf } from './counts.js';
 export { endpointOf } from './endpoints.js';
 export { firstToCreate } from './first-to-create.js';
