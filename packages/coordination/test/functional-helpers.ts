@@ -7,6 +7,7 @@ import { Registry } from '@leasehold/registry';
 import {
   bytesOf,
   codeOfAsync,
+  processStartWith,
   replaceFile,
   sha256Hex,
   treeOf,
@@ -88,17 +89,9 @@ export async function writeRows(place: TestPlace, rows: readonly Reservation[]):
   replaceFile(place.base, paths.roots, encode({ schema: 'leasehold.registry/1', entries: rows }));
 }
 
-/** This process's `processStart` with one of its fields changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
-function processStartWith(field: 'bootId' | 'pidNamespace', value: string): string {
-  const parts = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(currentProcess().processStart ?? '');
-  if (parts === null) throw new Error('these tests need a Linux process start');
-  const [, bootId, pidNamespace, startTime] = parts;
-  return field === 'bootId' ? `linux:${value}:${pidNamespace}:${startTime}` : `linux:${bootId}:${value}:${startTime}`;
-}
-
 /** A holder that is proved gone: this pid as it was on another boot (`ownerStatus` says `absent`). */
 export function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('bootId', randomUUID()) };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
@@ -107,7 +100,7 @@ export function goneHolder(): ProcessIdentity {
 export function ambiguousHolders(): { readonly name: string; readonly holder: ProcessIdentity }[] {
   const holders: { readonly name: string; readonly holder: ProcessIdentity }[] = [
     { name: 'another host', holder: { pid: 1, host: 'another-host' } },
-    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith('pidNamespace', '1') } },
+    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') } },
   ];
   for (const { holder } of holders) expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holders;

@@ -17,6 +17,7 @@ import {
   makeWorkspace,
   messageOf,
   namesIn,
+  processStartWith,
   rewriteJson,
   sha256Hex,
   spawnSharedFixture,
@@ -51,24 +52,16 @@ function recoverCommand(place: TestPlace, root: string): string {
   return `leasehold recover --workspace ${root} --state-home ${place.stateHome}`;
 }
 
-/** This process's `processStart` with one field changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
-function processStartWith(field: 'bootId' | 'pidNamespace', value: string, processStart = currentProcess().processStart): string {
-  const parts = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(processStart ?? '');
-  if (parts === null) throw new Error('these tests need a Linux process start');
-  const [, bootId, pidNamespace, startTime] = parts;
-  return field === 'bootId' ? `linux:${value}:${pidNamespace}:${startTime}` : `linux:${bootId}:${value}:${startTime}`;
-}
-
 /** A holder proved gone: this pid as it was on another boot. */
 function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('bootId', randomUUID()) };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
 
 /** A holder that cannot be told from here: this pid in another PID namespace (a container sharing the state home). */
 function otherNamespaceHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('pidNamespace', '1') };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holder;
 }
@@ -312,7 +305,7 @@ describe('diagnose: owners', () => {
     const places = handPlaces(place.stateHome, root);
     // The same owner, as a container sharing this state home would have written it.
     const otherNamespace = (value: Record<string, unknown>) => {
-      value.processStart = processStartWith('pidNamespace', '1', value.processStart as string);
+      value.processStart = processStartWith(value.processStart as string, 'pidNamespace', '1');
     };
     rewriteJson(places.roots, (value) => {
       for (const entry of value.entries as Record<string, unknown>[]) if (entry.root === root) otherNamespace(entry);

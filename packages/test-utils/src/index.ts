@@ -16,6 +16,7 @@ export { fencesOf, handPlaces, serviceFences, type HandPlaces, type StateReader 
 export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
 export { rewriteJson } from './rewrite-json.js';
 export { listingOutsideStaging, stateListing, type ListedEntry } from './state-listing.js';
+export { processStartWith } from './process-starts.js';
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
 export { makePlace, type TestPlace } from './test-place.js';
