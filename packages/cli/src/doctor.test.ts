@@ -3,7 +3,7 @@ import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
-import { cleanUp, killAndReap } from '@leasehold/test-utils';
+import { cleanUp, killAndReap, rewriteJson } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilitiesSeen,
@@ -119,13 +119,6 @@ const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 /** The private root of `workspace` (docs/layout.md, "A workspace's private root": the first 32 hex of the SHA-256 of its root), computed by hand. */
 function privateRootOf(box: Sandbox, workspace: string): string {
   return join(box.namespace, 'workspaces', sha256(new TextEncoder().encode(workspace)).slice(0, 32));
-}
-
-/** Rewrites a JSON file in place by hand (same inode and mode), as canonical JSON. */
-function rewriteJson(path: string, change: (value: Record<string, unknown>) => void): void {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  change(value);
-  writeFileSync(path, encode(value));
 }
 
 /** The names in the registry folder. */

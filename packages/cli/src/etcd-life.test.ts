@@ -1,8 +1,26 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, connectedClients, etcdAvailable, etcdctl, killAndReap, messageOf, messagesOf, namesIn, spawnChild, startEtcd, treeOf, type EtcdCluster, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
+import { ownerStatus } from '@leasehold/private-files';
+import {
+  cleanUp,
+  connectedClients,
+  etcdAvailable,
+  etcdctl,
+  killAndReap,
+  killDetached,
+  logLines,
+  loggedProcesses,
+  messageOf,
+  messagesOf,
+  namesIn,
+  spawnChild,
+  startEtcd,
+  treeOf,
+  type EtcdCluster,
+  type ConnectedClient,
+  type LoggedProcess,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, statusUntil, type Host } from '../test/etcd-hosts.js';
 import { BIN, Background, capabilityLeaks, json, killAll, removeSandboxes, Server, transcript } from '../test/helpers.js';
@@ -27,22 +45,8 @@ interface Scene {
 
 const scenes: Scene[] = [];
 
-function linesOf(path: string): string[] {
-  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter((line) => line !== '') : [];
-}
-
-/** Every `leasehold serve` the scene's clients launched, as each client recorded it. */
-function ownersOf(scene: Scene): ProcessIdentity[] {
-  return linesOf(scene.owners).map((line) => JSON.parse(line) as ProcessIdentity);
-}
-
-/** Kills the servers the clients launched detached (no children of this process), each only while it is the process recorded. */
-async function killDetachedOwners(): Promise<void> {
-  const owners = scenes.splice(0).flatMap(ownersOf);
-  const live = (owner: ProcessIdentity) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
-  for (const owner of owners.filter(live)) process.kill(owner.pid, 'SIGKILL');
-  for (let round = 0; owners.some(live) && round < 500; round += 1) await new Promise((resolve) => setTimeout(resolve, 10));
-}
+/** Whether a `leasehold serve` a client recorded is still that process (its pid and start time). */
+const isLive = (owner: LoggedProcess) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
 
 /** Every key and value under the host's prefix: what a refused start must leave as it was. */
 function etcdState(host: Scene['host']): Promise<string> {
@@ -92,7 +96,8 @@ describe.skipIf(!etcdAvailable('etcdctl'))("a daemon's life on the etcd backend:
     cluster = await startEtcd({ members: 1 });
   });
   afterEach(async () => {
-    await killDetachedOwners();
+    // The servers the scenes' clients launched detached, as each client recorded it in the scene's owners log.
+    await killDetached(scenes.splice(0).flatMap((scene) => loggedProcesses(scene.owners)), isLive);
     await killAll();
     removeSandboxes();
     expect(capabilityLeaks()).toEqual([]);
@@ -103,9 +108,9 @@ describe.skipIf(!etcdAvailable('etcdctl'))("a daemon's life on the etcd backend:
     const scene = await makeScene();
     const clients = Array.from({ length: 16 }, () => spawnClient(scene));
     const connected = await connectedOf(clients);
-    const [owner, ...others] = ownersOf(scene);
+    const [owner, ...others] = loggedProcesses(scene.owners);
     expect(others).toEqual([]);
-    expect(linesOf(scene.starts)).toHaveLength(1);
+    expect(logLines(scene.starts)).toHaveLength(1);
     expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
     expect(connected.map(({ pid }) => pid)).toEqual(clients.map(() => owner!.pid));
     scene.host.box.recordCapabilities();
@@ -122,10 +127,10 @@ describe.skipIf(!etcdAvailable('etcdctl'))("a daemon's life on the etcd backend:
     expect((await killAndReap(killed)).signal).toBe('SIGKILL');
     const survivors = clients.filter((client) => client !== killed);
     const connected = await connectedOf(survivors);
-    const starts = linesOf(scene.starts).map(Number);
+    const starts = logLines(scene.starts).map(Number);
     expect(starts).toEqual([killed.pid, expect.any(Number)]);
     expect(survivors.map((client) => client.pid)).toContain(starts[1]);
-    const [owner, ...others] = ownersOf(scene);
+    const [owner, ...others] = loggedProcesses(scene.owners);
     expect(others).toEqual([]);
     expect(connected.map(({ pid }) => pid)).toEqual(survivors.map(() => owner!.pid));
     expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
@@ -144,12 +149,12 @@ describe.skipIf(!etcdAvailable('etcdctl'))("a daemon's life on the etcd backend:
     expect((await refused.closed).code).toBe(1);
     const error = messagesOf(refused, 'error')[0]!;
     expect(error).toEqual({ error: 'conflict', message: expect.stringMatching(/"hello\/1".*"hello\/2"/) });
-    expect(linesOf(scene.starts)).toEqual([]);
+    expect(logLines(scene.starts)).toEqual([]);
     expect(await statusOf(scene)).toMatchObject({ status: 'running', epoch: oldReady.epoch, pid: old.pid });
 
     const [replaced] = await connectedOf([spawnClient(scene, { compatibility: 'hello/2', onIncompatible: 'replace', serveArgs: ['--compatibility', 'hello/2'] })]);
     expect((await old.exit()).code).toBe(0);
-    expect(replaced).toMatchObject({ compatibility: 'hello/2', pid: ownersOf(scene)[0]!.pid });
+    expect(replaced).toMatchObject({ compatibility: 'hello/2', pid: loggedProcesses(scene.owners)[0]!.pid });
     expect(replaced!.epoch).not.toBe(oldReady.epoch);
     scene.host.box.recordCapabilities();
     expect(await statusOf(scene)).toMatchObject({ status: 'running', epoch: replaced!.epoch, compatibility: 'hello/2' });

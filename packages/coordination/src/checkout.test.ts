@@ -2,17 +2,15 @@ import { existsSync, readFileSync } from 'node:fs';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, killAndReap, modeOf, replaceFile, spawnSharedFixture } from '@leasehold/test-utils';
+import { cleanUp, codeOf, killAndReap, makePlace, modeOf, replaceFile, spawnSharedFixture, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   FIXTURE_MODULES,
   coordinationFor,
-  makePlace,
   reservationFor,
   stateTreeOf,
   unchangedCodeOf,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, type CheckoutHolder } from './index.js';
 
@@ -30,7 +28,7 @@ function inspected(checkout: Checkout): CheckoutHolder {
 
 describe('the plain checkout lock', () => {
   it('is taken once: a second acquire is conflict; our own lock reads live; release frees it', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'tool');
     const checkout = checkoutOf(place, coordination.root);
     expect(checkout.inspect()).toBeUndefined();
@@ -56,12 +54,12 @@ describe('the plain checkout lock', () => {
   });
 
   it('assertOwner answers conflict once the file changed (same bytes, new file), and release touches nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'changed');
     const checkout = checkoutOf(place, coordination.root);
     const handle = await checkout.acquire();
     handle.assertOwner();
-    replaceFile(place.tmp, checkout.places.checkoutLock, readFileSync(checkout.places.checkoutLock));
+    replaceFile(place.base, checkout.places.checkoutLock, readFileSync(checkout.places.checkoutLock));
     expect(codeOf(() => handle.assertOwner())).toBe('conflict');
     const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => handle.release())).toBe('conflict');
@@ -69,7 +67,7 @@ describe('the plain checkout lock', () => {
   });
 
   it('blocks a service acquire (conflict) with nothing written, until it is released', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'blocked-service');
     const handle = await checkoutOf(place, coordination.root).acquire();
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
@@ -81,7 +79,7 @@ describe('the plain checkout lock', () => {
   });
 
   it('cannot be taken while a service owns the workspace (conflict), and reads as the service holding it', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'service');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const checkout = checkoutOf(place, coordination.root);
@@ -99,7 +97,7 @@ describe('the plain checkout lock', () => {
 
 describe('the plain checkout lock and a service row', () => {
   it("is refused (conflict) while a row exists for the root, even with no service state yet; free again once the row is gone", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'reserved');
     const checkout = checkoutOf(place, coordination.root);
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
@@ -115,7 +113,7 @@ describe('the plain checkout lock and a service row', () => {
   });
 
   it("keeps a dead tool's lock under a row (quarantine): with a row, it is a service's to recover", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'row-over-tool');
     const checkout = checkoutOf(place, coordination.root);
     const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
@@ -131,7 +129,7 @@ describe('the plain checkout lock and a service row', () => {
 
 describe('breakIfAbsent', () => {
   it("refuses a live holder (conflict) and a stale snapshot (conflict), then removes a dead tool's lock", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'dead-tool');
     const checkout = checkoutOf(place, coordination.root);
     const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
@@ -151,7 +149,7 @@ describe('breakIfAbsent', () => {
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
 
     // The same bytes in a new file: the snapshot read before is stale.
-    replaceFile(place.tmp, checkout.places.checkoutLock, dead.snapshot.bytes);
+    replaceFile(place.base, checkout.places.checkoutLock, dead.snapshot.bytes);
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('conflict');
 
     const current = inspected(checkout);
@@ -166,7 +164,7 @@ describe('breakIfAbsent', () => {
   });
 
   it("refuses a service owner's checkout lock (quarantine), live or stopping", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'service-lock');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const checkout = checkoutOf(place, coordination.root);
@@ -177,7 +175,7 @@ describe('breakIfAbsent', () => {
   });
 
   it('refuses our own live plain lock (conflict)', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'own');
     const checkout = checkoutOf(place, coordination.root);
     const handle = await checkout.acquire();

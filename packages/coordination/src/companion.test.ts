@@ -9,6 +9,7 @@ import {
   jsonOf,
   killAndReap,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messagesOf,
   pathExists,
@@ -16,10 +17,11 @@ import {
   shownStep,
   spawnCommand,
   spawnSharedFixture,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import { RELEASE_STEPS } from '../test/crash-helpers.js';
 import { FIXTURE_MODULES, stateTreeOf } from '../test/functional-helpers.js';
-import { OWNER_CONFIG, makePlace, type TestPlace } from '../test/process-helpers.js';
+import { OWNER_CONFIG } from '../test/process-helpers.js';
 import { ContractError, ServiceCoordination, fileOwnership } from './index.js';
 
 afterEach(cleanUp);
@@ -35,7 +37,7 @@ const named = (pid: number, status: string) => `pid ${pid} on host ${hostname()}
 
 /** A workspace owned through the seam by this process, every mutating step shown in `steps`. */
 async function ownedWorkspace() {
-  const place = makePlace();
+  const place = makePlace('process');
   const root = makeWorkspace(place, 'workspace');
   const steps: string[] = [];
   const ownership = fileOwnership({ stateHome: place.stateHome, hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) } });
@@ -95,7 +97,7 @@ describe('fenceProcess: a second process of the owner fences the workspace too',
 
 describe('an owner killed (SIGKILL) while the process it fenced the workspace with lives', () => {
   it('refuses a new acquire with conflict naming that process while it lives, then quarantine naming both, changing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const root = makeWorkspace(place, 'workspace');
     const child = liveChild();
     const plan = { workspace: root, stateHome: place.stateHome, operation: 'acquire', config: OWNER_CONFIG, endpoint: CHILD_OWNER_ENDPOINT } as const;

@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { currentProcess } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, handPlaces, replaceFile } from '@leasehold/test-utils';
+import { cleanUp, codeOf, codeOfAsync, handPlaces, makePlace, replaceFile } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   ambiguousHolders,
   goneHolder,
-  makePlace,
   makeWorkspace,
   policyBytes,
   reservationFor,
@@ -28,14 +27,14 @@ function lostOf(lease: OwnershipLease): Promise<unknown> {
 
 describe('fileOwnership', () => {
   it('names its state home and the file backend', () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(ownership.stateHome).toBe(place.stateHome);
     expect(ownership.backend).toEqual({ kind: 'files' });
   });
 
   it('acquires, is seen by inspect, writes its phase and releases to stopped', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'life');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(await ownership.inspect(root)).toEqual({ status: 'absent' });
@@ -62,7 +61,7 @@ describe('fileOwnership', () => {
   });
 
   it('refuses a second acquire of the root, an overlapping root and the same endpoint while one is held', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'held');
     const first = fileOwnership({ stateHome: place.stateHome });
     const second = fileOwnership({ stateHome: place.stateHome });
@@ -78,7 +77,7 @@ describe('fileOwnership', () => {
   });
 
   it('rejects, never throws, for a root that is not absolute: inspect answers unavailable', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(await ownership.inspect('relative/root')).toMatchObject({ status: 'unavailable', reason: expect.stringMatching(/^refused: /) as unknown });
     const acquiring = ownership.acquire('relative/root', ANY_PORT, { boundEndpoint: BOUND });
@@ -86,13 +85,13 @@ describe('fileOwnership', () => {
   });
 
   it('reports through watch a file changed under the owner, and the lease no longer asserts', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'watched');
     const lease = await fileOwnership({ stateHome: place.stateHome }).acquire(root, ANY_PORT, { boundEndpoint: BOUND });
     const lost = lostOf(lease);
     // The same bytes in a new file: only its stamp changes, and that is enough.
     const { registration } = handPlaces(place.stateHome, root);
-    replaceFile(place.tmp, registration, readFileSync(registration));
+    replaceFile(place.base, registration, readFileSync(registration));
     const error = await lost;
     expect(ContractError.is(error, 'conflict')).toBe(true);
     expect(await codeOfAsync(() => lease.assert())).toBe('conflict');
@@ -100,7 +99,7 @@ describe('fileOwnership', () => {
   });
 
   it('lists every row of the table with whether its holder is live, absent or cannot be told', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(await ownership.list()).toEqual([]);
     const gone = { ...reservationFor(place.stateHome, makeWorkspace(place, 'gone'), 'http://127.0.0.1:40011'), ...goneHolder() };
@@ -120,7 +119,7 @@ describe('fileOwnership', () => {
   });
 
   it('gives local access to a held workspace only, the same the lease holds', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'access');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(await codeOfAsync(() => ownership.localAccess(root))).toBe('unavailable');
@@ -134,7 +133,7 @@ describe('fileOwnership', () => {
   });
 
   it('initializes a workspace once, idempotent for the same config, conflict for another', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'init');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     await ownership.initialize(root, ANY_PORT);
@@ -145,7 +144,7 @@ describe('fileOwnership', () => {
   });
 
   it('forwards its backend: a state home first used with another backend refuses this one, and the other way round', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const etcd: Backend = { kind: 'etcd', endpoints: ['http://127.0.0.1:2379'], prefix: '/leasehold/files-test' };
     const local = fileOwnership({ stateHome: place.stateHome, backend: etcd });
     expect(local.backend).toEqual(etcd);

@@ -7,13 +7,16 @@ import {
   killAndReap,
   listingOutsideStaging,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messageOf,
   pathExists,
+  spawnPlanned,
   type HandPlaces,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
-import { OWNER_CONFIG, makePlace, spawnFixture, stepAt, type StepperPlan, type TestPlace } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stepAt, type StepperPlan } from '../test/process-helpers.js';
 import { Checkout, ServiceCoordination, type Inspection } from './index.js';
 
 afterEach(cleanUp);
@@ -145,7 +148,7 @@ async function pausedAt(place: TestPlace, root: string, point: PausePoint, place
     at: point.at(places),
     then: 'pause',
   };
-  const child = spawnFixture('stepper.mjs', plan);
+  const child = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
   if (point.during === 'release') {
     await messageOf(child, 'acquired');
     child.send('release');
@@ -158,7 +161,7 @@ async function pausedAt(place: TestPlace, root: string, point: PausePoint, place
 describe('inspect while a live process is between two steps of its acquire or release', () => {
   for (const { name, point: pointOf } of POINTS) {
     it(`${name}: in progress while it lives, not once it is dead`, async () => {
-      const place = makePlace();
+      const place = makePlace('process');
       const root = makeWorkspace(place, 'stepped');
       const places = handPlaces(place.stateHome, root);
       const point = pointOf(places);
@@ -177,7 +180,7 @@ describe('inspect while a live process is between two steps of its acquire or re
   }
 
   it('a process resumed from the pause finishes its acquire and release, and the workspace reads stopped', async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const root = makeWorkspace(place, 'resumed');
     const places = handPlaces(place.stateHome, root);
     const child = await pausedAt(place, root, POINTS[3]!.point(places), places);
@@ -196,7 +199,7 @@ describe('inspect while a live process is between two steps of its acquire or re
 
 describe("a plain tool while a service's row exists", () => {
   it("is refused (conflict) before the service's own checkout lock exists, with nothing written", async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const root = makeWorkspace(place, 'reserved');
     const places = handPlaces(place.stateHome, root);
     const child = await pausedAt(place, root, POINTS[2]!.point(places), places);

@@ -1,12 +1,11 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, modeOf } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, modeOf } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   configFor,
   coordinationFor,
-  makePlace,
   makeWorkspace,
   policyBytes,
   readJson,
@@ -23,7 +22,7 @@ const CAPABILITY = /^[A-Za-z0-9_-]{43}$/;
 
 describe('the life of a workspace', () => {
   it('goes absent, held, stopping, stopped, and held again with a new epoch', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'life');
     expect(coordination.inspect()).toEqual({ status: 'absent' });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
@@ -82,7 +81,7 @@ describe('the life of a workspace', () => {
   });
 
   it('answers quarantined for phase quarantined, and refuses phase stopped', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'quarantined');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     lease.phase('quarantined');
@@ -97,7 +96,7 @@ describe('the life of a workspace', () => {
   });
 
   it('writes every file 0600 and every folder 0700', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'modes');
     await coordination.acquire(ANY_PORT, BOUND);
     for (const [name, entry] of Object.entries(stateTreeOf(place.stateHome))) {
@@ -110,7 +109,7 @@ describe('the life of a workspace', () => {
 
 describe('endpoints', () => {
   it('accepts an any-port config with a concrete bound endpoint, and records the bound one', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'any-port');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     expect(lease.registration.endpoint).toBe(BOUND);
@@ -121,7 +120,7 @@ describe('endpoints', () => {
   });
 
   it('accepts a concrete config with the bound endpoint left out or equal', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const concrete = configFor('http://[::1]:40003');
     const first = coordinationFor(place, 'concrete-default');
     const lease = await first.acquire(concrete);
@@ -145,14 +144,14 @@ describe('endpoints', () => {
 
   for (const { name, endpoint, bound } of refusedEndpoints) {
     it(`refuses ${name} (conflict) before creating the state home`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'endpoint');
       expect(await codeOfAsync(() => coordination.acquire(configFor(endpoint), bound))).toBe('conflict');
       expect(existsSync(place.stateHome)).toBe(false);
     });
 
     it(`refuses ${name} (conflict) with an existing registry unchanged`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const other = await coordinationFor(place, 'other').acquire(ANY_PORT, 'http://127.0.0.1:40009');
       const coordination = coordinationFor(place, 'endpoint');
       expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(configFor(endpoint), bound))).toBe('conflict');
@@ -164,7 +163,7 @@ describe('endpoints', () => {
 
 describe('initializeNew', () => {
   it('is called for a new workspace only, and writeHostConfig publishes host-config.json', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'host-config');
     const calls: NewWorkspace[] = [];
     const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
@@ -187,7 +186,7 @@ describe('initializeNew', () => {
   });
 
   it('may be async, and may publish nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'async');
     let called = 0;
     const lease = await coordination.acquire(ANY_PORT, BOUND, async () => {
@@ -200,7 +199,7 @@ describe('initializeNew', () => {
   });
 
   it('is not called for a workspace that `initialize` already made', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialized');
     await coordination.initialize(ANY_PORT);
     let called = 0;
@@ -211,7 +210,7 @@ describe('initializeNew', () => {
   });
 
   it('refuses other bytes in writeHostConfig (refused) and writes nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'wrong-policy');
     const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
       expect(codeOf(() => workspace.writeHostConfig(policyBytes('another policy')))).toBe('refused');
@@ -226,7 +225,7 @@ describe('initializeNew', () => {
   });
 
   it('refuses writeHostConfig after acquire returned (conflict), writing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'late');
     let kept: NewWorkspace | undefined;
     const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
@@ -241,7 +240,7 @@ describe('initializeNew', () => {
   });
 
   it('is rolled back when it throws after the reservation: no row, no service folder, absent, and acquire works again', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'failing');
     const other = await coordinationFor(place, 'other').acquire(ANY_PORT, 'http://127.0.0.1:40009');
     const thrown = new Error('initializeNew failed');
@@ -278,7 +277,7 @@ describe('initializeNew', () => {
 
 describe('initialize and configuration', () => {
   it('is idempotent for the same config, and changes nothing the second time', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialize');
     await coordination.initialize(ANY_PORT);
     expect(coordination.configuration()).toEqual(ANY_PORT);
@@ -296,7 +295,7 @@ describe('initialize and configuration', () => {
   });
 
   it('refuses another config (conflict), before and after an acquire', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'another-config');
     await coordination.initialize(ANY_PORT);
     const other = configFor('http://127.0.0.1:0', 'another policy');
@@ -311,7 +310,7 @@ describe('initialize and configuration', () => {
   });
 
   it('refuses an invalid config (refused) before anything is written', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'invalid-config');
     const invalid = { ...ANY_PORT, extra: true } as unknown as typeof ANY_PORT;
     expect(await codeOfAsync(() => coordination.initialize(invalid))).toBe('refused');
@@ -322,7 +321,7 @@ describe('initialize and configuration', () => {
   });
 
   it('refuses a state home with group or other permission bits (refused), writing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     mkdirSync(place.stateHome, { mode: 0o700 });
     chmodSync(place.stateHome, 0o755);
     const coordination = coordinationFor(place, 'open-state-home');
@@ -331,7 +330,7 @@ describe('initialize and configuration', () => {
   });
 
   it('shares one config among coordinations of one workspace', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'shared');
     const first = new ServiceCoordination(root, { stateHome: place.stateHome });
     const second = new ServiceCoordination(root, { stateHome: place.stateHome });

@@ -13,24 +13,25 @@ import {
   killAndReap,
   listingOutsideStaging,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
   namesIn,
   pathExists,
   shownStep,
+  spawnPlanned,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
-  makePlace,
+  PROCESS_FIXTURES,
   spawnCyclers,
-  spawnFixture,
   stagingLeftovers,
   stepAt,
   undecodableFiles,
   type StepperPlan,
-  type TestPlace,
 } from '../test/process-helpers.js';
 import { ServiceCoordination, type Inspection, type OwnerLease } from './index.js';
 
@@ -119,12 +120,12 @@ function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pau
     after,
     then,
   };
-  return spawnFixture('stepper.mjs', plan);
+  return spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
 }
 
 describe('many owners, one state home (docs/ownership.md, "Many owners in one state home")', () => {
   it(`a stopped workspace reads stopped on every inspect, and an idle owner's localAccess keeps working, while ${CYCLERS} processes cycle acquire and release on other workspaces`, async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const readers = await readersIn(place);
     const lost: unknown[] = [];
     const stopWatching = readers.lease.watch(5, (error) => lost.push(error));
@@ -190,7 +191,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
   });
 
   it('a writer paused inside its transaction holds other workspaces only for the lock wait; once it is killed, its lock is taken over at once', async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const readers = await readersIn(place);
     const crashedRoot = makeWorkspace(place, 'crashed');
     const holder = stepper(place, crashedRoot, stepAt('replace', 'rename', handPlaces(place.stateHome, '/').roots), 'pause');
@@ -245,7 +246,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
 
   for (const { name, at, after, killedAt, secondLink } of KILLS) {
     it(`a writer killed by its hook right after it created the registry lock (${name}) blocks no other workspace`, async () => {
-      const place = makePlace();
+      const place = makePlace('process');
       const readers = await readersIn(place);
       const places = handPlaces(place.stateHome, '/');
       const crashedRoot = makeWorkspace(place, 'crashed');

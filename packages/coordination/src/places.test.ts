@@ -3,26 +3,25 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NAMESPACE_ENTRIES, stateHomeLayout } from '@leasehold/registry';
-import { bytesOf, cleanUp, codeOf, handPlaces, sha256Hex } from '@leasehold/test-utils';
-import { makePlace } from '../test/functional-helpers.js';
+import { bytesOf, cleanUp, codeOf, handPlaces, makePlace, sha256Hex } from '@leasehold/test-utils';
 import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
 
 afterEach(cleanUp);
 
 describe('resolveWorkspace', () => {
   it('gives the real path of a folder reached through a symbolic link', () => {
-    const { tmp } = makePlace();
-    const real = join(tmp, 'real', 'workspace');
+    const { base } = makePlace('coordination');
+    const real = join(base, 'real', 'workspace');
     mkdirSync(real, { recursive: true });
-    symlinkSync(join(tmp, 'real'), join(tmp, 'link'));
-    expect(resolveWorkspace(join(tmp, 'link', 'workspace'))).toBe(real);
+    symlinkSync(join(base, 'real'), join(base, 'link'));
+    expect(resolveWorkspace(join(base, 'link', 'workspace'))).toBe(real);
     expect(resolveWorkspace(`${real}/`)).toBe(real);
     expect(resolveWorkspace(real)).toBe(real);
   });
 
   it('refuses a missing path (its parent missing too) with a ContractError naming it, never a raw ENOENT', () => {
-    const { tmp } = makePlace();
-    const missing = join(tmp, 'no-such', 'workspace');
+    const { base } = makePlace('coordination');
+    const missing = join(base, 'no-such', 'workspace');
     expect(() => resolveWorkspace(missing)).toThrow(
       expect.objectContaining({
         name: 'ContractError',
@@ -34,17 +33,17 @@ describe('resolveWorkspace', () => {
   });
 
   it('refuses a file, and a link to a file', () => {
-    const { tmp } = makePlace();
-    writeFileSync(join(tmp, 'file'), 'not a folder');
-    symlinkSync(join(tmp, 'file'), join(tmp, 'file-link'));
-    expect(() => resolveWorkspace(join(tmp, 'file'))).toThrow(`${join(tmp, 'file')}: not a folder; pass the path of an existing workspace folder`);
-    expect(codeOf(() => resolveWorkspace(join(tmp, 'file-link')))).toBe('refused');
+    const { base } = makePlace('coordination');
+    writeFileSync(join(base, 'file'), 'not a folder');
+    symlinkSync(join(base, 'file'), join(base, 'file-link'));
+    expect(() => resolveWorkspace(join(base, 'file'))).toThrow(`${join(base, 'file')}: not a folder; pass the path of an existing workspace folder`);
+    expect(codeOf(() => resolveWorkspace(join(base, 'file-link')))).toBe('refused');
   });
 
   it('refuses a dangling link', () => {
-    const { tmp } = makePlace();
-    symlinkSync(join(tmp, 'nowhere'), join(tmp, 'dangling'));
-    expect(codeOf(() => resolveWorkspace(join(tmp, 'dangling')))).toBe('refused');
+    const { base } = makePlace('coordination');
+    symlinkSync(join(base, 'nowhere'), join(base, 'dangling'));
+    expect(codeOf(() => resolveWorkspace(join(base, 'dangling')))).toBe('refused');
   });
 });
 

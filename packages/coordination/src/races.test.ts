@@ -1,14 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, countsOf, handPlaces, loopbackEndpoint, makeWorkspace, messageOf, pathExists, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, countsOf, loopbackEndpoint, handPlaces, makePlace, makeWorkspace, messageOf, pathExists, spawnPlanned, type SpawnedChild, type TestPlace } from '@leasehold/test-utils';
 import {
   OWNER_CONFIG,
-  makePlace,
-  spawnFixture,
+  PROCESS_FIXTURES,
   stagingLeftovers,
   stepAt,
   type StepperPlan,
-  type TestPlace,
 } from '../test/process-helpers.js';
 import { ServiceCoordination } from './index.js';
 
@@ -28,7 +26,7 @@ interface RacerPlan {
 
 /** Starts the racers, waits until every one is loaded and waiting, then lets them all go at once. */
 async function race(plans: readonly RacerPlan[]): Promise<{ racer: SpawnedChild; plan: RacerPlan; outcome: string }[]> {
-  const racers = plans.map((plan) => ({ racer: spawnFixture('racer.mjs', plan), plan }));
+  const racers = plans.map((plan) => ({ racer: spawnPlanned(PROCESS_FIXTURES, 'racer.mjs', plan), plan }));
   await Promise.all(racers.map(({ racer }) => messageOf(racer, 'ready')));
   for (const { racer } of racers) racer.send('go');
   return Promise.all(
@@ -42,7 +40,7 @@ function registryOf(place: TestPlace): Registry {
 
 describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many owners in one state home")', () => {
   it(`${RACERS} processes acquiring one root at once: exactly one wins, the others are refused`, async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const root = makeWorkspace(place, 'shared');
     const plans = Array.from({ length: RACERS }, (_, index): RacerPlan => ({
       workspace: root,
@@ -88,7 +86,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
   });
 
   it(`${RACERS} processes acquiring ${RACERS} disjoint roots at once: all win, and all release cleanly`, async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const plans = Array.from({ length: RACERS }, (_, index): RacerPlan => ({
       workspace: makeWorkspace(place, `disjoint-${index}`),
       stateHome: place.stateHome,
@@ -120,7 +118,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
   });
 
   it(`${RACERS} processes acquiring disjoint roots over a killed writer's registry lock and staged folder: all win`, async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     // A writer dies inside its registry transaction while publishing its service folder: its
     // registry lock, its staged folder and its row stay. Nothing is removed by hand.
     const crashedRoot = makeWorkspace(place, 'crashed');
@@ -134,7 +132,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       at: stepAt('create-folder', 'rename', crashedPlaces.service),
       then: 'kill',
     };
-    const crashed = spawnFixture('stepper.mjs', plan);
+    const crashed = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`))]);
     expect(registryOf(place).readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });

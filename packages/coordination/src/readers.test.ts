@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, countsOf, handPlaces, loopbackEndpoint, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
-import { OWNER_CONFIG, makePlace, spawnCyclers } from '../test/process-helpers.js';
+import { cleanUp, countsOf, loopbackEndpoint, handPlaces, makePlace, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
+import { OWNER_CONFIG, spawnCyclers } from '../test/process-helpers.js';
 import { ServiceCoordination, type Inspection } from './index.js';
 
 afterEach(cleanUp);
@@ -11,7 +11,7 @@ const ITERATIONS = 30;
 
 describe('readers racing writers', () => {
   it(`inspect, assert and watch stay truthful while ${WRITERS} processes acquire and release other roots`, async () => {
-    const place = makePlace();
+    const place = makePlace('process');
     const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
     const neverAcquired = new ServiceCoordination(makeWorkspace(place, 'never-acquired'), { stateHome: place.stateHome });
     const lease = await held.acquire(OWNER_CONFIG, loopbackEndpoint(43_000));

@@ -4,7 +4,7 @@ import { encode, REGISTRY_ENTRIES, type Reservation } from '@leasehold/contracts
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, namesIn, replaceFile } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, namesIn, replaceFile, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -12,7 +12,6 @@ import {
   configFor,
   coordinationFor,
   goneHolder,
-  makePlace,
   makeWorkspace,
   registryLockBytes,
   registryPaths,
@@ -21,7 +20,6 @@ import {
   stateTreeOf,
   unchangedCodeOf,
   writeRows,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, ServiceCoordination, type OwnerLease } from './index.js';
 
@@ -33,7 +31,7 @@ function coordinationAt(place: TestPlace, root: string): ServiceCoordination {
 
 describe('overlapping roots', () => {
   it('refuses a root nested in a held one (conflict); the registry holds one row', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const outer = coordinationFor(place, 'a');
     const inner = coordinationFor(place, 'a/b');
     const lease = await outer.acquire(ANY_PORT, BOUND);
@@ -44,7 +42,7 @@ describe('overlapping roots', () => {
   });
 
   it('refuses a root that holds a held one (conflict); the registry holds one row', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const inner = coordinationFor(place, 'a/b');
     const outer = coordinationFor(place, 'a');
     const lease = await inner.acquire(ANY_PORT, BOUND);
@@ -54,7 +52,7 @@ describe('overlapping roots', () => {
   });
 
   it('refuses an equal root from a second coordination (conflict); the registry holds one row', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'same');
     const first = coordinationAt(place, root);
     const second = coordinationAt(place, root);
@@ -66,7 +64,7 @@ describe('overlapping roots', () => {
   });
 
   it('lets /a/b and /a/bc both acquire, and both release', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const ab = coordinationFor(place, 'a/b');
     const abc = coordinationFor(place, 'a/bc');
     const first = await ab.acquire(ANY_PORT, BOUND);
@@ -83,7 +81,7 @@ describe('overlapping roots', () => {
 
 describe('endpoints', () => {
   it('refuses the same endpoint for a disjoint root (conflict)', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const first = coordinationFor(place, 'one');
     const second = coordinationFor(place, 'two');
     await first.acquire(ANY_PORT, BOUND);
@@ -96,7 +94,7 @@ describe('endpoints', () => {
   });
 
   it('frees the endpoint on release', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const first = coordinationFor(place, 'one');
     const second = coordinationFor(place, 'two');
     const lease = await first.acquire(ANY_PORT, BOUND);
@@ -108,14 +106,14 @@ describe('endpoints', () => {
 describe('a full registry', () => {
   async function fill(place: TestPlace): Promise<Reservation[]> {
     const list = Array.from({ length: REGISTRY_ENTRIES }, (_, index) =>
-      reservationFor(place.stateHome, join(place.tmp, 'full', `r${index}`), `http://127.0.0.1:${20000 + index}`),
+      reservationFor(place.stateHome, join(place.base, 'full', `r${index}`), `http://127.0.0.1:${20000 + index}`),
     );
     await writeRows(place, list);
     return list;
   }
 
   it(`refuses a ${REGISTRY_ENTRIES + 1}th reservation (capacity), with nothing written`, async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const list = await fill(place);
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
     const coordination = coordinationFor(place, 'one-too-many');
@@ -125,16 +123,16 @@ describe('a full registry', () => {
   });
 
   it('answers an overlapping root or a shared endpoint (conflict) before capacity', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     await fill(place);
     const nested = coordinationFor(place, 'unused');
-    const inside = coordinationAt(place, join(place.tmp, 'full', 'r7', 'inside'));
+    const inside = coordinationAt(place, join(place.base, 'full', 'r7', 'inside'));
     expect(await unchangedCodeOf(place.stateHome, () => inside.acquire(ANY_PORT, BOUND))).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => nested.acquire(ANY_PORT, 'http://127.0.0.1:20005'))).toBe('conflict');
   });
 
   it('admits a new owner again once one reservation is gone', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const list = await fill(place);
     await writeRows(place, list.slice(1));
     const lease = await coordinationFor(place, 'room').acquire(ANY_PORT, BOUND);
@@ -145,7 +143,7 @@ describe('a full registry', () => {
 });
 
 describe('a corrupt roots.json', () => {
-  const valid = (place: TestPlace): Reservation => reservationFor(place.stateHome, join(place.tmp, 'elsewhere'), 'http://127.0.0.1:40009');
+  const valid = (place: TestPlace): Reservation => reservationFor(place.stateHome, join(place.base, 'elsewhere'), 'http://127.0.0.1:40009');
   const rootsOf = (entries: readonly unknown[]): Uint8Array => encode({ schema: 'leasehold.registry/1', entries });
 
   const corruptions: readonly { name: string; bytes: (place: TestPlace) => Uint8Array }[] = [
@@ -160,27 +158,27 @@ describe('a corrupt roots.json', () => {
     } },
     { name: 'an unknown key', bytes: (place) => encode({ schema: 'leasehold.registry/1', entries: [valid(place)], extra: true }) },
     { name: 'an unknown key in an entry', bytes: (place) => rootsOf([{ ...valid(place), extra: true }]) },
-    { name: 'an entry of another state home', bytes: (place) => rootsOf([{ ...valid(place), stateHome: join(place.tmp, 'other-state') }]) },
+    { name: 'an entry of another state home', bytes: (place) => rootsOf([{ ...valid(place), stateHome: join(place.base, 'other-state') }]) },
     { name: 'a relative root', bytes: (place) => rootsOf([{ ...valid(place), root: 'relative/root' }]) },
-    { name: 'an unnormalised root', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.tmp}/a/../elsewhere` }]) },
-    { name: 'a root with a trailing slash', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.tmp}/elsewhere/` }]) },
+    { name: 'an unnormalised root', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/a/../elsewhere` }]) },
+    { name: 'a root with a trailing slash', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/elsewhere/` }]) },
     {
       name: 'two entries with overlapping roots',
-      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.tmp, 'elsewhere', 'inner'), endpoint: 'http://127.0.0.1:40010' }]),
+      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.base, 'elsewhere', 'inner'), endpoint: 'http://127.0.0.1:40010' }]),
     },
     {
       name: 'two entries sharing an endpoint',
-      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.tmp, 'disjoint') }]),
+      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.base, 'disjoint') }]),
     },
   ];
 
   for (const { name, bytes } of corruptions) {
     it(`with ${name}: inspect unavailable, acquire refused, no lock left, roots.json unchanged`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'workspace');
       await (await coordination.acquire(ANY_PORT, BOUND)).release();
       const paths = registryPaths(place.stateHome);
-      replaceFile(place.tmp, paths.roots, bytes(place));
+      replaceFile(place.base, paths.roots, bytes(place));
       const rootsBefore = readFileSync(paths.roots);
 
       const inspection = coordination.inspect();
@@ -205,7 +203,7 @@ describe('a corrupt roots.json', () => {
 
 describe('a registered workspace whose folder was deleted', () => {
   it('still fences its root, and the rest of the registry stays usable', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const gone = coordinationFor(place, 'gone');
     const lease = await gone.acquire(ANY_PORT, BOUND);
     rmSync(gone.root, { recursive: true });
@@ -234,7 +232,7 @@ describe('a registered workspace whose folder was deleted', () => {
 
 describe('rows and locks the service state does not explain', () => {
   it('a row without service state: inspect unavailable, acquire conflict, initialize quarantine', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'row-only');
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
@@ -246,7 +244,7 @@ describe('rows and locks the service state does not explain', () => {
   });
 
   it('a row that outlived a stopped registration: inspect unavailable, acquire conflict', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'leftover-row');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const rows = registryRows(place.stateHome);
@@ -257,7 +255,7 @@ describe('rows and locks the service state does not explain', () => {
   });
 
   it('a row beside an initialised workspace without registration: inspect unavailable, acquire quarantine (its process is gone)', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialised-row');
     await coordination.initialize(ANY_PORT);
     const row = { ...reservationFor(place.stateHome, coordination.root, BOUND), ...goneHolder() };
@@ -272,11 +270,11 @@ describe('rows and locks the service state does not explain', () => {
 describe('registry locks: a short hold of the table, never a fence', () => {
   /** Places `registry.lock` by hand, as a holder that has it for a transaction of `root`. */
   function placeLock(place: TestPlace, holder: Parameters<typeof registryLockBytes>[0], root: string): void {
-    replaceFile(place.tmp, registryPaths(place.stateHome).lock, registryLockBytes(holder, root));
+    replaceFile(place.base, registryPaths(place.stateHome).lock, registryLockBytes(holder, root));
   }
 
   it("a live holder's lock (another workspace's transaction in progress): inspect and localAccess unaffected; writers busy after the bound", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const stopped = coordinationFor(place, 'stopped');
     const stoppedEpoch = await stopped.acquire(ANY_PORT, 'http://127.0.0.1:40003').then(async (lease) => {
       await lease.release();
@@ -319,7 +317,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
   });
 
   it("a dead holder's lock is taken over at once (no wait) by acquire, release, initialize and the checkout lock", async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const options = { stateHome: place.stateHome, lockWaitMs: 0 };
     const coordination = new ServiceCoordination(makeWorkspace(place, 'taker'), options);
     const lockPath = registryPaths(place.stateHome).lock;
@@ -333,7 +331,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
       // No take-over marker is left behind, and nothing else is in the registry folder.
       expect(namesIn(registryPaths(place.stateHome).folder)).toEqual(['format.json', 'roots.json']);
     };
-    await new Registry(place.stateHome).transaction(place.tmp, () => undefined);
+    await new Registry(place.stateHome).transaction(place.base, () => undefined);
 
     await takenOver(() => coordination.initialize(ANY_PORT));
     let lease: OwnerLease | undefined;
@@ -353,7 +351,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
 
   for (const name of ['another host', 'another PID namespace']) {
     it(`a lock of a holder on ${name} cannot be told gone: quarantine on acquire and release, readers unaffected`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const ambiguous = ambiguousHolders().find((candidate) => candidate.name === name)!.holder;
       const coordination = coordinationFor(place, 'held');
       const lease = await coordination.acquire(ANY_PORT, BOUND);
@@ -386,7 +384,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
 
 describe('a live registration whose row is not its reservation', () => {
   it('inspects unavailable with the owner, gives no local access, and fences the lease', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'row-differs');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     const [row] = registryRows(place.stateHome);

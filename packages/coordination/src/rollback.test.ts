@@ -9,6 +9,7 @@ import {
   handPlaces,
   listingOutsideStaging,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messageOf,
   namesIn,
@@ -16,6 +17,8 @@ import {
   serviceFences,
   sha256Hex,
   shownStep,
+  spawnPlanned,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   ACQUIRE_FRESH_WITH_HOST_CONFIG_STEPS,
@@ -27,7 +30,7 @@ import {
   contentListing,
   injectedError,
 } from '../test/crash-helpers.js';
-import { OWNER_CONFIG, makePlace, spawnFixture, stagingLeftovers, type TestPlace } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
 import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index.js';
 
 afterEach(cleanUp);
@@ -123,7 +126,7 @@ const ACQUIRE_CASES: readonly AcquireCase[] = [
 
 /** A fresh place (a fresh state home), and for `stopped` a workspace acquired and released once. */
 async function setUp(stopped: boolean): Promise<Setup> {
-  const place = makePlace();
+  const place = makePlace('process');
   const root = makeWorkspace(place, 'workspace');
   const injector = new Injector(place, root);
   // A live holder is never expected: a short wait makes a lock this process left fail fast.
@@ -309,7 +312,7 @@ describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, 
           }
           // Another process's acquire is refused, and changes nothing.
           const listed = listingOutsideStaging(setup.place.stateHome);
-          const child = spawnFixture('acquirer.mjs', { workspace: setup.root, stateHome: setup.place.stateHome, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT });
+          const child = spawnPlanned(PROCESS_FIXTURES, 'acquirer.mjs', { workspace: setup.root, stateHome: setup.place.stateHome, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT });
           expect(await messageOf(child, 'acquire'), label).toMatchObject({ acquire: 'conflict' });
           expect(await child.closed, label).toMatchObject({ code: 0 });
           expect(listingOutsideStaging(setup.place.stateHome), label).toEqual(listed);

@@ -2,17 +2,15 @@ import { chmodSync, readFileSync } from 'node:fs';
 import { inspect as utilInspect } from 'node:util';
 import { ContractError, encode } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, caughtErrors, cleanUp, codeOf, codeOfAsync, modeOf, replaceFile } from '@leasehold/test-utils';
+import { bytesOf, caughtErrors, cleanUp, codeOf, codeOfAsync, makePlace, modeOf, replaceFile, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   configFor,
   coordinationFor,
-  makePlace,
   policyBytes,
   registryPaths,
   stateTreeOf,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, type Inspection, type OwnerLease, type ServiceCoordination } from './index.js';
 
@@ -58,7 +56,7 @@ function expectSecretKept(place: TestPlace, coordination: ServiceCoordination, s
 
 describe('the capability stays in its file', () => {
   it('through the whole life: held, stopping, quarantined, stopped, refused calls', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'life');
     const inspections: Inspection[] = [coordination.inspect()];
     const leases: OwnerLease[] = [];
@@ -141,7 +139,7 @@ describe('the capability stays in its file', () => {
 
   for (const { name, bytes } of damages) {
     it(`in no error or inspection when its file holds ${name}`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'damaged');
       const lease = await coordination.acquire(ANY_PORT, BOUND);
       const { capability, epoch } = coordination.localAccess();
@@ -150,7 +148,7 @@ describe('the capability stays in its file', () => {
       });
       const damaged = bytes(capability, epoch);
       if (damaged === undefined) chmodSync(coordination.places.capability, 0o644);
-      else replaceFile(place.tmp, coordination.places.capability, damaged);
+      else replaceFile(place.base, coordination.places.capability, damaged);
 
       const inspections = [coordination.inspect()];
       expect(inspections[0]?.status).toBe('unavailable');

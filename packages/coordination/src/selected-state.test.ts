@@ -4,20 +4,17 @@ import { join } from 'node:path';
 import { encode, type Registration } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, replaceFile, sha256Hex } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, rewriteJson, sha256Hex, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   coordinationFor,
-  makePlace,
   policyBytes,
   readJson,
   registryPaths,
   registryRows,
-  rewriteJson,
   stateTreeOf,
   unchangedCodeOf,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import { Checkout, ServiceCoordination, type WorkspacePlaces } from './index.js';
 
@@ -35,7 +32,7 @@ interface Broken {
 }
 
 async function makeBase(base: Base): Promise<Broken> {
-  const place = makePlace();
+  const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'workspace');
   const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
   if (base === 'stopped') await lease.release();
@@ -82,13 +79,13 @@ const cases: readonly Case[] = [
     name: 'an extra file in the service folder',
     where: (places) => places.service,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra file in the private root',
     where: (places) => places.privateRoot,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.privateRoot, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'an extra folder in the namespace folder',
@@ -100,33 +97,33 @@ const cases: readonly Case[] = [
     name: 'an extra file in the namespace folder',
     where: (places) => places.namespace,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, join(places.namespace, 'stray.json'), bytesOf('{}')),
+    breakState: ({ place, places }) => replaceFile(place.base, join(places.namespace, 'stray.json'), bytesOf('{}')),
   },
   // Rule 1: format and config, and what format names.
   {
     name: 'format.json naming another root',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, root: `${places.root}-other` })),
+    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
   },
   {
     name: 'format.json naming another state home',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.format, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
   },
   {
     name: 'config.json changed, so format no longer names its bytes',
     where: (places) => places.config,
     bases: BOTH,
     // Still admits the registration's endpoint: only rule 1 is broken.
-    breakState: ({ place, places }) => rewriteJson(place, places.config, (value) => ({ ...value, endpoint: BOUND })),
+    breakState: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'config.json with the same value in other (non-canonical) bytes',
     where: (places) => places.config,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
+    breakState: ({ place, places }) => replaceFile(place.base, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
   },
   {
     name: 'format.json missing from the service folder',
@@ -145,54 +142,54 @@ const cases: readonly Case[] = [
     name: 'host-config.json with another identity than the policy',
     where: (places) => places.hostConfig,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.hostConfig, policyBytes('another policy')),
+    breakState: ({ place, places }) => replaceFile(place.base, places.hostConfig, policyBytes('another policy')),
   },
   // Rule 3: the registration matches.
   {
     name: 'a registration of another root',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, root: `${places.root}-other` })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
   },
   {
     name: 'a registration of another state home',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(place, places.registration, (value) => ({ ...value, stateHome: join(place.tmp, 'other-state') })),
+      rewriteJson(places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
   },
   {
     name: 'a registration of another config identity',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(place, places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') })),
+      rewriteJson(places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') }), { scratch: place.base }),
   },
   {
     name: 'a registration whose endpoint the config does not admit (another host)',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' }), { scratch: place.base }),
   },
   // Malformed or unsafe registration.
   {
     name: 'a registration that is not JSON',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.registration, bytesOf('{"schema":')),
+    breakState: ({ place, places }) => replaceFile(place.base, places.registration, bytesOf('{"schema":')),
   },
   {
     name: 'a registration with a duplicate key',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places, registration }) =>
-      replaceFile(place.tmp, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
+      replaceFile(place.base, places.registration, withDuplicateKey(places.registration, 'phase', registration.phase)),
   },
   {
     name: 'a registration with an unknown key',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(place, places.registration, (value) => ({ ...value, extra: 1 })),
+    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, extra: 1 }), { scratch: place.base }),
   },
   {
     name: 'a registration with mode 0644',
@@ -205,7 +202,7 @@ const cases: readonly Case[] = [
     where: (places) => places.ownerLock,
     bases: BOTH,
     breakState: ({ place, places, registration }) => {
-      const target = join(place.tmp, 'owner-lock-copy');
+      const target = join(place.base, 'owner-lock-copy');
       writeFileSync(target, ownerLockBytes(registration), { mode: 0o600 });
       rmSync(places.ownerLock, { force: true });
       symlinkSync(target, places.ownerLock);
@@ -216,57 +213,57 @@ const cases: readonly Case[] = [
     name: 'owner.lock with another token',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, token: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock with another pid',
     where: (places) => places.ownerLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(place, places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+      rewriteJson(places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
   },
   {
     name: 'owner.lock of another epoch',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, epoch: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock of another host',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.ownerLock, (value) => ({ ...value, host: 'another-host' })),
+    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, host: 'another-host' }), { scratch: place.base }),
   },
   {
     name: 'a capability of another epoch',
     where: (places) => places.capability,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.capability, (value) => ({ ...value, epoch: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.capability, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a companion of another epoch',
     where: (places) => places.companion,
     bases: ['live'],
-    breakState: ({ place, places }) => replaceFile(place.tmp, places.companion, companionBytes(randomUUID())),
+    breakState: ({ place, places }) => replaceFile(place.base, places.companion, companionBytes(randomUUID())),
   },
   {
     name: 'a companion of another host',
     where: (places) => places.companion,
     bases: ['live'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch, 'another-host')),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch, 'another-host')),
   },
   {
     name: 'a checkout lock of another token under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(place, places.checkoutLock, (value) => ({ ...value, token: randomUUID() })),
+    breakState: ({ place, places }) => rewriteJson(places.checkoutLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a checkout lock of another pid under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(place, places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 })),
+      rewriteJson(places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
   },
   {
     name: 'a live registration without owner.lock',
@@ -291,25 +288,25 @@ const cases: readonly Case[] = [
     name: 'owner.lock under a stopped registration',
     where: (places) => places.ownerLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.ownerLock, ownerLockBytes(registration)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.ownerLock, ownerLockBytes(registration)),
   },
   {
     name: 'a capability under a stopped registration',
     where: (places) => places.capability,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.capability, capabilityBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.capability, capabilityBytes(registration.epoch)),
   },
   {
     name: 'a companion under a stopped registration',
     where: (places) => places.companion,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.companion, companionBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch)),
   },
   {
     name: "a checkout lock carrying the stopped registration's checkoutToken",
     where: (places) => places.checkoutLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.tmp, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
+    breakState: ({ place, places, registration }) => replaceFile(place.base, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
   },
 ];
 
@@ -373,11 +370,11 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
   ];
   for (const { name, path, bytes } of strays) {
     it(`refuses ${name} in an initialised service folder that has no registration`, async () => {
-      const place = makePlace();
+      const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'initialised');
       await coordination.initialize(ANY_PORT);
       expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
-      replaceFile(place.tmp, path(coordination.places), bytes());
+      replaceFile(place.base, path(coordination.places), bytes());
       const inspection = coordination.inspect();
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
@@ -403,16 +400,16 @@ describe('what the rules allow', () => {
     for (const base of BOTH) {
       const { place, places, coordination } = await makeBase(base);
       const before = coordination.inspect();
-      replaceFile(place.tmp, join(places.service, 'access-config.json'), bytesOf('not json at all'));
-      replaceFile(place.tmp, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
+      replaceFile(place.base, join(places.service, 'access-config.json'), bytesOf('not json at all'));
+      replaceFile(place.base, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
       mkdirSync(join(places.service, 'history'), { mode: 0o700 });
-      replaceFile(place.tmp, join(places.service, 'history', 'anything'), bytesOf('{}'));
+      replaceFile(place.base, join(places.service, 'history', 'anything'), bytesOf('{}'));
       expect(coordination.inspect()).toEqual(before);
     }
   });
 
   it('allows a service folder without host-config.json', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'no-host-config');
     const lease = await coordination.acquire(ANY_PORT, BOUND);
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
@@ -424,12 +421,12 @@ describe('what the rules allow', () => {
 describe('the acquire order around a valid state (docs/ownership.md, "Acquire")', () => {
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
-    replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+    replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
     // The state is read and checked before its phase is judged: a broken rule comes first.
-    replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}'));
+    replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}'));
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
   });
 

@@ -4,21 +4,18 @@ import { join } from 'node:path';
 import { ContractError, encode, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, replaceFile } from '@leasehold/test-utils';
+import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, replaceFile, rewriteJson, type TestPlace } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
   ambiguousHolders,
   coordinationFor,
   goneHolder,
-  makePlace,
   policyBytes,
   readJson,
   registryLockBytes,
   registryPaths,
-  rewriteJson,
   stateTreeOf,
-  type TestPlace,
 } from '../test/functional-helpers.js';
 import type { OwnerLease, ServiceCoordination, WorkspacePlaces } from './index.js';
 
@@ -34,7 +31,7 @@ interface Owned {
 }
 
 async function owned(): Promise<Owned> {
-  const place = makePlace();
+  const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'owned');
   const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
   return { place, coordination, places: coordination.places, lease };
@@ -56,7 +53,7 @@ function watchOf(lease: OwnerLease): { calls: unknown[]; lost: Promise<unknown>;
 
 /** Replaces a file by a new one holding the same bytes: only its stamp changes. */
 function sameBytesAgain(place: TestPlace, path: string): void {
-  replaceFile(place.tmp, path, readFileSync(path));
+  replaceFile(place.base, path, readFileSync(path));
 }
 
 const changes: readonly { name: string; code: string; change: (owner: Owned) => void }[] = [
@@ -73,7 +70,7 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
   {
     name: 'config.json changed',
     code: 'conflict',
-    change: ({ place, places }) => rewriteJson(place, places.config, (value) => ({ ...value, endpoint: BOUND })),
+    change: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'the capability removed',
@@ -83,21 +80,22 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
   {
     name: 'an extra file appearing in the service folder',
     code: 'refused',
-    change: ({ place, places }) => replaceFile(place.tmp, join(places.service, 'stray.json'), bytesOf('{}')),
+    change: ({ place, places }) => replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}')),
   },
   {
     name: 'its registry row changed',
     code: 'conflict',
     change: ({ place }) =>
-      rewriteJson(place, registryPaths(place.stateHome).roots, (value) => ({
-        ...value,
-        entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })),
-      })),
+      rewriteJson(
+        registryPaths(place.stateHome).roots,
+        (value) => ({ ...value, entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })) }),
+        { scratch: place.base },
+      ),
   },
   {
     name: 'its registry row removed',
     code: 'conflict',
-    change: ({ place }) => replaceFile(place.tmp, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
+    change: ({ place }) => replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
   },
 ];
 
@@ -137,13 +135,13 @@ describe('watch: the self-fence', () => {
         lease.assert();
       }
       // The same rows in a new roots.json: only the row is compared.
-      replaceFile(place.tmp, registryPaths(place.stateHome).roots, readFileSync(registryPaths(place.stateHome).roots));
+      replaceFile(place.base, registryPaths(place.stateHome).roots, readFileSync(registryPaths(place.stateHome).roots));
       lease.assert();
     }
     // A registry lock is no fence, whoever holds it: live, gone or one that cannot be told.
     const holders = [currentProcess(), goneHolder(), ...ambiguousHolders().map(({ holder }) => holder)];
     for (const holder of holders) {
-      replaceFile(place.tmp, registryPaths(place.stateHome).lock, registryLockBytes(holder, others[0]!.root));
+      replaceFile(place.base, registryPaths(place.stateHome).lock, registryLockBytes(holder, others[0]!.root));
       lease.assert();
       expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
       expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
@@ -224,7 +222,7 @@ describe('the state home itself', () => {
       const watch = watchOf(owner.lease);
       owner.lease.assert();
       const { stateHome } = owner.place;
-      const elsewhere = join(owner.place.tmp, 'state-elsewhere');
+      const elsewhere = join(owner.place.base, 'state-elsewhere');
       if (target === 'a copy of it') {
         cpSync(stateHome, elsewhere, { recursive: true });
         rmSync(stateHome, { recursive: true });

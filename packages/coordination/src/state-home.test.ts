@@ -1,16 +1,16 @@
 import { symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, codeOfAsync, modeOf, namesIn } from '@leasehold/test-utils';
-import { ANY_PORT, BOUND, makePlace, makeWorkspace, type TestPlace } from '../test/functional-helpers.js';
+import { cleanUp, codeOf, codeOfAsync, makePlace, modeOf, namesIn, type TestPlace } from '@leasehold/test-utils';
+import { ANY_PORT, BOUND, makeWorkspace } from '../test/functional-helpers.js';
 import { Checkout, ServiceCoordination } from './index.js';
 
 afterEach(cleanUp);
 
 /** A workspace, and a state home two levels below the temp folder whose parents are not made yet (a fresh machine's ~/.local/state). */
 function freshMachine(): { place: TestPlace; root: string; stateHome: string } {
-  const place = makePlace();
-  return { place, root: makeWorkspace(place, 'app'), stateHome: join(place.tmp, 'home', 'local', 'state') };
+  const place = makePlace('coordination');
+  return { place, root: makeWorkspace(place, 'app'), stateHome: join(place.base, 'home', 'local', 'state') };
 }
 
 describe('a state home that does not exist yet, nor its parents', () => {
@@ -21,14 +21,14 @@ describe('a state home that does not exist yet, nor its parents', () => {
     expect(coordination.configuration()).toBeUndefined();
     expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
     expect(new Checkout(root, { stateHome }).inspect()).toBeUndefined();
-    expect(namesIn(place.tmp)).toEqual(['workspaces']);
+    expect(namesIn(place.base)).toEqual(['workspaces']);
   });
 
   it('is made 0700 with its missing parents by acquire, and the lease works and releases', async () => {
     const { place, root, stateHome } = freshMachine();
     const coordination = new ServiceCoordination(root, { stateHome });
     const lease = await coordination.acquire(ANY_PORT, BOUND);
-    for (const folder of [join(place.tmp, 'home'), join(place.tmp, 'home', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
+    for (const folder of [join(place.base, 'home'), join(place.base, 'home', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
     expect(lease.registration.phase).toBe('idle');
     await lease.release();
     expect(coordination.inspect()).toMatchObject({ status: 'stopped' });
@@ -53,14 +53,14 @@ describe('a state home that cannot be made', () => {
   ];
 
   it.each(blocked)('$name: acquire and a plain tool are refused naming the state home; nothing is written', async ({ make, inspect }) => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const root = makeWorkspace(place, 'app');
-    make(place.tmp);
-    const stateHome = join(place.tmp, 'blocker', 'state');
+    make(place.base);
+    const stateHome = join(place.base, 'blocker', 'state');
     const coordination = new ServiceCoordination(root, { stateHome });
     await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({ code: 'refused', path: stateHome });
     expect(await codeOfAsync(new Checkout(root, { stateHome }).acquire())).toBe('refused');
     expect(coordination.inspect().status).toBe(inspect);
-    expect(namesIn(place.tmp)).toEqual(['blocker', 'workspaces']);
+    expect(namesIn(place.base)).toEqual(['blocker', 'workspaces']);
   });
 });

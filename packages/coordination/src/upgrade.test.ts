@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PrivateFiles } from '@leasehold/private-files';
-import { cleanUp, codeOfAsync, spawnSharedFixture } from '@leasehold/test-utils';
-import { ANY_PORT, BOUND, FIXTURE_MODULES, configFor, coordinationFor, makePlace, policyBytes, unchangedCodeOf } from '../test/functional-helpers.js';
+import { cleanUp, codeOfAsync, makePlace, spawnSharedFixture } from '@leasehold/test-utils';
+import { ANY_PORT, BOUND, FIXTURE_MODULES, configFor, coordinationFor, policyBytes, unchangedCodeOf } from '../test/functional-helpers.js';
 import type { ServiceCoordination } from './index.js';
 
 afterEach(cleanUp);
@@ -24,7 +24,7 @@ function acquireWith(coordination: ServiceCoordination, config = NEW_POLICY, rep
 
 describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () => {
   it('is refused without replaceConfig, naming it and the config file, and nothing changes', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'refused');
     await (await coordination.acquire(ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()))).release();
     const refusal = await acquireWith(coordination, NEW_POLICY, false).catch((error: unknown) => error);
@@ -34,7 +34,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
   });
 
   it('takes the new config and policy on a stopped workspace, and acquires it as a new one', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'upgraded');
     const old = await coordination.acquire(ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()));
     await old.release();
@@ -52,7 +52,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
   });
 
   it('takes another endpoint too (a config is its endpoint and its policy)', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'endpoint');
     await (await coordination.acquire(ANY_PORT, BOUND)).release();
     const fixed = configFor(BOUND);
@@ -62,7 +62,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
   });
 
   it('is refused while a fence remains: a live owner (conflict) and a crashed one (quarantine), changing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'fenced');
     const live = await coordination.acquire(ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()));
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination))).toBe('conflict');
@@ -79,7 +79,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
   });
 
   it('refuses a service folder holding a file it does not know (the transport\'s own), changing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'foreign');
     await (await coordination.acquire(ANY_PORT, BOUND)).release();
     new PrivateFiles(place.stateHome).create(`${coordination.places.service}/access.json`, Buffer.from('{}'));
@@ -91,7 +91,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
 
 describe('an upgrade through a crash', () => {
   it('a process killed between the old folder going and the new one coming leaves a workspace with no fence, which the next acquire takes', async () => {
-    const place = makePlace();
+    const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'crashed-upgrade');
     await (await coordination.acquire(ANY_PORT, BOUND)).release();
     // Killed right after the old service folder was renamed into staging: nothing of it is left in place.

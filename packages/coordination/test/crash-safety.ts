@@ -6,6 +6,7 @@ import {
   handPlaces,
   listingOutsideStaging,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -16,6 +17,7 @@ import {
   spawnSharedFixture,
   type CrasherPlan,
   type ListedEntry,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   ACQUIRE_AFTER_STAGED_TEMP_STEPS,
@@ -28,7 +30,7 @@ import {
   RELEASE_STEPS,
 } from './crash-helpers.js';
 import { FIXTURE_MODULES } from './functional-helpers.js';
-import { OWNER_CONFIG, makePlace, stagingLeftovers, undecodableFiles, type TestPlace } from './process-helpers.js';
+import { OWNER_CONFIG, stagingLeftovers, undecodableFiles } from './process-helpers.js';
 import { ServiceCoordination, type OwnerLease } from '../src/index.js';
 
 // The crash-safety harness of src/crash-safety.test.ts (SIGKILL) and
@@ -121,7 +123,7 @@ export const CASES: readonly OperationCase[] = [
 
 /** A fresh place with two workspaces, prepared for the case. Nothing is shared between crash points. */
 export async function preparedPlace(operationCase: OperationCase): Promise<Prepared> {
-  const place = makePlace();
+  const place = makePlace('process');
   const root = makeWorkspace(place, 'workspace');
   const otherRoot = makeWorkspace(place, 'other');
   const deadPids = (await operationCase.prepare?.(place, root)) ?? [];

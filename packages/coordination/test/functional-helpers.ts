@@ -7,11 +7,12 @@ import { Registry } from '@leasehold/registry';
 import {
   bytesOf,
   codeOfAsync,
-  makeTemporaryFolder,
+  processStartWith,
   replaceFile,
   sha256Hex,
   treeOf,
   type FixtureModules,
+  type TestPlace,
   type TreeEntry,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
@@ -20,21 +21,9 @@ import { ServiceCoordination, resolveWorkspace } from '../src/index.js';
 /** What the shared fixtures of @leasehold/test-utils load: the built package, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
 
-/** One test's temp folder: `tmp` (resolved, 0700) and the state home `<tmp>/state` (not created). */
-export interface TestPlace {
-  readonly tmp: string;
-  readonly stateHome: string;
-}
-
-/** A fresh temp folder under the system temp folder, removed by `cleanUp`. */
-export function makePlace(): TestPlace {
-  const tmp = makeTemporaryFolder('leasehold-coordination-');
-  return { tmp, stateHome: join(tmp, 'state') };
-}
-
-/** A real workspace folder `<tmp>/workspaces/<name>` (made with its parents), passed through `resolveWorkspace`. */
+/** A real workspace folder `<base>/workspaces/<name>` (made with its parents), passed through `resolveWorkspace`. */
 export function makeWorkspace(place: TestPlace, name: string): string {
-  const folder = join(place.tmp, 'workspaces', name);
+  const folder = join(place.base, 'workspaces', name);
   mkdirSync(folder, { recursive: true, mode: 0o700 });
   return resolveWorkspace(folder);
 }
@@ -58,12 +47,6 @@ export function configFor(endpoint = 'http://127.0.0.1:0', label = 'policy'): Ow
 export const ANY_PORT = configFor();
 /** A concrete bound endpoint; no socket needs to listen on it. */
 export const BOUND = 'http://127.0.0.1:40001';
-
-/** Rewrites a JSON document canonically (contracts `encode`), after `edit` changed its parsed value. */
-export function rewriteJson(place: TestPlace, path: string, edit: (value: Record<string, unknown>) => Record<string, unknown>): void {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  replaceFile(place.tmp, path, encode(edit(value)));
-}
 
 /** The parsed JSON document at `path`. */
 export function readJson(path: string): Record<string, unknown> {
@@ -102,21 +85,13 @@ export function registryRows(stateHome: string): Reservation[] {
  */
 export async function writeRows(place: TestPlace, rows: readonly Reservation[]): Promise<void> {
   const paths = registryPaths(place.stateHome);
-  if (!existsSync(paths.roots)) await new Registry(place.stateHome).transaction(place.tmp, () => undefined);
-  replaceFile(place.tmp, paths.roots, encode({ schema: 'leasehold.registry/1', entries: rows }));
-}
-
-/** This process's `processStart` with one of its fields changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
-function processStartWith(field: 'bootId' | 'pidNamespace', value: string): string {
-  const parts = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(currentProcess().processStart ?? '');
-  if (parts === null) throw new Error('these tests need a Linux process start');
-  const [, bootId, pidNamespace, startTime] = parts;
-  return field === 'bootId' ? `linux:${value}:${pidNamespace}:${startTime}` : `linux:${bootId}:${value}:${startTime}`;
+  if (!existsSync(paths.roots)) await new Registry(place.stateHome).transaction(place.base, () => undefined);
+  replaceFile(place.base, paths.roots, encode({ schema: 'leasehold.registry/1', entries: rows }));
 }
 
 /** A holder that is proved gone: this pid as it was on another boot (`ownerStatus` says `absent`). */
 export function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('bootId', randomUUID()) };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
@@ -125,7 +100,7 @@ export function goneHolder(): ProcessIdentity {
 export function ambiguousHolders(): { readonly name: string; readonly holder: ProcessIdentity }[] {
   const holders: { readonly name: string; readonly holder: ProcessIdentity }[] = [
     { name: 'another host', holder: { pid: 1, host: 'another-host' } },
-    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith('pidNamespace', '1') } },
+    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') } },
   ];
   for (const { holder } of holders) expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holders;

@@ -22,16 +22,16 @@ import {
   handPlaces,
   loopbackEndpoint,
   listingOutsideStaging,
-  makeTemporaryFolder,
   makeWorkspace,
   namesIn,
   sha256Hex,
-  spawnChild,
+  spawnPlanned,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
-const PROCESS_FIXTURES = fileURLToPath(new URL('./process-fixtures/', import.meta.url));
+export const PROCESS_FIXTURES = fileURLToPath(new URL('./process-fixtures/', import.meta.url));
 
 /** The one config every process test uses: any port on 127.0.0.1. */
 export const OWNER_CONFIG: OwnerConfig = {
@@ -39,23 +39,6 @@ export const OWNER_CONFIG: OwnerConfig = {
   endpoint: 'http://127.0.0.1:0',
   policyIdentity: sha256Hex('leasehold process tests: policy'),
 };
-
-/** A test's temp folder (resolved, 0700) and its state home `<base>/state`, which is not created. */
-export interface TestPlace {
-  readonly base: string;
-  readonly stateHome: string;
-}
-
-/** A fresh temp folder under the system temp folder, removed by `cleanUp`. */
-export function makePlace(): TestPlace {
-  const base = makeTemporaryFolder('leasehold-process-');
-  return { base, stateHome: join(base, 'state') };
-}
-
-/** Spawns `node <fixture> '<plan as JSON>'` from the process fixtures; `cleanUp` kills it if it is still running. */
-export function spawnFixture(fixture: string, plan: unknown): SpawnedChild {
-  return spawnChild(join(PROCESS_FIXTURES, fixture), [JSON.stringify(plan)]);
-}
 
 /** The plan of `process-fixtures/stepper.mjs`: a writer stopped (killed or paused) at one step. */
 export interface StepperPlan {
@@ -148,6 +131,6 @@ export function spawnCyclers(place: TestPlace, count: number, prefix: string, fi
       iterations,
       lockWaitMs: 60_000,
     };
-    return spawnFixture('cycler.mjs', plan);
+    return spawnPlanned(PROCESS_FIXTURES, 'cycler.mjs', plan);
   });
 }

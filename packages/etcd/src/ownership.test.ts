@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, killAndReap, loopbackEndpoint, messagesOf, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
-import { closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, spawnOwner, until } from '../test/helpers.js';
+import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until, type OwnerPlan } from '../test/helpers.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND, type EtcdOwnership } from './index.js';
 
 const HOSTS = ['host-a', 'host-b'];
@@ -90,7 +90,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/crashed';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 });
+    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 } satisfies OwnerPlan, BUILT);
     await outcomeOf(owner, ['acquired']);
     const whileLive = await other.recoverySnapshot(root);
     expect(await codeOfAsync(() => other.recover(root, whileLive.digest))).toBe('quarantine');
@@ -142,7 +142,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/paused';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 });
+    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 } satisfies OwnerPlan, BUILT);
     const [, acquired] = await outcomeOf(owner, ['acquired']);
     const oldRevision = (acquired.sequencer as { revision: string }).revision;
     owner.send('put /app/paused/data before');

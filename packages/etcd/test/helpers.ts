@@ -1,4 +1,4 @@
-import { codeOfAsync, isMessage, spawnChild, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { codeOfAsync, isMessage, spawnPlanned, type EtcdCluster, type FixtureModules, type SpawnedChild } from '@leasehold/test-utils';
 import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -6,10 +6,11 @@ import { connect, type EtcdClient } from '../src/etcd-client.js';
 import { EtcdOwnership } from '../src/index.js';
 
 /** The built entry point, as the owner fixture imports it (what would be published). */
-const BUILT = new URL('../dist/index.js', import.meta.url).href;
-const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
+export const BUILT: FixtureModules = { '@leasehold/etcd': new URL('../dist/index.js', import.meta.url).href };
+/** The folder of the child-process scripts. */
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
-/** The plan of fixtures/owner.mjs. */
+/** The plan of fixtures/owner.mjs, spawned with `spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT)`. */
 export interface OwnerPlan {
   readonly endpoints: readonly string[];
   readonly prefix: string;
@@ -49,10 +50,6 @@ export async function closeAll(): Promise<void> {
   await Promise.all(opened.splice(0).map((one) => one.close()));
 }
 
-export function spawnOwner(plan: OwnerPlan): SpawnedChild {
-  return spawnChild(OWNER_FIXTURE, [JSON.stringify({ ...plan, module: BUILT })]);
-}
-
 /** The first of these messages the child prints, as `[key, value]`. */
 export async function outcomeOf(child: SpawnedChild, keys: readonly string[]): Promise<[string, Record<string, unknown>]> {
   const line = await child.line((candidate) => keys.some((key) => isMessage(key)(candidate)));
@@ -63,7 +60,7 @@ export async function outcomeOf(child: SpawnedChild, keys: readonly string[]): P
 
 /** Starts every owner, waits until each is ready, then lets them race; answers each one's outcome. */
 export async function race(plans: readonly OwnerPlan[]): Promise<{ child: SpawnedChild; outcome: string; detail: Record<string, unknown> }[]> {
-  const children = plans.map((plan) => spawnOwner({ ...plan, waitForGo: true }));
+  const children = plans.map((plan) => spawnPlanned(FIXTURES, 'owner.mjs', { ...plan, waitForGo: true } satisfies OwnerPlan, BUILT));
   await Promise.all(children.map((child) => child.line(isMessage('ready'))));
   for (const child of children) child.send('go');
   return Promise.all(

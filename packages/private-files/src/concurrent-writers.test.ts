@@ -1,8 +1,8 @@
 import { existsSync, linkSync, lstatSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, isMessage, killAndReap, type SpawnedChild } from '@leasehold/test-utils';
-import { makeRoot, namesIn, plainStep, spawnFixture, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
+import { bytesOf, cleanUp, codeOf, isMessage, killAndReap, spawnFixture, type SpawnedChild } from '@leasehold/test-utils';
+import { FIXTURES, makeRoot, namesIn, plainStep, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
 import {
   PrivateFiles,
   STAGING_FOLDER,
@@ -33,7 +33,7 @@ function lastStep(child: SpawnedChild): MutationStep {
 
 /** The identity a fixture process prints of itself. */
 async function identityOfChild(): Promise<{ pid: number; host: string; processStart?: string }> {
-  const child = spawnFixture('identity.mjs', []);
+  const child = spawnFixture(FIXTURES, 'identity.mjs', []);
   const line = await child.line(() => true);
   const end = await child.closed;
   expect(end.code).toBe(0);
@@ -48,7 +48,7 @@ describe('a reader racing a writer', () => {
     const first = 'a'.repeat(4096);
     const second = 'b'.repeat(6000);
     files.create(target, bytesOf(first));
-    const replacer = spawnFixture('replacer.mjs', [join(root, STAGING_FOLDER), target, first, second]);
+    const replacer = spawnFixture(FIXTURES, 'replacer.mjs', [join(root, STAGING_FOLDER), target, first, second]);
     await replacer.line((line) => line === 'ready');
 
     const outcomes = { read: 0, conflict: 0, other: {} as Record<string, number> };
@@ -116,7 +116,7 @@ describe('a reader racing a writer', () => {
     files.directory(join(root, STAGING_FOLDER), true);
     const target = join(root, 'published');
     const text = 'published over and over';
-    const publisher = spawnFixture('publisher.mjs', [join(root, STAGING_FOLDER), target, text, '5']);
+    const publisher = spawnFixture(FIXTURES, 'publisher.mjs', [join(root, STAGING_FOLDER), target, text, '5']);
     await publisher.line((line) => line === 'ready');
 
     const outcomes = { absent: 0, read: 0, conflict: 0, other: {} as Record<string, number> };

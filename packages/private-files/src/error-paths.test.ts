@@ -2,8 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp } from '@leasehold/test-utils';
-import { contractErrorOf, makeRoot } from '../test/helpers.js';
+import { cleanUp, contractErrorOf } from '@leasehold/test-utils';
+import { makeRoot } from '../test/helpers.js';
 import { PrivateFiles } from './index.js';
 
 afterEach(cleanUp);

@@ -1,8 +1,8 @@
 import { mkdirSync, readdirSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, modeOf, treeOf } from '@leasehold/test-utils';
-import { contractErrorOf, makeRoot, plainStep } from '../test/helpers.js';
+import { bytesOf, cleanUp, codeOf, contractErrorOf, modeOf, treeOf } from '@leasehold/test-utils';
+import { makeRoot, plainStep } from '../test/helpers.js';
 import { PrivateFiles, STAGING_FOLDER, type FileSnapshot, type MutationAction, type MutationStep } from './index.js';
 
 afterEach(cleanUp);

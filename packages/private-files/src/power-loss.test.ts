@@ -2,7 +2,7 @@
 // protocols are recorded through real private-files calls, and test-utils may
 // not depend on private-files (the layer check), while this package
 // dev-depends on test-utils.
-import { lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -14,10 +14,13 @@ import {
   crashStates,
   decodeTrace,
   encodeTrace,
+  makeBaseTree,
   makeTemporaryFolder,
   materialise,
   recordTrace,
+  shownTree,
   spawnChild,
+  type ShownTree,
   type Tree,
   type TraceOp,
 } from '@leasehold/test-utils';
@@ -25,37 +28,11 @@ import { PrivateFiles } from './index.js';
 
 afterEach(cleanUp);
 
-/** A base folder holding `folders` (0700) and `files` (name to text, 0600), made by hand, and its tree. */
-function based(files: Readonly<Record<string, string>> = {}, folders: readonly string[] = []): { root: string; base: Tree } {
-  const root = makeTemporaryFolder('power-loss-');
-  for (const folder of folders) mkdirSync(join(root, folder), { mode: 0o700 });
-  for (const [name, text] of Object.entries(files)) writeFileSync(join(root, name), text, { mode: 0o600 });
-  return { root, base: baseTree(root) };
-}
-
-/** A state as text: each path below the root with its content ('<folder>', the text, and `=path` for a second name of a file). */
-function shown(tree: Tree): Record<string, string> {
-  const first = new Map<string, string>();
-  const listing: Record<string, string> = {};
-  for (const path of Object.keys(tree.entries).sort()) {
-    const node = tree.entries[path]!;
-    if (path === '.') continue;
-    if (node.kind !== 'file') {
-      listing[path] = node.kind === 'folder' ? '<folder>' : `-> ${node.target}`;
-      continue;
-    }
-    const text = Buffer.from(node.bytes).toString('latin1');
-    listing[path] = first.has(node.inode) ? `${text} =${first.get(node.inode)}` : text;
-    if (!first.has(node.inode)) first.set(node.inode, path);
-  }
-  return listing;
-}
-
 /** Every state of a crash after `point` ops, shown, sorted for comparison. */
-function shownAt(base: Tree, ops: readonly TraceOp[], point = ops.length): Record<string, string>[] {
+function shownAt(base: Tree, ops: readonly TraceOp[], point = ops.length): ShownTree[] {
   const { states, capped } = crashStates(base, ops, point);
   expect(capped).toBe(false);
-  return states.map(shown).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+  return states.map(shownTree).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
 }
 
 function write(path: string, text: string): TraceOp {
@@ -64,25 +41,25 @@ function write(path: string, text: string): TraceOp {
 
 describe('the persistence model', () => {
   it('leaves only the base tree before the first op', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     expect(shownAt(base, [write(join(root, 'a'), 'x')], 0)).toEqual([{ data: 'old' }]);
   });
 
   it('keeps a file whose data and entry were fsynced, whole', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const a = join(root, 'a');
     const ops: TraceOp[] = [write(a, 'hello'), { op: 'fsync', path: a }, { op: 'fsync-directory', path: root }];
     expect(shownAt(base, ops)).toEqual([{ a: 'hello' }]);
   });
 
   it('lets an un-fsynced write read as empty, its first half, zeros or whole, even with its entry durable', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const ops: TraceOp[] = [write(join(root, 'a'), 'hello'), { op: 'fsync-directory', path: root }];
     expect(shownAt(base, ops).map((state) => state.a)).toEqual(['', '\0\0\0\0\0', 'he', 'hello']);
   });
 
   it('may lose a new entry until its folder is fsynced, even with its data fsynced', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const a = join(root, 'a');
     const ops: TraceOp[] = [write(a, 'hello'), { op: 'fsync', path: a }];
     expect(shownAt(base, ops)).toEqual([{ a: 'hello' }, {}]);
@@ -90,14 +67,14 @@ describe('the persistence model', () => {
   });
 
   it('may lose an unlink until its folder is fsynced', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const ops: TraceOp[] = [{ op: 'unlink', path: join(root, 'data') }];
     expect(shownAt(base, ops)).toEqual([{ data: 'old' }, {}]);
     expect(shownAt(base, [...ops, { op: 'fsync-directory', path: root }])).toEqual([{}]);
   });
 
   it('may lose a rename without the folder fsync, and shows the target old or new, never neither or a mix', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const [temp, data] = [join(root, 'temp'), join(root, 'data')];
     const ops: TraceOp[] = [write(temp, 'new'), { op: 'fsync', path: temp }, { op: 'rename', path: data, source: temp }];
     // The temp's own entry was never made durable: it may be there, as a second name of what `data` shows.
@@ -106,7 +83,7 @@ describe('the persistence model', () => {
   });
 
   it('never keeps the removal of a renamed file without its new name: a durable old folder forces the new name', () => {
-    const { root, base } = based({ data: 'old' }, ['staging']);
+    const { root, base } = makeBaseTree({ data: 'old' }, ['staging']);
     const temp = join(root, 'staging', 'temp');
     const data = join(root, 'data');
     const ops: TraceOp[] = [
@@ -119,7 +96,7 @@ describe('the persistence model', () => {
   });
 
   it('keeps data written and fsynced before a link whole under the new name', () => {
-    const { root, base } = based({}, ['staging']);
+    const { root, base } = makeBaseTree({}, ['staging']);
     const temp = join(root, 'staging', 'temp');
     const ops: TraceOp[] = [write(temp, 'new'), { op: 'fsync', path: temp }, { op: 'link', path: join(root, 'data'), source: temp }];
     for (const state of shownAt(base, ops)) expect([undefined, 'new']).toContain(state.data);
@@ -127,7 +104,7 @@ describe('the persistence model', () => {
   });
 
   it('loses the entries of a folder whose own creation is not durable with it', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const [folder, file] = [join(root, 'd'), join(root, 'd', 'f')];
     const ops: TraceOp[] = [
       { op: 'mkdir', path: folder },
@@ -139,7 +116,7 @@ describe('the persistence model', () => {
   });
 
   it('moves a folder whole: never under two names, its entries kept by the folder, not the path', () => {
-    const { root, base } = based({}, ['staging']);
+    const { root, base } = makeBaseTree({}, ['staging']);
     const [staged, service] = [join(root, 'staging', 'dir'), join(root, 'service')];
     const ops: TraceOp[] = [
       { op: 'mkdir', path: staged },
@@ -156,7 +133,7 @@ describe('the persistence model', () => {
   });
 
   it('gives every crash point, with the op that ran last', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const ops: TraceOp[] = [write(join(root, 'a'), 'x'), { op: 'fsync', path: join(root, 'a') }, { op: 'fsync-directory', path: root }];
     const points = allCrashStates(base, ops);
     expect(points.map(({ point, after, states }) => [point, after?.op, states.length])).toEqual([
@@ -168,7 +145,7 @@ describe('the persistence model', () => {
   });
 
   it('stops at the cap and says so, rather than dropping states silently', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     // Each fsynced file with an un-fsynced entry doubles the states: 12 files fill the cap exactly, 13 overflow it.
     const files = (count: number) =>
       Array.from({ length: count }, (_, index) => join(root, `f${index}`)).flatMap((path): TraceOp[] => [write(path, 'x'), { op: 'fsync', path }]);
@@ -179,7 +156,7 @@ describe('the persistence model', () => {
   });
 
   it('refuses a trace that could not have run over its base', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     expect(() => crashStates(base, [write('/elsewhere/a', 'x')], 1)).toThrow(/outside the base tree/);
     expect(() => crashStates(base, [{ op: 'rename', path: join(root, 'data') }], 1)).toThrow(/has no source/);
     expect(() => crashStates(base, [{ op: 'fsync', path: join(root, 'missing') }], 1)).toThrow(/does not exist/);
@@ -190,7 +167,7 @@ describe('the persistence model', () => {
 
 describe('traces', () => {
   it('are recorded from private-files steps, with sources and copies of the bytes', () => {
-    const { root } = based({}, ['.staging']);
+    const { root } = makeBaseTree({}, ['.staging']);
     const { hooks, ops } = recordTrace();
     const bytes = bytesOf('abc');
     new PrivateFiles(root, { hooks }).create(join(root, 'data'), bytes);
@@ -215,7 +192,7 @@ describe('traces', () => {
 
 describe('materialise', () => {
   it('writes a state at its own root, replacing what is there, with its modes and hard links', () => {
-    const { root } = based({ old: 'gone' });
+    const { root } = makeBaseTree({ old: 'gone' });
     materialise({
       root,
       entries: {
@@ -226,7 +203,7 @@ describe('materialise', () => {
         l: { kind: 'symlink', target: 'g' },
       },
     });
-    expect(shown(baseTree(root))).toEqual({ d: '<folder>', 'd/f': 'x', g: 'x =d/f', l: '-> g' });
+    expect(shownTree(baseTree(root))).toEqual({ d: '<folder>', 'd/f': 'x', g: 'x =d/f', l: '-> g' });
     expect(lstatSync(join(root, 'g')).nlink).toBe(2);
     expect(lstatSync(join(root, 'd')).mode & 0o777).toBe(0o500);
     expect(lstatSync(join(root, 'g')).mode & 0o777).toBe(0o600);
@@ -241,7 +218,7 @@ function dataWhole(state: Tree): boolean {
 
 describe('the toy protocol: replace `data` by a temp renamed over it', () => {
   it('is caught without the temp fsync: some crash state has an empty or partial `data`', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const temp = join(root, 'temp');
     const ops: TraceOp[] = [write(temp, 'new'), { op: 'rename', path: join(root, 'data'), source: temp }, { op: 'fsync-directory', path: root }];
     const broken = allCrashStates(base, ops).flatMap(({ states }) => states.filter((state) => !dataWhole(state)));
@@ -252,7 +229,7 @@ describe('the toy protocol: replace `data` by a temp renamed over it', () => {
   });
 
   it('is clean with the temp fsync and the folder fsync: private-files replace, at every crash point', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const files = new PrivateFiles(root);
     const { hooks, ops } = recordTrace();
     new PrivateFiles(root, { hooks }).replace(join(root, 'data'), files.read(join(root, 'data'))!, bytesOf('new'));
@@ -263,7 +240,7 @@ describe('the toy protocol: replace `data` by a temp renamed over it', () => {
   });
 
   it('is recorded in a child that is gone before its states are materialised at the same absolute root', async () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const script = join(makeTemporaryFolder('power-loss-child-'), 'replace.mjs');
     // The child imports both packages by the URLs this test resolves, and prints each op as it is recorded.
     writeFileSync(
@@ -283,7 +260,7 @@ new files.PrivateFiles(root, { hooks }).replace(path, new files.PrivateFiles(roo
       for (const state of states) {
         materialise(state);
         expect(['old', 'new']).toContain(readFileSync(join(root, 'data'), 'utf8'));
-        expect(shown(baseTree(root))).toEqual(shown(state));
+        expect(shownTree(baseTree(root))).toEqual(shownTree(state));
       }
     }
   });

@@ -1,9 +1,9 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp } from '@leasehold/test-utils';
-import { spawnFixture } from '../test/helpers.js';
+import { cleanUp, spawnFixture } from '@leasehold/test-utils';
 import { currentProcess, ownerStatus, processIdentity, type ProcessIdentity } from './index.js';
+import { FIXTURES } from '../test/helpers.js';
 
 afterEach(cleanUp);
 
@@ -27,7 +27,7 @@ function fieldsOf(processStart: string): [string, string, string] {
 
 /** A fixture process that printed its own currentProcess(); `wait` keeps it alive until its stdin closes. */
 async function spawnIdentity(wait: boolean): Promise<{ identity: ProcessIdentity; release: () => Promise<void> }> {
-  const child = spawnFixture('identity.mjs', wait ? ['wait'] : []);
+  const child = spawnFixture(FIXTURES, 'identity.mjs', wait ? ['wait'] : []);
   const identity = JSON.parse(await child.line(() => true)) as ProcessIdentity;
   expect(identity.pid).toBe(child.pid);
   const release = async (): Promise<void> => {

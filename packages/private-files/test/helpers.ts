@@ -1,12 +1,11 @@
 import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { codeOf, isMissing, makeTemporaryFolder, spawnChild, treeOf, type SpawnedChild } from '@leasehold/test-utils';
+import { codeOf, isMissing, makeTemporaryFolder, spawnPlanned, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import { ContractError, type MutationStep } from '../src/index.js';
+import type { MutationStep } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
-const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** A fresh private root (0700, owned by us, resolved: no symbolic link above it), removed by `cleanUp`. */
 export function makeRoot(): string {
@@ -19,17 +18,6 @@ export function unchangedCodeOf(root: string, action: () => unknown): string {
   const code = codeOf(action);
   expect(treeOf(root)).toEqual(before);
   return code;
-}
-
-/** The error `action` throws; the test fails when it throws none, or not a ContractError. */
-export function contractErrorOf(action: () => unknown): ContractError {
-  try {
-    action();
-  } catch (error) {
-    if (ContractError.is(error)) return error;
-    throw error;
-  }
-  throw new Error('expected a ContractError, none was thrown');
 }
 
 /** Sorted names in a folder, or undefined when it does not exist. */
@@ -45,11 +33,6 @@ export function namesIn(folder: string): string[] | undefined {
 /** A mutation step as the hook reports it, reduced to plain data. */
 export function plainStep(step: MutationStep): MutationStep {
   return { operation: step.operation, action: step.action, path: step.path };
-}
-
-/** Spawns `node <fixture> ...args` from the fixtures folder; `cleanUp` kills it if it is still running. */
-export function spawnFixture(fixture: string, args: readonly string[]): SpawnedChild {
-  return spawnChild(join(FIXTURES, fixture), args);
 }
 
 /** A plan for `fixtures/writer.mjs`: operations run in order through one PrivateFiles. */
@@ -72,7 +55,7 @@ export interface WriterPlan {
 
 /** Runs `fixtures/writer.mjs` with a plan; it prints `step`, `paused` and `done` lines as JSON. */
 export function spawnWriter(plan: WriterPlan): SpawnedChild {
-  return spawnFixture('writer.mjs', [JSON.stringify(plan)]);
+  return spawnPlanned(FIXTURES, 'writer.mjs', plan);
 }
 
 /** The parsed JSON stdout lines of a writer that have a given key. */

@@ -8,6 +8,7 @@ import {
   listingOutsideStaging,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messagesOf,
   pathExists,
@@ -17,22 +18,23 @@ import {
   serviceFences,
   shownStep,
   spawnCommand,
+  spawnPlanned,
+  spawnSharedFixture,
   type CrasherStep,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURE_MODULES,
   finishRecovery,
+  FIXTURES,
   journalRecords,
   judgeFenced,
-  makePlace,
   ownerPlan,
   recoverWith,
   snapshotOf,
-  spawnFixture,
-  spawnOwner,
   type OwnerPlan,
   type RecovererPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -50,9 +52,9 @@ const liveChild = () => spawnCommand('sleep', ['1000']);
 
 /** A place where an owner child ran `plan` with `companion` fenced, and was killed (SIGKILL) where the plan says. */
 async function ownerKilled(plan: (place: TestPlace, root: string) => OwnerPlan, companion: SpawnedChild) {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
-  const owner = spawnOwner({ ...plan(place, root), companion: companion.pid });
+  const owner = spawnSharedFixture('crasher', { ...plan(place, root), companion: companion.pid }, FIXTURE_MODULES);
   const end = await owner.closed;
   expect(end, end.stderr).toMatchObject({ code: null, signal: 'SIGKILL' });
   expect(messagesOf(owner, 'fenced')).toEqual([{ fenced: companion.pid }]);
@@ -172,7 +174,7 @@ describe('a recovery killed (SIGKILL) right after it removed the companion', () 
     await killAndReap(child);
     // The journal record's 7 steps, the companion's unlink and folder fsync: killed before the registration's.
     const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: snapshotOf(place, root).digest, killAt: 10 };
-    const recoverer = spawnFixture('recoverer.mjs', plan);
+    const recoverer = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await recoverer.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(messagesOf(recoverer, 'step').map((message) => shownStep(message, place, root)).slice(7)).toEqual([
       ...removeSteps(`${SERVICE}/companion.json`),

@@ -11,33 +11,34 @@ import {
   killAndReap,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
   namesIn,
-  pathExists,
   ownerFilesSteps,
+  pathExists,
   releaseServiceSteps,
   removeSteps,
   replaceSteps,
   serviceFences,
   shownStep,
+  spawnSharedFixture,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
   CHILD_ENDPOINT,
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   coordinationOf,
   journalRecords,
   judgeFenced,
-  makePlace,
   ownerPlan,
   recoverWith,
   snapshotOf,
   runBatch,
-  spawnOwner,
   type OwnerPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -182,7 +183,7 @@ const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${i
 /** The dry run: the whole operation in a child, every step reported and checked against the expected list. */
 async function dryRun(operationCase: OperationCase): Promise<void> {
   const { place, root } = await preparedPlace(operationCase);
-  const child = spawnOwner(ownerPlan(place, root, operationCase.operation));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, operationCase.operation), FIXTURE_MODULES);
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, place, root));
@@ -193,7 +194,7 @@ async function dryRun(operationCase: OperationCase): Promise<void> {
 
 /** A fresh place, prepared for the operation. */
 async function preparedPlace(operationCase: OperationCase): Promise<{ place: TestPlace; root: string }> {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   await operationCase.prepare?.(place, root);
   return { place, root };
@@ -206,7 +207,7 @@ async function preparedPlace(operationCase: OperationCase): Promise<{ place: Tes
  */
 async function killed(operationCase: OperationCase, killAt: number | 'end'): Promise<{ place: TestPlace; root: string }> {
   const { place, root } = await preparedPlace(operationCase);
-  const child = spawnOwner(ownerPlan(place, root, operationCase.operation, killAt));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, operationCase.operation, killAt), FIXTURE_MODULES);
   const end = await child.closed;
   expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
   const steps = operationCase.expectedSteps;
@@ -315,10 +316,10 @@ for (const operationCase of CASES) describe(`recovery from every crash point of 
 
 describe('recovery of an owner killed while idle (docs/persistence.md, "Crash safety")', () => {
   it('a running owner killed with kill -9 while idle', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const coordination = coordinationOf(place, root);
-    const owner = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
+    const owner = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
     await messageOf(owner, 'held');
     expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
     expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });

@@ -6,8 +6,24 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, handPlaces, killAndReap, loopbackEndpoint, makeWorkspace, messageOf, namesIn, sha256Hex, spawnSharedFixture } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, makePlace, recoverWith, snapshotOf, spawnOwner, writeByHand, type TestPlace } from '../test/helpers.js';
+import {
+  cleanUp,
+  codeOf,
+  codeOfAsync,
+  loopbackEndpoint,
+  handPlaces,
+  killAndReap,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  namesIn,
+  processStartWith,
+  rewriteJson,
+  sha256Hex,
+  spawnSharedFixture,
+  type TestPlace,
+} from '@leasehold/test-utils';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, writeByHand } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding, type FindingRemedy } from './index.js';
 
 afterEach(cleanUp);
@@ -41,24 +57,16 @@ function removeRemedy(path: string, recursive = false): FindingRemedy {
   return { kind: 'remove', path, recursive };
 }
 
-/** This process's `processStart` with one field changed (Linux: `linux:<boot id>:<pid namespace>:<start time>`). */
-function processStartWith(field: 'bootId' | 'pidNamespace', value: string, processStart = currentProcess().processStart): string {
-  const parts = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(processStart ?? '');
-  if (parts === null) throw new Error('these tests need a Linux process start');
-  const [, bootId, pidNamespace, startTime] = parts;
-  return field === 'bootId' ? `linux:${value}:${pidNamespace}:${startTime}` : `linux:${bootId}:${value}:${startTime}`;
-}
-
 /** A holder proved gone: this pid as it was on another boot. */
 function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('bootId', randomUUID()) };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
 
 /** A holder that cannot be told from here: this pid in another PID namespace (a container sharing the state home). */
 function otherNamespaceHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith('pidNamespace', '1') };
+  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holder;
 }
@@ -77,13 +85,6 @@ function writeLock(path: string, holder: ProcessIdentity, root: string): string 
   return token;
 }
 
-/** Rewrites a JSON file in place by hand (same inode, mode kept), as canonical JSON. */
-function rewriteJson(path: string, change: (value: Record<string, unknown>) => void): void {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-  change(value);
-  writeFileSync(path, encode(value));
-}
-
 /** A staging name (format of private-files' staging-name.ts) for a writer on this host. */
 function stagingNameOf(writer: ProcessIdentity): string {
   const start = writer.processStart === undefined ? '-' : Buffer.from(writer.processStart).toString('base64url');
@@ -99,7 +100,7 @@ function prependBom(path: string): void {
 
 describe('diagnose: nothing to report', () => {
   it('finds nothing in a missing state home, a healthy one, or one with a live owner and a live plain tool', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     expect(findingsOf(place)).toEqual([]);
     await stoppedWorkspace(place, 'stopped', 45_101);
     expect(findingsOf(place)).toEqual([]);
@@ -116,7 +117,7 @@ describe('diagnose: nothing to report', () => {
 
 describe('diagnose: unsafe files come first and alone', () => {
   it('reports open modes, another owner, a symbolic link and a FIFO, in walk order, and nothing else', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_103);
     const places = handPlaces(place.stateHome, root);
     chmodSync(places.service, 0o755);
@@ -153,7 +154,7 @@ describe('diagnose: unsafe files come first and alone', () => {
 
 describe('diagnose: stray names', () => {
   it('reports a stray in every Leasehold folder, with the workspace of those in a private root, and no second finding for the folder', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_104);
     const places = handPlaces(place.stateHome, root);
     const journal = places.journal;
@@ -193,7 +194,7 @@ describe('diagnose: stray names', () => {
 
 describe('diagnose: staging leftovers', () => {
   it('reports leftovers of gone and untellable writers, not a live writer’s, and no unreadable finding for a file a leftover links', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_105);
     const places = handPlaces(place.stateHome, root);
     mkdirSync(places.staging, { recursive: true, mode: 0o700 });
@@ -222,7 +223,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   const registryOf = (place: TestPlace) => new Registry(place.stateHome, { lockWaitMs: 100 });
 
   it('reports a registry lock whose holder is in another PID namespace; rm clears it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_106);
     const { registryLock } = handPlaces(place.stateHome, root);
     const holder = otherNamespaceHolder();
@@ -243,7 +244,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   });
 
   it('reports the take-over marker of an untellable holder on the dead lock’s chain, and no other marker', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_107);
     const { registryLock } = handPlaces(place.stateHome, root);
     const registry = join(place.stateHome, 'v1', 'registry');
@@ -278,7 +279,7 @@ describe('diagnose: registry locks and take-over markers', () => {
   });
 
   it('does not report an untellable holder’s marker while no lock exists: the next writer removes it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = await stoppedWorkspace(place, 'ws', 45_108);
     const registry = join(place.stateHome, 'v1', 'registry');
     writeLock(join(registry, `takeover-${randomUUID()}.lock`), otherNamespaceHolder(), root);
@@ -290,7 +291,7 @@ describe('diagnose: registry locks and take-over markers', () => {
 
 describe('diagnose: owners', () => {
   it('reports a dead owner’s fences with the recover command; after that recovery it is clean', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
@@ -308,13 +309,13 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a workspace fenced by a dead owner of another PID namespace, naming it and where to recover it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     const { pid } = await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
     // The same owner, as a container sharing this state home would have written it.
     const otherNamespace = (value: Record<string, unknown>) => {
-      value.processStart = processStartWith('pidNamespace', '1', value.processStart as string);
+      value.processStart = processStartWith(value.processStart as string, 'pidNamespace', '1');
     };
     rewriteJson(places.roots, (value) => {
       for (const entry of value.entries as Record<string, unknown>[]) if (entry.root === root) otherNamespace(entry);
@@ -338,7 +339,7 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a registered root whose folder was deleted; the recover command clears it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'doomed');
     const { pid } = await deadOwner(place, root);
     rmSync(root, { recursive: true });
@@ -356,7 +357,7 @@ describe('diagnose: owners', () => {
   });
 
   it('reports a plain tool’s checkout lock whose holder is gone, named by its workspace when one is known', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const never = makeWorkspace(place, 'never-served');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_109);
     const tools = [never, stopped].map((workspace) => spawnSharedFixture('checkout-holder', { workspace, stateHome: place.stateHome }, FIXTURE_MODULES));
@@ -385,7 +386,7 @@ describe('diagnose: owners', () => {
 
 describe('diagnose: unreadable files', () => {
   it('names the full path and the workspace of each unreadable file, and still checks the rest of that workspace and the others', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const broken = makeWorkspace(place, 'broken');
     const healthy = makeWorkspace(place, 'healthy');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_110);
@@ -394,14 +395,18 @@ describe('diagnose: unreadable files', () => {
     const h = handPlaces(place.stateHome, healthy);
     const s = handPlaces(place.stateHome, stopped);
     // healthy's owner died too, on its own endpoint.
-    const child = spawnOwner({
-      workspace: healthy,
-      stateHome: place.stateHome,
-      operation: 'acquire',
-      config: OWNER_CONFIG,
-      endpoint: loopbackEndpoint(45_111),
-      killAt: 'hold',
-    });
+    const child = spawnSharedFixture(
+      'crasher',
+      {
+        workspace: healthy,
+        stateHome: place.stateHome,
+        operation: 'acquire',
+        config: OWNER_CONFIG,
+        endpoint: loopbackEndpoint(45_111),
+        killAt: 'hold',
+      },
+      FIXTURE_MODULES,
+    );
     await messageOf(child, 'held');
     expect((await killAndReap(child)).signal).toBe('SIGKILL');
     prependBom(b.format);
@@ -445,7 +450,7 @@ describe('diagnose: unreadable files', () => {
   });
 
   it('names the registry file that does not decode, and still reports a dead owner from its registration', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'ws');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);

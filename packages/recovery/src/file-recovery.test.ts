@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileOwnership } from '@leasehold/coordination';
-import { cleanUp, codeOfAsync, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
-import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, makePlace, snapshotOf } from '../test/helpers.js';
+import { cleanUp, codeOfAsync, makePlace, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, snapshotOf } from '../test/helpers.js';
 import { ContractError, fileRecovery } from './index.js';
 
 afterEach(cleanUp);
@@ -11,7 +11,7 @@ const granted = (): void => {};
 
 describe('fileRecovery', () => {
   it('reads an empty journal before any recovery, and refuses a journal file that is not a record, naming it', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const recovery = fileRecovery({ stateHome: place.stateHome });
     expect(await recovery.journal()).toEqual([]);
     const root = makeWorkspace(place, 'crashed');
@@ -19,7 +19,7 @@ describe('fileRecovery', () => {
     const view = await recovery.snapshot(root);
     const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted });
     if (!result.recovered) throw new Error('it recovered nothing');
-    replaceFile(place.scratch, result.record, new TextEncoder().encode('{"schema":"leasehold.recovery-record/1"}'));
+    replaceFile(place.base, result.record, new TextEncoder().encode('{"schema":"leasehold.recovery-record/1"}'));
     const error = await recovery.journal().then(
       () => undefined,
       (caught: unknown) => caught,
@@ -29,7 +29,7 @@ describe('fileRecovery', () => {
   });
 
   it('finds nothing to recover in a workspace nobody owned, and says so', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'never');
     const recovery = fileRecovery({ stateHome: place.stateHome });
     const view = await recovery.snapshot(root);
@@ -38,7 +38,7 @@ describe('fileRecovery', () => {
   });
 
   it('shows a SIGKILLed owner’s fences where they are, recovers them with the digest, and a fresh acquire succeeds', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'crashed');
     const { pid } = await deadOwner(place, root);
     const recovery = fileRecovery({ stateHome: place.stateHome });
@@ -94,7 +94,7 @@ describe('fileRecovery', () => {
   });
 
   it('never recovers over a live owner: its holder is live, and recover is quarantine', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'alive');
     const child = await liveOwner(place, root);
     const recovery = fileRecovery({ stateHome: place.stateHome });

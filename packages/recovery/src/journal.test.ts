@@ -3,8 +3,8 @@ import { hostname, userInfo } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
-import { cleanUp, codeOf, handPlaces, jsonOf, makeWorkspace, replaceFile } from '@leasehold/test-utils';
-import { deadOwner, journalRecords, makePlace, placesOf, recoverWith, snapshotOf } from '../test/helpers.js';
+import { cleanUp, codeOf, handPlaces, jsonOf, makePlace, makeWorkspace, replaceFile } from '@leasehold/test-utils';
+import { deadOwner, journalRecords, placesOf, recoverWith, snapshotOf } from '../test/helpers.js';
 import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './index.js';
 
 afterEach(cleanUp);
@@ -15,7 +15,7 @@ afterEach(cleanUp);
 
 describe('the journal record', () => {
   it('decodes with recoveryRecordSchema and names root, digest, operator and fences', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const places = handPlaces(place.stateHome, root);
     const { pid } = await deadOwner(place, root);
@@ -65,7 +65,7 @@ describe('the journal record', () => {
 
 describe('Journal (the durable bridge: docs/ownership.md, "The journal record")', () => {
   it('assertDurable holds while the record is unchanged, and is conflict once it is removed or rewritten', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     await deadOwner(place, root);
     const journal = new Journal(placesOf(place, root));
@@ -75,7 +75,7 @@ describe('Journal (the durable bridge: docs/ownership.md, "The journal record")'
     const kept = journal.record(state, currentOperator());
     journal.assertDurable(kept);
     const rewritten = journal.record(state, currentOperator());
-    replaceFile(place.scratch, rewritten.path, readFileSync(rewritten.path));
+    replaceFile(place.base, rewritten.path, readFileSync(rewritten.path));
     expect(codeOf(() => journal.assertDurable(rewritten))).toBe('conflict');
     const removed = journal.record(state, currentOperator());
     rmSync(removed.path);
@@ -85,7 +85,7 @@ describe('Journal (the durable bridge: docs/ownership.md, "The journal record")'
   });
 
   it('refuses to write into a journal folder that is not private, writing nothing', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     await deadOwner(place, root);
     const journal = handPlaces(place.stateHome, root).journal;

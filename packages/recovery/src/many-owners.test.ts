@@ -7,26 +7,28 @@ import {
   isMessage,
   jsonOf,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   messageOf,
   namesIn,
   serviceFences,
+  spawnPlanned,
+  spawnSharedFixture,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURES,
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   coordinationOf,
   deadOwner,
   finishRecovery,
   journalRecords,
-  makePlace,
   ownerPlan,
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnFixture,
-  spawnOwner,
-  type TestPlace,
 } from '../test/helpers.js';
 import { recover } from './index.js';
 
@@ -40,7 +42,7 @@ afterEach(cleanUp);
 /** A churner child: acquires and releases `count` workspaces of its own, round after round, until told to stop. */
 function churner(place: TestPlace, name: string, firstPort: number, count: number): SpawnedChild {
   const workspaces = Array.from({ length: count }, (_, index) => ({ root: makeWorkspace(place, `${name}-${index}`), endpoint: loopbackEndpoint(firstPort + index) }));
-  return spawnFixture('churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
+  return spawnPlanned(FIXTURES, 'churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
 }
 
 /** Waits until a churner has reported a round after `round`. */
@@ -70,7 +72,7 @@ async function stopped(child: SpawnedChild): Promise<number> {
 
 describe("other workspaces' churn never invalidates a recovery (docs/ownership.md, \"Many owners in one state home\")", () => {
   it('owners of other roots acquiring and releasing between the snapshot and recover, and during it: the first digest recovers', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
@@ -116,7 +118,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
   });
 
   it("a crash inside another workspace's transaction: recovery takes its lock over, and that workspace stays fenced until it is recovered too", async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
     const snapshot = snapshotOf(place, root);
@@ -124,11 +126,15 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     // Another root's owner killed in its acquire's transaction, after its row, before its service folder was renamed into place.
     const other = makeWorkspace(place, 'other');
     const otherPlaces = handPlaces(place.stateHome, other);
-    const crashed = spawnOwner({
-      ...ownerPlan(place, other, 'acquire'),
-      endpoint: loopbackEndpoint(45_400),
-      killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },
-    });
+    const crashed = spawnSharedFixture(
+      'crasher',
+      {
+        ...ownerPlan(place, other, 'acquire'),
+        endpoint: loopbackEndpoint(45_400),
+        killBefore: { operation: 'create-folder', action: 'rename', path: otherPlaces.service },
+      },
+      FIXTURE_MODULES,
+    );
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(jsonOf(otherPlaces.registryLock)).toMatchObject({ pid: crashed.pid, root: other });
     const otherRow = rowsOf(place.stateHome).find((row) => row.root === other);

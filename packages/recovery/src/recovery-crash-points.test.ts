@@ -8,6 +8,7 @@ import {
   handPlaces,
   lockCreateSteps,
   lockRemoveSteps,
+  makePlace,
   makeWorkspace,
   messageOf,
   messagesOf,
@@ -18,22 +19,22 @@ import {
   replaceSteps,
   serviceFences,
   shownStep,
+  spawnPlanned,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import type { MutationStep } from '@leasehold/private-files';
 import {
   CHILD_ENDPOINT,
+  FIXTURES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   coordinationOf,
   journalRecords,
   judgeFenced,
-  makePlace,
   recoverWith,
   runBatch,
   snapshotOf,
-  spawnFixture,
   type RecovererPlan,
-  type TestPlace,
 } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -124,7 +125,7 @@ function stepOf(message: Record<string, unknown>, place: TestPlace, root: string
 
 /** A fresh place where the case left a dead owner, and the digest of the snapshot the parent took of it. */
 async function deadOwnerPlace(deadOwnerCase: DeadOwnerCase): Promise<Place & { digest: string }> {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   await deadOwnerCase.kill([{ place, root }]);
   const snapshot = snapshotOf(place, root);
@@ -141,7 +142,7 @@ const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${i
 /** The dry run: the whole recovery in a child, every step reported and checked against the expected list. */
 async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
   const dry = await deadOwnerPlace(deadOwnerCase);
-  const child = spawnFixture('recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   expect(done.outcome).toMatchObject({ recovered: true });
@@ -155,7 +156,7 @@ async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
 
 /** A recovery child killed before step `at`; the steps it reported are the expected list's up to there. */
 async function recoveryKilled(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<void> {
-  const child = spawnFixture('recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
   const end = await child.closed;
   expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
   expect(messagesOf(child, 'step').map((message) => stepOf(message, place, root)), label).toEqual(deadOwnerCase.expectedSteps.slice(0, at));
@@ -180,7 +181,7 @@ interface PointResult {
 /** With the dead recovery's registry lock set aside (a rename keeps its inode): judged, then put back exclusively. */
 async function judgedWithLockAside({ place, root }: Place, label: string): Promise<string> {
   const files = handPlaces(place.stateHome, root);
-  const aside = join(place.scratch, 'registry.lock');
+  const aside = join(place.base, 'registry.lock');
   renameSync(files.registryLock, aside);
   const inspected = await judgeFenced(place, root, `${label}, registry lock set aside`);
   linkSync(aside, files.registryLock);

@@ -12,14 +12,19 @@ import {
   handPlaces,
   jsonOf,
   loopbackEndpoint,
+  makePlace,
   makeWorkspace,
   namesIn,
   pathExists,
   replaceFile,
+  rewriteJson,
   serviceFences,
+  spawnSharedFixture,
   stateListing,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import {
+  FIXTURE_MODULES,
   OWNER_CONFIG,
   coordinationOf,
   deadOwner,
@@ -28,14 +33,11 @@ import {
   grantOf,
   journalRecords,
   liveOwner,
-  makePlace,
   ownerPlan,
   recoverWith,
   rowsOf,
   snapshotOf,
-  spawnOwner,
   writeByHand,
-  type TestPlace,
 } from '../test/helpers.js';
 import { recover, type RecoveryGrant } from './index.js';
 
@@ -58,7 +60,7 @@ class BridgeDown extends Error {
 
 /** A fresh place with one workspace whose owner acquired it and was killed while idle. */
 async function deadOwnerPlace(): Promise<{ place: TestPlace; root: string; pid: number }> {
-  const place = makePlace();
+  const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   const { pid } = await deadOwner(place, root);
   return { place, root, pid };
@@ -79,11 +81,6 @@ function lockByHand(place: TestPlace, root: string, holder: { pid: number; host:
   return bytes;
 }
 
-/** Rewrites a JSON document by hand (a new file, canonical bytes), changed by `change`. */
-function rewriteJson(place: TestPlace, path: string, change: (document: Record<string, unknown>) => Record<string, unknown>): void {
-  replaceFile(place.scratch, path, encode(change(jsonOf(path) as Record<string, unknown>)));
-}
-
 /** This boot's id, PID namespace and start time, from this process's `processStart`. */
 function processStartParts(): { bootId: string; pidNamespace: string; startTime: string } {
   const match = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/.exec(currentProcess().processStart ?? '');
@@ -99,7 +96,7 @@ function inAnotherPidNamespace(processStart: string): string {
 
 describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery: grant and release")', () => {
   it('a live holder is quarantine, named with its pid, and nothing changes', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const owner = await liveOwner(place, root);
     const snapshot = snapshotOf(place, root);
@@ -129,7 +126,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
     it(`an ambiguous holder (a registration naming ${name}) is quarantine, and nothing changes`, async () => {
       const { place, root, pid } = await deadOwnerPlace();
       const registration = handPlaces(place.stateHome, root).registration;
-      rewriteJson(place, registration, change);
+      rewriteJson(registration, change, { scratch: place.base });
       const named = jsonOf(registration) as { host: string };
       const snapshot = snapshotOf(place, root);
       expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({ holder: { pid, host: named.host } });
@@ -167,13 +164,17 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
   for (const bridgeFails of [true, false]) {
     const how = bridgeFails ? 'its bridge fails inside the transaction' : 'recovery succeeds';
     it(`a dead owner's lock left inside its release: taken over and removed when ${how}`, async () => {
-      const place = makePlace();
+      const place = makePlace('recovery');
       const root = makeWorkspace(place, 'workspace');
       // Killed in release's transaction, after taking the lock, before the row's removal was renamed into place.
-      const owner = spawnOwner({
-        ...ownerPlan(place, root, 'release'),
-        killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
-      });
+      const owner = spawnSharedFixture(
+        'crasher',
+        {
+          ...ownerPlan(place, root, 'release'),
+          killBefore: { operation: 'replace', action: 'rename', path: handPlaces(place.stateHome, root).roots },
+        },
+        FIXTURE_MODULES,
+      );
       expect(await owner.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
       const places = handPlaces(place.stateHome, root);
       expect(jsonOf(places.registryLock)).toMatchObject({ pid: owner.pid, root });
@@ -238,16 +239,17 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
       name: `${name} rewritten with identical bytes`,
       make: (place: TestPlace, root: string) => {
         const file = path(place, root);
-        replaceFile(place.scratch, file, readFileSync(file));
+        replaceFile(place.base, file, readFileSync(file));
       },
     })),
     {
       name: "this root's row removed from roots.json",
       make: (place: TestPlace, root: string) =>
-        rewriteJson(place, handPlaces(place.stateHome, root).roots, (table) => ({
-          ...table,
-          entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root),
-        })),
+        rewriteJson(
+          handPlaces(place.stateHome, root).roots,
+          (table) => ({ ...table, entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root) }),
+          { scratch: place.base },
+        ),
     },
   ];
 
@@ -299,12 +301,12 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
   const notStaleMakers = [
     {
       name: 'roots.json rewritten with identical bytes',
-      make: async (place: TestPlace) => replaceFile(place.scratch, handPlaces(place.stateHome, '/').roots, readFileSync(handPlaces(place.stateHome, '/').roots)),
+      make: async (place: TestPlace) => replaceFile(place.base, handPlaces(place.stateHome, '/').roots, readFileSync(handPlaces(place.stateHome, '/').roots)),
     },
     {
       name: 'the registry format.json rewritten with identical bytes',
       make: async (place: TestPlace) =>
-        replaceFile(place.scratch, handPlaces(place.stateHome, '/').registryFormat, readFileSync(handPlaces(place.stateHome, '/').registryFormat)),
+        replaceFile(place.base, handPlaces(place.stateHome, '/').registryFormat, readFileSync(handPlaces(place.stateHome, '/').registryFormat)),
     },
     {
       name: "another workspace's row added (a live owner, this process) and another's added and removed",
@@ -497,7 +499,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
           if (how === 'remove') rmSync(record);
           else {
             // The same bytes in a new file: a new incarnation, so a new stamp.
-            const copy = join(place.scratch, 'record-copy');
+            const copy = join(place.base, 'record-copy');
             writeFileSync(copy, readFileSync(record), { mode: 0o600, flag: 'wx' });
             renameSync(copy, record);
           }

@@ -8,14 +8,17 @@ import {
   cleanUp,
   handPlaces,
   killAndReap,
+  makePlace,
   makeWorkspace,
   messageOf,
   pathExists,
   replaceFile,
   sha256Hex,
+  spawnPlanned,
   stateListing,
 } from '@leasehold/test-utils';
 import {
+  FIXTURES,
   OWNER_CONFIG,
   PARENT_ENDPOINT,
   capabilityOf,
@@ -25,10 +28,8 @@ import {
   ioError,
   journalRecords,
   liveOwner,
-  makePlace,
   recoverWith,
   snapshotOf,
-  spawnFixture,
   type RecovererPlan,
 } from '../test/helpers.js';
 
@@ -67,7 +68,7 @@ function expectNoSecret(texts: readonly string[], secrets: readonly string[], wh
 
 describe('the capability never shows (docs/threats.md, "The one secret")', () => {
   it('in no snapshot, digest, error, record or child output', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const places = handPlaces(place.stateHome, root);
     const owner = await liveOwner(place, root);
@@ -89,7 +90,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     const dead = snapshotOf(place, root);
     snapshots.push(JSON.stringify(dead));
     const grantedBefore = grantOf(place, root, dead.digest);
-    replaceFile(place.scratch, places.capability, readFileSync(places.capability));
+    replaceFile(place.base, places.capability, readFileSync(places.capability));
     const rewritten = snapshotOf(place, root);
     snapshots.push(JSON.stringify(rewritten));
     expect(rewritten.digest).not.toBe(dead.digest);
@@ -132,7 +133,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     const last = snapshotOf(place, root);
     snapshots.push(JSON.stringify(last));
     const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: last.digest };
-    const child = spawnFixture('recoverer.mjs', plan);
+    const child = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await messageOf(child, 'done')).toMatchObject({ outcome: { recovered: true } });
     const end = await child.closed;
     expect(end).toMatchObject({ code: 0, signal: null });

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkout } from '@leasehold/coordination';
-import { cleanUp, handPlaces, killAndReap, loopbackEndpoint, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
+import { cleanUp, loopbackEndpoint, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
 import {
   FIXTURE_MODULES,
   OWNER_CONFIG,
@@ -10,7 +10,6 @@ import {
   coordinationOf,
   deadOwner,
   journalRecords,
-  makePlace,
   recoverWith,
   rowsOf,
   snapshotOf,
@@ -28,7 +27,7 @@ afterEach(cleanUp);
 
 describe('recovery touches nothing but the dead owner’s fences', () => {
   it('leaves other workspaces byte-, inode- and mtime-identical', async () => {
-    const place = makePlace();
+    const place = makePlace('recovery');
     const dead = makeWorkspace(place, 'dead');
     const toolHeld = makeWorkspace(place, 'tool-held');
     const toolDied = makeWorkspace(place, 'tool-died');

@@ -1,5 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OwnerConfig } from '@leasehold/contracts';
@@ -12,23 +12,23 @@ import {
   killAndReap,
   listingOutsideStaging,
   loopbackEndpoint,
-  makeTemporaryFolder,
   messageOf,
   namesIn,
   pathExists,
   serviceFences,
   sha256Hex,
-  spawnChild,
+  spawnPlanned,
   spawnSharedFixture,
   type CrasherPlan,
   type FixtureModules,
   type ListedEntry,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
-const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** What the shared fixtures of @leasehold/test-utils load: the built coordination, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
@@ -48,30 +48,9 @@ export const PARENT_ENDPOINT = loopbackEndpoint(45_002);
 /** Grants authority. */
 const grant = (): void => {};
 
-/** A test's temp folder (resolved, 0700), its state home `<base>/state` (not created) and a scratch folder. */
-export interface TestPlace {
-  readonly base: string;
-  readonly stateHome: string;
-  /** A folder on the same file system, outside the state home, for files written by hand before a rename. */
-  readonly scratch: string;
-}
-
-/** A fresh temp folder under the system temp folder, removed by `cleanUp`. */
-export function makePlace(): TestPlace {
-  const base = makeTemporaryFolder('leasehold-recovery-');
-  const scratch = join(base, 'scratch');
-  mkdirSync(scratch, { mode: 0o700 });
-  return { base, stateHome: join(base, 'state'), scratch };
-}
-
 /** The coordination the test process uses for `root` (no hooks; a short lock wait, since a live holder is never waited for). */
 export function coordinationOf(place: TestPlace, root: string): ServiceCoordination {
   return new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 200 });
-}
-
-/** Spawns `node <fixture> '<plan as JSON>'` from the fixtures folder; `cleanUp` kills it if it is still running. */
-export function spawnFixture(fixture: string, plan: unknown): SpawnedChild {
-  return spawnChild(join(FIXTURES, fixture), [JSON.stringify(plan)]);
 }
 
 /** The error `action` throws or rejects with (the test fails when it does not). */
@@ -117,11 +96,6 @@ export function changedEntries(before: Record<string, ListedEntry>, after: Recor
 
 /** The plan of an owner child: the shared crasher fixture of @leasehold/test-utils (see its header). */
 export type OwnerPlan = CrasherPlan;
-
-/** Spawns an owner child (the shared crasher fixture) with `plan`; `cleanUp` kills it if it is still running. */
-export function spawnOwner(plan: OwnerPlan): SpawnedChild {
-  return spawnSharedFixture('crasher', plan, FIXTURE_MODULES);
-}
 
 /** One owner run of owners.mjs: its workspace and the steps that fail with EIO. */
 interface OwnerRun {
@@ -170,7 +144,7 @@ export interface RecoverersPlan {
  * `expected` says.
  */
 export async function runBatch(fixture: string, plan: OwnersPlan | RecoverersPlan, expected: 'exit' | 'kill' = 'exit'): Promise<RunReport[]> {
-  const child = spawnFixture(fixture, plan);
+  const child = spawnPlanned(FIXTURES, fixture, plan);
   const end = await child.closed;
   expect(end, end.stderr).toMatchObject(expected === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
   const reports = child.lines.filter((line) => line.startsWith('{"run":')).map((line) => JSON.parse(line) as RunReport);
@@ -196,7 +170,7 @@ export function ownerPlan(place: TestPlace, root: string, operation: OwnerPlan['
  * read by hand while it was alive.
  */
 export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: number; capability: string }> {
-  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
   await messageOf(child, 'held');
   const capability = capabilityOf(place.stateHome, root);
   const end = await killAndReap(child);
@@ -206,7 +180,7 @@ export async function deadOwner(place: TestPlace, root: string): Promise<{ pid: 
 
 /** A live owner: a child that acquired `root` and holds it until the test ends. */
 export async function liveOwner(place: TestPlace, root: string): Promise<SpawnedChild> {
-  const child = spawnOwner(ownerPlan(place, root, 'acquire', 'hold'));
+  const child = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
   await messageOf(child, 'held');
   return child;
 }

@@ -19,14 +19,16 @@ import {
   materialise,
   nodeKey,
   serviceFences,
+  spawnPlanned,
   type CrashPoint,
   type PowerLossProtocol,
+  type TestPlace,
   type Tree,
   type TreeNode,
   type TraceOp,
 } from '@leasehold/test-utils';
 import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
-import { CHILD_ENDPOINT, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, spawnFixture, type TestPlace } from './helpers.js';
+import { CHILD_ENDPOINT, FIXTURES, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner } from './helpers.js';
 
 // The power-loss harness (docs/persistence.md, "Power-loss exploration"),
 // for src/power-loss*.test.ts through ./power-loss-table.ts (every protocol
@@ -115,10 +117,8 @@ interface Case {
 function caseFor(protocol: PowerLossProtocol): Case {
   const base = makeTemporaryFolder('leasehold-power-loss-', STATES_PARENT);
   const home = join(base, 'home');
-  const scratch = join(base, 'scratch');
   mkdirSync(home, { mode: 0o700 });
-  mkdirSync(scratch, { mode: 0o700 });
-  const place: TestPlace = { base, stateHome: join(home, 'state'), scratch };
+  const place: TestPlace = { base, stateHome: join(home, 'state') };
   const roots = [makeWorkspace(place, 'workspace'), ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : [])];
   return { place, home, roots, elsewhere: makeWorkspace(place, 'elsewhere') };
 }
@@ -153,7 +153,7 @@ async function recordedRun(protocol: PowerLossProtocol, where: Case): Promise<{ 
     config: OWNER_CONFIG,
     endpoint: CHILD_ENDPOINT,
   };
-  const child = spawnFixture('power-loss-recorder.mjs', plan);
+  const child = spawnPlanned(FIXTURES, 'power-loss-recorder.mjs', plan);
   const end = await child.closed;
   expect(end, end.stderr).toMatchObject({ code: 0, signal: null });
   expect(child.lines.at(-1)).toBe('{"done":true}');

@@ -10,10 +10,12 @@ import {
   namesIn,
   pathExists,
   replaceSteps,
+  spawnFixture,
 } from '@leasehold/test-utils';
 import {
   bytesOf,
   failedTransaction,
+  FIXTURES,
   initialised,
   linksOf,
   lockAt,
@@ -22,7 +24,6 @@ import {
   reservations,
   reserveAll,
   shownSteps,
-  spawnFixture,
   spawnHolder,
   spawnTransactor,
 } from '../test/helpers.js';
@@ -125,7 +126,7 @@ describe('a dead holder', () => {
   it('killed mid-publication of registry.lock (second link left): the next transaction sweeps the leftover and takes it over', async () => {
     const { stateHome, registry } = await initialised();
     const roots = bytesOf(registry.layout.roots);
-    const child = spawnFixture('holder.mjs', ['die-publishing', stateHome]);
+    const child = spawnFixture(FIXTURES, 'holder.mjs', ['die-publishing', stateHome]);
     const end = await child.closed;
     expect(end.signal).toBe('SIGKILL');
     expect(child.lines).toEqual([]);

@@ -1,9 +1,9 @@
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, makeTemporaryFolder, modeOf, namesIn, pathExists } from '@leasehold/test-utils';
+import { cleanUp, codeOf, contractErrorOf, makeTemporaryFolder, modeOf, namesIn, pathExists } from '@leasehold/test-utils';
 import { TEST_ROOT, reservation } from '../test/helpers.js';
-import { ContractError, Registry, ensureStateHome } from './index.js';
+import { Registry, ensureStateHome } from './index.js';
 
 afterEach(cleanUp);
 
@@ -11,17 +11,6 @@ afterEach(cleanUp);
 function unmadeStateHome(): { base: string; stateHome: string } {
   const base = makeTemporaryFolder('registry-state-home-');
   return { base, stateHome: join(base, 'fresh', 'local', 'state') };
-}
-
-/** The error `action` throws, which must be a ContractError. */
-function contractErrorOf(action: () => unknown): ContractError {
-  try {
-    action();
-  } catch (error) {
-    if (ContractError.is(error)) return error;
-    throw error;
-  }
-  throw new Error('no error');
 }
 
 describe('a state home that does not exist yet, nor its parents', () => {

@@ -13,13 +13,14 @@ import {
   namesIn,
   sha256Hex,
   shownStep,
-  spawnChild,
+  spawnFixture,
+  spawnPlanned,
   type SpawnedChild,
 } from '@leasehold/test-utils';
 import { Registry, stateHomeLayout } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
-const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** A state home path in a fresh temp folder (removed by `cleanUp`); the registry makes it (0700) on its first transaction. */
 export function makeStateHome(): string {
@@ -115,11 +116,6 @@ export function withChangedField(processStart: string, field: 1 | 2 | 3): string
   return fields.join(':');
 }
 
-/** Spawns `node <fixture> ...args` from the fixtures folder; `cleanUp` kills it if it is still running. */
-export function spawnFixture(fixture: string, args: readonly string[]): SpawnedChild {
-  return spawnChild(join(FIXTURES, fixture), args);
-}
-
 /**
  * A child (`fixtures/holder.mjs hold`) that runs a transaction for `root` on
  * `stateHome` whose operation prints `holding` and then waits for a line on
@@ -127,7 +123,7 @@ export function spawnFixture(fixture: string, args: readonly string[]): SpawnedC
  * finish: it prints `done` and exits 0.
  */
 export async function spawnHolder(stateHome: string, root = '/srv/holder'): Promise<SpawnedChild> {
-  const child = spawnFixture('holder.mjs', ['hold', stateHome, root]);
+  const child = spawnFixture(FIXTURES, 'holder.mjs', ['hold', stateHome, root]);
   await child.line('holding');
   return child;
 }
@@ -157,7 +153,7 @@ export interface TransactorPlan {
 
 /** Spawns `fixtures/transactor.mjs` with `plan`; `cleanUp` kills it if it is still running. */
 export function spawnTransactor(plan: TransactorPlan): SpawnedChild {
-  return spawnFixture('transactor.mjs', [JSON.stringify(plan)]);
+  return spawnPlanned(FIXTURES, 'transactor.mjs', plan);
 }
 
 /**

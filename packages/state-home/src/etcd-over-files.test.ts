@@ -16,7 +16,7 @@ import {
   makeTemporaryFolder,
   makeWorkspace,
   sha256Hex,
-  spawnChild,
+  spawnPlanned,
   startEtcd,
   type EtcdCluster,
   type SpawnedChild,
@@ -88,7 +88,7 @@ async function untilStatus(backend: EtcdBackend, root: string, status: string): 
 const OWNER_SCRIPT = `
 import { writeSync } from 'node:fs';
 const plan = JSON.parse(process.argv[2]);
-const { openBackendFor } = await import(plan.module);
+const { openBackendFor } = await import(plan.modules['@leasehold/state-home']);
 const { ownership } = await openBackendFor(plan.stateHome, plan.backend, { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds });
 const lease = await ownership.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
 writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
@@ -96,10 +96,10 @@ process.stdin.resume();
 `;
 
 async function spawnOwner(place: Place, host: string, root: string): Promise<{ child: SpawnedChild; epoch: string }> {
-  const script = join(makeTemporaryFolder('etcd-backend-owner-'), 'owner.mjs');
-  writeFileSync(script, OWNER_SCRIPT);
-  const plan = { module: import.meta.resolve('@leasehold/state-home'), backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
-  const child = spawnChild(script, [JSON.stringify(plan)]);
+  const folder = makeTemporaryFolder('etcd-backend-owner-');
+  writeFileSync(join(folder, 'owner.mjs'), OWNER_SCRIPT);
+  const plan = { backend: place.backend, host, stateHome: stateHomeOf(place, host), ttlSeconds: TTL_SECONDS, root, config: CONFIG, endpoint: BOUND };
+  const child = spawnPlanned(folder, 'owner.mjs', plan, { '@leasehold/state-home': import.meta.resolve('@leasehold/state-home') });
   const line = await child.line(isMessage('acquired'));
   return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
 }

@@ -29,3 +29,14 @@ export async function codeOfAsync(action: Promise<unknown> | (() => unknown)): P
   }
   return 'no error';
 }
+
+/** The ContractError `action` throws, to assert more than its code; the test fails when it throws none, and any other error is rethrown. */
+export function contractErrorOf(action: () => unknown): ContractError {
+  try {
+    action();
+  } catch (error) {
+    if (ContractError.is(error)) return error;
+    throw error;
+  }
+  throw new Error('expected a ContractError, none was thrown');
+}

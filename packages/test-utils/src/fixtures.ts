@@ -1,13 +1,11 @@
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { OwnerConfig } from '@leasehold/contracts';
-import { spawnChild, type SpawnedChild } from './child-process.js';
+import type { SpawnedChild } from './child-process.js';
+import { spawnPlanned, type FixtureModules } from './spawn-fixture.js';
 
-/**
- * The file URL of each package a shared fixture loads, by package name, as the
- * calling test resolves it (`import.meta.resolve('@leasehold/coordination')`):
- * test-utils may depend on contracts only, so a fixture never imports a layer by name.
- */
-export type FixtureModules = Readonly<Record<string, string>>;
+/** The folder of the shared fixtures, beside dist/ and src/. */
+const SHARED_FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
 
 /** The plan of fixtures/checkout-holder.mjs: a plain tool holding `workspace`'s checkout lock, printing `{"held": token}`. */
 export interface CheckoutHolderPlan {
@@ -55,7 +53,7 @@ export interface SharedFixturePlans {
 
 /** The absolute path of the shared fixture `name` (packages/test-utils/fixtures/<name>.mjs). */
 export function sharedFixturePath(name: keyof SharedFixturePlans): string {
-  return fileURLToPath(new URL(`../fixtures/${name}.mjs`, import.meta.url));
+  return join(SHARED_FIXTURES, `${name}.mjs`);
 }
 
 /** Spawns `node <fixture>.mjs '<plan as JSON>'`, the plan given `modules`; `cleanUp` kills it if it is still running. */
@@ -64,5 +62,5 @@ export function spawnSharedFixture<Name extends keyof SharedFixturePlans>(
   plan: SharedFixturePlans[Name],
   modules: FixtureModules,
 ): SpawnedChild {
-  return spawnChild(sharedFixturePath(name), [JSON.stringify({ ...plan, modules })]);
+  return spawnPlanned(SHARED_FIXTURES, `${name}.mjs`, plan, modules);
 }

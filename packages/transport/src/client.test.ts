@@ -6,7 +6,7 @@ import {
   capabilityOf,
   coordinationOf,
   endTest,
-  makePlace,
+  placeWithWorkspace,
   plainServer,
   servingOf,
   spawnOwner,
@@ -46,7 +46,7 @@ async function killedOwner(place: Place): Promise<ChildServing> {
 
 describe('connect', () => {
   it('resolves { endpoint, epoch, status, request, stream } for a live owner, and request makes authenticated calls', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place);
     const serving = await servingOf(child);
     capabilityOf(place);
@@ -73,19 +73,19 @@ describe('connect', () => {
   });
 
   it('rejects unavailable for a workspace that never served', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     expect(await unavailableReason(place)).toContain('not running (absent)');
     expect(coordinationOf(place).inspect()).toEqual({ status: 'absent' });
   });
 
   it('rejects unavailable when the owner was killed (SIGKILL): no answer', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     await killedOwner(place);
     expect(await unavailableReason(place)).toContain('no answer');
   });
 
   it('rejects unavailable when a listener on the recorded endpoint answers another epoch', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const serving = await killedOwner(place);
     await plainServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
@@ -95,7 +95,7 @@ describe('connect', () => {
   });
 
   it('rejects unavailable when a listener on the recorded endpoint refuses the capability, or never answers', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const serving = await killedOwner(place);
     let answer = true;
     await plainServer((_request, response) => {
@@ -109,7 +109,7 @@ describe('connect', () => {
   });
 
   it('settles while a live owner is between two steps of its acquire, then succeeds once it goes on', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     // Paused before it publishes its registration: its row, checkout lock, owner.lock and capability are there.
     const child = spawnOwner(place, { pauseAt: '/service/registration.json' });
     await messageOf(child, 'paused');
@@ -131,7 +131,7 @@ describe('connect', () => {
 
 describe('connect against a listener that stalls', () => {
   it('rejects unavailable when the answer starts and then stops coming', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const serving = await killedOwner(place);
     await plainServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });

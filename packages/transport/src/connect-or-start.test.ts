@@ -1,17 +1,28 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { currentProcess, ownerStatus, type ProcessIdentity } from '@leasehold/private-files';
-import { connectedClients, handPlaces, jsonOf, killAndReap, messageOf, namesIn, spawnChild, type ConnectedClient, type SpawnedChild } from '@leasehold/test-utils';
+import { currentProcess, ownerStatus } from '@leasehold/private-files';
+import {
+  connectedClients,
+  handPlaces,
+  jsonOf,
+  killAndReap,
+  killDetached,
+  logLines,
+  loggedProcesses,
+  messageOf,
+  namesIn,
+  spawnPlanned,
+  type ConnectedClient,
+  type LoggedProcess,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { capabilityOf, endTest, makePlace, witness, type Place } from '../test/helpers.js';
+import { FIXTURES, capabilityOf, endTest, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
-const CLIENT = fileURLToPath(new URL('../test/fixtures/on-demand-client.mjs', import.meta.url));
-const OWNER = fileURLToPath(new URL('../test/fixtures/started-owner.mjs', import.meta.url));
 const POLICY = '{"policy":"connectOrStart tests"}';
 /** A bound far above what any start here takes: the tests wait on events, never on it. */
 const PATIENT_MS = 60_000;
@@ -26,19 +37,10 @@ interface Scene extends Place {
 const scenes: Scene[] = [];
 
 function makeScene(): Scene {
-  const place = makePlace();
+  const place = placeWithWorkspace();
   const scene = { ...place, starts: join(place.base, 'starts.log'), owners: join(place.base, 'owners.log'), ownerErrors: join(place.base, 'owner-errors.log') };
   scenes.push(scene);
   return scene;
-}
-
-function linesOf(path: string): string[] {
-  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter((line) => line !== '') : [];
-}
-
-/** Every owner process the scene's starts launched, as each recorded itself. */
-function ownersOf(scene: Scene): ProcessIdentity[] {
-  return linesOf(scene.owners).map((line) => JSON.parse(line) as ProcessIdentity);
 }
 
 /** The start-claims folder's names, outside its staging folder: a claim or take-over marker left behind shows here. */
@@ -65,31 +67,24 @@ function anotherBoot(): string {
   return currentProcess().processStart!.replace(/^linux:[0-9a-f-]{36}:/, 'linux:00000000-0000-0000-0000-000000000000:');
 }
 
-/**
- * Kills the owners the scene's clients launched detached (they are no children of this process),
- * each only while it is still the process it recorded (pid and start time), and waits until each is gone.
- */
-async function killDetachedOwners(): Promise<void> {
-  const owners = scenes.splice(0).flatMap(ownersOf);
-  const live = (owner: ProcessIdentity) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
-  for (const owner of owners.filter(live)) process.kill(owner.pid, 'SIGKILL');
-  for (let round = 0; owners.some(live) && round < 500; round += 1) await new Promise((resolve) => setTimeout(resolve, 10));
-}
+/** Whether a recorded owner is still that process (its pid and start time). */
+const isLive = (owner: LoggedProcess) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
 
 afterEach(async () => {
-  await killDetachedOwners();
+  // The owners the scenes' clients launched detached, as each recorded itself in the scene's owners log.
+  await killDetached(scenes.splice(0).flatMap((scene) => loggedProcesses(scene.owners)), isLive);
   await endTest();
 });
 
 function spawnClient(scene: Scene, plan: Record<string, unknown> = {}): SpawnedChild {
   const base = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, starts: scene.starts, owners: scene.owners, ownerErrors: scene.ownerErrors };
-  return spawnChild(CLIENT, [JSON.stringify({ ...base, timeoutMs: PATIENT_MS, ...plan })]);
+  return spawnPlanned(FIXTURES, 'on-demand-client.mjs', { ...base, timeoutMs: PATIENT_MS, ...plan });
 }
 
-/** The owner fixture as a child of this process (a start() of this process, or an owner already there). */
-function spawnOwner(scene: Scene, compatibility?: string): SpawnedChild {
+/** The started-owner fixture as a child of this process (a start() of this process, or an owner already there). */
+function spawnStartedOwner(scene: Scene, compatibility?: string): SpawnedChild {
   const plan = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, owners: scene.owners, ...(compatibility === undefined ? {} : { compatibility }) };
-  return spawnChild(OWNER, [JSON.stringify(plan)]);
+  return spawnPlanned(FIXTURES, 'started-owner.mjs', plan);
 }
 
 /** Each client's connection, once every one ended connected (their output kept for the secrets check). */
@@ -108,11 +103,11 @@ async function expectOneStartAndNoClaimLeft(scene: Scene): Promise<void> {
     timeoutMs: PATIENT_MS,
     start: () => {
       started += 1;
-      spawnOwner(scene);
+      spawnStartedOwner(scene);
     },
   });
   expect(started).toBe(1);
-  expect(connection.status.pid).toBe(ownersOf(scene)[0]!.pid);
+  expect(connection.status.pid).toBe(loggedProcesses(scene.owners)[0]!.pid);
   expect(claimFiles(scene)).toEqual([]);
   capabilityOf(scene);
 }
@@ -132,8 +127,8 @@ describe('connectOrStart across processes', () => {
     const scene = makeScene();
     const clients = Array.from({ length: 16 }, () => spawnClient(scene));
     const connected = await connectedOf(clients);
-    const owners = ownersOf(scene);
-    expect(linesOf(scene.starts)).toHaveLength(1);
+    const owners = loggedProcesses(scene.owners);
+    expect(logLines(scene.starts)).toHaveLength(1);
     expect(owners).toHaveLength(1);
     expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
     expect(connected.map(({ pid }) => pid)).toEqual(clients.map(() => owners[0]!.pid));
@@ -154,11 +149,11 @@ describe('connectOrStart across processes', () => {
     expect((await killAndReap(killed)).signal).toBe('SIGKILL');
     const survivors = clients.filter((client) => client !== killed);
     const connected = await connectedOf(survivors);
-    const starts = linesOf(scene.starts).map(Number);
+    const starts = logLines(scene.starts).map(Number);
     expect(starts).toHaveLength(2);
     expect(starts[0]).toBe(killed.pid);
     expect(survivors.map((client) => client.pid)).toContain(starts[1]);
-    expect(ownersOf(scene)).toHaveLength(1);
+    expect(loggedProcesses(scene.owners)).toHaveLength(1);
     expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
     expect(claimFiles(scene)).toEqual([]);
     capabilityOf(scene);
@@ -200,12 +195,12 @@ describe('connectOrStart and the start claim', () => {
     const before = readFileSync(path, 'utf8');
     const waits: WaitingOn[] = [];
     const error = await rejectionOf(
-      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
+      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnStartedOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
     );
     expect(error.code).toBe('unavailable');
     expect(waits).toEqual([{ what: 'start-claim', pid: process.pid, host: hostname(), since }]);
     expect(readFileSync(path, 'utf8')).toBe(before);
-    expect(ownersOf(scene)).toEqual([]);
+    expect(loggedProcesses(scene.owners)).toEqual([]);
   });
 
   it('takes over a claim whose maker is proved gone, through the marker a taker killed before its replace left: nothing is left after', async () => {
@@ -244,7 +239,7 @@ describe('connectOrStart and the start claim', () => {
     const failure = new Error('the daemon binary is missing');
     await expect(connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
     expect(claimFiles(scene)).toEqual([]);
-    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnOwner(scene) });
+    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
     expect(connection.status.root).toBe(scene.root);
     capabilityOf(scene);
   });
@@ -253,7 +248,7 @@ describe('connectOrStart and the start claim', () => {
 describe('connectOrStart and compatibility', () => {
   it("'refuse' (the default): conflict naming both strings, nothing started, the owner untouched", async () => {
     const scene = makeScene();
-    const owner = spawnOwner(scene, 'hello/1');
+    const owner = spawnStartedOwner(scene, 'hello/1');
     await messageOf(owner, 'serving');
     const before = await connect(scene.root, { stateHome: scene.stateHome });
     expect(before.status.compatibility).toBe('hello/1');
@@ -277,7 +272,7 @@ describe('connectOrStart and compatibility', () => {
 
   it("'replace': the old owner is stopped with the authenticated stop and exits; the caller's own start serves the new compatibility", async () => {
     const scene = makeScene();
-    const old = spawnOwner(scene, 'hello/1');
+    const old = spawnStartedOwner(scene, 'hello/1');
     await messageOf(old, 'serving');
     const before = await connect(scene.root, { stateHome: scene.stateHome });
     const connection = await connectOrStart(scene.root, {
@@ -285,13 +280,13 @@ describe('connectOrStart and compatibility', () => {
       timeoutMs: PATIENT_MS,
       compatibility: 'hello/2',
       onIncompatible: 'replace',
-      start: () => void spawnOwner(scene, 'hello/2'),
+      start: () => void spawnStartedOwner(scene, 'hello/2'),
     });
     expect((await messageOf(old, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await old.closed).code).toBe(0);
     expect(connection.status.compatibility).toBe('hello/2');
     expect(connection.epoch).not.toBe(before.epoch);
-    expect(ownersOf(scene).map(({ pid }) => pid)).toEqual([old.pid, connection.status.pid]);
+    expect(loggedProcesses(scene.owners).map(({ pid }) => pid)).toEqual([old.pid, connection.status.pid]);
     capabilityOf(scene);
   });
 
@@ -302,8 +297,8 @@ describe('connectOrStart and compatibility', () => {
     expect(first).toMatchObject({ compatibility: 'hello/1' });
     expect(second).toMatchObject({ compatibility: 'hello/2' });
     expect(second!.epoch).not.toBe(first!.epoch);
-    expect(ownersOf(scene).map(({ pid }) => pid)).toEqual([first!.pid, second!.pid]);
-    expect(linesOf(scene.starts)).toHaveLength(2);
+    expect(loggedProcesses(scene.owners).map(({ pid }) => pid)).toEqual([first!.pid, second!.pid]);
+    expect(logLines(scene.starts)).toHaveLength(2);
     capabilityOf(scene);
   });
 });

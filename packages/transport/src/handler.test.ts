@@ -10,7 +10,7 @@ import {
   endTest,
   exchange,
   jsonBody,
-  makePlace,
+  placeWithWorkspace,
   plainServer,
   request,
   requestBytes,
@@ -37,7 +37,7 @@ interface OwnServer {
 }
 
 async function ownServer(routes?: OwnerRoutes): Promise<OwnServer> {
-  const place = makePlace();
+  const place = placeWithWorkspace();
   let handler: RequestListener = (_request, response) => {
     response.writeHead(503);
     response.end();

@@ -11,8 +11,8 @@ import {
   jsonBody,
   keptAlive,
   lineIndexOf,
-  makePlace,
   openSocket,
+  placeWithWorkspace,
   plainServer,
   request,
   servingOf,
@@ -27,7 +27,7 @@ function portOf(endpoint: string): number {
 
 describe('the owner life cycle in its own process', () => {
   it('on SIGTERM goes stopping, drains the request in flight, releases and exits 0; the workspace is then stopped', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place);
     const serving = await servingOf(child);
     expect(serving).toMatchObject({ root: place.root, pid: child.pid });
@@ -50,7 +50,7 @@ describe('the owner life cycle in its own process', () => {
   });
 
   it('on SIGINT does the same', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place);
     const serving = await servingOf(child);
     child.process.kill('SIGINT');
@@ -60,7 +60,7 @@ describe('the owner life cycle in its own process', () => {
   });
 
   it('on POST /v1/stop with the right token answers 202, releases and exits 0', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place);
     const serving = await servingOf(child);
     const port = portOf(serving.endpoint);
@@ -77,7 +77,7 @@ describe('the owner life cycle in its own process', () => {
   });
 
   it('honours a SIGTERM sent during acquire only after acquire: it acquires whole, then stops cleanly', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place, { signalAt: 'first' });
     const sent = (await messageOf(child, 'signalledSelf')).signalledSelf as { path: string };
     expect(sent.path.startsWith(place.stateHome)).toBe(true);
@@ -89,7 +89,7 @@ describe('the owner life cycle in its own process', () => {
   });
 
   it('honours a SIGTERM handled while acquire waits for the registry lock only after acquire; answers 503 until then', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const { server, port } = await plainServer(() => {});
     await new Promise((closed) => server.close(closed));
     // At its first link of registry.lock the child signals itself and puts a live holder's lock there by hand,
@@ -114,7 +114,7 @@ describe('the owner life cycle in its own process', () => {
   });
 
   it('when the lease is lost, closes the listener at once, reports the error, touches no file, exits non-zero', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const child = spawnOwner(place, { watchIntervalMs: 10, holdAfterError: true });
     const serving = await servingOf(child);
     const port = portOf(serving.endpoint);

@@ -13,8 +13,8 @@ import {
   exchange,
   jsonBody,
   keptAlive,
-  makePlace,
   openSocket,
+  placeWithWorkspace,
   plainServer,
   request,
   requestBytes,
@@ -52,7 +52,7 @@ function holdingRoute(): { routes: OwnerRoutes; arrived: Promise<void>; open: ()
 
 describe('serveOwner in this process', () => {
   it('acquires with the bound endpoint of any free port and serves its status', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place);
     expect(owner.serving).toMatchObject({ root: place.root, pid: process.pid });
     expect(owner.serving.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/);
@@ -64,7 +64,7 @@ describe('serveOwner in this process', () => {
   });
 
   it('stays up after a stop with a wrong token (401), and still answers', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place);
     const capability = capabilityOf(place);
     for (const token of [undefined, 'A'.repeat(43), capability.slice(1)]) {
@@ -80,7 +80,7 @@ describe('serveOwner in this process', () => {
   });
 
   it('stops on an authenticated POST /v1/stop: 202, stopping, drains the request in flight, releases, resolves', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const hold = holdingRoute();
     // A keep-alive timeout far away: the drained connection must not be kept open after its answer.
     const owner = await serveHere(place, { routes: hold.routes, limits: { keepAliveTimeoutMs: 600_000 } });
@@ -102,7 +102,7 @@ describe('serveOwner in this process', () => {
   });
 
   it('does not let an idle kept-alive connection stall the stop (keep-alive timeout far away)', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place, { limits: { keepAliveTimeoutMs: 600_000 } });
     const capability = capabilityOf(place);
     const idle = await openSocket(owner.port);
@@ -115,7 +115,7 @@ describe('serveOwner in this process', () => {
   });
 
   it('serves on [::1] when asked, checking Host against [::1]:PORT; connect reaches it', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place, { endpoint: 'http://[::1]:0' });
     expect(owner.serving.endpoint).toMatch(/^http:\/\/\[::1\]:[1-9][0-9]*$/);
     const capability = capabilityOf(place);
@@ -138,7 +138,7 @@ describe('serveOwner in this process', () => {
   });
 
   it('stops when aborted, the same way', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place);
     owner.abort();
     expect(await owner.ended).toEqual({ outcome: { reason: 'abort' } });
@@ -149,7 +149,7 @@ describe('serveOwner in this process', () => {
 
 describe("a connection reads an owner's own routes however they answer", () => {
   it('JSON, text and bytes read whole; a stream answered at its headers, before its body ends', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     let finish: () => void = () => {};
     const finished = new Promise<void>((resolve) => (finish = resolve));
     const routes: OwnerRoutes = async (incoming, response) => {
@@ -188,7 +188,7 @@ describe("a connection reads an owner's own routes however they answer", () => {
 
 describe('serveOwner refusals', () => {
   it('refuses an endpoint that is not loopback HTTP, and a port that is taken, before touching any file', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     for (const endpoint of ['http://localhost:0', 'http://0.0.0.0:0', 'https://127.0.0.1:0', 'http://127.0.0.1:0/path', 'http://[::]:0']) {
       expect({ endpoint, code: await codeOfAsync(serveHere(place, { endpoint })) }).toEqual({ endpoint, code: 'refused' });
     }
@@ -198,7 +198,7 @@ describe('serveOwner refusals', () => {
   });
 
   it('refuses (conflict) a second owner of a served workspace, and the first goes on serving', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const first = await serveHere(place);
     const capability = capabilityOf(place);
     const before = listingOutsideStaging(place.stateHome);
@@ -211,7 +211,7 @@ describe('serveOwner refusals', () => {
 
 describe('bounds against hostile local clients', () => {
   it('answers 431 (from Node) to a head over limits.headerBytes, before any check', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place, { limits: { headerBytes: 2048 } });
     const capability = capabilityOf(place);
     const padded = (size: number, token?: string) => request('GET', '/v1/status', owner.port, token, [['X-Padding', 'a'.repeat(size)]]);
@@ -232,7 +232,7 @@ describe('bounds against hostile local clients', () => {
   });
 
   it('refuses connections over limits.connections (500 at once), stays up, serves the held ones, then new ones', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const LIMIT = 5;
     const TOTAL = 500;
     const owner = await serveHere(place, { limits: { connections: LIMIT, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 } });
@@ -267,7 +267,7 @@ describe('bounds against hostile local clients', () => {
   });
 
   it('serves others while a client sends nothing, or half a head; the server then closes those itself', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const owner = await serveHere(place, { limits: { headersTimeoutMs: 200, requestTimeoutMs: 400 } });
     const capability = capabilityOf(place);
     const silent = await openSocket(owner.port);
@@ -288,7 +288,7 @@ describe('bounds against hostile local clients', () => {
   });
 
   it('does not let a silent or half-sent connection hold a clean stop: the drain is bounded by requestTimeoutMs', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     // Closing the server stops Node's own head and request timeouts: only the bounded drain ends these.
     const owner = await serveHere(place, { limits: { headersTimeoutMs: 300, requestTimeoutMs: 300 } });
     const silent = await openSocket(owner.port);
@@ -304,7 +304,7 @@ describe('bounds against hostile local clients', () => {
 
 describe('a lease lost while stopping', () => {
   it('rejects, closes the listener, and touches no file, when the stop itself finds the files changed', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     // The self-fence timer is far away: the stop is the first to look at the files.
     const owner = await serveHere(place, { watchIntervalMs: 600_000 });
     const capability = capabilityOf(place);
@@ -369,7 +369,7 @@ function revocable(place: Place): { ownership: Ownership; revoke: (error: unknow
 
 describe('serveOwner and connect on an explicit ownership', () => {
   it('serve and connect through the ownership given, never the state home of the options', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const elsewhere: Place = { ...place, stateHome: join(place.base, 'elsewhere') };
     const ownership = fileOwnership({ stateHome: elsewhere.stateHome });
     const owner = await serveHere(place, { ownership });
@@ -388,7 +388,7 @@ describe('serveOwner and connect on an explicit ownership', () => {
   });
 
   it('closes the listener, touches no file and rejects with the reason when the lease reports its loss through the interface', async () => {
-    const place = makePlace();
+    const place = placeWithWorkspace();
     const { ownership, revoke, held } = revocable(place);
     // The self-fence timer is far away: only the interface's report can end the owner.
     const owner = await serveHere(place, { ownership, watchIntervalMs: 600_000 });

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect as connectSocket, type AddressInfo, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sha256, type OwnerConfig } from '@leasehold/contracts';
 import { ServiceCoordination, fileOwnership } from '@leasehold/coordination';
@@ -10,17 +9,18 @@ import {
   caughtErrors,
   cleanUp,
   handPlaces,
-  makeTemporaryFolder,
+  makePlace,
   makeWorkspace,
   messageOf,
-  spawnChild,
+  spawnPlanned,
   type SpawnedChild,
+  type TestPlace,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
 import { serveOwner, type OwnershipLease, type ServeOptions, type ServeOutcome, type Serving } from '../src/index.js';
 
-/** The owner process fixture; it imports the built package by its name. */
-const OWNER_FIXTURE = fileURLToPath(new URL('./fixtures/owner.mjs', import.meta.url));
+/** The folder of the child-process scripts; they import the built package by its name. */
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** The policy text every test owner publishes as `host-config.json`. */
 const POLICY_TEXT = '{"policy":"transport tests"}';
@@ -33,16 +33,14 @@ const ANY_PORT: OwnerConfig = {
   policyIdentity: sha256(POLICY),
 };
 
-/** One test's temp folder, its state home `<base>/state` (not created) and a workspace `<base>/workspaces/<name>`. */
-export interface Place {
-  readonly base: string;
-  readonly stateHome: string;
+/** One test's place and the workspace it serves, `<base>/workspaces/owned`. */
+export interface Place extends TestPlace {
   readonly root: string;
 }
 
-export function makePlace(name = 'owned'): Place {
-  const base = makeTemporaryFolder('leasehold-transport-');
-  return { base, stateHome: join(base, 'state'), root: makeWorkspace({ base }, name) };
+export function placeWithWorkspace(): Place {
+  const place = makePlace('transport');
+  return { ...place, root: makeWorkspace(place, 'owned') };
 }
 
 export function coordinationOf(place: Place, root = place.root): ServiceCoordination {
@@ -226,7 +224,7 @@ export interface ChildServing {
 
 /** Spawns an owner child for the place's workspace; `endTest` kills it if it still runs and scans its output. */
 export function spawnOwner(place: Place, plan: Partial<OwnerPlan> = {}): SpawnedChild {
-  const child = spawnChild(OWNER_FIXTURE, [JSON.stringify({ workspace: place.root, stateHome: place.stateHome, policy: POLICY_TEXT, ...plan })]);
+  const child = spawnPlanned(FIXTURES, 'owner.mjs', { workspace: place.root, stateHome: place.stateHome, policy: POLICY_TEXT, ...plan });
   children.push(child);
   return child;
 }

@@ -3,46 +3,20 @@
 // a power loss may leave; then toy protocols recorded, explored and written
 // back to disk the way the recovery harness explores the real ones.
 // (@leasehold/private-files tests the same tool on traces of its real calls.)
-import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf } from '../bytes.js';
 import { cleanUp } from '../clean-up.js';
 import { isMissing } from '../files-by-hand.js';
-import { makeTemporaryFolder } from '../temporary-folders.js';
 import { materialise } from './materialise.js';
 import { allCrashStates, contentKey, crashStates, type Tree } from './model.js';
 import { baseTree, recordTrace, type TraceHooks, type TraceOp } from './trace.js';
+import { makeBaseTree, shownTree, type ShownTree } from './shown-tree.js';
 
 afterEach(cleanUp);
 
-/** A state as text: each path below the root with '<folder>', or a file's text, with `=path` on a second name of one file. */
-type Shown = Record<string, string>;
-
-/** A real base folder holding `folders` (0700, in order) and `files` (path to text, 0600), made by hand, and its tree. */
-function based(files: Readonly<Record<string, string>> = {}, folders: readonly string[] = []): { root: string; base: Tree } {
-  const root = makeTemporaryFolder('power-loss-model-');
-  for (const folder of folders) mkdirSync(join(root, folder), { mode: 0o700 });
-  for (const [path, text] of Object.entries(files)) writeFileSync(join(root, path), text, { mode: 0o600 });
-  return { root, base: baseTree(root) };
-}
-
-function shown(tree: Tree): Shown {
-  const first = new Map<string, string>();
-  const listing: Shown = {};
-  for (const path of Object.keys(tree.entries).sort()) {
-    const node = tree.entries[path]!;
-    if (path === '.') continue;
-    if (node.kind !== 'file') {
-      listing[path] = node.kind === 'folder' ? '<folder>' : `-> ${node.target}`;
-      continue;
-    }
-    const text = Buffer.from(node.bytes).toString('latin1');
-    listing[path] = first.has(node.inode) ? `${text} =${first.get(node.inode)}` : text;
-    if (!first.has(node.inode)) first.set(node.inode, path);
-  }
-  return listing;
-}
+type Shown = ShownTree;
 
 function sorted(states: readonly Shown[]): Shown[] {
   return [...states].sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
@@ -52,7 +26,7 @@ function sorted(states: readonly Shown[]): Shown[] {
 function statesAt(base: Tree, ops: readonly TraceOp[], point = ops.length): Shown[] {
   const { states, capped } = crashStates(base, ops, point);
   expect(capped).toBe(false);
-  return sorted(states.map(shown));
+  return sorted(states.map(shownTree));
 }
 
 /** The ops of a trace, written relative to `root`. */
@@ -76,7 +50,7 @@ const FOLDER = '<folder>';
 
 describe('rule 1, durable stays', () => {
   it("makes a file's bytes durable with an fsync after its write: the last fsynced write, never the base bytes", () => {
-    const { root, base } = based({ a: 'base' });
+    const { root, base } = makeBaseTree({ a: 'base' });
     const { write, fsync } = opsIn(root);
     const ops = [write('a', 'one'), fsync('a')];
     expect(statesAt(base, ops, 1)).toEqual(sorted([{ a: 'base' }, { a: '' }, { a: 'o' }, { a: '\0\0\0' }, { a: 'one' }]));
@@ -142,7 +116,7 @@ describe('rule 1, durable stays', () => {
     { entry: 'an unlink', files: { a: 'x' }, ops: ({ unlink }) => [unlink('a')], synced: '.', before: [{}, { a: 'x' }], after: [{}] },
     { entry: 'an rmdir', folders: ['d'], ops: ({ rmdir }) => [rmdir('d')], synced: '.', before: [{}, { d: FOLDER }], after: [{}] },
   ])('makes $entry durable with an fsync-directory of the folder that holds it, after it', ({ files, folders, ops, synced, before, after }) => {
-    const { root, base } = based(files, folders);
+    const { root, base } = makeBaseTree(files, folders);
     const trace = ops(opsIn(root));
     expect(statesAt(base, trace)).toEqual(sorted(before));
     expect(statesAt(base, [...trace, opsIn(root).syncFolder(synced)])).toEqual(sorted(after));
@@ -174,14 +148,14 @@ describe('rule 1, durable stays', () => {
       states: [{}, { a: 'x' }],
     },
   ])('does not make a new entry durable with $barrier', ({ folders, ops, states }) => {
-    const { root, base } = based({}, folders);
+    const { root, base } = makeBaseTree({}, folders);
     expect(statesAt(base, ops(opsIn(root)))).toEqual(sorted(states));
   });
 });
 
 describe('rule 2, after the last barrier any subset is lost', () => {
   it('keeps or loses each name independently of the others and of their order', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const { write, fsync } = opsIn(root);
     const ops = [write('a', 'x'), fsync('a'), write('b', 'y'), fsync('b')];
     // {b} without {a}: the later entry reached the disk, the earlier did not.
@@ -189,7 +163,7 @@ describe('rule 2, after the last barrier any subset is lost', () => {
   });
 
   it('shows a name as any of its entries after its durable one, never one before it', () => {
-    const { root, base } = based({ a: 'base' });
+    const { root, base } = makeBaseTree({ a: 'base' });
     const { write, fsync, unlink, syncFolder } = opsIn(root);
     const ops = [unlink('a'), syncFolder(), write('a', 'one'), fsync('a'), unlink('a'), write('a', 'two'), fsync('a')];
     expect(statesAt(base, ops)).toEqual(sorted([{}, { a: 'one' }, { a: 'two' }]));
@@ -199,19 +173,19 @@ describe('rule 2, after the last barrier any subset is lost', () => {
 
 describe('rule 3, a rename is atomic', () => {
   it('shows the target old or new, never neither nor a mix; the source may stay as a second name', () => {
-    const { root, base } = based({ data: 'old', temp: 'new' });
+    const { root, base } = makeBaseTree({ data: 'old', temp: 'new' });
     const { rename } = opsIn(root);
     expect(statesAt(base, [rename('temp', 'data')])).toEqual(sorted([{ data: 'old', temp: 'new' }, { data: 'new', temp: 'new =data' }, { data: 'new' }]));
   });
 
   it('shows a renamed folder, with its entries, under exactly one of its names', () => {
-    const { root, base } = based({ 'd/f': 'x' }, ['d']);
+    const { root, base } = makeBaseTree({ 'd/f': 'x' }, ['d']);
     const { rename } = opsIn(root);
     expect(statesAt(base, [rename('d', 'e')])).toEqual(sorted([{ d: FOLDER, 'd/f': 'x' }, { e: FOLDER, 'e/f': 'x' }]));
   });
 
   it('never leaves the renamed file without a name when a later entry at its old name reached the disk', () => {
-    const { root, base } = based({ a: 'old' });
+    const { root, base } = makeBaseTree({ a: 'old' });
     const { rename, write, fsync } = opsIn(root);
     const ops = [rename('a', 'b'), write('a', 'new'), fsync('a')];
     // A new `a` on disk means the old `a` is gone from it: then `b` holds the old file, as when the old name shows the rename itself.
@@ -221,7 +195,7 @@ describe('rule 3, a rename is atomic', () => {
 
 describe('rule 4, unsynced bytes', () => {
   it('reads each write after the last fsynced one as empty, its first half, zeros or whole, even with the entry durable', () => {
-    const { root, base } = based({ a: 'base' });
+    const { root, base } = makeBaseTree({ a: 'base' });
     const { write, fsync, syncFolder } = opsIn(root);
     const ops = [write('a', 'one'), fsync('a'), write('a', 'three'), write('a', 'seven'), syncFolder()];
     const contents = statesAt(base, ops).map((state) => state.a);
@@ -229,13 +203,13 @@ describe('rule 4, unsynced bytes', () => {
   });
 
   it('reads a new file whose write was never fsynced as empty, its first half, zeros or whole', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const { write, syncFolder } = opsIn(root);
     expect(statesAt(base, [write('a', 'hello'), syncFolder()]).map((state) => state.a).sort()).toEqual(['', '\0\0\0\0\0', 'he', 'hello']);
   });
 
   it('keeps bytes fsynced before a link or a rename whole under the new name', () => {
-    const { root, base } = based({}, ['staging']);
+    const { root, base } = makeBaseTree({}, ['staging']);
     const { write, fsync, link, rename, syncFolder } = opsIn(root);
     const staged = [write('staging/t', 'new'), fsync('staging/t')];
     expect(statesAt(base, [...staged, link('staging/t', 'data'), syncFolder()])).toEqual(
@@ -249,7 +223,7 @@ describe('rule 4, unsynced bytes', () => {
 
 describe('rule 5, lost with its folder', () => {
   it('loses the durable entries of a folder whose own entry did not reach the disk', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const { mkdir, write, fsync, syncFolder } = opsIn(root);
     const ops = [mkdir('d'), write('d/f', 'x'), fsync('d/f'), mkdir('d/e'), syncFolder('d')];
     expect(statesAt(base, ops)).toEqual(sorted([{}, { d: FOLDER, 'd/e': FOLDER, 'd/f': 'x' }]));
@@ -259,7 +233,7 @@ describe('rule 5, lost with its folder', () => {
 
 describe('the replay of a trace', () => {
   it("resolves each path when its op ran: a folder renamed later keeps its entries, and its new path reaches the same folder", () => {
-    const { root, base } = based({}, ['staging']);
+    const { root, base } = makeBaseTree({}, ['staging']);
     const { mkdir, write, fsync, rename, syncFolder } = opsIn(root);
     const ops = [
       mkdir('staging/d'),
@@ -275,14 +249,14 @@ describe('the replay of a trace', () => {
   });
 
   it('takes an mkdir of an existing folder and an unlink or rmdir of a missing name as changing nothing', () => {
-    const { root, base } = based({}, ['d']);
+    const { root, base } = makeBaseTree({}, ['d']);
     const { mkdir, unlink, rmdir } = opsIn(root);
     const points = allCrashStates(base, [mkdir('d'), unlink('a'), rmdir('e')]);
-    expect(points.map(({ states }) => states.map(shown))).toEqual([[{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }]]);
+    expect(points.map(({ states }) => states.map(shownTree))).toEqual([[{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }]]);
   });
 
   it("writes a base file's bytes to every name of it: hard links of the base tree are one file", () => {
-    const { root } = based({ a: 'base' });
+    const { root } = makeBaseTree({ a: 'base' });
     linkSync(join(root, 'a'), join(root, 'b'));
     const base = baseTree(root);
     const { write, fsync } = opsIn(root);
@@ -298,7 +272,7 @@ describe('the replay of a trace', () => {
     { trace: 'an rmdir of a file', ops: ({ rmdir }) => [rmdir('data')], error: /wrong kind of entry/ },
     { trace: 'a crash point past the end', ops: () => [], point: 1, error: /crash point 1 is not in 0\.\.0/ },
   ])('refuses $trace: it could not have run over the base', ({ ops, point, error }) => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const trace = ops(opsIn(root), root);
     expect(() => crashStates(base, trace, point ?? trace.length)).toThrow(error);
   });
@@ -306,7 +280,7 @@ describe('the replay of a trace', () => {
 
 describe('the enumeration', () => {
   it('gives every crash point, the base tree before the first op and the op that ran last after each', () => {
-    const { root, base } = based({ data: 'old' });
+    const { root, base } = makeBaseTree({ data: 'old' });
     const { write, fsync, syncFolder } = opsIn(root);
     const points = allCrashStates(base, [write('a', 'x'), fsync('a'), syncFolder()]);
     expect(points.map(({ point, after, states }) => [point, after?.op, states.length])).toEqual([
@@ -319,15 +293,15 @@ describe('the enumeration', () => {
   });
 
   it('lists a state once however many combinations leave it', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const { write, fsync, unlink } = opsIn(root);
     // Two files of the same bytes under one name, and two ways to show nothing: 3 combinations, 2 states.
     const { states, combinations } = crashStates(base, [write('a', 'x'), fsync('a'), unlink('a'), write('a', 'x'), fsync('a')], 5);
-    expect([combinations, sorted(states.map(shown))]).toEqual([3, sorted([{}, { a: 'x' }])]);
+    expect([combinations, sorted(states.map(shownTree))]).toEqual([3, sorted([{}, { a: 'x' }])]);
   });
 
   it('stops at the cap and says so, rather than dropping states silently', () => {
-    const { root, base } = based();
+    const { root, base } = makeBaseTree();
     const { write, fsync } = opsIn(root);
     // Each fsynced file whose entry is not durable doubles the states: 3 files fill a cap of 8, 4 overflow it.
     const files = (count: number) => Array.from({ length: count }, (_, index) => [write(`f${index}`, 'x'), fsync(`f${index}`)]).flat();
@@ -380,7 +354,7 @@ function dataOnDisk(root: string, state: Tree): string {
  * is neither 'old' nor 'new', and what it then reads as.
  */
 function explore(protocol: (ops: Ops) => TraceOp[]): { broken: Record<number, string[]>; last: string[] } {
-  const { root, base } = based({ data: 'old' });
+  const { root, base } = makeBaseTree({ data: 'old' });
   const { hooks, ops } = recordTrace();
   runToy(protocol(opsIn(root)), hooks);
   const points = allCrashStates(base, ops);
