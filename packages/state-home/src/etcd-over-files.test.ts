@@ -21,9 +21,9 @@ import {
   type EtcdCluster,
   type SpawnedChild,
 } from '@leasehold/test-utils';
-import { openBackendFor, type OpenBackend } from './index.js';
+import { openStateHome, recordBackend, type OpenBackend } from './index.js';
 
-// The etcd backend composed with each host's real file backend, as `openBackendFor` composes it for
+// The etcd backend composed with each host's real file backend, as `openStateHome` composes it for
 // a state home that records etcd. Two state homes on this machine stand for two hosts sharing one
 // etcd: each has its own private files and its own `host` identity (`LEASEHOLD_HOST`), and the
 // workspace root is the same string on both, as on hosts that share it.
@@ -66,7 +66,9 @@ function stateHomeOf(place: Place, host: string): string {
  * etcd is (only `LEASEHOLD_HOST` in its environment: no credentials); closed after the test.
  */
 async function hostOf(place: Place, host: string): Promise<EtcdBackend> {
-  const backend = await openBackendFor(stateHomeOf(place, host), place.backend, { env: { LEASEHOLD_HOST: host }, ttlSeconds: TTL_SECONDS });
+  const options = { env: { LEASEHOLD_HOST: host }, ttlSeconds: TTL_SECONDS };
+  await recordBackend(stateHomeOf(place, host), place.backend, options);
+  const backend = await openStateHome(stateHomeOf(place, host), options);
   opened.push(backend);
   expect(backend).toMatchObject({ stateHome: stateHomeOf(place, host), backend: place.backend, host });
   // On etcd one object is both seams: the etcd package's backend, whose leases carry their sequencer.
@@ -88,8 +90,10 @@ async function untilStatus(backend: EtcdBackend, root: string, status: string): 
 const OWNER_SCRIPT = `
 import { writeSync } from 'node:fs';
 const plan = JSON.parse(process.argv[2]);
-const { openBackendFor } = await import(plan.modules['@leasehold/state-home']);
-const { ownership } = await openBackendFor(plan.stateHome, plan.backend, { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds });
+const { openStateHome, recordBackend } = await import(plan.modules['@leasehold/state-home']);
+const options = { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds };
+await recordBackend(plan.stateHome, plan.backend, options);
+const { ownership } = await openStateHome(plan.stateHome, options);
 const lease = await ownership.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
 writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
 process.stdin.resume();

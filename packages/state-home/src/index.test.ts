@@ -24,8 +24,8 @@ describe('the public entry point', () => {
       'StateHomeError',
       'StateHomeRemedy',
       'defaultStateHome',
-      'openBackendFor',
       'openStateHome',
+      'recordBackend',
     ]);
   });
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend } from '@leasehold/contracts';
 import { Registry, backendOf, stateHomeLayout } from '@leasehold/registry';
 import { cleanUp, makeTemporaryFolder, makeWorkspace, pathExists } from '@leasehold/test-utils';
-import { ContractError, StateHomeError, openBackendFor, openStateHome, type OpenBackend } from './index.js';
+import { ContractError, StateHomeError, openStateHome, type OpenBackend } from './index.js';
 
 const opened: OpenBackend[] = [];
 
@@ -100,13 +100,6 @@ describe('a state home that records etcd', () => {
     expect((await open(home)).host).toBe(hostname());
   });
 
-  it('opens the backend it is given, not the one recorded, with openBackendFor', async () => {
-    const { home } = place();
-    const backend = await openBackendFor(home, ETCD, { env: { LEASEHOLD_HOST: 'host-b' }, ttlSeconds: 3 });
-    opened.push(backend);
-    expect(backend).toMatchObject({ backend: ETCD, host: 'host-b' });
-    expect(pathExists(home)).toBe(false);
-  });
 });
 
 // The password, and a path standing for each PEM file: no message may carry a value.
