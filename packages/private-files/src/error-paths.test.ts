@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, contractErrorOf } from '@leasehold/test-utils';
 import { makeRoot } from '../test/helpers.js';
-import { PrivateFiles } from './index.js';
+import { PrivateFiles, UnsafeEntryError, type UnsafeEntry } from './index.js';
 
 afterEach(cleanUp);
 
@@ -51,6 +51,40 @@ describe('refused and conflict errors carry the path they are about', () => {
     const large = join(folder, 'large');
     writePlain(large, 'x'.repeat(64));
     expect(codeAndPath(() => files.read(large, 16))).toEqual({ code: 'refused', path: large, named: true });
+  });
+
+  it('refused for an unsafe entry carries the rule broken, with the facts a remedy needs', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const breachOf = (action: () => unknown): UnsafeEntry | undefined => UnsafeEntryError.breachOf(contractErrorOf(action));
+    const open = join(root, 'open.json');
+    writePlain(open, '{}', 0o640);
+    expect(breachOf(() => files.read(open))).toEqual({ rule: 'open-mode', path: open, mode: 0o640, folder: false });
+
+    const target = join(root, 'target.json');
+    writePlain(target, '{}');
+    const link = join(root, 'link.json');
+    symlinkSync(target, link);
+    expect(breachOf(() => files.read(link))).toEqual({ rule: 'symbolic-link', path: link, expected: 'file' });
+    linkSync(target, join(root, 'linked.json'));
+    expect(breachOf(() => files.read(target))).toEqual({ rule: 'second-link', path: target });
+
+    const fifo = join(root, 'fifo');
+    execFileSync('mkfifo', ['-m', '600', fifo]);
+    expect(breachOf(() => files.read(fifo))).toEqual({ rule: 'special-file', path: fifo, expected: 'file' });
+    expect(breachOf(() => files.read(join(fifo, 'below')))).toEqual({ rule: 'special-file', path: fifo, expected: 'folder' });
+
+    const folder = join(root, 'folder');
+    mkdirSync(folder, { mode: 0o700 });
+    expect(breachOf(() => files.read(folder))).toEqual({ rule: 'wrong-type', path: folder, expected: 'file' });
+    writePlain(join(folder, 'stray'), 'x'.repeat(64));
+    expect(breachOf(() => files.entries(folder, ['allowed']))).toEqual({ rule: 'unexpected-entry', path: folder });
+    expect(breachOf(() => files.read(join(folder, 'stray'), 16))).toEqual({ rule: 'too-large', path: join(folder, 'stray'), maxBytes: 16 });
+    chmodSync(folder, 0o750);
+    expect(breachOf(() => files.read(join(folder, 'stray')))).toEqual({ rule: 'open-mode', path: folder, mode: 0o750, folder: true });
+
+    expect(UnsafeEntryError.breachOf(contractErrorOf(() => files.read('not/absolute')))).toBeUndefined();
+    expect(UnsafeEntryError.breachOf(new Error('x'))).toBeUndefined();
   });
 
   it('refused: a level above the file that is unsafe names that level, not the file', () => {

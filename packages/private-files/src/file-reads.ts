@@ -1,8 +1,9 @@
 import { closeSync, constants, fstatSync, openSync, readdirSync, readSync, type BigIntStats } from 'node:fs';
 import { sha256 } from '@leasehold/contracts';
+import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
 import { isErrno } from './errno.js';
-import { conflict, refused, unlessRemoved } from './file-errors.js';
-import { lookup, ownedPrivately, type FolderWalk } from './folder-walk.js';
+import { conflict, unlessRemoved } from './file-errors.js';
+import { lookup, type FolderWalk } from './folder-walk.js';
 import { STAGING_FOLDER, type StagingFolder } from './staging-folder.js';
 
 /** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
@@ -35,7 +36,7 @@ function readAll(descriptor: number, size: number, maxBytes: number, path: strin
     const count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
     if (count === 0) return new Uint8Array(buffer.subarray(0, length));
     length += count;
-    if (length > maxBytes) throw refused(path, `larger than ${maxBytes} bytes`);
+    if (length > maxBytes) throw new UnsafeEntryError({ rule: 'too-large', path, maxBytes });
     if (length === buffer.byteLength) throw conflict(path, 'grew while it was read');
   }
 }
@@ -74,7 +75,7 @@ export class FileReads {
     const listed = unlessRemoved(folder, () => readdirSync(folder));
     const names = listed.filter((name) => !(folder === this.#folders.root && name === STAGING_FOLDER));
     const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
-    if (!names.every(admitted)) throw refused(folder, 'holds an unexpected entry');
+    if (!names.every(admitted)) throw new UnsafeEntryError({ rule: 'unexpected-entry', path: folder });
     return names.sort();
   }
 
@@ -87,15 +88,15 @@ export class FileReads {
   #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
     const seen = lookup(path);
     if (seen === undefined) return undefined;
-    if (seen.isSymbolicLink()) throw refused(path, 'is a symbolic link');
     // Checked before opening: a FIFO or device is never opened at all.
-    if (!seen.isFile()) throw refused(path, 'not a regular file');
+    const unsafeType = entryTypeBreach(path, seen, 'file');
+    if (unsafeType !== undefined) throw new UnsafeEntryError(unsafeType);
     let descriptor: number;
     try {
       descriptor = openSync(path, READ_FLAGS);
     } catch (error) {
       if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
-      if (isErrno(error, 'ELOOP')) throw refused(path, 'is a symbolic link');
+      if (isErrno(error, 'ELOOP')) throw new UnsafeEntryError({ rule: 'symbolic-link', path, expected: 'file' });
       throw error;
     }
     try {
@@ -116,9 +117,11 @@ export class FileReads {
   }
 
   #checkFile(path: string, descriptor: number, stats: BigIntStats, maxBytes: number): void {
-    if (!stats.isFile()) throw refused(path, 'not a regular file');
+    const unsafeType = entryTypeBreach(path, stats, 'file');
+    if (unsafeType !== undefined) throw new UnsafeEntryError(unsafeType);
     if (stats.nlink === 0n) throw conflict(path, 'removed while it was opened');
-    ownedPrivately(path, stats, 'file');
+    const [unowned] = ownershipBreaches(path, stats);
+    if (unowned !== undefined) throw new UnsafeEntryError(unowned);
     if (stats.nlink > 1n && !this.#publishing(stats)) {
       // A live writer may have unlinked its temp while the staging folder was scanned: a link
       // count or stamp that moved since the open means this reader lost a race (`conflict`).
@@ -126,10 +129,10 @@ export class FileReads {
       if (now.nlink !== stats.nlink || stampOf(now) !== stampOf(stats)) {
         throw conflict(path, 'changed while it was read');
       }
-      throw refused(path, 'has more than one link');
+      throw new UnsafeEntryError({ rule: 'second-link', path });
     }
     if (stats.nlink > 1n) throw conflict(path, 'a writer is publishing it');
-    if (stats.size > BigInt(maxBytes)) throw refused(path, `larger than ${maxBytes} bytes`);
+    if (stats.size > BigInt(maxBytes)) throw new UnsafeEntryError({ rule: 'too-large', path, maxBytes });
   }
 
   /**

@@ -1,6 +1,7 @@
 import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, type BigIntStats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
+import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
 import { isErrno } from './errno.js';
 import { conflict, refused, removedMeanwhile, unlessRemoved } from './file-errors.js';
 import type { MutationOperation, StepReporter } from './mutation-steps.js';
@@ -25,23 +26,10 @@ function unreachableParent(path: string): ContractError {
   return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
 }
 
-// process.geteuid() is a system call; every check of every level needs it.
-// Read once: a process that later changes its effective uid is refused its
-// new files, which fails closed.
-let effectiveUid: number | undefined;
-
-/** Refuses a file or folder owned by another user, or with group or other permission bits. */
-export function ownedPrivately(path: string, stats: BigIntStats, kind: string): void {
-  effectiveUid ??= process.geteuid?.();
-  if (Number(stats.uid) !== effectiveUid) throw refused(path, `${kind} owned by another user`);
-  if ((Number(stats.mode) & 0o077) !== 0) throw refused(path, `${kind} has group or other permission bits`);
-}
-
 /** Refuses a level that is a link, not a folder, or not private. */
 export function checkDirectory(path: string, stats: BigIntStats): void {
-  if (stats.isSymbolicLink()) throw refused(path, 'folder is a symbolic link');
-  if (!stats.isDirectory()) throw refused(path, 'not a folder');
-  ownedPrivately(path, stats, 'folder');
+  const breach = entryTypeBreach(path, stats, 'folder') ?? ownershipBreaches(path, stats)[0];
+  if (breach !== undefined) throw new UnsafeEntryError(breach);
 }
 
 /** Fsyncs a folder, so that the names made, renamed or removed in it survive a power loss. */

@@ -1,5 +1,6 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
+export { UnsafeEntryError, entryTypeBreach, ownershipBreaches, type EntryType, type UnsafeEntry } from './entry-safety.js';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export type { PublishOptions } from './file-publication.js';
 export { sameSnapshot, type FileSnapshot } from './file-reads.js';

@@ -25,12 +25,16 @@ import {
 import {
   PrivateFiles,
   STAGING_FOLDER,
+  UnsafeEntryError,
   currentProcess,
+  entryTypeBreach,
   ownerStatus,
+  ownershipBreaches,
   retryingReads,
   type OwnerStatus,
   type PrivateFilesHooks,
   type StagingEntry,
+  type UnsafeEntry,
 } from '@leasehold/private-files';
 import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
 import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
@@ -150,33 +154,40 @@ class Diagnosis {
     return { kind: 'chown', path, uid, asRoot: uid !== 0 };
   }
 
-  /** Links, special files, other owners and loose modes, everywhere under the state home. */
+  /** Links, special files, other owners and loose modes, everywhere under the state home, by the rules private-files reads by. */
   safety(path: string): void {
     const stats = lookup(path);
     if (stats === undefined) return;
-    if (stats.isSymbolicLink()) {
-      this.add({ kind: 'symbolic-link', path, problem: 'a symbolic link: Leasehold never follows one', remedy: { kind: 'remove', path, recursive: false } });
-      return;
-    }
-    if (!stats.isDirectory() && !stats.isFile()) {
-      const problem = 'not a regular file or folder (a FIFO, socket or device)';
-      this.add({ kind: 'special-file', path, problem, remedy: { kind: 'remove', path, recursive: false } });
-      return;
-    }
-    const uid = process.geteuid?.() ?? -1; // POSIX has it; elsewhere no file is this user's
-    if (stats.uid !== uid) {
-      this.add({ kind: 'foreign-owner', path, problem: `owned by uid ${stats.uid}, not by you`, remedy: this.foreignOwnerRemedy(path, stats.uid, uid) });
-    }
-    if ((stats.mode & 0o077) !== 0) {
-      const wanted = stats.isDirectory() ? 0o700 : 0o600;
-      this.add({
-        kind: 'open-mode',
-        path,
-        problem: `mode ${(stats.mode & 0o777).toString(8)}: group or others have access`,
-        remedy: { kind: 'chmod', path, mode: wanted },
-      });
+    const unsafeType = entryTypeBreach(path, stats);
+    for (const breach of unsafeType === undefined ? ownershipBreaches(path, stats) : [unsafeType]) {
+      const finding = this.unsafeEntry(breach);
+      if (finding !== undefined) this.add(finding);
     }
     if (stats.isDirectory()) for (const name of namesIn(path)) this.safety(join(path, name));
+  }
+
+  /** The finding for an entry that breaks a type or ownership rule; undefined for the rules only a read can break (`unreadable`). */
+  unsafeEntry(breach: UnsafeEntry): Finding | undefined {
+    const { path } = breach;
+    switch (breach.rule) {
+      case 'symbolic-link':
+        return { kind: 'symbolic-link', path, problem: 'a symbolic link: Leasehold never follows one', remedy: { kind: 'remove', path, recursive: false } };
+      case 'special-file':
+        return { kind: 'special-file', path, problem: 'not a regular file or folder (a FIFO, socket or device)', remedy: { kind: 'remove', path, recursive: false } };
+      case 'foreign-owner': {
+        const uid = process.geteuid?.() ?? -1; // POSIX has it; elsewhere no file is this user's
+        return { kind: 'foreign-owner', path, problem: `owned by uid ${breach.uid}, not by you`, remedy: this.foreignOwnerRemedy(path, breach.uid, uid) };
+      }
+      case 'open-mode':
+        return {
+          kind: 'open-mode',
+          path,
+          problem: `mode ${breach.mode.toString(8)}: group or others have access`,
+          remedy: { kind: 'chmod', path, mode: breach.folder ? 0o700 : 0o600 },
+        };
+      default:
+        return undefined;
+    }
   }
 
   /**
@@ -194,14 +205,25 @@ class Diagnosis {
     }
   }
 
-  /** A finding for a file that cannot be read, unless another finding already says what to do about it. */
+  /**
+   * A finding for a file that cannot be read, unless another finding already
+   * says what to do about it: an unsafe entry's own finding when the refusal
+   * names a type or ownership rule (one broken after `safety` walked there).
+   */
   unreadable(error: ContractError, fallback: string, workspace: string | undefined): void {
     const path = error.path ?? fallback;
-    if (this.covered(path)) return;
+    const breach = UnsafeEntryError.breachOf(error);
+    if (this.covered(path, breach)) return;
+    const where = workspace === undefined ? {} : { workspace };
+    const unsafe = breach === undefined ? undefined : this.unsafeEntry(breach);
+    if (unsafe !== undefined) {
+      this.add({ ...unsafe, ...where });
+      return;
+    }
     this.add({
       kind: error.code === 'conflict' ? 'changing' : 'unreadable',
       path,
-      ...(workspace === undefined ? {} : { workspace }),
+      ...where,
       problem: error.code === 'conflict' ? `kept changing while read (a writer is at work): ${error.message}` : `unreadable: ${error.message}`,
       remedy: error.code === 'conflict' ? { kind: 'wait-for-writer', stateHome: this.stateHome } : { kind: 'repair', path, stateHome: this.stateHome },
     });
@@ -212,10 +234,12 @@ class Diagnosis {
    * that folder (a folder refused for a stray is fixed by removing the stray,
    * not the folder and the fences in it), or a dead writer's staging leftover
    * that is a second link of that file (the leftover's removal clears it).
+   * A refusal that names another rule than a second link is no leftover's.
    */
-  covered(path: string): boolean {
+  covered(path: string, breach: UnsafeEntry | undefined): boolean {
     if (this.findings.some((finding) => finding.path === path)) return true;
     if (this.findings.some((finding) => finding.kind === 'stray-entry' && dirname(finding.path) === path)) return true;
+    if (breach !== undefined && breach.rule !== 'second-link') return false;
     const stats = lookup(path);
     if (stats === undefined || !stats.isFile() || stats.nlink < 2) return false;
     return this.#leftovers.some((entry) => {
