@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { encode, REGISTRY_ENTRIES, type Reservation } from '@leasehold/contracts';
+import { encode, REGISTRY_ENTRIES, type ContractError, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -364,10 +364,11 @@ describe('registry locks: a short hold of the table, never a fence', () => {
       lease.assert();
       expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
       const error = await other.acquire(ANY_PORT, 'http://127.0.0.1:40002').catch((caught: unknown) => caught);
-      // The message names the lock and its holder, and how to look into it.
+      // The error carries the lock as its path; the message names it and its holder, and no command (the CLI words the remedy).
+      expect((error as ContractError).path).toBe(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(`pid ${ambiguous.pid} on ${ambiguous.host}`);
-      expect(String((error as Error).message)).toContain('leasehold doctor');
+      expect(String((error as Error).message)).not.toContain('leasehold doctor');
       expect(await unchangedCodeOf(place.stateHome, () => other.initialize(ANY_PORT))).toBe('quarantine');
       expect(await unchangedCodeOf(place.stateHome, () => new Checkout(other.root, { stateHome: place.stateHome }).acquire())).toBe('quarantine');
       // Release stops at its transaction; after an operator removed the lock it goes on.
