@@ -6,9 +6,9 @@ import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { ServiceCoordination, resolveWorkspace } from '@leasehold/coordination';
+import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, codeOf, etcdAvailable, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild, startEtcd } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, handPlaces, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild, startEtcd } from '@leasehold/test-utils';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
@@ -186,8 +186,8 @@ describe('the example daemon', () => {
     });
 
     // A local client finds the owner from files, then proves it over the transport.
-    const coordination = new ServiceCoordination(place.workspace, { stateHome: place.stateHome });
-    const access = coordination.localAccess();
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    const access = await ownership.localAccess(place.workspace);
     expect(access).toMatchObject({ endpoint: ready.endpoint, epoch: ready.epoch });
     const bearer = { authorization: `Bearer ${access.capability}` };
 
@@ -201,7 +201,7 @@ describe('the example daemon', () => {
     expect((await get(access.endpoint, '/hello', { ...bearer, host: 'attacker.example' })).status).toBe(421);
     expect((await get(access.endpoint, '/elsewhere', bearer)).status).toBe(404);
     // Files alone cannot prove an idle owner is live: inspect says so, and names whom to ask.
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch, phase: 'idle' } });
+    expect(await ownership.inspect(place.workspace)).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch, phase: 'idle' } });
 
     // A second daemon on the same workspace is not the owner.
     const second = startDaemon(place);
@@ -211,15 +211,15 @@ describe('the example daemon', () => {
     first.child.kill('SIGTERM');
     expect(await first.next()).toEqual({ event: 'released', epoch: ready.epoch });
     expect(await first.exited).toEqual({ code: 0, signal: null });
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: ready.epoch });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    expect(await codeOfAsync(ownership.localAccess(place.workspace))).toBe('unavailable');
 
     // A new owner: a new epoch and a new capability; the old one opens nothing.
     const third = startDaemon(place);
     const again = await third.next();
     expect(again).toMatchObject({ event: 'ready', pid: third.child.pid });
     expect(again.epoch).not.toBe(ready.epoch);
-    const newAccess = coordination.localAccess();
+    const newAccess = await ownership.localAccess(place.workspace);
     expect(newAccess.capability).not.toBe(access.capability);
     const newHello = await get(newAccess.endpoint, '/hello', { authorization: `Bearer ${newAccess.capability}` });
     expect(JSON.parse(newHello.body)).toEqual({ epoch: again.epoch, message: expect.any(String) });
@@ -228,7 +228,7 @@ describe('the example daemon', () => {
     third.child.kill('SIGINT');
     expect(await third.next()).toEqual({ event: 'released', epoch: again.epoch });
     expect(await third.exited).toEqual({ code: 0, signal: null });
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: again.epoch });
+    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: again.epoch });
 
     // The secret never reaches an output.
     for (const daemon of [first, second, third]) {
@@ -250,7 +250,7 @@ describe('the example daemon', () => {
     expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
 
     // Its own route sits behind the transport's checks.
-    const { capability } = new ServiceCoordination(place.workspace, { stateHome: place.stateHome }).localAccess();
+    const { capability } = await fileOwnership({ stateHome: place.stateHome }).localAccess(place.workspace);
     const hello = await get(ready.endpoint as string, '/hello', { authorization: `Bearer ${capability}` });
     expect(hello.status).toBe(200);
     expect(JSON.parse(hello.body)).toEqual({ epoch: ready.epoch, message: expect.any(String) });
@@ -323,20 +323,19 @@ describe('the example daemon', () => {
     const daemons = roots.map((workspace) => startDaemon({ ...place, workspace }));
     const readies = await Promise.all(daemons.map((daemon) => daemon.next()));
     readies.forEach((ready, index) => expect(ready).toMatchObject({ event: 'ready', pid: daemons[index]!.child.pid }));
+    const ownership = fileOwnership({ stateHome: place.stateHome });
     for (const [index, workspace] of roots.entries()) {
-      const coordination = new ServiceCoordination(workspace, { stateHome: place.stateHome });
-      expect(coordination.localAccess()).toMatchObject({ endpoint: readies[index]!.endpoint, epoch: readies[index]!.epoch });
+      expect(await ownership.localAccess(workspace)).toMatchObject({ endpoint: readies[index]!.endpoint, epoch: readies[index]!.epoch });
     }
     // A workspace nobody serves reads absent while the others run.
-    expect(new ServiceCoordination(resolveWorkspace(untouched), { stateHome: place.stateHome }).inspect()).toEqual({ status: 'absent' });
+    expect(await ownership.inspect(resolveWorkspace(untouched))).toEqual({ status: 'absent' });
 
     for (const daemon of daemons) daemon.child.kill('SIGTERM');
     const released = await Promise.all(daemons.map((daemon) => daemon.next()));
     expect(released).toEqual(readies.map((ready) => ({ event: 'released', epoch: ready.epoch })));
     expect(await Promise.all(daemons.map((daemon) => daemon.exited))).toEqual(roots.map(() => ({ code: 0, signal: null })));
     for (const [index, workspace] of roots.entries()) {
-      const coordination = new ServiceCoordination(workspace, { stateHome: place.stateHome });
-      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: readies[index]!.epoch });
+      expect(await ownership.inspect(workspace)).toEqual({ status: 'stopped', epoch: readies[index]!.epoch });
     }
   });
 
@@ -345,12 +344,12 @@ describe('the example daemon', () => {
     const daemon = startDaemon(place, ['--watch-ms', '20']);
     const ready = await daemon.next();
     expect(ready).toMatchObject({ event: 'ready' });
-    const coordination = new ServiceCoordination(place.workspace, { stateHome: place.stateHome });
-    const { capability } = coordination.localAccess();
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    const { capability } = await ownership.localAccess(place.workspace);
 
     // Same bytes, new inode (a private temp file renamed over it): only the
     // file's stamp changes, and that is already a change under its owner.
-    const registration = coordination.places.registration;
+    const { registration } = handPlaces(place.stateHome, place.workspace);
     replaceFile(place.tmp, registration, readFileSync(registration));
     const before = treeOf(place.stateHome);
 
@@ -358,7 +357,7 @@ describe('the example daemon', () => {
     expect(await daemon.exited).toEqual({ code: 2, signal: null });
     // A lost owner touches nothing: every fence is still there, exactly as it was.
     expect(treeOf(place.stateHome)).toEqual(before);
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch } });
+    expect(await ownership.inspect(place.workspace)).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch } });
     expect(daemon.output()).not.toContain(capability);
   });
 
@@ -367,10 +366,10 @@ describe('the example daemon', () => {
     // A self-fence that will not fire during this test: the signal finds the change first.
     const daemon = startDaemon(place, ['--watch-ms', '3600000']);
     expect(await daemon.next()).toMatchObject({ event: 'ready' });
-    const coordination = new ServiceCoordination(place.workspace, { stateHome: place.stateHome });
-    const { capability } = coordination.localAccess();
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    const { capability } = await ownership.localAccess(place.workspace);
 
-    const registration = coordination.places.registration;
+    const { registration } = handPlaces(place.stateHome, place.workspace);
     replaceFile(place.tmp, registration, readFileSync(registration));
     const before = treeOf(place.stateHome);
 

@@ -1,4 +1,4 @@
-import { ServiceCoordination, type Inspection } from '@leasehold/coordination';
+import { fileOwnership, type Inspection } from '@leasehold/coordination';
 import type { ContentionPool } from './contention.js';
 import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now } from './harness.js';
@@ -48,11 +48,12 @@ function answerOf(inspection: Inspection, epoch: string): string {
  * stops after the last.
  */
 export async function measureAvailability(place: BenchPlace, pool: ContentionPool, writers: number, reads: number): Promise<AvailabilityResult> {
-  const coordination = new ServiceCoordination(place.workspace(), { stateHome: pool.stateHome });
-  const lease = await coordination.acquire(CONFIG, boundEndpoint());
-  const epoch = lease.registration.epoch;
+  const ownership = fileOwnership({ stateHome: pool.stateHome });
+  const root = place.workspace();
+  const lease = await ownership.acquire(root, CONFIG, { boundEndpoint: boundEndpoint() });
+  const { epoch } = lease.owner;
   await lease.release();
-  const before = coordination.inspect();
+  const before = await ownership.inspect(root);
   if (answerOf(before, epoch) !== 'stopped') throw new Error(`availability: the quiet workspace reads ${before.status} before the churn`);
 
   const answers = new Map<string, number>();
@@ -63,7 +64,7 @@ export async function measureAvailability(place: BenchPlace, pool: ContentionPoo
   try {
     for (let read = 0; read < reads; read += 1) {
       const start = now();
-      const inspection = coordination.inspect();
+      const inspection = await ownership.inspect(root);
       times.push(elapsed(start));
       const answer = answerOf(inspection, epoch);
       answers.set(answer, (answers.get(answer) ?? 0) + 1);

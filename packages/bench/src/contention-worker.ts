@@ -1,5 +1,5 @@
 import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { fileOwnership } from '@leasehold/coordination';
 import type { MutationStep } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { parseWorkerArgv, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
@@ -30,7 +30,7 @@ const hooks = {
     }
   },
 };
-const coordination = new ServiceCoordination(options.workspace, { stateHome: options.stateHome, hooks });
+const ownership = fileOwnership({ stateHome: options.stateHome, hooks });
 
 function send(report: WorkerReport): void {
   process.send?.(report);
@@ -48,7 +48,7 @@ function codeOf(error: unknown): string {
 async function cycle(): Promise<string> {
   let lease;
   try {
-    lease = await coordination.acquire(CONFIG, options.endpoint);
+    lease = await ownership.acquire(options.workspace, CONFIG, { boundEndpoint: options.endpoint });
   } catch (error) {
     return codeOf(error);
   }

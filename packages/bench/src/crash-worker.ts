@@ -1,4 +1,4 @@
-import { ServiceCoordination } from '@leasehold/coordination';
+import { fileOwnership } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
 import { CONFIG } from './fixtures.js';
 
@@ -13,7 +13,7 @@ if (stateHome === undefined || workspace === undefined || endpoint === undefined
   throw new Error('crash worker: expected <owner | registry-writer> <stateHome> <workspace> <endpoint>');
 }
 if (mode === 'owner') {
-  await new ServiceCoordination(workspace, { stateHome }).acquire(CONFIG, endpoint);
+  await fileOwnership({ stateHome }).acquire(workspace, CONFIG, { boundEndpoint: endpoint });
   process.exit(0);
 } else if (mode === 'registry-writer') {
   await new Registry(stateHome).transaction(workspace, () => process.exit(0));

@@ -1,6 +1,6 @@
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceCoordination, type OwnerLease } from '@leasehold/coordination';
+import { fileOwnership, type Ownership, type OwnershipLease, type ServiceCoordination } from '@leasehold/coordination';
 import lockfile from 'proper-lockfile';
 import { CONFIG, boundEndpoint, fillRegistry, type BenchPlace } from './fixtures.js';
 import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
@@ -16,11 +16,6 @@ export interface OwnershipSuite {
   readonly operations: Operation[];
   /** Releases the held leases and locks. */
   close(): Promise<void>;
-}
-
-/** A coordination for a new workspace folder under `place`, in `stateHome`. */
-function coordinationIn(place: BenchPlace, stateHome: string): ServiceCoordination {
-  return new ServiceCoordination(place.workspace(), { stateHome });
 }
 
 /** What a cycle acquires: a lease it then releases. */
@@ -47,16 +42,24 @@ export function cycle<State>(id: string, label: string, prepare: () => State, ac
   });
 }
 
-/** A cycle of a file-backend workspace: `coordination` and `endpoint` are called off the clock. */
+/**
+ * A cycle of a file-backend workspace held as a `ServiceCoordination` (the file row beside the
+ * etcd ones): `coordination` and `endpoint` are called off the clock.
+ */
 export function fileCycle(id: string, label: string, coordination: () => ServiceCoordination, endpoint: () => string): Operation {
   return cycle(id, label, () => ({ coordination: coordination(), endpoint: endpoint() }), (state) => state.coordination.acquire(CONFIG, state.endpoint));
 }
 
+/** A cycle of `root` as a daemon runs one, through the seam: `root` and `endpoint` are called off the clock. */
+function seamCycle(id: string, label: string, ownership: Ownership, root: () => string, endpoint: () => string): Operation {
+  return cycle(id, label, () => ({ root: root(), endpoint: endpoint() }), (state) => ownership.acquire(state.root, CONFIG, { boundEndpoint: state.endpoint }));
+}
+
 /** An inspect() of a held workspace: phase idle, so the answer is `unavailable` after every check ran. */
-function inspect(id: string, label: string, coordination: ServiceCoordination): Operation {
-  return timed(id, label, {
-    run: () => {
-      const inspection = coordination.inspect();
+function inspect(id: string, label: string, ownership: Ownership, root: string): Operation {
+  return timedAsync(id, label, {
+    run: async () => {
+      const inspection = await ownership.inspect(root);
       if (inspection.status !== 'unavailable' || !inspection.reason.startsWith('idle')) {
         throw new Error(`${id}: unexpected inspection ${inspection.status}`);
       }
@@ -71,39 +74,40 @@ function inspect(id: string, label: string, coordination: ServiceCoordination): 
  */
 export async function ownershipOperations(place: BenchPlace): Promise<OwnershipSuite> {
   const others = place.folder('others');
-  const held: OwnerLease[] = [];
+  const held: OwnershipLease[] = [];
   const operations: Operation[] = [];
 
   const freshHome = join(place.root, 'state-fresh');
   // A first cycle makes the registry and the workspaces folder, so "fresh" means a new workspace only.
-  const first = coordinationIn(place, freshHome);
-  await (await first.acquire(CONFIG, boundEndpoint())).release();
-  operations.push(fileCycle('cycle.fresh', 'acquire + release, fresh workspace', () => coordinationIn(place, freshHome), boundEndpoint));
+  const fresh = fileOwnership({ stateHome: freshHome });
+  await (await fresh.acquire(place.workspace(), CONFIG, { boundEndpoint: boundEndpoint() })).release();
+  operations.push(seamCycle('cycle.fresh', 'acquire + release, fresh workspace', fresh, () => place.workspace(), boundEndpoint));
 
-  const inspected = new Map<number, ServiceCoordination>();
+  const inspected = new Map<number, { ownership: Ownership; root: string }>();
   for (const scale of SCALES) {
     const cycleHome = join(place.root, `state-cycle-${scale}`);
     await fillRegistry(cycleHome, join(others, `cycle-${scale}`), scale - 1);
-    const reused = coordinationIn(place, cycleHome);
+    const cycled = fileOwnership({ stateHome: cycleHome });
+    const reused = place.workspace();
     const endpoint = boundEndpoint();
-    await (await reused.acquire(CONFIG, endpoint)).release();
+    await (await cycled.acquire(reused, CONFIG, { boundEndpoint: endpoint })).release();
     const where = scale === 1 ? 'reused workspace' : `reused workspace, ${scale - 1} other reservations`;
-    operations.push(fileCycle(`cycle.${scale}`, `acquire + release, ${where}`, () => reused, () => endpoint));
+    operations.push(seamCycle(`cycle.${scale}`, `acquire + release, ${where}`, cycled, () => reused, () => endpoint));
 
     const inspectHome = join(place.root, `state-inspect-${scale}`);
     await fillRegistry(inspectHome, join(others, `inspect-${scale}`), scale - 1);
-    const owner = coordinationIn(place, inspectHome);
-    held.push(await owner.acquire(CONFIG, boundEndpoint()));
+    const owner = { ownership: fileOwnership({ stateHome: inspectHome }), root: place.workspace() };
+    held.push(await owner.ownership.acquire(owner.root, CONFIG, { boundEndpoint: boundEndpoint() }));
     inspected.set(scale, owner);
     const what = scale === 1 ? 'inspect() of a held workspace' : `inspect(), ${scale - 1} other reservations`;
-    operations.push(inspect(`inspect.${scale}`, what, owner));
+    operations.push(inspect(`inspect.${scale}`, what, owner.ownership, owner.root));
   }
 
   const hot = inspected.get(1)!;
   operations.push(
-    timed('local-access', 'localAccess() of a held workspace', {
-      run: () => {
-        if (hot.localAccess().capability.length === 0) throw new Error('localAccess: no capability');
+    timedAsync('local-access', 'localAccess() of a held workspace', {
+      run: async () => {
+        if ((await hot.ownership.localAccess(hot.root)).capability.length === 0) throw new Error('localAccess: no capability');
       },
     }),
   );

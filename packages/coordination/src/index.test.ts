@@ -65,7 +65,6 @@ describe('the public entry point', () => {
       'readServiceFile',
       'readServiceState',
       'releaseInOrder',
-      'reservationOf',
       'resolveWorkspace',
       'snapshotsOf',
       'workspacePlaces',

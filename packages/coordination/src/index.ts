@@ -33,7 +33,7 @@ export type {
 export type { StateHomeLayout } from '@leasehold/registry';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
 export type { CoordinationOptions } from './coordination-options.js';
-export { OwnerLease, reservationOf } from './owner-lease.js';
+export { OwnerLease } from './owner-lease.js';
 export {
   PRIVATE_ROOT_ENTRIES,
   PRIVATE_ROOT_NAME,

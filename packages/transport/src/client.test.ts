@@ -4,7 +4,7 @@ import { killAndReap, messageOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilityOf,
-  coordinationOf,
+  inspectionOf,
   endTest,
   placeWithWorkspace,
   plainServer,
@@ -75,7 +75,7 @@ describe('connect', () => {
   it('rejects unavailable for a workspace that never served', async () => {
     const place = placeWithWorkspace();
     expect(await unavailableReason(place)).toContain('not running (absent)');
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'absent' });
+    expect(await inspectionOf(place)).toEqual({ status: 'absent' });
   });
 
   it('rejects unavailable when the owner was killed (SIGKILL): no answer', async () => {
@@ -113,7 +113,7 @@ describe('connect', () => {
     // Paused before it publishes its registration: its row, checkout lock, owner.lock and capability are there.
     const child = spawnOwner(place, { pauseAt: '/service/registration.json' });
     await messageOf(child, 'paused');
-    const inspection = coordinationOf(place).inspect();
+    const inspection = await inspectionOf(place);
     expect(inspection).toMatchObject({ status: 'unavailable', inProgress: true });
     capabilityOf(place);
     // With a short settling bound, it answers unavailable.

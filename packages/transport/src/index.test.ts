@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as contracts from '@leasehold/contracts';
-import { ServiceCoordination, fileOwnership, resolveWorkspace } from '@leasehold/coordination';
+import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import { exportsMissingFromReadme, publicNames, runReadmeExample } from '@leasehold/package-checks';
 import { cleanUp, makeTemporaryFolder } from '@leasehold/test-utils';
 import * as transport from './index.js';
@@ -68,6 +68,6 @@ describe('the README example', () => {
     const epoch = /^connected: phase idle, epoch ([0-9a-f-]{36})$/.exec(lines[0] ?? '')?.[1];
     expect(epoch).toBeDefined();
     expect(lines.slice(1)).toEqual(['GET /hello: 200 {"greeting":"hello"}', 'POST /v1/stop: 202', 'stopped (stop): released', '']);
-    expect(new ServiceCoordination(workspace, { stateHome }).inspect()).toEqual({ status: 'stopped', epoch });
+    expect(await fileOwnership({ stateHome }).inspect(workspace)).toEqual({ status: 'stopped', epoch });
   });
 });

@@ -5,7 +5,7 @@ import {
   capabilityOf,
   closeOf,
   connectionResult,
-  coordinationOf,
+  inspectionOf,
   endTest,
   exchange,
   jsonBody,
@@ -38,14 +38,14 @@ describe('the owner life cycle in its own process', () => {
     child.process.kill('SIGTERM');
     // Its own listener runs after serveOwner's: by then the phase is stopping and the listener closed.
     await messageOf(child, 'signalled');
-    expect(coordinationOf(place).inspect()).toMatchObject({ status: 'stopping', owner: { epoch: serving.epoch, pid: child.pid } });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopping', owner: { epoch: serving.epoch, pid: child.pid } });
     expect(await connectionResult(port)).toBe('ECONNREFUSED');
     expect(child.lines.some((line) => line.includes('outcome'))).toBe(false);
     child.send('answer');
     expect(jsonBody(await held)).toEqual({ held: true });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -56,7 +56,7 @@ describe('the owner life cycle in its own process', () => {
     child.process.kill('SIGINT');
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGINT' });
     expect((await child.closed).code).toBe(0);
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
   });
 
   it('on POST /v1/stop with the right token answers 202, releases and exits 0', async () => {
@@ -72,7 +72,7 @@ describe('the owner life cycle in its own process', () => {
     expect(jsonBody(stop)).toEqual({ epoch: serving.epoch, phase: 'idle', root: place.root, pid: child.pid, stopping: true });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -84,7 +84,7 @@ describe('the owner life cycle in its own process', () => {
     const serving = await servingOf(child);
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -108,7 +108,7 @@ describe('the owner life cycle in its own process', () => {
     expect(lineIndexOf(child, 'signalled')).toBeLessThan(lineIndexOf(child, 'serving'));
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
     expect(pathExists(registryLock)).toBe(false);
   });
@@ -140,7 +140,7 @@ describe('the owner life cycle in its own process', () => {
     expect(lineIndexOf(child, 'outcome')).toBe(-1);
     expect(listingOutsideStaging(place.stateHome)).toEqual(afterRewrite);
     // The fences it left stay for recovery.
-    expect(['stopped', 'absent']).not.toContain(coordinationOf(place).inspect().status);
+    expect(['stopped', 'absent']).not.toContain((await inspectionOf(place)).status);
   });
 });
 

@@ -8,7 +8,7 @@ import {
   capabilityOf,
   closeOf,
   connectionResult,
-  coordinationOf,
+  inspectionOf,
   endTest,
   exchange,
   jsonBody,
@@ -91,13 +91,13 @@ describe('serveOwner in this process', () => {
     expect(stop.status).toBe(202);
     expect(jsonBody(stop)).toMatchObject({ epoch: owner.serving.epoch, stopping: true });
     // The phase went to stopping before the 202 left, and the listener is closed: only the drain is left.
-    expect(coordinationOf(place).inspect()).toMatchObject({ status: 'stopping', owner: { epoch: owner.serving.epoch } });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopping', owner: { epoch: owner.serving.epoch } });
     expect(await connectionResult(owner.port)).toBe('ECONNREFUSED');
     expect(owner.settled()).toBe(false);
     hold.open();
     expect((await held).status).toBe(200);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -111,7 +111,7 @@ describe('serveOwner in this process', () => {
     expect((await exchange(owner.port, request('POST', '/v1/stop', owner.port, capability))).status).toBe(202);
     await closeOf(idle);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
   });
 
   it('serves on [::1] when asked, checking Host against [::1]:PORT; connect reaches it', async () => {
@@ -143,7 +143,7 @@ describe('serveOwner in this process', () => {
     owner.abort();
     expect(await owner.ended).toEqual({ outcome: { reason: 'abort' } });
     expect(await connectionResult(owner.port)).toBe('ECONNREFUSED');
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
   });
 });
 
@@ -298,7 +298,7 @@ describe('bounds against hostile local clients', () => {
     expect(await owner.ended).toEqual({ outcome: { reason: 'abort' } });
     await Promise.all(ends);
     expect(silent.closed && slow.closed).toBe(true);
-    expect(coordinationOf(place).inspect()).toMatchObject({ status: 'stopped' });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped' });
   });
 });
 
@@ -376,7 +376,7 @@ describe('serveOwner and connect on an explicit ownership', () => {
     capabilityOf(elsewhere);
     expect(owner.serving.lease.owner).toMatchObject({ endpoint: owner.serving.endpoint, epoch: owner.serving.epoch, phase: 'idle' });
     expect(await ownership.inspect(place.root)).toMatchObject({ status: 'unavailable', owner: { epoch: owner.serving.epoch } });
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'absent' });
+    expect(await inspectionOf(place)).toEqual({ status: 'absent' });
 
     const connection = await connect(place.root, { ownership });
     witness(connection);
@@ -403,6 +403,6 @@ describe('serveOwner and connect on an explicit ownership', () => {
     expect(phaseOf(place)).toBe('idle');
     // The files' own lease is still whole underneath: the test gives it back.
     await held()?.release();
-    expect(coordinationOf(place).inspect()).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
   });
 });

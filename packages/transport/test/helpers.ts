@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect as connectSocket, type AddressInfo, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { sha256, type OwnerConfig } from '@leasehold/contracts';
-import { ServiceCoordination, fileOwnership } from '@leasehold/coordination';
+import { sha256, type Inspection, type OwnerConfig } from '@leasehold/contracts';
+import { fileOwnership } from '@leasehold/coordination';
 import {
   bytesOf,
   caughtErrors,
@@ -43,8 +43,9 @@ export function placeWithWorkspace(): Place {
   return { ...place, root: makeWorkspace(place, 'owned') };
 }
 
-export function coordinationOf(place: Place, root = place.root): ServiceCoordination {
-  return new ServiceCoordination(root, { stateHome: place.stateHome });
+/** What the place's state home tells of the workspace, read through the seam as a daemon would. */
+export function inspectionOf(place: Place, root = place.root): Promise<Inspection> {
+  return fileOwnership({ stateHome: place.stateHome }).inspect(root);
 }
 
 // ---------------------------------------------------------------------------------------------
