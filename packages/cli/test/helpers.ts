@@ -6,12 +6,15 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 
-/** The built `leasehold` binary; the tests run it as a real process. */
-/** The built `leasehold` command. */
+/** The built `leasehold` command; the tests run it as a real process. */
 export const BIN = fileURLToPath(new URL('../dist/leasehold.cjs', import.meta.url));
 
-/** A bound on every wait, so that a broken build fails a test instead of hanging it. */
-const WAIT_BOUND_MS = 30_000;
+/**
+ * A bound on every wait, so that a broken build fails a test, saying what it waited for, instead
+ * of hanging it. Generous, and under the test timeout: a fixture that starts 256 owners may take
+ * tens of seconds on a loaded machine, and that is slow, not broken.
+ */
+const WAIT_BOUND_MS = 90_000;
 
 /**
  * Every stdout and stderr of every process this test file ran, and every file
