@@ -117,8 +117,8 @@ const FSYNC_COUNTS = [
 const ETCD_FIGURES = ['etcd.single/file', 'etcd.cluster/file', 'etcd.cluster/single'];
 const ETCD_SERIES = ['etcd.file', 'etcd.single', 'etcd.cluster'].flatMap((id) => [id, `${id}:acquire`, `${id}:release`]);
 const ETCD_ROWS = [
-  'acquire + release of one root, etcd single node',
-  'acquire + release of one root, etcd 3-member cluster',
+  "acquire + release of one root, etcd single node over this host's files",
+  "acquire + release of one root, etcd 3-member cluster over this host's files",
   'acquire + release of one root, file backend (reused workspace)',
   'acquire / release medians: file backend ',
 ];

@@ -1,7 +1,9 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { ServiceCoordination } from '@leasehold/coordination';
-import { EtcdOwnership } from '@leasehold/etcd';
+import type { Backend } from '@leasehold/contracts';
+import { ServiceCoordination, fileOwnership } from '@leasehold/coordination';
+import { etcdBackend, type EtcdBackend } from '@leasehold/etcd';
+import { fileRecovery } from '@leasehold/recovery';
 import { cleanUp, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { computeFigures, etcdFigureSpecs, summariesOf, type Figure } from './figures.js';
 import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
@@ -45,20 +47,33 @@ interface EtcdSuite {
   close(): Promise<void>;
 }
 
-/** An ownership of one root on `members`, warmed by one untimed cycle (the first gRPC connection), measured as `id`. */
-async function etcdCycle(place: BenchPlace, members: EtcdCluster, id: string, label: string, opened: EtcdOwnership[]): Promise<Operation> {
-  const ownership = new EtcdOwnership({ endpoints: members.endpoints, prefix: '/leasehold/bench', host: hostname() });
+/**
+ * An ownership of one root on `members`, composed as a state home that records etcd opens it (the
+ * etcd fence over this host's own files), warmed by one untimed cycle (the first gRPC connection),
+ * measured as `id`.
+ */
+async function etcdCycle(place: BenchPlace, members: EtcdCluster, id: string, label: string, opened: EtcdBackend[]): Promise<Operation> {
+  const prefix = '/leasehold/bench';
+  const backend: Backend = { kind: 'etcd', endpoints: [...members.endpoints], prefix };
+  const stateHome = join(place.root, `state-${id}`);
+  const ownership = etcdBackend({
+    endpoints: members.endpoints,
+    prefix,
+    host: hostname(),
+    local: fileOwnership({ stateHome, backend }),
+    localRecovery: fileRecovery({ stateHome, backend }),
+  });
   opened.push(ownership);
   const root = place.workspace();
   const endpoint = boundEndpoint();
-  await (await ownership.acquire(root, { endpoint })).release();
-  return cycle(id, label, () => undefined, () => ownership.acquire(root, { endpoint }));
+  await (await ownership.acquire(root, CONFIG, { boundEndpoint: endpoint })).release();
+  return cycle(id, label, () => undefined, () => ownership.acquire(root, CONFIG, { boundEndpoint: endpoint }));
 }
 
 /** Starts both clusters and builds the file cycle and the two etcd cycles. */
 async function etcdSuite(place: BenchPlace): Promise<EtcdSuite> {
   const clusters: EtcdCluster[] = [];
-  const opened: EtcdOwnership[] = [];
+  const opened: EtcdBackend[] = [];
   const close = async () => {
     await Promise.all(opened.splice(0).map((ownership) => ownership.close()));
     await Promise.all(clusters.splice(0).map((members) => members.stop()));
@@ -75,8 +90,8 @@ async function etcdSuite(place: BenchPlace): Promise<EtcdSuite> {
     await (await reused.acquire(CONFIG, fileEndpoint)).release();
     const operations = [
       fileCycle('etcd.file', 'acquire + release of one root, file backend (reused workspace)', () => reused, () => fileEndpoint),
-      await etcdCycle(place, single!, 'etcd.single', 'acquire + release of one root, etcd single node', opened),
-      await etcdCycle(place, cluster!, 'etcd.cluster', `acquire + release of one root, etcd ${CLUSTER_MEMBERS}-member cluster`, opened),
+      await etcdCycle(place, single!, 'etcd.single', "acquire + release of one root, etcd single node over this host's files", opened),
+      await etcdCycle(place, cluster!, 'etcd.cluster', `acquire + release of one root, etcd ${CLUSTER_MEMBERS}-member cluster over this host's files`, opened),
     ];
     return { operations, close };
   } catch (error) {

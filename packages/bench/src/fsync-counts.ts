@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServiceCoordination } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
-import { recover, recoverySnapshot } from '@leasehold/recovery';
+import { fileRecovery } from '@leasehold/recovery';
 import { Registry, currentProcess } from '@leasehold/registry';
 import type { Reservation } from '@leasehold/contracts';
 import { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol } from '@leasehold/test-utils';
@@ -194,8 +194,8 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   for (const [id, label] of recoveries) {
     const crashed = place.workspace();
     await crash('owner', stateHome, crashed);
-    const { digest } = recoverySnapshot(crashed, { stateHome });
-    const outcome = await measure(id, label, () => recover(crashed, { stateHome, hooks, expectedDigest: digest, assertAuthority }));
+    const { digest } = await fileRecovery({ stateHome }).snapshot(crashed);
+    const outcome = await measure(id, label, () => fileRecovery({ stateHome, hooks }).recover(crashed, { expectedDigest: digest, assertAuthority }));
     if (!outcome.recovered) throw new Error('fsync count: the crashed owner had nothing to recover');
   }
 

@@ -3,7 +3,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cleanUp, enableEtcdAuth, etcdAvailable, etcdctl, loopbackEndpoint, makeEtcdCertificates, startEtcd, type EtcdCluster, type EtcdUser } from '@leasehold/test-utils';
 import { freshPrefix, until } from '../test/helpers.js';
 import { connect, type EtcdClient } from './etcd-client.js';
-import { ContractError, EtcdOwnership, type EtcdAuth, type EtcdOwnershipOptions } from './index.js';
+import { ContractError } from '@leasehold/contracts';
+import type { EtcdAuth } from './etcd-client.js';
+import { EtcdOwnership, type EtcdOwnershipOptions } from './ownership.js';
 
 const ROOT: EtcdUser = { name: 'root', password: 'root-Pw-5e1f0a' };
 const PERMITTED: EtcdUser = { name: 'alice', password: 'alice-Pw-93c2d7' };

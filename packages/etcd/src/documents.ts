@@ -5,7 +5,7 @@ import { ContractError, PATHS_DOCUMENT_BYTES, absolutePath, automaticRecoverySch
 export const RECORD_BYTES = PATHS_DOCUMENT_BYTES;
 
 /** The phases an owner key can carry; a released owner has no key at all. */
-export const OWNER_PHASES = ['idle', 'stopping', 'quarantined'] as const;
+const OWNER_PHASES = ['idle', 'stopping', 'quarantined'] as const;
 export type OwnerPhase = (typeof OWNER_PHASES)[number];
 
 /** An int64 revision or lease id as etcd gives it: decimal, no sign, no leading zero. */

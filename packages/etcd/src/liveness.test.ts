@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { cleanUp, codeOfAsync, etcdAvailable, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
-import { EtcdOwnership } from './index.js';
+import { EtcdOwnership } from './ownership.js';
 import { closeAll, freshPrefix, ownershipOf, rawClient } from '../test/helpers.js';
 
 /** What etcd says is left of lease `id`, in seconds (-1: no such lease, revoked or expired), through its JSON gateway. */

@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until, type OwnerPlan } from '../test/helpers.js';
-import { MAX_ROOT_DEPTH, TXN_OPS_BOUND, type EtcdOwnership } from './index.js';
+import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
+import type { EtcdOwnership } from './ownership.js';
 
 const HOSTS = ['host-a', 'host-b'];
 

@@ -14,26 +14,15 @@ import {
   type FenceRecord,
   type OwnerRecord,
 } from './documents.js';
-import { connect, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue, type Operation } from './etcd-client.js';
+import type { EtcdBackendOptions } from './backend.js';
+import { connect, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
 import { KeptEtcdOwnerLease, type EtcdOwnerLease } from './etcd-owner-lease.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
 
-export interface EtcdOwnershipOptions {
-  /** Client URLs of the cluster's members, such as `http://10.0.0.5:2379`. */
-  readonly endpoints: readonly string[];
-  /** The key prefix of one state home, such as `/leasehold/team`; prefixes of two state homes must not nest. */
-  readonly prefix: string;
-  /** This host's identity: endpoints are scoped by it, and records name it. */
-  readonly host: string;
-  /** etcd's user and password, for an etcd with authentication enabled; taken from here only, never stored. */
-  readonly auth?: EtcdAuth;
-  /** The CA (and this client's certificate and key) for https endpoints; taken from here only, never stored. */
-  readonly tls?: EtcdTls;
-  /** The bound of every single etcd request (default `DEFAULT_REQUEST_TIMEOUT_MS`). */
-  readonly requestTimeoutMs?: number;
-}
+/** How the etcd side of a backend connects: the fields of `EtcdBackendOptions` that are not the host's files or an acquire's. */
+export type EtcdOwnershipOptions = Pick<EtcdBackendOptions, 'endpoints' | 'prefix' | 'host' | 'auth' | 'tls' | 'requestTimeoutMs'>;
 
 export interface AcquireOptions {
   /** The concrete loopback endpoint the owner serves on (`http://127.0.0.1:PORT`), unique per host. */

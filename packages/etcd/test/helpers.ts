@@ -3,10 +3,16 @@ import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { connect, type EtcdClient } from '../src/etcd-client.js';
-import { EtcdOwnership } from '../src/index.js';
+import { EtcdOwnership } from '../src/ownership.js';
 
-/** The built entry point, as the owner fixture imports it (what would be published). */
-export const BUILT: FixtureModules = { '@leasehold/etcd': new URL('../dist/index.js', import.meta.url).href };
+/**
+ * The built entry point, as the owner fixture imports it (what would be published), and the built
+ * module of the etcd side alone, which only this package's tests take an ownership from.
+ */
+export const BUILT: FixtureModules = {
+  '@leasehold/etcd': new URL('../dist/index.js', import.meta.url).href,
+  ownership: new URL('../dist/ownership.js', import.meta.url).href,
+};
 /** The folder of the child-process scripts. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 

@@ -3,7 +3,6 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as contracts from '@leasehold/contracts';
 import * as coordination from '@leasehold/coordination';
-import * as registry from '@leasehold/registry';
 import { exportsMissingFromReadme, publicNames, runReadmeExample } from '@leasehold/package-checks';
 import { cleanUp, makeTemporaryFolder, pathExists } from '@leasehold/test-utils';
 import * as recovery from './index.js';
@@ -20,44 +19,25 @@ describe('the public entry point', () => {
       'ContractErrorCode',
       'DiagnoseOptions',
       'FINDING_KINDS',
-      'FenceKind',
-      'FileSnapshot',
       'Finding',
       'FindingKind',
       'FindingRemedy',
       'Holder',
-      'Journal',
-      'JournalRecord',
-      'OwnerStatus',
       'Phase',
       'PrivateFilesHooks',
       'ProcessGone',
-      'RECOVERY_RECORD_BYTES',
-      'RecoverOptions',
       'Recovery',
-      'RecoveryFence',
       'RecoveryFenceView',
-      'RecoveryGrant',
-      'RecoveryHolder',
       'RecoveryHolderView',
       'RecoveryJournalEntry',
       'RecoveryOptions',
-      'RecoveryOutcome',
-      'RecoveryRecord',
       'RecoveryResult',
-      'RecoveryState',
       'RecoveryView',
-      'StateHomeLayout',
-      'currentOperator',
       'defaultStateHome',
       'diagnose',
       'fileRecovery',
-      'prepareRecoveryRelease',
-      'recover',
-      'recoverySnapshot',
       'resolveWorkspace',
       'rootExists',
-      'stateHomeLayout',
     ]);
   });
 
@@ -65,7 +45,6 @@ describe('the public entry point', () => {
     expect(recovery.ContractError).toBe(contracts.ContractError);
     expect(recovery.resolveWorkspace).toBe(coordination.resolveWorkspace);
     expect(recovery.defaultStateHome).toBe(coordination.defaultStateHome);
-    expect(recovery.stateHomeLayout).toBe(registry.stateHomeLayout);
   });
 
   it('names every export in the README', () => {
@@ -78,7 +57,7 @@ describe('the README example', () => {
     const workspace = makeTemporaryFolder('leasehold-recovery-readme-');
     const stateHome = join(makeTemporaryFolder('leasehold-recovery-readme-state-'), 'fresh', 'state');
     const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
-    const { digest } = recovery.recoverySnapshot(workspace, { stateHome });
+    const { digest } = await recovery.fileRecovery({ stateHome }).snapshot(workspace);
     expect(run).toEqual({ code: 0, stdout: `fences: 0, digest: ${digest}\nnothing to recover (clear)\nfindings: 0\n`, stderr: '' });
     expect(pathExists(join(stateHome, '..'))).toBe(false);
   });

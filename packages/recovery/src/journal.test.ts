@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
 import { cleanUp, codeOf, handPlaces, jsonOf, makePlace, makeWorkspace, replaceFile } from '@leasehold/test-utils';
 import { deadOwner, journalRecords, placesOf, recoverWith, snapshotOf } from '../test/helpers.js';
-import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './index.js';
+import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './journal.js';
 
 afterEach(cleanUp);
 

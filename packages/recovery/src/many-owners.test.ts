@@ -30,7 +30,7 @@ import {
   rowsOf,
   snapshotOf,
 } from '../test/helpers.js';
-import { recover } from './index.js';
+import { recover } from './recover.js';
 
 afterEach(cleanUp);
 

@@ -21,7 +21,7 @@ export interface RecoveryFence {
 }
 
 /** A process some fence names, and whether it is still alive. */
-export interface RecoveryHolder {
+interface RecoveryHolder {
   readonly holder: Holder;
   readonly status: OwnerStatus;
   readonly fences: readonly FenceKind[];

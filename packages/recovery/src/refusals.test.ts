@@ -39,7 +39,7 @@ import {
   snapshotOf,
   writeByHand,
 } from '../test/helpers.js';
-import { recover, type RecoveryGrant } from './index.js';
+import { recover, type RecoveryGrant } from './recover.js';
 
 afterEach(cleanUp);
 

@@ -25,7 +25,8 @@ import {
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome, type RecoveryState } from '../src/index.js';
+import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome } from '../src/recover.js';
+import type { RecoveryState } from '../src/recovery-state.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));

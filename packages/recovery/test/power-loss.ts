@@ -27,7 +27,9 @@ import {
   type TreeNode,
   type TraceOp,
 } from '@leasehold/test-utils';
-import { RECOVERY_RECORD_BYTES, recover, recoverySnapshot, type RecoveryState } from '../src/index.js';
+import { RECOVERY_RECORD_BYTES } from '../src/journal.js';
+import { recover, recoverySnapshot } from '../src/recover.js';
+import type { RecoveryState } from '../src/recovery-state.js';
 import { CHILD_ENDPOINT, FIXTURES, OWNER_CONFIG, PARENT_ENDPOINT, deadOwner } from './helpers.js';
 
 // The power-loss harness (docs/persistence.md, "Power-loss exploration"),
