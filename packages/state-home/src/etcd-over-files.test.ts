@@ -191,7 +191,9 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const hostA = await hostOf(place, 'host-a');
     // The state between the composite's two steps, as host A's state home sees it: an etcd fence of
     // this host (taken through this host's name over other files), none of its own files written.
-    const elsewhere = await openBackendFor(join(place.base, 'state-host-a-elsewhere'), place.backend, { env: { LEASEHOLD_HOST: 'host-a' }, ttlSeconds: TTL_SECONDS });
+    const [stateHome, options] = [join(place.base, 'state-host-a-elsewhere'), { env: { LEASEHOLD_HOST: 'host-a' }, ttlSeconds: TTL_SECONDS }];
+    await recordBackend(stateHome, place.backend, options);
+    const elsewhere = await openStateHome(stateHome, options);
     opened.push(elsewhere);
     const fence = await (elsewhere.ownership as EtcdBackend).acquire(root, CONFIG, { boundEndpoint: BOUND });
     expect(await hostA.inspect(root)).toEqual({
