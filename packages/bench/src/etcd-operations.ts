@@ -1,14 +1,14 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Backend } from '@leasehold/contracts';
-import { ServiceCoordination, fileOwnership } from '@leasehold/coordination';
+import { fileOwnership } from '@leasehold/coordination';
 import { etcdBackend, type EtcdBackend } from '@leasehold/etcd';
 import { fileRecovery } from '@leasehold/recovery';
 import { cleanUp, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { computeFigures, etcdFigureSpecs, summariesOf, type Figure } from './figures.js';
 import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now, runInterleaved, type Operation, type RunPlan } from './harness.js';
-import { cycle, fileCycle } from './ownership-operations.js';
+import { cycle, seamCycle } from './ownership-operations.js';
 
 // Section 9: what acquire + release of one root costs on a real etcd (one
 // node, and a 3-member cluster on loopback) against the file backend's reused
@@ -85,11 +85,10 @@ async function etcdSuite(place: BenchPlace): Promise<EtcdSuite> {
     );
     clusters.push(single!, cluster!);
     const fileHome = join(place.root, 'state-beside-etcd');
-    const reused = new ServiceCoordination(place.workspace(), { stateHome: fileHome });
-    const fileEndpoint = boundEndpoint();
-    await (await reused.acquire(CONFIG, fileEndpoint)).release();
+    const [files, reused, fileEndpoint] = [fileOwnership({ stateHome: fileHome }), place.workspace(), boundEndpoint()];
+    await (await files.acquire(reused, CONFIG, { boundEndpoint: fileEndpoint })).release();
     const operations = [
-      fileCycle('etcd.file', 'acquire + release of one root, file backend (reused workspace)', () => reused, () => fileEndpoint),
+      seamCycle('etcd.file', 'acquire + release of one root, file backend (reused workspace)', files, () => reused, () => fileEndpoint),
       await etcdCycle(place, single!, 'etcd.single', "acquire + release of one root, etcd single node over this host's files", opened),
       await etcdCycle(place, cluster!, 'etcd.cluster', `acquire + release of one root, etcd ${CLUSTER_MEMBERS}-member cluster over this host's files`, opened),
     ];

@@ -1,6 +1,6 @@
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileOwnership, type Ownership, type OwnershipLease, type ServiceCoordination } from '@leasehold/coordination';
+import { fileOwnership, type Ownership, type OwnershipLease } from '@leasehold/coordination';
 import lockfile from 'proper-lockfile';
 import { CONFIG, boundEndpoint, fillRegistry, type BenchPlace } from './fixtures.js';
 import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
@@ -42,16 +42,8 @@ export function cycle<State>(id: string, label: string, prepare: () => State, ac
   });
 }
 
-/**
- * A cycle of a file-backend workspace held as a `ServiceCoordination` (the file row beside the
- * etcd ones): `coordination` and `endpoint` are called off the clock.
- */
-export function fileCycle(id: string, label: string, coordination: () => ServiceCoordination, endpoint: () => string): Operation {
-  return cycle(id, label, () => ({ coordination: coordination(), endpoint: endpoint() }), (state) => state.coordination.acquire(CONFIG, state.endpoint));
-}
-
 /** A cycle of `root` as a daemon runs one, through the seam: `root` and `endpoint` are called off the clock. */
-function seamCycle(id: string, label: string, ownership: Ownership, root: () => string, endpoint: () => string): Operation {
+export function seamCycle(id: string, label: string, ownership: Ownership, root: () => string, endpoint: () => string): Operation {
   return cycle(id, label, () => ({ root: root(), endpoint: endpoint() }), (state) => ownership.acquire(state.root, CONFIG, { boundEndpoint: state.endpoint }));
 }
 

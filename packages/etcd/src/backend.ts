@@ -27,7 +27,7 @@ import {
 } from '@leasehold/contracts';
 import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
-import type { EtcdOwnerLease, Sequencer } from './etcd-owner-lease.js';
+import type { EtcdOwnerLease, FencedOperation, Sequencer } from './etcd-owner-lease.js';
 import { keyLayout, type KeyLayout } from './keys.js';
 import type { EtcdAuth, EtcdTls } from './etcd-client.js';
 import { EtcdOwnership, type EtcdInspection, type RecoverySnapshot } from './ownership.js';
@@ -67,6 +67,13 @@ export interface EtcdBackendOptions {
 export interface EtcdBackendLease extends OwnershipLease {
   /** The etcd acquire's `{ root, cluster, revision }`, for downstream resources to check. */
   readonly sequencer: Sequencer;
+  /**
+   * Applies 1 to 127 `operations` to keys kept in etcd, outside the state home's prefix, in one
+   * transaction that commits only while this lease holds the root. Answers its revision.
+   */
+  fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }>;
+  /** `fencedTxn` of one put. */
+  fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }>;
 }
 
 /** The ownership and recovery of one state home whose roots are fenced in etcd across hosts. */
@@ -352,6 +359,15 @@ class CompositeLease implements EtcdBackendLease {
 
   localAccess(): LocalAccess {
     return this.#local.localAccess();
+  }
+
+  // etcd alone fences these writes: they are the owner's data in the cluster, not this host's files.
+  fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }> {
+    return this.#fence.fencedTxn(operations);
+  }
+
+  fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }> {
+    return this.#fence.fencedPut(key, value);
   }
 
   /** This host's files hold the companion (a process of this host); the etcd fence stays the owner's alone. */

@@ -184,6 +184,21 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     await lease.release();
   });
 
+  it("commits the owner's writes kept in etcd through its lease only while it holds the root, and never under the prefix", async () => {
+    const cluster = await startEtcd({ members: 1 });
+    const place = placeOn(cluster);
+    const root = makeWorkspace(place, 'writes');
+    const hostA = await hostOf(place, 'host-a');
+    const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
+    const key = `/app-${prefixes}/last-writer`;
+    const { revision } = await lease.fencedPut(key, 'owner');
+    expect(BigInt(revision) > BigInt(lease.sequencer.revision)).toBe(true);
+    expect(await codeOfAsync(() => lease.fencedTxn([{ put: `${place.prefix}/fence/elsewhere`, value: 'x' }]))).toBe('refused');
+    await lease.release();
+    expect(await codeOfAsync(() => lease.fencedPut(key, 'late'))).toBe('unavailable');
+    expect(await etcdctl(cluster, ['get', '--print-value-only', key])).toBe('owner\n');
+  });
+
   it('reads an etcd fence of this host without its files as an acquire or release in progress', async () => {
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
