@@ -1,6 +1,26 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
+
+/** One name a package's entry point exports, and where it is declared (`file#name`, through every re-export). */
+export interface PublicDeclaration {
+  readonly name: string;
+  readonly declaredAt: string;
+}
+
+/**
+ * Every name a package's entry point exports, with the declaration it stands for: two packages
+ * that export one name for one declaration re-export it; for two declarations, they collide.
+ */
+export function publicDeclarations(packageDir: string): PublicDeclaration[] {
+  const { checker, exports } = entryExports(packageDir);
+  return exports.map((symbol) => {
+    const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
+    const declaration = target.declarations?.[0];
+    const file = declaration === undefined ? '?' : realpathSync(declaration.getSourceFile().fileName);
+    return { name: symbol.name, declaredAt: `${file}#${target.name}` };
+  });
+}
 
 /**
  * Every name a package's entry point exports, values and types alike, sorted:
@@ -8,6 +28,13 @@ import ts from 'typescript';
  * exactly what a user's editor offers.
  */
 export function publicNames(packageDir: string): string[] {
+  return entryExports(packageDir)
+    .exports.map((symbol) => symbol.name)
+    .sort();
+}
+
+/** The symbols `dist/index.d.ts` exports, with the checker that reads them. */
+function entryExports(packageDir: string): { checker: ts.TypeChecker; exports: ts.Symbol[] } {
   const entry = join(packageDir, 'dist', 'index.d.ts');
   const program = ts.createProgram([entry], {
     module: ts.ModuleKind.NodeNext,
@@ -15,14 +42,11 @@ export function publicNames(packageDir: string): string[] {
     noEmit: true,
     skipLibCheck: true,
   });
+  const checker = program.getTypeChecker();
   const source = program.getSourceFile(entry);
-  const module = source === undefined ? undefined : program.getTypeChecker().getSymbolAtLocation(source);
+  const module = source === undefined ? undefined : checker.getSymbolAtLocation(source);
   if (module === undefined) throw new Error(`${entry}: not built (run the package's build first)`);
-  return program
-    .getTypeChecker()
-    .getExportsOfModule(module)
-    .map((symbol) => symbol.name)
-    .sort();
+  return { checker, exports: checker.getExportsOfModule(module) };
 }
 
 /** The exports of the package at `packageDir` that its own README.md never shows in code. */
