@@ -29,39 +29,13 @@ import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
 import type { EtcdOwnerLease, FencedOperation, Sequencer } from './etcd-owner-lease.js';
 import { keyLayout, type KeyLayout } from './keys.js';
-import type { EtcdAuth, EtcdTls } from './etcd-client.js';
+import type { EtcdBackendOptions } from './backend-options.js';
 import { EtcdOwnership, type EtcdInspection, type RecoverySnapshot } from './ownership.js';
 
 // The etcd backend behind the seam: the cross-host fence in etcd, composed with this host's own
 // file backend for what must never leave the host (the capability, the checkout lock, the owner
 // config). etcd is always the outer fence: it is taken first and given back last, so that at every
 // step between, every other host is kept out by etcd alone.
-
-export interface EtcdBackendOptions {
-  /** Client URLs of the cluster's members, such as `http://10.0.0.5:2379`. */
-  readonly endpoints: readonly string[];
-  /** The key prefix of one state home, such as `/leasehold/team`; prefixes of two state homes must not nest. */
-  readonly prefix: string;
-  /** This host's identity: endpoints are scoped by it, and records name it. */
-  readonly host: string;
-  /** etcd's user and password, for an etcd with authentication enabled; taken from here only, never stored. */
-  readonly auth?: EtcdAuth;
-  /** The CA (and this client's certificate and key) for https endpoints; taken from here only, never stored. */
-  readonly tls?: EtcdTls;
-  /** The bound of every single etcd request (default `DEFAULT_REQUEST_TIMEOUT_MS`). */
-  readonly requestTimeoutMs?: number;
-  /** The etcd lease's time to live of each acquire (default `DEFAULT_TTL_SECONDS`). */
-  readonly ttlSeconds?: number;
-  /** How long before the lease could expire an owner counts itself lost (default a quarter of the TTL). */
-  readonly marginMs?: number;
-  /**
-   * This host's file backend, opened on the same state home with this backend's
-   * `{ kind: 'etcd', endpoints, prefix }`: it keeps the capability, checkout lock and owner config.
-   */
-  readonly local: Ownership;
-  /** The recovery of `local`'s files. */
-  readonly localRecovery: Recovery;
-}
 
 /** An ownership through `etcdBackend`: its etcd fencing token besides the seam's lease. */
 export interface EtcdBackendLease extends OwnershipLease {

@@ -2,7 +2,8 @@
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
 // The seam every backend implements, which `etcdBackend` answers and takes.
 export type { Backend, Ownership, OwnershipLease, Recovery } from '@leasehold/contracts';
-export { etcdBackend, type EtcdBackend, type EtcdBackendLease, type EtcdBackendOptions } from './backend.js';
+export { etcdBackend, type EtcdBackend, type EtcdBackendLease } from './backend.js';
+export type { EtcdBackendOptions } from './backend-options.js';
 export { DEFAULT_REQUEST_TIMEOUT_MS, type EtcdAuth, type EtcdTls } from './etcd-client.js';
 // The fencing token of an `EtcdBackendLease`, and the gates a daemon's downstream store checks it with.
 export type { FencedOperation, Sequencer } from './etcd-owner-lease.js';

@@ -14,7 +14,7 @@ import {
   type FenceRecord,
   type OwnerRecord,
 } from './documents.js';
-import type { EtcdBackendOptions } from './backend.js';
+import type { EtcdBackendOptions } from './backend-options.js';
 import { connect, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
 import { KeptEtcdOwnerLease, type EtcdOwnerLease } from './etcd-owner-lease.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
