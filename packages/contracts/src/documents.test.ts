@@ -29,7 +29,7 @@ import {
   type Reservation,
 } from './documents.js';
 import { formatPath } from './json-path.js';
-import { backendSchema, type Backend } from './ownership.js';
+import { backendSchema, type Backend } from './backend.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { backendSchema } from './ownership.js';
+import { backendSchema } from './backend.js';
 import {
   absolutePath,
   anyPortEndpoint,

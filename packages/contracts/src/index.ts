@@ -54,16 +54,11 @@ export {
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
 export { MAX_DEPTH } from './json-parser.js';
+export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';
 export {
-  backendSchema,
-  describeBackend,
-  etcdEndpoint,
-  etcdPrefix,
   holdersNotProvedGone,
   recoverProvedDead,
-  sameBackend,
   type AcquireRequest,
-  type Backend,
   type Inspection,
   type ListedOwner,
   type LocalAccess,
