@@ -1,87 +1,28 @@
 import { lstatSync, readdirSync, type Stats } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import {
-  ContractError,
-  DOCUMENT_BYTES,
-  REGISTRY_BYTES,
-  decodeBytes,
-  registryFormatSchema,
-  reservationTableSchema,
-  type CheckoutLock,
-  type Companion,
-  type Holder,
-  type Registration,
-  type Reservation,
-} from '@leasehold/contracts';
-import {
-  PRIVATE_ROOT_ENTRIES,
-  PRIVATE_ROOT_NAME,
-  SERVICE_ENTRIES,
-  SERVICE_FILES,
-  readServiceFile,
-  workspacePlaces,
-  type ServiceFile,
-} from '@leasehold/coordination';
+import { dirname, join } from 'node:path';
+import { ContractError, DOCUMENT_BYTES, REGISTRY_BYTES, decodeBytes, registryFormatSchema, reservationTableSchema } from '@leasehold/contracts';
+import { PRIVATE_ROOT_ENTRIES, PRIVATE_ROOT_NAME, SERVICE_ENTRIES, workspacePlaces } from '@leasehold/coordination';
 import {
   PrivateFiles,
   STAGING_FOLDER,
   UnsafeEntryError,
-  currentProcess,
   entryTypeBreach,
-  ownerStatus,
   ownershipBreaches,
   retryingReads,
-  type OwnerStatus,
   type PrivateFilesHooks,
   type StagingEntry,
   type UnsafeEntry,
 } from '@leasehold/private-files';
 import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
-import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
+import type { FindingRemedy } from './finding-remedy.js';
+import type { Finding } from './findings.js';
 import { JOURNAL_RECORD_NAME } from './journal.js';
-import { recoverySnapshot } from './recover.js';
-import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
-import { rootExists } from './root-exists.js';
-
-/** Every kind of finding `diagnose` reports (unsafe files first and alone; see the README for each). */
-export const FINDING_KINDS = [
-  'symbolic-link',
-  'special-file',
-  'foreign-owner',
-  'open-mode',
-  'stray-entry',
-  'staging-leftover',
-  'unreadable',
-  'changing',
-  'ambiguous-registry-lock',
-  'ambiguous-takeover-marker',
-  'deleted-root',
-  'dead-owner',
-  'ambiguous-owner',
-  'dead-checkout-lock',
-] as const;
-
-export type FindingKind = (typeof FINDING_KINDS)[number];
-
-/** One problem: what it is, the file or folder it is about, whose workspace, what is wrong and what kind of remedy clears it. */
-export interface Finding {
-  readonly kind: FindingKind;
-  /** The absolute path of the file or folder. */
-  readonly path: string;
-  /** The workspace root the path belongs to, when it is known. */
-  readonly workspace?: string;
-  readonly problem: string;
-  /** What clears it, with the proviso a person must check first when there is one. */
-  readonly remedy: FindingRemedy;
-}
+import { readWorkspace, workspaceFindings, type DiagnosisContext } from './workspace-findings.js';
 
 export interface DiagnoseOptions {
   /** Handed to every PrivateFiles diagnosis uses (tests only: it never mutates, so the hook is never called). */
   readonly hooks?: PrivateFilesHooks;
 }
-
-/** Names of the journal's records (`<ISO time without separators>-<uuid>.json`) and of private roots. */
-
 
 function lookup(path: string): Stats | undefined {
   try {
@@ -108,20 +49,7 @@ function removeOnceGone(path: string, { pid, host }: { readonly pid: number; rea
   return { kind: 'remove', path, recursive: false, processGone: { pid, host, runFrom: 'here' } };
 }
 
-/** What one private root holds, read file by file, so that one unreadable file hides none of the others. */
-interface WorkspaceRead {
-  readonly privateRoot: string;
-  readonly paths: Readonly<Record<ServiceFile, string>> & { readonly service: string };
-  root: string | undefined;
-  row: Reservation | undefined;
-  registration: Registration | undefined;
-  companion: Companion | undefined;
-  checkoutLock: CheckoutLock | undefined;
-  /** What could not be read (a file, or a folder), and the path read: each a finding once the workspace is known. */
-  readonly problems: { readonly error: ContractError; readonly fallback: string }[];
-}
-
-class Diagnosis {
+class Diagnosis implements DiagnosisContext {
   readonly findings: Finding[] = [];
   readonly layout: StateHomeLayout;
   readonly files: PrivateFiles;
@@ -349,167 +277,6 @@ class Diagnosis {
       token = marker.lock.token;
     }
   }
-
-  /** What one private root holds; every file read on its own. */
-  readWorkspace(privateRoot: string, row: Reservation | undefined): WorkspaceRead {
-    // The paths of a workspace's files, below its private root, as coordination names them.
-    const model = workspacePlaces('/', this.stateHome);
-    const below = (path: string) => join(privateRoot, relative(model.privateRoot, path));
-    const paths = Object.fromEntries(SERVICE_FILES.map((key) => [key, below(model[key])])) as Record<ServiceFile, string>;
-    const read: WorkspaceRead = {
-      privateRoot,
-      paths: { ...paths, service: below(model.service) },
-      root: row?.root,
-      row,
-      registration: undefined,
-      companion: undefined,
-      checkoutLock: undefined,
-      problems: [],
-    };
-    const note = (fallback: string) => (error: ContractError) => read.problems.push({ error, fallback });
-    const folders = this.guarded(() => this.files.directory(privateRoot) && this.files.directory(read.paths.service), note(privateRoot));
-    const documents: Partial<Record<ServiceFile, unknown>> = {};
-    for (const key of SERVICE_FILES) {
-      if (key !== 'checkoutLock' && folders !== true) continue;
-      const path = paths[key];
-      documents[key] = this.guarded(() => readServiceFile(this.files, key, path)?.value, note(path));
-    }
-    read.registration = documents.registration as Registration | undefined;
-    read.companion = documents.companion as Companion | undefined;
-    read.checkoutLock = documents.checkoutLock as CheckoutLock | undefined;
-    // The root: the row's, else the one the format or the registration names (when it hashes to this private root).
-    for (const named of [(documents.format as { root: string } | undefined)?.root, read.registration?.root]) {
-      if (read.root !== undefined || named === undefined) continue;
-      if (workspacePlaces(named, this.stateHome).privateRoot === privateRoot) read.root = named;
-    }
-    return read;
-  }
-
-  /** Unreadable files, the owner's fences, and a plain tool's checkout lock, for one workspace. */
-  workspace(read: WorkspaceRead, registryReadable: boolean): void {
-    const { root } = read;
-    for (const { error, fallback } of read.problems) this.unreadable(error, fallback, root);
-    if (root === undefined) {
-      this.plainCheckout(read);
-      return;
-    }
-    let state: RecoveryState | undefined;
-    if (read.problems.length === 0 && registryReadable) {
-      const options = { stateHome: this.stateHome, sweepStaging: false, ...(this.hooks === undefined ? {} : { hooks: this.hooks }) };
-      state = this.guarded(
-        () => recoverySnapshot(root, options),
-        (error) => this.unreadable(error, read.privateRoot, root),
-      );
-    }
-    if (!this.owner(read, root, state)) this.plainCheckout(read);
-  }
-
-  /**
-   * The finding for the owner's fences, if any: gone (recover), or named by a
-   * holder this host cannot tell (recover from where it can be told). Without
-   * a snapshot (a file above stops recovery from reading), the holders named
-   * by the row, a registration that is not stopped and a companion. True when it reported one.
-   */
-  owner(read: WorkspaceRead, root: string, state: RecoveryState | undefined): boolean {
-    const deleted = read.row !== undefined && !rootExists(root);
-    let holders: { holder: Holder; status: OwnerStatus; path: string }[];
-    let remaining: { kind: string; path: string }[] = [];
-    if (state !== undefined) {
-      remaining = state.fences.filter(holdsWorkspace);
-      holders = state.holders.map(({ holder, status }) => ({
-        holder,
-        status,
-        path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.path ?? read.paths.service,
-      }));
-      if (state.clear && !deleted) return false;
-      if (this.plainToolOnly(read, remaining)) return false;
-    } else {
-      holders = [];
-      if (read.row !== undefined) holders.push({ holder: holderOf(read.row), status: 'absent', path: this.layout.roots });
-      if (read.registration !== undefined && read.registration.phase !== 'stopped') {
-        holders.push({ holder: holderOf(read.registration), status: 'absent', path: read.paths.registration });
-      }
-      if (read.companion !== undefined) holders.push({ holder: holderOf(read.companion), status: 'absent', path: read.paths.companion });
-      holders = holders.map((entry) => ({ ...entry, status: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart) }));
-      if (holders.length === 0 && !deleted) return false;
-    }
-    const live = holders.find(({ status }) => status === 'live');
-    const ambiguous = holders.find(({ status }) => status === 'ambiguous');
-    const first = holders[0];
-    const named = (holder: Holder) => `pid ${holder.pid} on ${holder.host}`;
-    const recoverHere: FindingRemedy = { kind: 'recover', workspace: root, stateHome: this.stateHome };
-    const ambiguousRemedy = ({ pid, host }: Holder): FindingRemedy => {
-      const runFrom: ProcessGone['runFrom'] = host === currentProcess().host ? 'its-pid-namespace' : 'its-host';
-      return { ...recoverHere, processGone: { pid, host, runFrom } };
-    };
-    const pending = state === undefined ? '; recovery reads every file strictly: fix the findings above first' : '';
-    if (deleted) {
-      const shown = live ?? ambiguous ?? first;
-      const owner = shown === undefined ? 'unknown' : `${named(shown.holder)} is ${shown.status === 'absent' ? 'not live' : shown.status}`;
-      let remedy: FindingRemedy = recoverHere;
-      if (live !== undefined) remedy = { kind: 'stop', workspace: root, stateHome: this.stateHome };
-      else if (ambiguous !== undefined) remedy = ambiguousRemedy(ambiguous.holder);
-      this.add({
-        kind: 'deleted-root',
-        path: this.layout.roots,
-        workspace: root,
-        problem: `${root} is registered but its folder no longer exists (owner ${owner})${pending}`,
-        remedy,
-      });
-      return true;
-    }
-    if (live !== undefined) return false; // a running owner (or one in the middle of its acquire or release)
-    if (ambiguous !== undefined) {
-      this.add({
-        kind: 'ambiguous-owner',
-        path: ambiguous.path,
-        workspace: root,
-        problem:
-          `fenced by ${named(ambiguous.holder)}, which this host cannot tell live or gone (another host or PID namespace): ` +
-          `serve and recover here refuse until it is told gone${pending}`,
-        remedy: ambiguousRemedy(ambiguous.holder),
-      });
-      return true;
-    }
-    const kinds = state === undefined ? [] : remaining.map((fence) => fence.kind);
-    this.add({
-      kind: 'dead-owner',
-      path: remaining[0]?.path ?? first?.path ?? read.paths.service,
-      workspace: root,
-      problem:
-        state === undefined
-          ? `the owner of ${root} (${first === undefined ? 'unknown' : named(first.holder)}) is gone and its fences remain${pending}`
-          : `the owner of ${root} is gone but ${kinds.length} fence(s) remain: ${kinds.join(', ')}`,
-      remedy: recoverHere,
-    });
-    return true;
-  }
-
-  /** True when all that remains is a plain tool's checkout lock (no row, not the registration's token): its own finding. */
-  plainToolOnly(read: WorkspaceRead, remaining: readonly { kind: string }[]): boolean {
-    return (
-      read.row === undefined &&
-      remaining.length === 1 &&
-      remaining[0]?.kind === 'checkout-lock' &&
-      read.checkoutLock !== undefined &&
-      read.checkoutLock.token !== read.registration?.checkoutToken
-    );
-  }
-
-  /** A plain tool's checkout lock whose holder is gone (a service's is recovery's). */
-  plainCheckout(read: WorkspaceRead): void {
-    const lock = read.checkoutLock;
-    if (lock === undefined || lock.token === read.registration?.checkoutToken || read.row !== undefined) return;
-    if (ownerStatus(lock.pid, lock.host, lock.processStart) !== 'absent') return;
-    const path = read.paths.checkoutLock;
-    this.add({
-      kind: 'dead-checkout-lock',
-      path,
-      ...(read.root === undefined ? {} : { workspace: read.root }),
-      problem: `a checkout lock left by a tool that is gone (pid ${lock.pid} on ${lock.host}); tools and services stay blocked`,
-      remedy: { kind: 'remove', path, recursive: false },
-    });
-  }
 }
 
 /**
@@ -542,7 +309,7 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
     .filter((name) => PRIVATE_ROOT_NAME.test(name))
     .map((name) => join(layout.workspaces, name));
   const privateRoots = [...new Set([...folders, ...rowsByPrivateRoot.keys()])];
-  const workspaces = privateRoots.sort().map((privateRoot) => diagnosis.readWorkspace(privateRoot, rowsByPrivateRoot.get(privateRoot)));
+  const workspaces = privateRoots.sort().map((privateRoot) => readWorkspace(diagnosis, privateRoot, rowsByPrivateRoot.get(privateRoot)));
 
   diagnosis.strays(layout.namespace, [STAGING_FOLDER, ...NAMESPACE_ENTRIES]);
   diagnosis.strays(layout.registry, REGISTRY_FOLDER_ENTRIES);
@@ -555,6 +322,6 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
   diagnosis.staging();
   if (registryError !== undefined) diagnosis.unreadable(registryError, diagnosis.registryFileOf(registryError), undefined);
   diagnosis.registryLocks();
-  for (const read of workspaces) diagnosis.workspace(read, registryError === undefined);
+  for (const read of workspaces) workspaceFindings(diagnosis, read, registryError === undefined);
   return diagnosis.findings;
 }

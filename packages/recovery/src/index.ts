@@ -1,4 +1,5 @@
-export { FINDING_KINDS, diagnose, type DiagnoseOptions, type Finding, type FindingKind } from './diagnose.js';
+export { diagnose, type DiagnoseOptions } from './diagnose.js';
+export { FINDING_KINDS, type Finding, type FindingKind } from './findings.js';
 export { type FindingRemedy, type ProcessGone } from './finding-remedy.js';
 export { fileRecovery } from './file-recovery.js';
 export { type RecoveryOptions } from './recover.js';
