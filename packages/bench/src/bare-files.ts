@@ -30,37 +30,58 @@ export function writeNewFile(path: string, bytes: Uint8Array): number {
   return descriptor;
 }
 
+/** Writes `bytes` to a new `temp`, fsyncs and closes it: the staging every publication of contents starts with. */
+function stage(temp: string, bytes: Uint8Array): void {
+  const descriptor = writeNewFile(temp, bytes);
+  try {
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
 /**
  * The bare durable create: a temp opened exclusively in `temp`'s folder,
  * written, fsynced, linked to `path` (atomic and exclusive), the temp
- * unlinked, the target folder fsynced.
+ * unlinked, the target folder fsynced (unless `syncFolder` is false: a
+ * publication whose folder a later one fsyncs).
  */
-export function bareCreate(path: string, temp: string, bytes: Uint8Array): void {
-  const descriptor = writeNewFile(temp, bytes);
-  try {
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
+export function bareCreate(path: string, temp: string, bytes: Uint8Array, syncFolder = true): void {
+  stage(temp, bytes);
   linkSync(temp, path);
   unlinkSync(temp);
-  fsyncFolder(dirname(path));
+  if (syncFolder) fsyncFolder(dirname(path));
 }
 
-/** The bare durable replace: a temp written and fsynced, renamed over `path`, the folder fsynced. */
-export function bareReplace(path: string, temp: string, bytes: Uint8Array): void {
-  const descriptor = writeNewFile(temp, bytes);
-  try {
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
+/**
+ * A bare lock: the same create as `bareCreate`, its link retried after
+ * `wait()` while another holder's file is there. Staged once, so a lost race
+ * costs a link, not another write and fsync.
+ */
+export function bareLock(path: string, temp: string, bytes: Uint8Array, syncFolder: boolean, wait: () => void): void {
+  stage(temp, bytes);
+  for (;;) {
+    try {
+      linkSync(temp, path);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      wait();
+    }
   }
-  renameSync(temp, path);
-  fsyncFolder(dirname(path));
+  unlinkSync(temp);
+  if (syncFolder) fsyncFolder(dirname(path));
 }
 
-/** The bare durable remove: unlink, folder fsync. */
-export function bareRemove(path: string): void {
+/** The bare durable replace: a temp written and fsynced, renamed over `path`, the folder fsynced (unless `syncFolder` is false). */
+export function bareReplace(path: string, temp: string, bytes: Uint8Array, syncFolder = true): void {
+  stage(temp, bytes);
+  renameSync(temp, path);
+  if (syncFolder) fsyncFolder(dirname(path));
+}
+
+/** The bare durable remove: unlink, folder fsync (unless `syncFolder` is false). */
+export function bareRemove(path: string, syncFolder = true): void {
   unlinkSync(path);
-  fsyncFolder(dirname(path));
+  if (syncFolder) fsyncFolder(dirname(path));
 }

@@ -51,6 +51,8 @@ const ROWS = [
   'inspect(), 255 other reservations',
   '16 disjoint owners acquire + release at once, wall time',
   'the same 16 one at a time (sum)',
+  "bare fsync floor: 16 processes replay a reused cycle's publications at once, wall time",
+  'the same 16 bare replays one at a time (sum)',
   'phase(stopping), reused workspace',
   'recover() of a dead owner',
   'registry transaction, nothing written',
@@ -90,6 +92,7 @@ const FIGURES = [
   'scale.inspect.64',
   'scale.inspect.256',
   'contention/serial',
+  'contention.bare/serial',
   'contention/cycle',
 ];
 
@@ -186,6 +189,17 @@ describe('pnpm bench --quick', () => {
     expect(isNumber(result.contention.busy)).toBe(true);
     expect(result.contention.cycles).toBe(result.contention.processes * result.contention.trials);
     expect(figures.get('contention/serial')?.target).toBe(0.5);
+    // The machine's own floor beside it, from the same trials: Leasehold's ratio is printed against the bare one.
+    expect(stdout).toMatch(/^bare fsync floor: 16 at once \/ one at a time = \d+\.\d{2}x; Leasehold \d+\.\d{2}x, \d+\.\d{2}x the floor\.$/m);
+    expect(figures.get('contention.bare/serial')?.samples).toBe(result.contention.trials);
+    const { bareFloor } = result.contention;
+    expect(bareFloor.ratio).toBe(figures.get('contention.bare/serial')?.ratio);
+    expect(bareFloor.leasehold).toBe(figures.get('contention/serial')?.ratio);
+    expect(bareFloor.overFloor).toBeCloseTo(bareFloor.leasehold / bareFloor.ratio);
+    // The bare workers replay the reused cycle's publications as table 7 saw them: the same number.
+    const reused = ['acquire.reused', 'release.reused'].map((id) => result.fsyncs.find((count: { id: string }) => count.id === id));
+    const replayed = reused.map((count: { sequence: string }) => count.sequence.split(' ').length);
+    expect(replayed.reduce((sum: number, length: number) => sum + length, 0)).toBe(reused.reduce((sum: number, count: { publications: number }) => sum + count.publications, 0));
 
     // Section 10: each figure measured in every kept round of its own (each sample ran the command to the exit status it expects).
     for (const row of COMMAND_ROWS) expect(stdout).toContain(row);

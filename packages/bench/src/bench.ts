@@ -6,7 +6,7 @@ import { commandOperations } from './command-operations.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
 import { etcdVersion } from '@leasehold/test-utils';
 import { measureEtcd } from './etcd-operations.js';
-import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf } from './figures.js';
+import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf, type Figure } from './figures.js';
 import { fileOperations } from './file-operations.js';
 import { BenchPlace } from './fixtures.js';
 import { countFsyncs, type FsyncCount } from './fsync-counts.js';
@@ -14,7 +14,7 @@ import { now, elapsed, runInterleaved, type Operation } from './harness.js';
 import { describeMachine } from './machine.js';
 import { ownershipOperations } from './ownership-operations.js';
 import { formatProfile, profileOperation } from './profile.js';
-import { formatReport, type BenchResult, type Settings } from './report.js';
+import { formatReport, type BareFloor, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
 import { transportOperations } from './transport-operations.js';
 
@@ -133,12 +133,31 @@ async function profile(options: Options, operations: readonly Operation[]): Prom
   process.stdout.write(`${formatProfile(summary)}\n`);
 }
 
+function counted(fsyncs: readonly FsyncCount[], id: string): FsyncCount {
+  const found = fsyncs.find((entry) => entry.id === id);
+  if (found === undefined) throw new Error(`no fsync count for ${id}`);
+  return found;
+}
+
+/** Leasehold's contention ratio against the bare floor's, from their figures. */
+function bareFloorOf(figures: readonly Figure[]): BareFloor {
+  const ratio = (id: string): number => {
+    const figure = figures.find((candidate) => candidate.id === id);
+    if (figure === undefined) throw new Error(`no figure ${id}`);
+    return figure.ratio;
+  };
+  const leasehold = ratio('contention/serial');
+  const bare = ratio('contention.bare/serial');
+  return { ratio: bare, leasehold, overFloor: leasehold / bare };
+}
+
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   const startedAt = new Date();
   const start = now();
   const place = new BenchPlace();
   let pool: ContentionPool | undefined;
+  let barePool: ContentionPool | undefined;
   let closeOwnership: (() => Promise<void>) | undefined;
   let closeTransport: (() => Promise<void>) | undefined;
   const interrupted = () => {
@@ -157,9 +176,15 @@ async function main(): Promise<void> {
 
     const settings = settingsOf(options, operations.length);
     const fsyncs: FsyncCount[] = await countFsyncs(place);
-    pool = await ContentionPool.start(place, PROCESSES, options.quick ? 2 : 5);
+    const contentionWarmup = options.quick ? 2 : 5;
+    pool = await ContentionPool.start(place, PROCESSES, contentionWarmup);
     const contentionPool = pool;
+    // The machine's own floor for the contention target: the reused cycle's publications, bare, in the same trials.
+    const reusedCycle = ['acquire.reused', 'release.reused'].map((id) => counted(fsyncs, id).sequence).join(' ');
+    barePool = await ContentionPool.startBare(place, PROCESSES, contentionWarmup, reusedCycle);
+    const bareContentionPool = barePool;
     const trials: ContentionTrial[] = [];
+    const bareTrials: ContentionTrial[] = [];
     const trialRounds = new Set(
       Array.from({ length: settings.contentionTrials }, (_, trial) => Math.floor(((trial + 0.5) * settings.rounds) / settings.contentionTrials)),
     );
@@ -167,7 +192,9 @@ async function main(): Promise<void> {
       rounds: settings.rounds,
       warmupRounds: settings.warmupRounds,
       afterRound: async (round) => {
-        if (trialRounds.has(round)) trials.push(await contentionPool.trial(trials.length % 2 === 0));
+        if (!trialRounds.has(round)) return;
+        trials.push(await contentionPool.trial(trials.length % 2 === 0));
+        bareTrials.push(await bareContentionPool.trial(bareTrials.length % 2 === 0));
       },
       progress: progress(settings.quick ? 'bench --quick' : 'bench'),
     });
@@ -175,6 +202,8 @@ async function main(): Promise<void> {
     const availability = await measureAvailability(place, pool, CHURNING_WRITERS, settings.availabilityReads);
     await pool.stop();
     pool = undefined;
+    await barePool.stop();
+    barePool = undefined;
     const etcd = await measureEtcd(place, etcdVersion(), {
       rounds: settings.rounds,
       warmupRounds: settings.warmupRounds,
@@ -189,6 +218,8 @@ async function main(): Promise<void> {
 
     series.set('contention.wall', trials.map((trial) => trial.wall));
     series.set('contention.serial', trials.map((trial) => trial.serial));
+    series.set('contention.bare.wall', bareTrials.map((trial) => trial.wall));
+    series.set('contention.bare.serial', bareTrials.map((trial) => trial.serial));
     const labels = new Map<string, string>([...operations, ...commands].map((operation) => [operation.id, operation.label]));
     for (const operation of ownership.operations) {
       if (!operation.id.startsWith('cycle.')) continue;
@@ -198,12 +229,9 @@ async function main(): Promise<void> {
     for (const [id, label] of etcd.labels) labels.set(id, label);
     labels.set('contention.wall', `${PROCESSES} disjoint owners acquire + release at once, wall time`);
     labels.set('contention.serial', `the same ${PROCESSES} one at a time (sum)`);
-    const counted = (id: string): FsyncCount => {
-      const found = fsyncs.find((entry) => entry.id === id);
-      if (found === undefined) throw new Error(`no fsync count for ${id}`);
-      return found;
-    };
-    const [acquireFresh, releaseFresh, acquireReused, releaseReused] = ['acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused'].map(counted) as [
+    labels.set('contention.bare.wall', `bare fsync floor: ${PROCESSES} processes replay a reused cycle's publications at once, wall time`);
+    labels.set('contention.bare.serial', `the same ${PROCESSES} bare replays one at a time (sum)`);
+    const [acquireFresh, releaseFresh, acquireReused, releaseReused] = ['acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused'].map((id) => counted(fsyncs, id)) as [
       FsyncCount,
       FsyncCount,
       FsyncCount,
@@ -220,6 +248,7 @@ async function main(): Promise<void> {
       },
     };
     const summaries = summariesOf(series);
+    const figures = computeFigures(figureSpecs(publications, PROCESSES), summaries, labels);
     const outcomes = trials.flatMap((trial) => trial.outcomes);
     const result: BenchResult = {
       schema: 'leasehold.bench/2',
@@ -229,7 +258,7 @@ async function main(): Promise<void> {
       settings,
       machine: describeMachine(),
       series: Object.fromEntries([...summaries].map(([id, summary]) => [id, { label: labels.get(id) ?? id, ...summary }])),
-      figures: computeFigures(figureSpecs(publications, PROCESSES), summaries, labels),
+      figures,
       contention: {
         processes: PROCESSES,
         trials: trials.length,
@@ -242,6 +271,7 @@ async function main(): Promise<void> {
         serialLockHeld: summarize(trials.map((trial) => trial.serialLockHeld)),
         transactions: Math.max(...trials.map((trial) => trial.transactions)),
         idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
+        bareFloor: bareFloorOf(figures),
       },
       availability,
       fsyncs,
@@ -262,6 +292,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await pool?.stop();
+    await barePool?.stop();
     await closeOwnership?.();
     await closeTransport?.();
     place.remove();

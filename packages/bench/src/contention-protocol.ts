@@ -46,6 +46,20 @@ export type WorkerReport =
       readonly held: readonly (readonly [string, string])[];
     };
 
+/**
+ * Command-line arguments of one kind of worker, by name in `names`' order:
+ * `argv` writes them, `parse` reads them back from `argv` (without node and the script).
+ */
+function argumentsOf<Name extends string>(worker: string, names: readonly Name[]) {
+  return {
+    argv: (options: Readonly<Record<Name, string>>): string[] => names.map((name) => options[name]),
+    parse: (argv: readonly string[]): Record<Name, string> => {
+      if (argv.length < names.length) throw new Error(`${worker}: expected ${names.map((name) => `<${name}>`).join(' ')}`);
+      return Object.fromEntries(names.map((name, index) => [name, argv[index]!])) as Record<Name, string>;
+    },
+  };
+}
+
 /** The arguments a worker is started with, in order. */
 export interface WorkerArguments {
   readonly stateHome: string;
@@ -53,16 +67,28 @@ export interface WorkerArguments {
   readonly endpoint: string;
 }
 
+const workerArguments = argumentsOf<keyof WorkerArguments>('contention worker', ['stateHome', 'workspace', 'endpoint']);
+
 /** `WorkerArguments` as command-line arguments. */
-export function workerArgv(options: WorkerArguments): string[] {
-  return [options.stateHome, options.workspace, options.endpoint];
-}
+export const workerArgv: (options: WorkerArguments) => string[] = workerArguments.argv;
 
 /** Reads `WorkerArguments` back from `argv` (without node and the script). */
-export function parseWorkerArgv(argv: readonly string[]): WorkerArguments {
-  const [stateHome, workspace, endpoint] = argv;
-  if (stateHome === undefined || workspace === undefined || endpoint === undefined) {
-    throw new Error('contention worker: expected <stateHome> <workspace> <endpoint>');
-  }
-  return { stateHome, workspace, endpoint };
+export const parseWorkerArgv: (argv: readonly string[]) => WorkerArguments = workerArguments.parse;
+
+/** The arguments a bare floor worker (`bare-contention-worker.js`) is started with, in order. */
+export interface BareWorkerArguments {
+  /** The worker's own folder: its staging folder and the files of its publications are made in it. */
+  readonly folder: string;
+  /** The folder of the one table and lock every bare worker shares. */
+  readonly shared: string;
+  /** The publications of one cycle, in order: `FsyncCount.sequence`'s tokens. */
+  readonly sequence: string;
 }
+
+const bareWorkerArguments = argumentsOf<keyof BareWorkerArguments>('bare contention worker', ['folder', 'shared', 'sequence']);
+
+/** `BareWorkerArguments` as command-line arguments. */
+export const bareWorkerArgv: (options: BareWorkerArguments) => string[] = bareWorkerArguments.argv;
+
+/** Reads `BareWorkerArguments` back from `argv` (without node and the script). */
+export const parseBareWorkerArgv: (argv: readonly string[]) => BareWorkerArguments = bareWorkerArguments.parse;

@@ -1,11 +1,12 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { workerArgv, type ChurnCounts, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
+import { bareWorkerArgv, workerArgv, type ChurnCounts, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
 import { boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now } from './harness.js';
 
 const WORKER = fileURLToPath(new URL('./contention-worker.js', import.meta.url));
+const BARE_WORKER = fileURLToPath(new URL('./bare-contention-worker.js', import.meta.url));
 
 /** One contention trial: the concurrent wall time and the serial sum, in milliseconds. */
 export interface ContentionTrial {
@@ -78,7 +79,7 @@ function command(worker: Worker, message: WorkerCommand): void {
  */
 export class ContentionPool {
   readonly #workers: Worker[];
-  /** The state home every worker's workspace is in. */
+  /** The state home every worker's workspace is in (the bare pool's: the folder of its shared table). */
   readonly stateHome: string;
 
   private constructor(workers: Worker[], stateHome: string) {
@@ -92,10 +93,24 @@ export class ContentionPool {
    */
   static async start(place: BenchPlace, count: number, warmupPasses: number): Promise<ContentionPool> {
     const stateHome = join(place.root, 'state-contention');
-    const workers = Array.from({ length: count }, (): Worker => {
-      const child = fork(WORKER, workerArgv({ stateHome, workspace: place.workspace(), endpoint: boundEndpoint() }), {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      });
+    const argvs = Array.from({ length: count }, () => workerArgv({ stateHome, workspace: place.workspace(), endpoint: boundEndpoint() }));
+    return ContentionPool.#start(WORKER, argvs, stateHome, warmupPasses);
+  }
+
+  /**
+   * The bare floor of the same pool: `count` workers that each replay
+   * `sequence` (a cycle's publications) with plain node:fs in a folder of
+   * their own, on one shared table and lock; warmed up the same way.
+   */
+  static async startBare(place: BenchPlace, count: number, warmupPasses: number, sequence: string): Promise<ContentionPool> {
+    const shared = place.folder('bare-contention', 'shared');
+    const argvs = Array.from({ length: count }, (_, index) => bareWorkerArgv({ folder: place.folder('bare-contention', `worker-${index}`), shared, sequence }));
+    return ContentionPool.#start(BARE_WORKER, argvs, shared, warmupPasses);
+  }
+
+  static async #start(script: string, argvs: readonly string[][], stateHome: string, warmupPasses: number): Promise<ContentionPool> {
+    const workers = argvs.map((argv): Worker => {
+      const child = fork(script, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const worker: Worker = { process: child, reports: [], waiting: undefined, exited: undefined };
       child.on('message', (report: WorkerReport) => {
         const waiting = worker.waiting;

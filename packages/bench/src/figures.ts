@@ -128,6 +128,15 @@ export function figureSpecs(publications: CyclePublications, processes: number):
       note: 'target: the lock is held for the table write only, so disjoint owners overlap (the earlier target, when the lock covered the whole acquire, was <= 1.3x)',
     },
     {
+      id: 'contention.bare/serial',
+      section: contention,
+      series: 'contention.bare.wall',
+      baseline: [part('contention.bare.serial')],
+      note:
+        "the machine's own parallel floor for the target above: each process makes the reused cycle's publications (table 7's, in order) " +
+        'with plain node:fs in its own folder, the two table writes under a bare lock on one shared table',
+    },
+    {
       id: 'contention/cycle',
       section: contention,
       series: 'contention.wall',

@@ -58,6 +58,12 @@ export interface FsyncCount {
   readonly kinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly folder: number };
   /** The publications that no folder fsync of their own call followed (see `FSYNC_PROOF`). */
   readonly unsynced: number;
+  /**
+   * The publications in order, space-separated: `c` create, `r` replace, `d` remove, `m` folder;
+   * upper case when the same call fsynced the folder after it; `lock:` or `table:` on the registry's
+   * lock or table. The bare contention floor (section 6) replays the reused cycle's.
+   */
+  readonly sequence: string;
   /** What the previous release made for the same operation: `total` plus one folder fsync per `unsynced`. */
   readonly previousRelease: number;
   /** The explored protocol this operation is, and the bounds its exploration proved (see `FSYNC_MINIMUM`). */
@@ -71,24 +77,49 @@ function publishes(step: MutationStep): boolean {
   return step.operation === 'directory' && step.action === 'mkdir';
 }
 
-/** How many publications in `steps` the same call did not follow with a fsync of their folder. */
-function unsyncedPublications(steps: readonly MutationStep[]): number {
-  return steps.filter((step, index) => {
-    if (!publishes(step)) return false;
-    // The rest of the same call: the steps up to the next one of another operation or the next publication.
-    for (const later of steps.slice(index + 1)) {
-      if (later.operation !== step.operation || publishes(later)) return true;
-      if (later.action === 'fsync-directory' && later.path === dirname(step.path)) return false;
-    }
-    return true;
-  }).length;
+/** Whether the publication `steps[index]` was not followed, in the same call, by a fsync of its folder. */
+function unsyncedAt(steps: readonly MutationStep[], index: number): boolean {
+  const step = steps[index]!;
+  // The rest of the same call: the steps up to the next one of another operation or the next publication.
+  for (const later of steps.slice(index + 1)) {
+    if (later.operation !== step.operation || publishes(later)) return true;
+    if (later.action === 'fsync-directory' && later.path === dirname(step.path)) return false;
+  }
+  return true;
+}
+
+/** The publication kind a publishing step is, as a `PublicationToken` letter. */
+function kindLetter(step: MutationStep): string {
+  if (step.action === 'link') return 'c';
+  if (step.action === 'unlink') return 'd';
+  if (step.action === 'rename' && step.operation !== 'create-folder') return 'r';
+  return 'm';
+}
+
+/** The registry's lock and table in a state home, which the bare contention floor replays on a shared lock and table. */
+interface RegistryPaths {
+  readonly lock: string;
+  readonly table: string;
+}
+
+/** `steps`' publications in order, as `PublicationToken`s. */
+function sequenceOf(steps: readonly MutationStep[], registry: RegistryPaths): string {
+  return steps
+    .flatMap((step, index) => {
+      if (!publishes(step)) return [];
+      const letter = kindLetter(step);
+      const token = unsyncedAt(steps, index) ? letter : letter.toUpperCase();
+      const on = step.path === registry.lock ? 'lock:' : step.path === registry.table ? 'table:' : '';
+      return [`${on}${token}`];
+    })
+    .join(' ');
 }
 
 /** Counts one run of `steps` for the operation `id`. */
-function countOf(id: string, label: string, steps: readonly MutationStep[]): FsyncCount {
+function countOf(id: string, label: string, steps: readonly MutationStep[], registry: RegistryPaths): FsyncCount {
   const file = steps.filter((step) => step.action === 'fsync').length;
   const folder = steps.filter((step) => step.action === 'fsync-directory').length;
-  const unsynced = unsyncedPublications(steps);
+  const unsynced = steps.filter((step, index) => publishes(step) && unsyncedAt(steps, index)).length;
   const protocol = EXPLORED[id];
   return {
     id,
@@ -104,6 +135,7 @@ function countOf(id: string, label: string, steps: readonly MutationStep[]): Fsy
       folder: steps.filter((step) => (step.operation === 'directory' && step.action === 'mkdir') || (step.operation === 'create-folder' && step.action === 'rename')).length,
     },
     unsynced,
+    sequence: sequenceOf(steps, registry),
     previousRelease: file + folder + unsynced,
     ...(protocol === undefined ? {} : { proved: { protocol, fsyncs: PROVED_FSYNCS[protocol].fsyncs, ...fsyncBounds(PROVED_FSYNCS[protocol]) } }),
   };
@@ -154,10 +186,13 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   let steps: MutationStep[] = [];
   const hooks = { beforeMutation: (step: MutationStep) => void steps.push(step) };
   const counts: FsyncCount[] = [];
+  const stateHome = join(place.root, 'state-counted');
+  const { layout } = new Registry(stateHome);
+  const registryPaths = { lock: layout.registryLock, table: layout.roots };
   const measure = async <T>(id: string, label: string, action: () => T | Promise<T>): Promise<T> => {
     steps = [];
     const result = await action();
-    counts.push(countOf(id, label, steps));
+    counts.push(countOf(id, label, steps, registryPaths));
     return result;
   };
 
@@ -170,7 +205,6 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   await measure('files.read', 'private-files read', () => files.read(join(documents, 'counted')));
   await measure('files.remove', 'private-files remove', () => files.remove(join(documents, 'counted'), replaced));
 
-  const stateHome = join(place.root, 'state-counted');
   const options = { stateHome, hooks };
   const first = new ServiceCoordination(place.workspace(), options);
   await (await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () => first.acquire(CONFIG, boundEndpoint()))).release();

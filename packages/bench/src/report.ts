@@ -39,6 +39,18 @@ export interface ContentionResult {
   readonly transactions: number;
   /** Median over trials of (wall - lock held) / transactions: how long the free lock waits for its next holder. */
   readonly idlePerHandover: number;
+  /** The same trials of the bare floor (`contention.bare/serial`), against Leasehold's. */
+  readonly bareFloor: BareFloor;
+}
+
+/** What this machine allows 16 processes making a reused cycle's publications, bare, and how far Leasehold is from it. */
+export interface BareFloor {
+  /** The bare replays at once against one at a time: `contention.bare/serial`'s ratio. */
+  readonly ratio: number;
+  /** Leasehold's: `contention/serial`'s ratio. */
+  readonly leasehold: number;
+  /** `leasehold / ratio`: 1 would be as parallel as the bare publications themselves. */
+  readonly overFloor: number;
 }
 
 /** Everything one run measured: what `--json` writes. */
@@ -214,6 +226,8 @@ export function formatReport(result: BenchResult): string {
     `Registry lock held ${formatDuration(contention.lockHeld.median)} of the ${formatDuration(contention.wall.median)} wall time ` +
       `(medians; ${contention.transactions} transactions per pass): the free lock waited ${formatDuration(contention.idlePerHandover)} ` +
       `on average for its next holder. Serial pass: held ${formatDuration(contention.serialLockHeld.median)} of ${formatDuration(contention.serial.median)}.`,
+    `bare fsync floor: ${contention.processes} at once / one at a time = ${contention.bareFloor.ratio.toFixed(2)}x; ` +
+      `Leasehold ${contention.bareFloor.leasehold.toFixed(2)}x, ${contention.bareFloor.overFloor.toFixed(2)}x the floor.`,
   );
 
   lines.push('', '7. fsyncs per operation (counted through the beforeMutation hook)');
