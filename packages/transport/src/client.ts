@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import type { Readable } from 'node:stream';
-import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
+import { ContractError, type Inspection, type LocalAccess, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import { errnoOf } from '@leasehold/private-files';
 import { addressOf } from './address.js';
@@ -144,6 +144,25 @@ export async function settledInspection(ownership: Ownership, root: string, sett
 }
 
 /**
+ * The owner's access material. Its read already proves the files name one whole ownership (the
+ * row is the registration, the capability is there), so a running owner costs that one read.
+ * Only when there is none is the workspace inspected, waiting out an acquire or release in
+ * progress, to say why (not running) or to read it again once it settled.
+ */
+async function accessOf(ownership: Ownership, workspace: string, settleMs: number | undefined): Promise<LocalAccess> {
+  try {
+    return await ownership.localAccess(workspace);
+  } catch (error) {
+    if (!ContractError.is(error, 'unavailable')) throw error;
+  }
+  const inspection = await settledInspection(ownership, workspace, settleMs);
+  if (inspection.status === 'absent' || inspection.status === 'stopped') {
+    throw new ContractError('unavailable', `${workspace}: not running (${inspection.status})`);
+  }
+  return ownership.localAccess(workspace);
+}
+
+/**
  * Proves the workspace's owner live: reads its access material, challenges
  * it (`GET /v1/status` with the right `Host` and bearer) and resolves only
  * when it answers with the recorded epoch.
@@ -153,11 +172,7 @@ export async function settledInspection(ownership: Ownership, root: string, sett
 export async function connect(workspace: string, options: ConnectOptions = {}): Promise<Connection> {
   const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
   const timeoutMs = options.timeoutMs ?? 3000;
-  const inspection = await settledInspection(ownership, workspace, options.settleMs);
-  if (inspection.status === 'absent' || inspection.status === 'stopped') {
-    throw new ContractError('unavailable', `${workspace}: not running (${inspection.status})`);
-  }
-  const access = await ownership.localAccess(workspace);
+  const access = await accessOf(ownership, workspace, options.settleMs);
   const reply = await call(access.endpoint, access.capability, timeoutMs, 'GET', '/v1/status');
   const status = reply.body as Partial<OwnerStatusBody> | undefined;
   if (reply.status !== 200) {
