@@ -109,7 +109,7 @@ export function figureSpecs(publications: CyclePublications, processes: number):
       section: hot,
       series: 'transport.connect',
       baseline: [part('http.get')],
-      note: "connect() settles inspect(), reads localAccess(), then two Host- and bearer-checked round trips, each re-asserting the owner's lease, against one bare round trip",
+      note: "connect() reads localAccess() (inspecting only when it finds no owner), then two Host- and bearer-checked round trips, each re-asserting the owner's lease, against one bare round trip",
     },
 
     { id: 'scale.cycle.64', section: scale, series: 'cycle.64', baseline: [part('cycle.1')] },
