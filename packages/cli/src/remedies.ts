@@ -1,7 +1,6 @@
-import { basename, dirname } from 'node:path';
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 import { isSystemError } from '@leasehold/private-files';
-import { TAKEOVER_MARKER } from '@leasehold/registry';
+import { isRegistryLockFile } from '@leasehold/registry';
 import { StateHomeError, type StateHomeRemedy } from '@leasehold/state-home';
 
 /**
@@ -95,21 +94,12 @@ const SETUP_REMEDIES: Record<StateHomeRemedy, (variables: readonly string[]) => 
   'install-etcd': () => 'install @leasehold/cli again, with its dependencies (@leasehold/etcd is one of them)',
 };
 
-/**
- * Whether `path` is the registry lock or one of its take-over markers: a `quarantine` about one is
- * a holder this host cannot tell, which fences every writer until a person checks it is gone
- * (`doctor` names it and the command that clears it), not a workspace to recover.
- */
-function registryLockFile(path: string): boolean {
-  const name = basename(path);
-  return basename(dirname(path)) === 'registry' && (name === 'registry.lock' || TAKEOVER_MARKER.test(name));
-}
-
 /** The remedy of a Leasehold error: its own, a state home setup's, an upgrade's, a registry lock's, else its code's. */
 function remedyOf(error: ContractError, at: Where): string {
   if (error instanceof RemedyError) return error.remedy;
   if (StateHomeError.is(error)) return SETUP_REMEDIES[error.remedy](error.variables);
-  if (error.code === 'quarantine' && error.path !== undefined && registryLockFile(error.path)) {
+  if (error.code === 'quarantine' && error.path !== undefined && isRegistryLockFile(error.path)) {
+    // A holder this host cannot tell fences every writer until a person checks it is gone; not a workspace to recover.
     return `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor${at.home}\` shows what to check and the command that clears it`;
   }
   if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {

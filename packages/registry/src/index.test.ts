@@ -40,6 +40,7 @@ describe('the public entry point', () => {
       'backendOf',
       'currentProcess',
       'ensureStateHome',
+      'isRegistryLockFile',
       'ownerStatus',
       'retryingReads',
       'rootsOverlap',

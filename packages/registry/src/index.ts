@@ -28,6 +28,7 @@ export {
   NAMESPACE_FOLDER,
   REGISTRY_FOLDER_ENTRIES,
   TAKEOVER_MARKER,
+  isRegistryLockFile,
   stateHomeLayout,
   takeoverMarker,
   type StateHomeLayout,

@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { STAGING_FOLDER } from '@leasehold/private-files';
 
@@ -50,4 +50,16 @@ export function stateHomeLayout(stateHome: string): StateHomeLayout {
 /** The take-over marker for the lock or marker whose token is `token`. */
 export function takeoverMarker(layout: StateHomeLayout, token: string): string {
   return join(layout.registry, `takeover-${token}.lock`);
+}
+
+/**
+ * Whether `path` (absolute) is a state home's registry lock or one of its take-over markers: the
+ * files a `quarantine` of a lock holder that cannot be told names, which fence every writer of
+ * that state home, not one workspace.
+ */
+export function isRegistryLockFile(path: string): boolean {
+  const registry = dirname(path);
+  if (!absolutePath.safeParse(path).success || registry === path) return false;
+  const layout = stateHomeLayout(dirname(dirname(registry)));
+  return path === layout.registryLock || (registry === layout.registry && TAKEOVER_MARKER.test(basename(path)));
 }

@@ -51,7 +51,9 @@ import {
   REGISTRY_FOLDER_ENTRIES,
   Registry,
   TAKEOVER_MARKER,
+  isRegistryLockFile,
   stateHomeLayout,
+  takeoverMarker,
   type RegistryTransaction,
 } from './index.js';
 
@@ -108,6 +110,15 @@ describe('Registry construction', () => {
   it.each(['relative/state', '/state/', '/a/../state', ''])('refuses the state home %j', async (stateHome) => {
     expect(await codeOfAsync(() => new Registry(stateHome))).toBe('refused');
     expect(await codeOfAsync(() => stateHomeLayout(stateHome))).toBe('refused');
+  });
+
+  it('tells the registry lock and its take-over markers from every other path', () => {
+    const layout = stateHomeLayout('/srv/state');
+    expect(isRegistryLockFile(layout.registryLock)).toBe(true);
+    expect(isRegistryLockFile(takeoverMarker(layout, randomUUID()))).toBe(true);
+    for (const path of [layout.roots, layout.registry, join(layout.registry, 'takeover-x.lock'), join(layout.journal, 'registry.lock'), '/registry.lock', '/', 'registry/registry.lock']) {
+      expect(isRegistryLockFile(path), path).toBe(false);
+    }
   });
 
   it.each(['relative/root', '/srv/a/', '/srv/../a', ''])('refuses a transaction for the root %j, writing nothing', async (root) => {
