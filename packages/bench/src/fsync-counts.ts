@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { ServiceCoordination } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
 import { fileRecovery } from '@leasehold/recovery';
-import { Registry, currentProcess } from '@leasehold/registry';
+import { Registry, currentProcess, stateHomeLayout } from '@leasehold/registry';
 import type { Reservation } from '@leasehold/contracts';
 import { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol } from '@leasehold/test-utils';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
@@ -88,7 +88,7 @@ function unsyncedAt(steps: readonly MutationStep[], index: number): boolean {
   return true;
 }
 
-/** The publication kind a publishing step is, as a `PublicationToken` letter. */
+/** The letter of `FsyncCount.sequence` for the kind of publication a publishing step is. */
 function kindLetter(step: MutationStep): string {
   if (step.action === 'link') return 'c';
   if (step.action === 'unlink') return 'd';
@@ -102,7 +102,7 @@ interface RegistryPaths {
   readonly table: string;
 }
 
-/** `steps`' publications in order, as `PublicationToken`s. */
+/** `steps`' publications in order, as `FsyncCount.sequence` writes them. */
 function sequenceOf(steps: readonly MutationStep[], registry: RegistryPaths): string {
   return steps
     .flatMap((step, index) => {
@@ -187,7 +187,7 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   const hooks = { beforeMutation: (step: MutationStep) => void steps.push(step) };
   const counts: FsyncCount[] = [];
   const stateHome = join(place.root, 'state-counted');
-  const { layout } = new Registry(stateHome);
+  const layout = stateHomeLayout(stateHome);
   const registryPaths = { lock: layout.registryLock, table: layout.roots };
   const measure = async <T>(id: string, label: string, action: () => T | Promise<T>): Promise<T> => {
     steps = [];
