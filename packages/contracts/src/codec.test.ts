@@ -80,8 +80,8 @@ function hasProtoKey(value: unknown): boolean {
 
 const nestedArrays = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
 const nestedObjects = (depth: number): string => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
-const nestedArrayValue = (depth: number): unknown => {
-  let value: unknown = 1;
+const nestedArrayValue = (depth: number, innermost: unknown = 1): unknown => {
+  let value: unknown = innermost;
   for (let level = 0; level < depth; level += 1) value = [value];
   return value;
 };
@@ -167,6 +167,35 @@ describe('encode', () => {
     ]) {
       expect(codeOf(() => encode(value)), String(value)).toBe('refused');
     }
+  });
+
+  it('encodes a frozen value, kept or not, exactly as the same value unfrozen, every time', () => {
+    const deepFreeze = (value: unknown): unknown => {
+      if (typeof value === 'object' && value !== null) Object.values(value).forEach(deepFreeze);
+      return Object.freeze(value);
+    };
+    fc.assert(
+      fc.property(jsonValues, (value) => {
+        const frozen = deepFreeze(structuredClone(value));
+        expect(fromUtf8.decode(encode(frozen))).toBe(referenceCanonical(value));
+        expect(fromUtf8.decode(encode({ rows: [frozen, frozen] }))).toBe(referenceCanonical({ rows: [value, value] }));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('encodes a frozen record anew when a record inside it changed (only records of primitives are kept)', () => {
+    const inner = { b: 1 };
+    const outer = Object.freeze({ a: inner });
+    expect(encodeText(outer)).toBe('{"a":{"b":1}}');
+    inner.b = 2;
+    expect(encodeText(outer)).toBe('{"a":{"b":2}}');
+  });
+
+  it('refuses a kept record nested past the depth bound', () => {
+    const row = Object.freeze({ a: 1 });
+    expect(encodeText(row)).toBe('{"a":1}');
+    expect(codeOf(() => encode(nestedArrayValue(MAX_DEPTH, row)))).toBe('refused');
   });
 
   it('accepts 64 levels of nesting and refuses 65', () => {

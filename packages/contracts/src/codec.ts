@@ -7,6 +7,11 @@ import { formatPath } from './json-path.js';
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const utf8Encoder = new TextEncoder();
 
+// The text of a frozen record whose members are all primitives (a table's row, decoded once and
+// frozen) cannot change: it is kept, so that writing a table of 256 rows costs one join, not 256
+// sorts of keys.
+const frozenRecords = new WeakMap<object, string>();
+
 function canonical(value: unknown, depth: number): string {
   if (value === null || typeof value === 'boolean') return String(value);
   if (typeof value === 'string') return JSON.stringify(value);
@@ -24,11 +29,14 @@ function canonical(value: unknown, depth: number): string {
     throw new ContractError('refused', 'encode: not a plain JSON value');
   }
   const record = value as Record<string, unknown>;
-  const members = Object.keys(record)
+  const known = frozenRecords.get(record);
+  if (known !== undefined) return known;
+  const keys = Object.keys(record)
     .sort()
-    .filter((key) => record[key] !== undefined)
-    .map((key) => `${JSON.stringify(key)}:${canonical(record[key], depth + 1)}`);
-  return `{${members.join(',')}}`;
+    .filter((key) => record[key] !== undefined);
+  const text = `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(record[key], depth + 1)}`).join(',')}}`;
+  if (Object.isFrozen(record) && keys.every((key) => typeof record[key] !== 'object')) frozenRecords.set(record, text);
+  return text;
 }
 
 function refuseUndefined(): never {

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
 import { TEST_ROOT, bytesOf, initialised, makeStateHome, myProcessStart, reservation, reservations, withChangedField, writePrivateFile } from '../test/helpers.js';
 import { Registry } from './index.js';
-import { encodeEntries, validateEntries } from './registry-view.js';
+import { checkedRow, encodeTable, validateEntries } from './registry-view.js';
 
 afterEach(cleanUp);
 
@@ -82,7 +82,7 @@ describe('capacity by entries', () => {
   it(`refuses row ${REGISTRY_ENTRIES + 1} with capacity, in admit and reserve, writing nothing`, async () => {
     const { stateHome, registry } = await registryWith((stateHome) => reservations(stateHome, REGISTRY_ENTRIES));
     const full = registry.list().entries;
-    expect(await codeOfAsync(() => encodeEntries(reservations(stateHome, REGISTRY_ENTRIES + 1), stateHome, 'roots.json'))).toBe(
+    expect(await codeOfAsync(() => encodeTable(reservations(stateHome, REGISTRY_ENTRIES + 1), 'roots.json'))).toBe(
       'capacity',
     );
     expect(await refusedReserve(registry, reservation(stateHome, REGISTRY_ENTRIES))).toEqual({ admit: 'capacity', reserve: 'capacity' });
@@ -124,7 +124,7 @@ describe('capacity by bytes', () => {
     expect(codeOf(() => validateEntries(wide, stateHome, 'roots.json'))).toBe('no error');
     expect(wide.length).toBeLessThanOrEqual(REGISTRY_ENTRIES);
     expect(encodedBytes(wide)).toBeGreaterThan(REGISTRY_BYTES);
-    expect(codeOf(() => encodeEntries(wide, stateHome, 'roots.json'))).toBe('capacity');
+    expect(codeOf(() => encodeTable(wide, 'roots.json'))).toBe('capacity');
   });
 
   it('reserve refuses a row that would take roots.json past REGISTRY_BYTES (capacity, nothing written), and admits one that fits', async () => {
@@ -157,10 +157,10 @@ describe('capacity by bytes', () => {
   it('encodes exactly the canonical document it accepts', () => {
     const stateHome = makeStateHome();
     const entries = reservations(stateHome, 3);
-    expect(Buffer.from(encodeEntries(entries, stateHome, 'roots.json')).toString('hex')).toBe(
+    expect(Buffer.from(encodeTable(entries, 'roots.json')).toString('hex')).toBe(
       Buffer.from(encode({ schema: 'leasehold.registry/1', entries })).toString('hex'),
     );
-    expect(encodeEntries([], stateHome, 'roots.json').byteLength).toBeGreaterThan(0);
+    expect(encodeTable([], 'roots.json').byteLength).toBeGreaterThan(0);
   });
 });
 
@@ -185,7 +185,7 @@ describe('reserve refusals', () => {
     const kept = registry.list().entries;
     const row = make(stateHome);
     // The list with the row added is no valid table either.
-    expect(codeOf(() => encodeEntries([...kept, row], stateHome, 'roots.json'))).toBe('refused');
+    expect(codeOf(() => validateEntries([...kept, checkedRow(row, stateHome, 'roots.json')], stateHome, 'roots.json'))).toBe('refused');
     expect((await refusedReserve(registry, row)).reserve).toBe(code);
     expect(registry.list().entries).toEqual(kept);
     expect(kept.map((entry) => entry.root)).toEqual(['/srv/a']);

@@ -8,6 +8,7 @@ import {
   decodeBytes,
   encode,
   registryFormatSchema,
+  reservationSchema,
   reservationTableSchema,
   type Backend,
   type RegistryFormat,
@@ -63,11 +64,52 @@ export function admitReservation(entries: readonly Reservation[], reservation: R
   }
 }
 
-/** The decoded, validated reservations in a `roots.json` snapshot. */
-export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): Reservation[] {
-  const registry = decodeBytes(reservationTableSchema, roots.bytes, REGISTRY_BYTES, label);
-  validateEntries(registry.entries, stateHome, label);
-  return registry.entries;
+/**
+ * The last document each file (by path) was decoded to in this process, by its identity, the SHA-256
+ * of its bytes: the same identity is the same bytes, so the same, already validated value. Decoding
+ * and checking a table of 256 rows costs more than a cycle's fsyncs; only a table that changed needs
+ * it, and a transaction records the table it wrote (`rememberRoots`), so neither its next
+ * transaction nor a reader of this process decodes it again. A few state homes per process at most
+ * are busy at once; the oldest file is forgotten first.
+ */
+class DecodedFiles<T> {
+  readonly #byPath = new Map<string, { readonly identity: string; readonly value: T }>();
+
+  get(path: string, identity: string, decode: () => T): T {
+    const known = this.#byPath.get(path);
+    if (known?.identity === identity) return known.value;
+    return this.set(path, identity, decode());
+  }
+
+  set(path: string, identity: string, value: T): T {
+    this.#byPath.delete(path);
+    this.#byPath.set(path, { identity, value });
+    if (this.#byPath.size > DECODED_FILES) this.#byPath.delete(this.#byPath.keys().next().value!);
+    return value;
+  }
+}
+
+const DECODED_FILES = 32;
+const decodedTables = new DecodedFiles<readonly Reservation[]>();
+const decodedFormats = new DecodedFiles<RegistryFormat>();
+
+/** Rows frozen, so that a cached table is never changed by a caller. */
+function frozenRows(entries: readonly Reservation[]): readonly Reservation[] {
+  return Object.freeze(entries.map((entry) => Object.freeze(entry)));
+}
+
+/** The decoded, validated reservations in a `roots.json` snapshot (frozen). */
+export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): readonly Reservation[] {
+  return decodedTables.get(label, roots.identity, () => {
+    const registry = decodeBytes(reservationTableSchema, roots.bytes, REGISTRY_BYTES, label);
+    validateEntries(registry.entries, stateHome, label);
+    return frozenRows(registry.entries);
+  });
+}
+
+/** Records the rows a transaction just wrote as the table of the `roots.json` snapshot it wrote. */
+export function rememberRoots(roots: FileSnapshot, entries: readonly Reservation[], label: string): readonly Reservation[] {
+  return decodedTables.set(label, roots.identity, frozenRows(entries));
 }
 
 /** The backend of a state home whose format document names none. */
@@ -75,7 +117,7 @@ export const FILE_BACKEND: Backend = Object.freeze({ kind: 'files' });
 
 /** The decoded `format.json`; refuses one that is not this state home's. */
 export function checkFormat(format: FileSnapshot, stateHome: string, label: string): RegistryFormat {
-  const decoded = decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label);
+  const decoded = decodedFormats.get(label, format.identity, () => decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label));
   if (decoded.stateHome !== stateHome) throw new ContractError('refused', `${label}: names another state home`);
   return decoded;
 }
@@ -109,17 +151,26 @@ export function encodeFormat(stateHome: string, backend: Backend, label: string)
 }
 
 /**
- * The bytes of `roots.json` for `entries`, proven valid and within
- * REGISTRY_ENTRIES and REGISTRY_BYTES.
- * @throws ContractError `capacity` over a bound, `refused` for an invalid list.
+ * A new row checked on its own, before it joins rows already valid: its shape, and this state home.
+ * @throws ContractError `refused`.
  */
-export function encodeEntries(entries: readonly Reservation[], stateHome: string, label: string): Uint8Array {
+export function checkedRow(reservation: Reservation, stateHome: string, label: string): Reservation {
+  const row = decode(reservationSchema, reservation, `${label}: the new reservation`);
+  if (row.stateHome !== stateHome) throw new ContractError('refused', `${label}: the new reservation is of another state home`);
+  return row;
+}
+
+/**
+ * The bytes of `roots.json` for rows already valid together (decoded from a table, or a row that
+ * `checkedRow` and `admitReservation` let in), within REGISTRY_ENTRIES and REGISTRY_BYTES. Nothing
+ * is decoded again: a write costs its canonical text, not a check of every row.
+ * @throws ContractError `capacity` over a bound.
+ */
+export function encodeTable(entries: readonly Reservation[], label: string): Uint8Array {
   if (entries.length > REGISTRY_ENTRIES) {
     throw new ContractError('capacity', `${label}: more than ${REGISTRY_ENTRIES} reservations`);
   }
-  validateEntries(entries, stateHome, label);
-  const registry = decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries }, label);
-  const bytes = encode(registry);
+  const bytes = encode({ schema: 'leasehold.registry/1', entries });
   if (bytes.byteLength > REGISTRY_BYTES) throw new ContractError('capacity', `${label}: larger than ${REGISTRY_BYTES} bytes`);
   return bytes;
 }

@@ -12,8 +12,8 @@ import {
 import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import { REGISTRY_FOLDER_ENTRIES, stateHomeLayout, type StateHomeLayout } from './layout.js';
 import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
-import { FILE_BACKEND, checkBackend, checkFormat, decodeRoots, encodeEntries, encodeFormat } from './registry-view.js';
-import { backendOf, ensureStateHome, reachStateHome } from './state-home-setup.js';
+import { FILE_BACKEND, checkBackend, checkFormat, decodeRoots, encodeFormat, encodeTable, recordedBackend } from './registry-view.js';
+import { ensureStateHome, reachStateHome } from './state-home-setup.js';
 import { Transaction, type RegistryTransaction } from './transaction.js';
 
 export interface RegistryOptions {
@@ -56,7 +56,6 @@ export class Registry {
   readonly #backend: Backend;
   /** The `format.json` this registry writes for a new state home. */
   readonly #formatBytes: Uint8Array;
-  #decoded: { readonly identity: string; readonly entries: readonly Reservation[] } | undefined;
 
   /**
    * @throws ContractError `refused` when `stateHome` is not absolute and normalised, or `backend`
@@ -91,9 +90,7 @@ export class Registry {
    */
   list(): RegistryView {
     this.checkStateHome();
-    this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
-    const format = this.#files.read(this.layout.registryFormat);
-    const roots = this.#files.read(this.layout.roots, REGISTRY_BYTES);
+    const { format, roots } = this.#read();
     return { entries: this.#validate(format, roots), format, roots };
   }
 
@@ -147,10 +144,12 @@ export class Registry {
       throw error;
     }
     try {
+      // One read of each file under the lock: the backend is judged and the table validated from it.
+      const { format, roots } = this.#read();
       // Before anything else is written: a state home of another backend is not this caller's to change.
-      this.#assertBackend();
+      this.#assertBackend(format);
       this.#lock.sweepMarkers();
-      const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held));
+      const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held, format, roots));
       return await operation(transaction);
     } finally {
       this.#lock.removeLock(held, token);
@@ -168,10 +167,17 @@ export class Registry {
     await this.transaction(this.layout.stateHome, () => undefined);
   }
 
+  /** The registry folder's names checked, then `format.json` and `roots.json`, each read once. */
+  #read(): { format: FileSnapshot | undefined; roots: FileSnapshot | undefined } {
+    this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
+    return { format: this.#files.read(this.layout.registryFormat), roots: this.#files.read(this.layout.roots, REGISTRY_BYTES) };
+  }
+
   /** Refuses, under the lock and before any write, a state home that records another backend. */
-  #assertBackend(): void {
-    const recorded = backendOf(this.layout.stateHome, this.#hooks);
-    if (recorded === undefined || sameBackend(recorded, this.#backend)) return;
+  #assertBackend(format: FileSnapshot | undefined): void {
+    if (format === undefined) return;
+    const recorded = recordedBackend(format, this.layout.stateHome, this.layout.registryFormat);
+    if (sameBackend(recorded, this.#backend)) return;
     throw new ContractError(
       'refused',
       `${this.layout.stateHome} uses the ${describeBackend(recorded)}, not the ${describeBackend(this.#backend)}: open it with that backend`,
@@ -185,13 +191,7 @@ export class Registry {
     }
     if (format !== undefined) checkFormat(format, this.layout.stateHome, this.layout.registryFormat);
     if (roots === undefined) return [];
-    // The identity is the SHA-256 of the bytes: the same identity is the same,
-    // already validated, list. Readers that poll a large registry decode it once.
-    if (this.#decoded?.identity !== roots.identity) {
-      const entries = decodeRoots(roots, this.layout.stateHome, this.layout.roots).map((entry) => Object.freeze(entry));
-      this.#decoded = { identity: roots.identity, entries };
-    }
-    return [...this.#decoded.entries];
+    return [...decodeRoots(roots, this.layout.stateHome, this.layout.roots)];
   }
 
   /**
@@ -199,10 +199,9 @@ export class Registry {
    * recording this registry's backend); format alone: create roots. An unexpected name in the registry folder is refused first, as
    * readers refuse it. Answers the table the transaction starts from.
    */
-  #completeInitialisation(held: FileSnapshot): { entries: Reservation[]; roots: FileSnapshot } {
-    const { format, roots } = this.list();
+  #completeInitialisation(held: FileSnapshot, format: FileSnapshot | undefined, roots: FileSnapshot | undefined): { entries: Reservation[]; roots: FileSnapshot } {
     if (roots !== undefined) return { entries: this.#validate(format, roots), roots };
-    const rootsBytes = encodeEntries([], this.layout.stateHome, this.layout.roots);
+    const rootsBytes = encodeTable([], this.layout.roots);
     this.#files.assert(this.layout.registryLock, held);
     if (format === undefined) this.#files.create(this.layout.registryFormat, this.#formatBytes);
     return { entries: [], roots: this.#files.create(this.layout.roots, rootsBytes, REGISTRY_BYTES) };

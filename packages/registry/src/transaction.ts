@@ -1,7 +1,7 @@
 import { ContractError, REGISTRY_BYTES, type Reservation } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
 import type { StateHomeLayout } from './layout.js';
-import { admitReservation, decodeRoots, encodeEntries } from './registry-view.js';
+import { admitReservation, checkedRow, decodeRoots, encodeTable, rememberRoots } from './registry-view.js';
 
 /** What an operation inside `transaction` may do. */
 export interface RegistryTransaction {
@@ -69,14 +69,13 @@ export class Transaction implements RegistryTransaction {
   }
 
   admit(reservation: Reservation): void {
-    admitReservation(this.entries, reservation, this.#layout.roots);
-    this.#encode([...this.entries, reservation]);
+    this.#admitted(reservation);
   }
 
   reserve(reservation: Reservation): void {
     this.#refresh();
-    this.admit(reservation);
-    this.#write([...this.entries, reservation]);
+    const { entries, bytes } = this.#admitted(reservation);
+    this.#write(entries, bytes);
   }
 
   unreserve(root: string, epoch: string): void {
@@ -96,8 +95,15 @@ export class Transaction implements RegistryTransaction {
     this.#files.assert(this.#layout.roots, this.#roots!, REGISTRY_BYTES);
   }
 
-  #encode(entries: readonly Reservation[]): Uint8Array {
-    return encodeEntries(entries, this.#layout.stateHome, this.#layout.roots);
+  /**
+   * The table with `reservation` added, refused as `admit` says. Only the new row is checked: the
+   * others were proved valid together when the table was decoded or written.
+   */
+  #admitted(reservation: Reservation): { entries: readonly Reservation[]; bytes: Uint8Array } {
+    const row = checkedRow(reservation, this.#layout.stateHome, this.#layout.roots);
+    admitReservation(this.entries, row, this.#layout.roots);
+    const entries = [...this.entries, row];
+    return { entries, bytes: encodeTable(entries, this.#layout.roots) };
   }
 
   /** After a failed write, reads the table again under the lock (only a lock holder writes it). */
@@ -110,12 +116,11 @@ export class Transaction implements RegistryTransaction {
     this.#roots = roots;
   }
 
-  #write(entries: readonly Reservation[]): void {
-    const bytes = this.#encode(entries);
+  #write(entries: readonly Reservation[], bytes = encodeTable(entries, this.#layout.roots)): void {
     this.assertHeld();
     const expected = this.#roots!;
     this.#roots = undefined;
     this.#roots = this.#files.replace(this.#layout.roots, expected, bytes, REGISTRY_BYTES);
-    this.entries = [...entries];
+    this.entries = rememberRoots(this.#roots, entries, this.#layout.roots);
   }
 }
