@@ -269,6 +269,7 @@ async function main(): Promise<void> {
         serial: summarize(trials.map((trial) => trial.serial)),
         lockHeld: summarize(trials.map((trial) => trial.lockHeld)),
         serialLockHeld: summarize(trials.map((trial) => trial.serialLockHeld)),
+        hold: { uncontended: median(trials.flatMap((trial) => trial.serialLockHolds)), contended: median(trials.flatMap((trial) => trial.lockHolds)) },
         transactions: Math.max(...trials.map((trial) => trial.transactions)),
         idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
         bareFloor: bareFloorOf(figures),

@@ -18,17 +18,19 @@ export interface ContentionTrial {
   readonly outcomes: readonly string[];
   /** How long the registry lock was held, summed over the concurrent pass's transactions, in milliseconds. */
   readonly lockHeld: number;
+  /** Each of the concurrent pass's transactions' hold of the lock, in milliseconds. */
+  readonly lockHolds: readonly number[];
   /** The same for the serial pass. */
   readonly serialLockHeld: number;
+  readonly serialLockHolds: readonly number[];
   /** Registry transactions in the concurrent pass (two per cycle: acquire and release). */
   readonly transactions: number;
 }
 
-/** Milliseconds of lock holding in `reports`. */
-function heldMilliseconds(reports: readonly Extract<WorkerReport, { type: 'done' }>[]): { milliseconds: number; transactions: number } {
-  const intervals = reports.flatMap((report) => report.held);
-  const total = intervals.reduce((sum, [linked, unlinked]) => sum + (BigInt(unlinked) - BigInt(linked)), 0n);
-  return { milliseconds: Number(total) / 1e6, transactions: intervals.length };
+/** Milliseconds of lock holding in `reports`: in all, and each transaction's. */
+function heldMilliseconds(reports: readonly Extract<WorkerReport, { type: 'done' }>[]): { milliseconds: number; holds: number[] } {
+  const holds = reports.flatMap((report) => report.held).map(([linked, unlinked]) => Number(BigInt(unlinked) - BigInt(linked)) / 1e6);
+  return { milliseconds: holds.reduce((sum, hold) => sum + hold, 0), holds };
 }
 
 interface Waiting {
@@ -144,8 +146,8 @@ export class ContentionPool {
   async trial(serialFirst: boolean): Promise<ContentionTrial> {
     const serial = serialFirst ? await this.#serial() : undefined;
     const concurrent = await this.#concurrent();
-    const { total, lockHeld } = serial ?? (await this.#serial());
-    return { ...concurrent, serial: total, serialLockHeld: lockHeld };
+    const { total, lockHeld, lockHolds } = serial ?? (await this.#serial());
+    return { ...concurrent, serial: total, serialLockHeld: lockHeld, serialLockHolds: lockHolds };
   }
 
   /**
@@ -180,7 +182,7 @@ export class ContentionPool {
     );
   }
 
-  async #serial(): Promise<{ total: number; lockHeld: number }> {
+  async #serial(): Promise<{ total: number; lockHeld: number; lockHolds: number[] }> {
     let total = 0;
     const reports = [];
     for (const worker of this.#workers) {
@@ -191,15 +193,16 @@ export class ContentionPool {
       if (done.outcome !== 'ok') throw new Error(`contention worker: an uncontended cycle answered ${done.outcome}`);
       reports.push(done);
     }
-    return { total, lockHeld: heldMilliseconds(reports).milliseconds };
+    const { milliseconds, holds } = heldMilliseconds(reports);
+    return { total, lockHeld: milliseconds, lockHolds: holds };
   }
 
-  async #concurrent(): Promise<{ wall: number; outcomes: string[]; lockHeld: number; transactions: number }> {
+  async #concurrent(): Promise<{ wall: number; outcomes: string[]; lockHeld: number; lockHolds: number[]; transactions: number }> {
     const start = now();
     for (const worker of this.#workers) command(worker, { type: 'go' });
     const reports = await Promise.all(this.#workers.map((worker) => nextDone(worker)));
     const wall = elapsed(start);
-    const { milliseconds, transactions } = heldMilliseconds(reports);
-    return { wall, outcomes: reports.map((report) => report.outcome), lockHeld: milliseconds, transactions };
+    const { milliseconds, holds } = heldMilliseconds(reports);
+    return { wall, outcomes: reports.map((report) => report.outcome), lockHeld: milliseconds, lockHolds: holds, transactions: holds.length };
   }
 }

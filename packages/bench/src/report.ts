@@ -35,6 +35,8 @@ export interface ContentionResult {
   readonly lockHeld: Summary;
   /** The same in each serial pass. */
   readonly serialLockHeld: Summary;
+  /** The median hold of the lock by one transaction, over every trial: in the serial passes (uncontended) and the concurrent ones. */
+  readonly hold: { readonly uncontended: number; readonly contended: number };
   /** Registry transactions per concurrent pass. */
   readonly transactions: number;
   /** Median over trials of (wall - lock held) / transactions: how long the free lock waits for its next holder. */
@@ -226,6 +228,8 @@ export function formatReport(result: BenchResult): string {
     `Registry lock held ${formatDuration(contention.lockHeld.median)} of the ${formatDuration(contention.wall.median)} wall time ` +
       `(medians; ${contention.transactions} transactions per pass): the free lock waited ${formatDuration(contention.idlePerHandover)} ` +
       `on average for its next holder. Serial pass: held ${formatDuration(contention.serialLockHeld.median)} of ${formatDuration(contention.serial.median)}.`,
+    `One transaction holds the registry lock ${formatDuration(contention.hold.uncontended)} uncontended, ` +
+      `${formatDuration(contention.hold.contended)} with ${contention.processes} processes (medians over every transaction of the trials).`,
     `bare fsync floor: ${contention.processes} at once / one at a time = ${contention.bareFloor.ratio.toFixed(2)}x; ` +
       `Leasehold ${contention.bareFloor.leasehold.toFixed(2)}x, ${contention.bareFloor.overFloor.toFixed(2)}x the floor.`,
   );

@@ -66,7 +66,8 @@ export class Acquisition {
       throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
     }
     const owner = currentProcess();
-    const reservation: Reservation = {
+    // Frozen, so that its canonical text, compared before every step, is made once.
+    const reservation: Reservation = Object.freeze({
       root: this.#places.root,
       stateHome: this.#places.stateHome,
       configIdentity: sha256(configBytes),
@@ -76,7 +77,7 @@ export class Acquisition {
       host: owner.host,
       processStart: owner.processStart,
       ownerToken: randomUUID(),
-    };
+    });
     const registration: Registration = { schema: 'leasehold.registration/1', ...reservation, checkoutToken: randomUUID(), phase: 'idle' };
     const documents = this.#ownerDocuments(registration);
     const rollback = new Rollback(this.#files, this.#registry, this.#places, reservation);

@@ -12,17 +12,18 @@ import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot, type P
 import type { Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
 import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
-import { FILE_BYTES, SERVICE_FILES, readServiceState, snapshotsOf, type ServiceFile } from './service-state.js';
+import { FILE_BYTES, SERVICE_FILES, documentOf, readServiceSnapshots, type ServiceFile } from './service-state.js';
 
 /** The reservation part of a registration: what the registry row must equal. */
 export function reservationOf(registration: Registration): Reservation {
   const { root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken } = registration;
-  return { root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken };
+  // Frozen, so that its canonical text, compared on every assert, is made once.
+  return Object.freeze({ root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken });
 }
 
 /** Two reservations are the same when their canonical encodings are. */
 export function sameReservation(a: Reservation | undefined, b: Reservation | undefined): boolean {
-  if (a === undefined || b === undefined) return a === b;
+  if (a === undefined || b === undefined || a === b) return a === b;
   return Buffer.from(encode(a)).equals(Buffer.from(encode(b)));
 }
 
@@ -173,9 +174,12 @@ export class OwnerLease {
     if (!sameReservation(row, this.#held.row)) {
       throw new ContractError('conflict', `${this.#places.roots}: this owner's row changed`);
     }
-    const current = snapshotsOf(readServiceState(this.#files, this.#places));
+    // Every held snapshot was a valid document: only a file that differs is decoded, strictly, so
+    // that a malformed one is `refused` and a valid new one is a change.
+    const current = readServiceSnapshots(this.#files, this.#places).snapshots;
     for (const key of SERVICE_FILES) {
       if (!sameSnapshot(current[key], this.#held.snapshots[key])) {
+        documentOf(key, this.#places[key], current[key]);
         throw new ContractError('conflict', `${this.#places[key]}: changed under its owner`);
       }
     }

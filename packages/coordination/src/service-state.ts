@@ -116,10 +116,45 @@ export function readServiceFile(files: PrivateFiles, key: 'hostConfig', path: st
 export function readServiceFile<Key extends DecodedFile>(files: PrivateFiles, key: Key, path: string): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
 export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined;
 export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined {
-  const snapshot = files.read(path, FILE_BYTES[key]);
+  return documentOf(key, path, files.read(path, FILE_BYTES[key]));
+}
+
+/**
+ * A file's snapshot strictly decoded (`host-config.json`, the service's own, as its bytes); undefined when absent.
+ * @throws ContractError `refused` (malformed).
+ */
+export function documentOf(key: ServiceFile, path: string, snapshot: FileSnapshot | undefined): Document<unknown> | undefined {
   if (snapshot === undefined) return undefined;
   const schema = SERVICE_SCHEMAS[key];
   return { snapshot, value: schema === undefined ? snapshot.bytes : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path) };
+}
+
+/**
+ * Reads the namespace, the private root and the service folder as `readServiceState` does (only
+ * allowed names, every file safe and within its bound) without decoding a file: what an owner
+ * compares with the snapshots it wrote, decoding (`documentOf`) only a file that differs.
+ * @throws ContractError `refused` (unexpected entry, unsafe file), `conflict` (a file changed while read).
+ */
+export function readServiceSnapshots(files: PrivateFiles, places: WorkspacePlaces): { service: boolean; snapshots: Record<ServiceFile, FileSnapshot | undefined> } {
+  files.entries(places.namespace, NAMESPACE_ENTRIES);
+  files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
+  const checkoutLock = files.read(places.checkoutLock, FILE_BYTES.checkoutLock);
+  const service = files.directory(places.service);
+  if (service) files.entries(places.service, SERVICE_ENTRIES);
+  const read = (key: Exclude<ServiceFile, 'checkoutLock'>) => (service ? files.read(places[key], FILE_BYTES[key]) : undefined);
+  return {
+    service,
+    snapshots: {
+      format: read('format'),
+      config: read('config'),
+      hostConfig: read('hostConfig'),
+      registration: read('registration'),
+      ownerLock: read('ownerLock'),
+      capability: read('capability'),
+      companion: read('companion'),
+      checkoutLock,
+    },
+  };
 }
 
 /**
@@ -128,22 +163,18 @@ export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: str
  * @throws ContractError `refused` (unexpected entry, unsafe or malformed file), `conflict` (a file changed while read).
  */
 export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): ServiceState {
-  files.entries(places.namespace, NAMESPACE_ENTRIES);
-  files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
-  const checkoutLock = readDocument(files, places, 'checkoutLock');
-  const service = files.directory(places.service);
-  if (service) files.entries(places.service, SERVICE_ENTRIES);
-  const read = <Key extends DecodedFile>(key: Key) => (service ? readDocument(files, places, key) : undefined);
+  const { service, snapshots } = readServiceSnapshots(files, places);
+  const decoded = <Key extends DecodedFile>(key: Key) => documentOf(key, places[key], snapshots[key]) as Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
   return {
     service,
-    format: read('format'),
-    config: read('config'),
-    hostConfig: service ? files.read(places.hostConfig, FILE_BYTES.hostConfig) : undefined,
-    registration: read('registration'),
-    ownerLock: read('ownerLock'),
-    capability: read('capability'),
-    companion: read('companion'),
-    checkoutLock,
+    format: decoded('format'),
+    config: decoded('config'),
+    hostConfig: snapshots.hostConfig,
+    registration: decoded('registration'),
+    ownerLock: decoded('ownerLock'),
+    capability: decoded('capability'),
+    companion: decoded('companion'),
+    checkoutLock: decoded('checkoutLock'),
   };
 }
 

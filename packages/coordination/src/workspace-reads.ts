@@ -95,10 +95,15 @@ export class WorkspaceReads {
    * removes it). A row that moved is a race with a writer, read again.
    */
   #consistentRead(): { row: Reservation | undefined; state: ServiceState } {
-    const before = this.#registry.rowOf(this.#places.root).row;
-    const state = this.selectedState();
-    const row = this.#registry.rowOf(this.#places.root).row;
-    if (!sameReservation(before, row)) throw new ContractError('conflict', `${this.#places.roots}: this root's row changed while read`);
+    // The table's read proves the state home first, so the state's read needs not prove it again.
+    const { row, roots } = this.#registry.rowOf(this.#places.root);
+    const state = readServiceState(this.#files, this.#places);
+    checkServiceState(state, this.#places);
+    // A table that is still the same file holds the same row; one replaced meanwhile (another
+    // workspace's transaction, most often) is read again for this row alone.
+    if (!this.#registry.tableUnchanged(roots) && !sameReservation(row, this.#registry.rowOf(this.#places.root).row)) {
+      throw new ContractError('conflict', `${this.#places.roots}: this root's row changed while read`);
+    }
     return { row, state };
   }
 

@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readdirSync, readSync, type BigIntStats } from 'node:fs';
-import { sha256 } from '@leasehold/contracts';
+import { ContractError, sha256 } from '@leasehold/contracts';
 import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
 import { isErrno } from './errno.js';
 import { conflict, unlessRemoved } from './file-errors.js';
@@ -67,6 +67,19 @@ export class FileReads {
     if (!sameSnapshot(current, expected)) {
       throw conflict(path, expected === undefined ? 'exists' : 'changed since it was read');
     }
+  }
+
+  /** Whether the file is still `expected`'s incarnation, by one lstat; see `PrivateFiles.unchanged`. */
+  unchanged(path: string, expected: FileSnapshot | undefined): boolean {
+    this.#folders.inside(path);
+    let stats: BigIntStats | undefined;
+    try {
+      stats = lookup(path);
+    } catch (error) {
+      if (ContractError.is(error)) return false; // a file where a folder was: not what was read
+      throw error;
+    }
+    return stats === undefined ? expected === undefined : expected !== undefined && stampOf(stats) === expected.stamp;
   }
 
   /** The allowed names in a safe folder, sorted; see `PrivateFiles.entries`. */

@@ -237,6 +237,32 @@ describe('assert', () => {
   });
 });
 
+describe('unchanged', () => {
+  it('is true for the incarnation read and for absence, false once replaced (even by the same bytes), removed, changed in place or made', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const path = join(root, 'document.json');
+    expect(files.unchanged(path, undefined)).toBe(true);
+    expect(files.unchanged(join(root, 'missing', 'document.json'), undefined)).toBe(true);
+    const created = files.create(path, bytesOf('here'));
+    expect(files.unchanged(path, undefined)).toBe(false);
+    expect(files.unchanged(path, created)).toBe(true);
+    expect(files.unchanged(path, readPresent(files, path))).toBe(true);
+    const replaced = files.replace(path, created, bytesOf('here'));
+    expect(files.unchanged(path, created)).toBe(false);
+    expect(files.unchanged(path, replaced)).toBe(true);
+    // In place, to another size (times alone may not move within one clock tick).
+    writeFileSync(path, 'changed in place');
+    expect(files.unchanged(path, replaced)).toBe(false);
+    const rewritten = readPresent(files, path);
+    files.remove(path, rewritten);
+    expect(files.unchanged(path, rewritten)).toBe(false);
+    writeFileSync(join(root, 'file'), 'x', { mode: 0o600 });
+    expect(files.unchanged(join(root, 'file', 'document.json'), undefined)).toBe(false);
+    expect(codeOf(() => files.unchanged('/elsewhere/document.json', undefined))).toBe('refused');
+  });
+});
+
 describe('entries', () => {
   it('lists the names of a folder, sorted, never the staging folder of the root', () => {
     const root = makeRoot();

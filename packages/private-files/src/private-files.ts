@@ -120,6 +120,17 @@ export class PrivateFiles {
   }
 
   /**
+   * Whether the file is still the incarnation `expected` was read from (absent when `expected` is
+   * undefined), by one lstat and without reading it: every publication here makes a new inode, and
+   * a change in place moves the stamp's size or times. For a reader that proves nothing moved
+   * between its reads; a writer compares by `assert` or by the compare-and-swap of its write.
+   * @throws ContractError `refused` for a path outside the root.
+   */
+  unchanged(path: string, expected: FileSnapshot | undefined): boolean {
+    return this.#reads.unchanged(path, expected);
+  }
+
+  /**
    * The names in a safe folder (empty when it does not exist), sorted; the staging folder is never listed.
    * An allowed entry is a name, or a pattern every allowed name of that family matches.
    * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.

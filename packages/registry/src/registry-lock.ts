@@ -111,12 +111,12 @@ export class RegistryLockProtocol {
   }
 
   /**
-   * Removes every take-over marker, as the lock's holder. While a live writer
-   * holds the lock, every marker is stale: it names a token no longer at the
-   * lock's place, so the take-over it was for can only fail its compare.
+   * Removes every take-over marker among `folderNames` (the registry folder as the holder listed it), as
+   * the lock's holder. While a live writer holds the lock, every marker is stale: it names a token
+   * no longer at the lock's place, so the take-over it was for can only fail its compare.
    */
-  sweepMarkers(): void {
-    const names = this.#files.entries(this.#layout.registry, REGISTRY_FOLDER_ENTRIES).filter((name) => TAKEOVER_MARKER.test(name));
+  sweepMarkers(folderNames: readonly string[]): void {
+    const names = folderNames.filter((name) => TAKEOVER_MARKER.test(name));
     for (const name of names) {
       const path = join(this.#layout.registry, name);
       try {

@@ -212,6 +212,24 @@ describe('transaction basics', () => {
     expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-7']);
   });
 
+  it('tableUnchanged tells a table still the one read from one a transaction replaced, even with the same rows', async () => {
+    const { stateHome, registry } = await initialised();
+    const [row] = reservations(stateHome, 1);
+    const before = registry.rowOf(row!.root);
+    expect(registry.tableUnchanged(before.roots)).toBe(true);
+    await registry.transaction(row!.root, (transaction) => transaction.reserve(row!));
+    expect(registry.tableUnchanged(before.roots)).toBe(false);
+    const reserved = registry.list();
+    expect(registry.tableUnchanged(reserved.roots)).toBe(true);
+    await registry.transaction(row!.root, (transaction) => {
+      transaction.unreserve(row!.root, row!.epoch);
+      transaction.reserve(row!);
+    });
+    expect(registry.list().entries).toEqual(reserved.entries);
+    expect(registry.tableUnchanged(reserved.roots)).toBe(false);
+    expect(new Registry(join(stateHome, 'nowhere')).tableUnchanged(undefined)).toBe(true);
+  });
+
   it('readers never look at the lock: list and rowOf answer while a transaction holds it, which names this process and its root', async () => {
     const { stateHome, registry } = await initialised();
     const existing = reservations(stateHome, 2);

@@ -104,6 +104,15 @@ export class Registry {
   }
 
   /**
+   * Whether `roots.json` is still the file an earlier `list` or `rowOf` read (`roots` of its answer),
+   * by one lstat: a writer always replaces it whole, as a new file. A reader that read the table,
+   * then other files, proves with it that the table did not move meanwhile.
+   */
+  tableUnchanged(roots: FileSnapshot | undefined): boolean {
+    return this.#files.unchanged(this.layout.roots, roots);
+  }
+
+  /**
    * The lock file and its holder's liveness, or undefined when there is none (for diagnosis).
    * @throws ContractError `refused` (malformed or unsafe lock), `conflict` (changing while read).
    */
@@ -145,10 +154,10 @@ export class Registry {
     }
     try {
       // One read of each file under the lock: the backend is judged and the table validated from it.
-      const { format, roots } = this.#read();
+      const { names, format, roots } = this.#read();
       // Before anything else is written: a state home of another backend is not this caller's to change.
       this.#assertBackend(format);
-      this.#lock.sweepMarkers();
+      this.#lock.sweepMarkers(names);
       const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held, format, roots));
       return await operation(transaction);
     } finally {
@@ -167,10 +176,10 @@ export class Registry {
     await this.transaction(this.layout.stateHome, () => undefined);
   }
 
-  /** The registry folder's names checked, then `format.json` and `roots.json`, each read once. */
-  #read(): { format: FileSnapshot | undefined; roots: FileSnapshot | undefined } {
-    this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
-    return { format: this.#files.read(this.layout.registryFormat), roots: this.#files.read(this.layout.roots, REGISTRY_BYTES) };
+  /** The registry folder's names, checked, then `format.json` and `roots.json`, each read once. */
+  #read(): { names: string[]; format: FileSnapshot | undefined; roots: FileSnapshot | undefined } {
+    const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
+    return { names, format: this.#files.read(this.layout.registryFormat), roots: this.#files.read(this.layout.roots, REGISTRY_BYTES) };
   }
 
   /** Refuses, under the lock and before any write, a state home that records another backend. */
