@@ -138,6 +138,27 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     await next.release();
   });
 
+  it("the crashed host's own restart (kill -9, then an acquire from the same host while the lease still lives) answers quarantine, never conflict", async () => {
+    const prefix = freshPrefix();
+    const root = '/srv/restarted-host';
+    const sameHost = ownershipOf(cluster.endpoints, prefix, 'host-a');
+    const raw = rawClient(cluster.endpoints);
+    // TTL 30 s: the lease outlives the whole test, so the answer cannot come from its end.
+    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46500), ttlSeconds: 30 } satisfies OwnerPlan, BUILT);
+    await outcomeOf(owner, ['acquired']);
+    await killAndReap(owner);
+
+    const refusal = await sameHost.acquire(root, { endpoint: loopbackEndpoint(46500) }).catch((error: unknown) => error);
+    const ownerKv = (await raw.range(`${prefix}/owner${root}/`)).kvs[0];
+    // The owner key read after the claim: the lease was live during it, so only this host's proof that the pid is gone can say quarantine.
+    expect(ownerKv).toBeDefined();
+    expect(refusal).toMatchObject({ code: 'quarantine', message: expect.stringContaining(`pid ${owner.process.pid} on host host-a, absent`) });
+
+    // Cleaning up: the lease ended by hand, then the recovery a person would run once it had.
+    await raw.revoke(ownerKv?.lease ?? expect.unreachable());
+    await sameHost.recover(root, (await sameHost.recoverySnapshot(root)).digest);
+  });
+
   it('an owner stopped (SIGSTOP) past its TTL reports the loss when resumed before any fenced write, and its old revision commits nothing', async () => {
     const prefix = freshPrefix();
     const root = '/srv/paused';
