@@ -260,11 +260,11 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   }
 
   async #keepAlive(): Promise<void> {
-    const sentAt = performance.now();
     let ttlSeconds: number;
+    let sentAt: number;
     try {
       // An answer after the local deadline cannot help (the lease then counts as lost): wait no longer.
-      ttlSeconds = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - sentAt));
+      ({ ttlSeconds, sentAt } = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - performance.now())));
     } catch {
       return; // Unanswered: the deadline decides.
     }
@@ -276,7 +276,8 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
     // An answer that comes after the deadline must not revive a lease already counted lost.
     this.#checkDeadline();
     if (this.#lost !== undefined) return;
-    // Each answer is credited to its own request's send time; a late answer to an earlier one never moves the deadline back.
+    // Each answer is credited to the send time of the copy etcd answered (a hedge is sent later than the
+    // first copy, and renews from later); a late answer to an earlier one never moves the deadline back.
     this.#deadline = Math.max(this.#deadline, sentAt + ttlSeconds * 1000 - this.#grant.marginMs);
     this.#armDeadline();
   }
