@@ -119,8 +119,8 @@ export interface EtcdClient {
   /** A transaction sent to one member at a time, answering ones first: it is never sent twice while it may still apply. */
   txn(compare: readonly Compare[], success: readonly Operation[], failure?: readonly Operation[]): Promise<TxnResult>;
   /**
-   * A transaction that commits at most once however many copies of it etcd receives (its compare fails
-   * once it applied, as a fenced write's does): hedged like a keep-alive, the first answer wins, and the
+   * A transaction that is safe however many copies of it etcd applies: a read, or one whose compare
+   * fails once it applied (a fenced write's). Hedged like a keep-alive: the first answer wins, and the
    * copies still outstanding may apply (and fail their compare) later.
    */
   repeatableTxn(compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult>;

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until, type OwnerPlan } from '../test/helpers.js';
+import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-owner-lease.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 import type { EtcdOwnership } from './ownership.js';
 
@@ -212,6 +213,17 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     expect(await codeOfAsync(() => lease.release())).toBe('conflict');
     expect((await raw.range('/app/watched')).kvs).toEqual([]);
     expect((await ownership.inspect('/srv/watched')).status).toBe('quarantined');
+  });
+
+  it(`commits a fenced write of ${MAX_FENCED_OPERATIONS} operations (with its write-sequence key, etcd's ${TXN_OPS_BOUND} per branch) and refuses one more before sending it`, async () => {
+    const prefix = freshPrefix();
+    const raw = rawClient(cluster.endpoints);
+    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/widest', { endpoint: loopbackEndpoint(49500) });
+    const puts = (count: number): FencedOperation[] => Array.from({ length: count }, (_, index) => ({ put: `/app/widest/k${index}`, value: 'x' }));
+    const { revision } = await lease.fencedTxn(puts(MAX_FENCED_OPERATIONS));
+    expect((await raw.range('/app/widest/', true)).kvs.map((kv) => kv.modRevision)).toEqual(Array(MAX_FENCED_OPERATIONS).fill(revision));
+    expect(await codeOfAsync(() => lease.fencedTxn(puts(MAX_FENCED_OPERATIONS + 1)))).toBe('refused');
+    await lease.release();
   });
 
   it('refuses a fenced write under its own prefix', async () => {
