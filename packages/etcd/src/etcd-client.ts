@@ -43,7 +43,7 @@ export const HEDGE_MS = 500;
  * How long a silent member is left out before a keep-alive or a read is also copied to it, so that a
  * member back from a pause (or a restart) comes back into use; any answer from it does too.
  */
-export const PROBE_AFTER_MS = 2000;
+const PROBE_AFTER_MS = 2000;
 
 /** What a client connects to. */
 export interface ConnectionOptions {
@@ -109,7 +109,7 @@ interface Watch {
 }
 
 /** A keep-alive's answer, and when the copy etcd answered was sent (`performance.now()`): etcd renewed the lease after it. */
-export interface KeepAliveAnswer {
+interface KeepAliveAnswer {
   readonly ttlSeconds: number;
   readonly sentAt: number;
 }
