@@ -235,8 +235,10 @@ class Members {
 
 /**
  * Sends `request` to one member at a time, answering ones first, the next only once one failed
- * without an answer (no connection, the member without a leader): never a second copy while an
- * earlier one may still apply. A silent member is tried only when every answering one failed.
+ * without an answer (no connection, the member without a leader), as etcd3's own retry did: never
+ * while a copy is still under way, which could apply after a second one. All copies share one
+ * deadline, so one that waited it out on a silent member leaves none for the next. A silent member
+ * is tried only after every answering one.
  */
 async function oneAtATime<T>(members: Members, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
   let lastError: unknown;
