@@ -183,6 +183,7 @@ const STREAM_ENDED = new Error('keep-alive stream ended');
  */
 class Members {
   readonly #members: readonly Member[];
+  readonly #listeners = new Set<() => void>();
 
   constructor(clients: readonly Etcd3Client[]) {
     this.#members = clients.map((client) => ({ client, answeredAt: 0, silentSince: undefined, probedAt: 0 }));
@@ -206,7 +207,9 @@ class Members {
   /** Runs `request` on `member`, recording whether and when it answered. */
   async run<T>(member: Member, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
     const silent = (): void => {
-      member.silentSince ??= performance.now();
+      if (member.silentSince !== undefined) return;
+      member.silentSince = performance.now();
+      this.#changed();
     };
     const timer = setTimeout(silent, HEDGE_MS);
     timer.unref();
@@ -223,13 +226,25 @@ class Members {
     }
   }
 
+  /** Calls `listener` each time a member turns silent or answers again; the answer unsubscribes. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
   close(): void {
     for (const member of this.#members) member.client.close();
   }
 
   #answered(member: Member): void {
     member.answeredAt = performance.now();
+    if (member.silentSince === undefined) return;
     member.silentSince = undefined;
+    this.#changed();
+  }
+
+  #changed(): void {
+    for (const listener of this.#listeners) listener();
   }
 }
 
@@ -388,15 +403,9 @@ export function connect(options: ConnectionOptions): EtcdClient {
       const options = call();
       await guarded(oneAtATime(members, (client) => client.leaseClient.leaseRevoke({ ID: id }, options)));
     },
-    // An early warning only (the fenced compare and the local deadline are the safety): placed on the
-    // member that answered last, it is never moved, so a member that goes silent only delays the warning.
-    watch: (key, startRevision, handlers) => watchOn(members.ordered()[0]?.client ?? unreachable(), failure, key, startRevision, handlers),
+    watch: (key, startRevision, handlers) => watchAcross(members, failure, key, startRevision, handlers),
     close: () => members.close(),
   };
-}
-
-function unreachable(): never {
-  throw new ContractError('refused', 'endpoints: name at least one etcd member');
 }
 
 /** One keep-alive on its own stream, so that its answer is unambiguously the answer to it; `sentAt` taken before the stream opens. */
@@ -414,6 +423,61 @@ async function keepAliveOnce(client: Etcd3Client, id: string, deadline: number):
   } finally {
     stream.end();
   }
+}
+
+/**
+ * A watch on the member that answered last, moved when that member turns silent: a new stream on an
+ * answering member from the revision after the last event delivered (so no event is missed, and none
+ * is delivered twice), the old one cancelled once the new one is in place. A move that fails leaves
+ * the watch where it is: a silent member only delays an early warning (the fenced compare and the
+ * local deadline are the safety), and must not cost a lease. A stream that ends still ends the watch.
+ */
+function watchAcross(members: Members, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+  let delivered = BigInt(startRevision) - 1n;
+  let ended = false;
+  const open = (member: Member): Watch => {
+    const watch: Watch = watchOn(member.client, failure, key, (delivered + 1n).toString(), {
+      onEvents: (events) => {
+        const fresh = events.filter((event) => BigInt(event.kv.modRevision) > delivered);
+        const last = fresh.at(-1);
+        if (last === undefined) return;
+        delivered = BigInt(last.kv.modRevision);
+        handlers.onEvents(fresh);
+      },
+      // Only the stream in use ends the watch: a replaced one, or a move that failed, does not.
+      onEnd: (reason) => {
+        if (watch !== current.watch || ended) return;
+        ended = true;
+        stopListening();
+        handlers.onEnd(reason);
+      },
+    });
+    return watch;
+  };
+  const first = members.ordered()[0];
+  if (first === undefined) throw new ContractError('refused', 'endpoints: name at least one etcd member');
+  let current = { member: first, watch: open(first) };
+  let moving: Watch | undefined;
+  const move = async (): Promise<void> => {
+    const target = members.ordered()[0];
+    if (ended || moving !== undefined || current.member.silentSince === undefined || target === undefined || target === current.member || target.silentSince !== undefined) return;
+    moving = open(target);
+    const created = await moving.created.then(() => true, () => false);
+    const next = moving;
+    moving = undefined;
+    if (!created || ended) return;
+    const old = current.watch;
+    current = { member: target, watch: next };
+    old.cancel();
+  };
+  const stopListening = members.onChange(() => void move());
+  return {
+    created: current.watch.created,
+    cancel: () => {
+      moving?.cancel();
+      current.watch.cancel();
+    },
+  };
 }
 
 function watchOn(client: Etcd3Client, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
