@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
+import type { ContractError } from '@leasehold/contracts';
 import { cleanUp, etcdAvailable, isMessage, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import { HEDGE_MS, type EtcdClient } from './etcd-client.js';
 import { BUILT, FIXTURES, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, tally, until, type OwnerPlan } from '../test/helpers.js';
@@ -291,6 +292,35 @@ describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, o
       expect(await read(writesKey)).toBeUndefined();
     } finally {
       if (!thawed) cluster.thaw(silent);
+    }
+  });
+
+  it("moves the owner's watch off a member that went silent, from the next revision: the owner keeps its lease, and an overwrite of its owner key is still seen while the member is frozen", async () => {
+    const prefix = freshPrefix();
+    const root = '/srv/watch-moved';
+    const leader = await leaderIndex(cluster);
+    // The owner's client prefers the follower listed first: its watch is placed there.
+    const silent = (leader + 1) % 3;
+    const endpoints = [silent, leader, (leader + 2) % 3].map((index) => cluster.endpoints[index] ?? '');
+    const raw = rawClient([cluster.members[leader]?.clientUrl ?? '']);
+    const lease = await ownershipOf(endpoints, prefix, 'host-a').acquire(root, { endpoint: loopbackEndpoint(60100), ttlSeconds: 10 });
+    const lost = new Promise<ContractError>((resolve) => lease.watch(resolve));
+    const ownerKey = `${prefix}/owner${root}/`;
+
+    cluster.freeze(silent);
+    try {
+      // A write whose first copy meets the frozen member: it commits through another, and the member is now silent.
+      await lease.fencedPut('/app/watch-moved', 'while frozen');
+      await lease.assert();
+      // Someone else writes the owner key, keeping its lease: keep-alives still succeed, so only the watch can tell.
+      const kv = (await raw.range(ownerKey)).kvs[0] ?? expect.unreachable();
+      const overwrittenAt = performance.now();
+      await raw.txn([], [{ put: ownerKey, value: new TextEncoder().encode('{"not":"the owner"}'), lease: kv.lease }]);
+      const loss = await lost;
+      console.log(`the watch moved off the frozen member: an overwrite of the owner key reached the owner in ${ms(performance.now() - overwrittenAt)}, the member still frozen`);
+      expect(loss).toMatchObject({ code: 'conflict', message: expect.stringContaining('written by someone else') });
+    } finally {
+      cluster.thaw(silent);
     }
   });
 });
