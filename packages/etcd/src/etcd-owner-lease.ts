@@ -329,6 +329,9 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   }
 
   #onWatchEvents(events: readonly WatchEvent[]): void {
+    // An owner stalled past its deadline (starved of CPU) may read the event of its lease's end before
+    // its deadline timer runs: the deadline came first, and is the loss it reports.
+    this.#checkDeadline();
     if (this.#state !== 'live') return;
     for (const event of events) {
       const ours =
