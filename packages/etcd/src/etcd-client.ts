@@ -2,6 +2,7 @@
 // Leasehold needs from etcd is named here, in etcd's own terms, and nothing else of the
 // library leaks out. Only its raw gRPC clients are used: keep-alives, watches and the
 // loss decision are ours (see etcd-owner-lease.ts), never the library's `lost` event.
+import { performance } from 'node:perf_hooks';
 import etcd3 from 'etcd3';
 import type { ICompare, IKeyValue, IRequestOp, IResponseHeader, IWatchResponse } from 'etcd3';
 import { ContractError } from '@leasehold/contracts';
@@ -28,6 +29,21 @@ export interface EtcdTls {
 
 /** The bound of every single etcd request (a gRPC deadline) when the caller gives none, in milliseconds. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
+
+/**
+ * How long a member may leave a request unanswered before it counts as silent and a request that is
+ * safe to repeat (a keep-alive, a read, a fenced write) is sent to the next member too. A healthy
+ * member answers in milliseconds; 500 ms leaves room for a busy machine's stall while letting two
+ * hedges fit in the shortest lease window etcd grants (its minimum TTL, 2 s, leaves 1.5 s after a
+ * keep-alive's send time before the owner's default deadline).
+ */
+export const HEDGE_MS = 500;
+
+/**
+ * How long a silent member is left out before a keep-alive or a read is also copied to it, so that a
+ * member back from a pause (or a restart) comes back into use; any answer from it does too.
+ */
+const PROBE_AFTER_MS = 2000;
 
 /** What a client connects to. */
 export interface ConnectionOptions {
@@ -92,13 +108,30 @@ interface Watch {
   cancel(): void;
 }
 
+/** A keep-alive's answer, and when the copy etcd answered was sent (`performance.now()`): etcd renewed the lease after it. */
+interface KeepAliveAnswer {
+  readonly ttlSeconds: number;
+  readonly sentAt: number;
+}
+
 /** The smallest etcd surface Leasehold uses. */
 export interface EtcdClient {
+  /** A transaction sent to one member at a time, answering ones first: it is never sent twice while it may still apply. */
   txn(compare: readonly Compare[], success: readonly Operation[], failure?: readonly Operation[]): Promise<TxnResult>;
+  /**
+   * A transaction that is safe however many copies of it etcd applies: a read, or one whose compare
+   * fails once it applied (a fenced write's). Hedged like a keep-alive: the first answer wins, and the
+   * copies still outstanding may apply (and fail their compare) later.
+   */
+  repeatableTxn(compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult>;
+  /** A linearizable read, hedged. */
   range(key: string, prefix?: true): Promise<{ readonly header: Header; readonly kvs: readonly KeyValue[] }>;
   grant(ttlSeconds: number): Promise<{ readonly id: string; readonly ttlSeconds: number }>;
-  /** One keep-alive of lease `id`, bounded by `timeoutMs` (default the request timeout): the TTL etcd answered (<= 0: the lease is gone). */
-  keepAlive(id: string, timeoutMs?: number): Promise<number>;
+  /**
+   * One keep-alive of lease `id`, hedged, each copy bounded by `timeoutMs` (default the request timeout):
+   * the TTL etcd answered (<= 0: the lease is gone) and the monotonic time the answered copy was sent.
+   */
+  keepAlive(id: string, timeoutMs?: number): Promise<KeepAliveAnswer>;
   revoke(id: string): Promise<void>;
   /** Watches one key from `startRevision` on. */
   watch(key: string, startRevision: string, handlers: WatchHandlers): Watch;
@@ -112,8 +145,8 @@ type HostPolicy = ReturnType<NonNullable<NonNullable<NonNullable<ConstructorPara
  * after 3 failures, refuses every request to that member for 5 s, well after the member is back (a
  * restarted node serves again within about a second): a claimant would be told `unavailable` by the
  * breaker, not by etcd. Each request's own deadline bounds it, and an owner's safety is its local
- * deadline, so nothing is gained by blocking a member. The library's global retry (3 attempts, across
- * the members, within the one deadline) stays.
+ * deadline, so nothing is gained by blocking a member: `Members` orders them instead. The library's
+ * retry of a failed connection (3 attempts within the one deadline) stays, on that one member.
  */
 const PASS_THROUGH: HostPolicy = {
   _altReturn: undefined as never,
@@ -121,6 +154,167 @@ const PASS_THROUGH: HostPolicy = {
   onFailure: () => ({ dispose: () => {} }),
   execute: async (request, signal = new AbortController().signal) => request({ signal }),
 };
+
+type Etcd3Client = InstanceType<typeof etcd3.Etcd3>;
+
+/** One member, with a client of its own (so that Leasehold chooses the member of each request), and how it answers. */
+interface Member {
+  readonly client: Etcd3Client;
+  /** `performance.now()` of its last answer. */
+  answeredAt: number;
+  /** Since when it has been silent (a request unanswered past `HEDGE_MS`, or no connection); undefined while it answers. */
+  silentSince: number | undefined;
+  /** When a copy of a request last went to it while silent, to see whether it answers again. */
+  probedAt: number;
+}
+
+/** Whether etcd never answered: no connection, a deadline passed, a stream cut (not an answer etcd gave, such as a refusal). */
+function unanswered(error: unknown): boolean {
+  return error instanceof Error && (error === STREAM_ENDED || etcd3.isRecoverableError(etcd3.castGrpcError(error)));
+}
+
+const STREAM_ENDED = new Error('keep-alive stream ended');
+
+/**
+ * The members and their health. etcd3's own pool picks a member at random for each request and
+ * never avoids one that stopped answering: a paused (SIGSTOP) member keeps its sockets open, so each
+ * request sent to it waits out its whole deadline. Here a member that leaves a request unanswered
+ * past `HEDGE_MS` is silent and tried last, until any answer from it (even a late one) revives it.
+ */
+class Members {
+  readonly #members: readonly Member[];
+  readonly #listeners = new Set<() => void>();
+
+  constructor(clients: readonly Etcd3Client[]) {
+    this.#members = clients.map((client) => ({ client, answeredAt: 0, silentSince: undefined, probedAt: 0 }));
+  }
+
+  /** Answering members first, the one that answered last first; then silent ones, the one silent longest last. */
+  ordered(): Member[] {
+    const answering = this.#members.filter((member) => member.silentSince === undefined).sort((a, b) => b.answeredAt - a.answeredAt);
+    const silent = this.#members.filter((member) => member.silentSince !== undefined).sort((a, b) => (b.silentSince ?? 0) - (a.silentSince ?? 0));
+    return [...answering, ...silent];
+  }
+
+  /** The silent members not tried for `PROBE_AFTER_MS`, marked tried now. */
+  dueProbes(): Member[] {
+    const now = performance.now();
+    const due = this.#members.filter((member) => member.silentSince !== undefined && now - Math.max(member.silentSince, member.probedAt) >= PROBE_AFTER_MS);
+    for (const member of due) member.probedAt = now;
+    return due;
+  }
+
+  /** Runs `request` on `member`, recording whether and when it answered. */
+  async run<T>(member: Member, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
+    const silent = (): void => {
+      if (member.silentSince !== undefined) return;
+      member.silentSince = performance.now();
+      this.#changed();
+    };
+    const timer = setTimeout(silent, HEDGE_MS);
+    timer.unref();
+    try {
+      const answer = await request(member.client);
+      this.#answered(member);
+      return answer;
+    } catch (error) {
+      if (unanswered(error)) silent();
+      else this.#answered(member);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Calls `listener` each time a member turns silent or answers again; the answer unsubscribes. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  close(): void {
+    for (const member of this.#members) member.client.close();
+  }
+
+  #answered(member: Member): void {
+    member.answeredAt = performance.now();
+    if (member.silentSince === undefined) return;
+    member.silentSince = undefined;
+    this.#changed();
+  }
+
+  #changed(): void {
+    for (const listener of this.#listeners) listener();
+  }
+}
+
+/**
+ * Sends `request` to one member at a time, answering ones first, the next only once one failed
+ * without an answer (no connection, the member without a leader), as etcd3's own retry did: never
+ * while a copy is still under way, which could apply after a second one. All copies share one
+ * deadline, so one that waited it out on a silent member leaves none for the next. A silent member
+ * is tried only after every answering one.
+ */
+async function oneAtATime<T>(members: Members, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
+  let lastError: unknown;
+  for (const member of members.ordered()) {
+    try {
+      return await members.run(member, request);
+    } catch (error) {
+      if (!unanswered(error)) throw error;
+      lastError = error;
+    }
+  }
+  throw lastError;
+}
+
+/**
+ * Sends `request` to the first member in order and, each time `HEDGE_MS` passes (or a copy fails)
+ * without an answer, to the next one too; with `probe`, also at once to each silent member due a
+ * probe. The first answer wins (a refusal from etcd too); the other copies are left to finish. Only
+ * for requests that are safe to apply more than once.
+ */
+function hedged<T>(members: Members, request: (client: Etcd3Client) => Promise<T>, probe = false): Promise<T> {
+  const probes = probe ? members.dueProbes() : [];
+  const order = members.ordered().filter((member) => !probes.includes(member));
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    let outstanding = 0;
+    let lastError: unknown;
+    let timer: NodeJS.Timeout | undefined;
+    const settle = (finish: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      finish();
+    };
+    const send = (member: Member): void => {
+      outstanding += 1;
+      members.run(member, request).then(
+        (answer) => settle(() => resolve(answer)),
+        (error: unknown) => {
+          outstanding -= 1;
+          if (!unanswered(error)) settle(() => reject(error));
+          else if (!settled) {
+            lastError = error;
+            if (!sendNext() && outstanding === 0) settle(() => reject(lastError));
+          }
+        },
+      );
+    };
+    const sendNext = (): boolean => {
+      clearTimeout(timer);
+      const member = order.shift();
+      if (member === undefined) return false;
+      send(member);
+      timer = setTimeout(sendNext, HEDGE_MS);
+      timer.unref();
+      return true;
+    };
+    sendNext();
+    for (const member of probes) send(member);
+  });
+}
 
 /** The first key after every key that starts with `prefix`: etcd's range end for a prefix, in bytes. */
 function prefixEnd(prefix: Buffer): Buffer {
@@ -152,69 +346,141 @@ function credentialsOf(endpoints: readonly string[], tls: EtcdTls | undefined): 
   };
 }
 
-/** Connects lazily (nothing is sent until the first request); throws `refused` for TLS options that cannot work. */
+/**
+ * Connects lazily (nothing is sent until the first request), with one etcd3 client per member so
+ * that each request's member is chosen here (see `Members`); throws `refused` for TLS options that cannot work.
+ */
 export function connect(options: ConnectionOptions): EtcdClient {
   if (options.endpoints.length === 0) throw new ContractError('refused', 'endpoints: name at least one etcd member');
   const credentials = credentialsOf(options.endpoints, options.tls);
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const client = new etcd3.Etcd3({
-    hosts: [...options.endpoints],
-    ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
-    ...(credentials === undefined ? {} : { credentials }),
-    faultHandling: { host: () => PASS_THROUGH },
-  });
+  const members = new Members(
+    options.endpoints.map(
+      (endpoint) =>
+        new etcd3.Etcd3({
+          hosts: [endpoint],
+          ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
+          ...(credentials === undefined ? {} : { credentials }),
+          faultHandling: { host: () => PASS_THROUGH },
+        }),
+    ),
+  );
+  // One deadline for every copy of a request, whichever member each goes to.
   const call = (): { deadline: number } => ({ deadline: Date.now() + requestTimeoutMs });
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
-  // Runs one request, every error of the library turned into a ContractError.
-  const guarded = <T>(request: () => Promise<T>): Promise<T> => request().catch((error: unknown) => Promise.reject(failure(error)));
-  const watchKey = (key: string, startRevision: string, handlers: WatchHandlers): Watch => watchOn(client, failure, key, startRevision, handlers);
+  // Every error of the library turned into a ContractError.
+  const guarded = <T>(sent: Promise<T>): Promise<T> => sent.catch((error: unknown) => Promise.reject(failure(error)));
+  const txnOf = async (send: typeof oneAtATime, compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult> => {
+    const request = { compare: compare.map(compareOf), success: success.map(operationOf), failure: failure.map(operationOf) };
+    const options = call();
+    const response = await guarded(send(members, (client) => client.kv.txn(request, options)));
+    return {
+      ...headerOf(response.header),
+      succeeded: response.succeeded,
+      ranges: response.responses.filter((answer) => answer.response_range !== undefined && answer.response_range !== null).map((answer) => answer.response_range.kvs.map(keyValueOf)),
+    };
+  };
   return {
-    async txn(compare, success, failure = []) {
-      const response = await guarded(() =>
-        client.kv.txn({ compare: compare.map(compareOf), success: success.map(operationOf), failure: failure.map(operationOf) }, call()),
-      );
-      return {
-        ...headerOf(response.header),
-        succeeded: response.succeeded,
-        ranges: response.responses.filter((answer) => answer.response_range !== undefined && answer.response_range !== null).map((answer) => answer.response_range.kvs.map(keyValueOf)),
-      };
-    },
+    txn: (compare, success, failure = []) => txnOf(oneAtATime, compare, success, failure),
+    repeatableTxn: (compare, success, failure) => txnOf(hedged, compare, success, failure),
     async range(key, prefix) {
       const bytes = Buffer.from(key);
-      const response = await guarded(() => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, call()));
+      const options = call();
+      const response = await guarded(hedged(members, (client) => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, options), true));
       return { header: headerOf(response.header), kvs: response.kvs.map(keyValueOf) };
     },
     async grant(ttlSeconds) {
-      const response = await guarded(() => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, call()));
+      const options = call();
+      const response = await guarded(oneAtATime(members, (client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, options)));
       if (response.error !== '') throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
       return { id: response.ID, ttlSeconds: Number(response.TTL) };
     },
-    keepAlive: (id, timeoutMs = requestTimeoutMs) => guarded(() => keepAliveOnce(client, id, timeoutMs)),
-    async revoke(id) {
-      await guarded(() => client.leaseClient.leaseRevoke({ ID: id }, call()));
+    keepAlive(id, timeoutMs = requestTimeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      return guarded(hedged(members, (client) => keepAliveOnce(client, id, deadline), true));
     },
-    watch: watchKey,
-    close: () => client.close(),
+    async revoke(id) {
+      const options = call();
+      await guarded(oneAtATime(members, (client) => client.leaseClient.leaseRevoke({ ID: id }, options)));
+    },
+    watch: (key, startRevision, handlers) => watchAcross(members, failure, key, startRevision, handlers),
+    close: () => members.close(),
   };
 }
 
-/** One keep-alive on its own stream, so that its answer is unambiguously the answer to it. */
-async function keepAliveOnce(client: InstanceType<typeof etcd3.Etcd3>, id: string, timeoutMs: number): Promise<number> {
-  const stream = await client.leaseClient.leaseKeepAlive({ deadline: Date.now() + timeoutMs });
+/** One keep-alive on its own stream, so that its answer is unambiguously the answer to it; `sentAt` taken before the stream opens. */
+async function keepAliveOnce(client: Etcd3Client, id: string, deadline: number): Promise<KeepAliveAnswer> {
+  const sentAt = performance.now();
+  const stream = await client.leaseClient.leaseKeepAlive({ deadline });
   try {
     const answer = await new Promise<{ TTL: string }>((resolve, reject) => {
       stream.on('data', resolve);
       stream.on('error', reject);
-      stream.on('end', () => reject(new Error('keep-alive stream ended')));
+      stream.on('end', () => reject(STREAM_ENDED));
       stream.write({ ID: id });
     });
-    return Number(answer.TTL);
+    return { ttlSeconds: Number(answer.TTL), sentAt };
   } finally {
     stream.end();
   }
 }
 
-function watchOn(client: InstanceType<typeof etcd3.Etcd3>, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+/**
+ * A watch on the member that answered last, moved when that member turns silent: a new stream on an
+ * answering member from the revision after the last event delivered (so no event is missed, and none
+ * is delivered twice), the old one cancelled once the new one is in place. A move that fails leaves
+ * the watch where it is: a silent member only delays an early warning (the fenced compare and the
+ * local deadline are the safety), and must not cost a lease. A stream that ends still ends the watch.
+ */
+function watchAcross(members: Members, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+  let delivered = BigInt(startRevision) - 1n;
+  let ended = false;
+  const open = (member: Member): Watch => {
+    const watch: Watch = watchOn(member.client, failure, key, (delivered + 1n).toString(), {
+      onEvents: (events) => {
+        const fresh = events.filter((event) => BigInt(event.kv.modRevision) > delivered);
+        const last = fresh.at(-1);
+        if (last === undefined) return;
+        delivered = BigInt(last.kv.modRevision);
+        handlers.onEvents(fresh);
+      },
+      // Only the stream in use ends the watch: a replaced one, or a move that failed, does not.
+      onEnd: (reason) => {
+        if (watch !== current.watch || ended) return;
+        ended = true;
+        stopListening();
+        handlers.onEnd(reason);
+      },
+    });
+    return watch;
+  };
+  const first = members.ordered()[0];
+  if (first === undefined) throw new ContractError('refused', 'endpoints: name at least one etcd member');
+  let current = { member: first, watch: open(first) };
+  let moving: Watch | undefined;
+  const move = async (): Promise<void> => {
+    const target = members.ordered()[0];
+    if (ended || moving !== undefined || current.member.silentSince === undefined || target === undefined || target === current.member || target.silentSince !== undefined) return;
+    moving = open(target);
+    const created = await moving.created.then(() => true, () => false);
+    const next = moving;
+    moving = undefined;
+    if (!created || ended) return;
+    const old = current.watch;
+    current = { member: target, watch: next };
+    old.cancel();
+  };
+  const stopListening = members.onChange(() => void move());
+  return {
+    created: current.watch.created,
+    cancel: () => {
+      moving?.cancel();
+      current.watch.cancel();
+    },
+  };
+}
+
+function watchOn(client: Etcd3Client, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
   let ended = false;
   let cancelStream: (() => void) | undefined;
   const end = (reason: string): void => {

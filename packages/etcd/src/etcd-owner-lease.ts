@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ContractError } from '@leasehold/contracts';
 import { recordBytes, type OwnerPhase, type OwnerRecord } from './documents.js';
-import type { Compare, EtcdClient, Operation, WatchEvent } from './etcd-client.js';
+import type { Compare, EtcdClient, KeyValue, Operation, WatchEvent } from './etcd-client.js';
 import { TXN_OPS_BOUND, type KeyLayout } from './keys.js';
 
 /**
@@ -14,7 +15,7 @@ export interface Sequencer {
   readonly revision: string;
 }
 
-/** The most writes one fenced transaction takes: one below etcd's bound, as the package has always allowed. */
+/** The most writes one fenced transaction takes: one below etcd's bound, which the write-sequence key's put fills. */
 export const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
 
 /** One write of a fenced transaction, to a key outside the ownership's prefix. */
@@ -53,11 +54,14 @@ export interface EtcdOwnerLease {
   assert(): Promise<void>;
   /** Writes the phase into the owner key, fenced like any write. */
   setPhase(phase: OwnerPhase): Promise<void>;
-  /** Applies `operations` in one transaction that commits only while this ownership holds. */
+  /**
+   * Applies `operations` in one transaction that commits only while this ownership holds, at most
+   * once however many members it is sent to. This lease's writes run one at a time, in call order.
+   */
   fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }>;
   /** `fencedTxn` of one put. */
   fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }>;
-  /** Deletes owner, endpoint and fence keys in one transaction that compares the owner key, then revokes the lease. */
+  /** Deletes owner, endpoint, fence and write-sequence keys in one transaction that compares the owner key, then revokes the lease. */
   release(): Promise<void>;
 }
 
@@ -82,6 +86,10 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   #keepAliveTimer: NodeJS.Timeout | undefined;
   #cancelWatch: (() => void) | undefined;
   #release: Promise<void> | undefined;
+  /** The last fenced write queued: each runs after the one before it settled. */
+  #writes: Promise<unknown> = Promise.resolve();
+  /** This owner's committed fenced writes as far as it knows: the version its write-sequence key had after the last. */
+  #committed = 0;
   /** The best-effort revoke after a loss (settled, never rejected). */
   #revoked: Promise<void> = Promise.resolve();
   readonly #onEnd: (lease: KeptEtcdOwnerLease) => void;
@@ -133,10 +141,7 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   async assert(): Promise<void> {
     this.#assertLocal();
     const { kvs } = await this.#grant.client.range(this.#grant.keys.owner(this.root));
-    const owner = kvs[0];
-    if (owner?.createRevision !== this.sequencer.revision || owner.lease !== this.#grant.leaseId) {
-      this.#lose('conflict', 'its owner key is gone or belongs to another owner');
-    }
+    if (!this.#holds(kvs[0])) this.#lose('conflict', 'its owner key is gone or belongs to another owner');
     this.#assertLocal();
   }
 
@@ -150,7 +155,8 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
 
   /**
    * Applies `operations` in one transaction that also compares the owner key's create revision and
-   * lease: it commits only while this ownership holds. Answers the transaction's revision.
+   * lease: it commits only while this ownership holds. Answers the transaction's revision. Queued
+   * behind this lease's earlier writes (see `#fenced`).
    */
   async fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }> {
     const reserved = operations.map(keyOf).find((key) => key === this.#grant.keys.prefix || key.startsWith(`${this.#grant.keys.prefix}/`));
@@ -167,8 +173,8 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   }
 
   /**
-   * One transaction, comparing that the owner key is still ours: deletes owner, endpoint and fence
-   * keys; then revokes the lease. A lost lease throws (its fence stays: the root is quarantined).
+   * One transaction, comparing that the owner key is still ours: deletes owner, endpoint, fence and
+   * write-sequence keys; then revokes the lease. A lost lease throws (its fence stays: the root is quarantined).
    */
   release(): Promise<void> {
     // A second call while one runs shares its outcome rather than race it.
@@ -189,6 +195,7 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
         { delete: keys.owner(this.root) },
         { delete: keys.endpoint(this.#grant.owner.host, this.endpoint) },
         { delete: keys.fence(this.root) },
+        { delete: keys.writes(this.epoch) },
       ]));
     } catch (error) {
       this.#state = 'live';
@@ -211,12 +218,51 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
     return this.#revoked;
   }
 
-  async #fenced(operations: readonly Operation[]): Promise<{ readonly revision: string }> {
-    this.#assertLocal();
-    const result = await this.#grant.client.txn(this.#ownerCompares(), operations);
-    if (!result.succeeded) this.#lose('conflict', 'its owner key is gone or belongs to another owner: the write was refused');
-    this.#assertLocal();
-    return { revision: result.revision };
+  /**
+   * Runs one fenced write after the ones before it: one in flight at a time, so that the count of
+   * committed writes its compare names is never raced by this owner's next write (see `#fencedNow`).
+   */
+  #fenced(operations: readonly Operation[]): Promise<{ readonly revision: string }> {
+    const write = this.#writes.then(() => this.#fencedNow(operations));
+    this.#writes = write.catch(() => {});
+    return write;
+  }
+
+  /**
+   * One fenced write, safe to send to several members. A member that stops answering may still apply
+   * a copy it read before it stopped, after it resumes: a plain resend could then commit twice, the
+   * second time after this owner's later writes. So besides the owner key the transaction compares
+   * the version of this ownership's write-sequence key with the count of its committed writes, and
+   * puts there this write's id: once one copy applied, every other copy fails its compare. A failure
+   * that reads this id there says an earlier copy committed; another id, that a late copy of an
+   * earlier write (one that answered `unavailable`) applied since: count it and send this one again.
+   */
+  async #fencedNow(operations: readonly Operation[]): Promise<{ readonly revision: string }> {
+    const writesKey = this.#grant.keys.writes(this.epoch);
+    const id = randomUUID();
+    for (;;) {
+      this.#assertLocal();
+      const result = await this.#grant.client.repeatableTxn(
+        [...this.#ownerCompares(), { key: writesKey, version: String(this.#committed) }],
+        [...operations, { put: writesKey, value: new TextEncoder().encode(id), lease: this.#grant.leaseId }],
+        [{ range: this.#grant.keys.owner(this.root) }, { range: writesKey }],
+      );
+      if (result.succeeded) {
+        this.#committed += 1;
+        this.#assertLocal();
+        return { revision: result.revision };
+      }
+      if (!this.#holds(result.ranges[0]?.[0])) this.#lose('conflict', 'its owner key is gone or belongs to another owner: the write was refused');
+      this.#assertLocal();
+      const sequence = result.ranges[1]?.[0];
+      this.#committed = Number(sequence?.version ?? '0');
+      if (sequence !== undefined && Buffer.from(sequence.value).toString() === id) return { revision: sequence.modRevision };
+    }
+  }
+
+  /** Whether `owner` (the owner key as read) is still this ownership's. */
+  #holds(owner: KeyValue | undefined): boolean {
+    return owner?.createRevision === this.sequencer.revision && owner.lease === this.#grant.leaseId;
   }
 
   #ownerCompares(): Compare[] {
@@ -260,11 +306,11 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   }
 
   async #keepAlive(): Promise<void> {
-    const sentAt = performance.now();
     let ttlSeconds: number;
+    let sentAt: number;
     try {
       // An answer after the local deadline cannot help (the lease then counts as lost): wait no longer.
-      ttlSeconds = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - sentAt));
+      ({ ttlSeconds, sentAt } = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - performance.now())));
     } catch {
       return; // Unanswered: the deadline decides.
     }
@@ -276,12 +322,16 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
     // An answer that comes after the deadline must not revive a lease already counted lost.
     this.#checkDeadline();
     if (this.#lost !== undefined) return;
-    // Each answer is credited to its own request's send time; a late answer to an earlier one never moves the deadline back.
+    // Each answer is credited to the send time of the copy etcd answered (a hedge is sent later than the
+    // first copy, and renews from later); a late answer to an earlier one never moves the deadline back.
     this.#deadline = Math.max(this.#deadline, sentAt + ttlSeconds * 1000 - this.#grant.marginMs);
     this.#armDeadline();
   }
 
   #onWatchEvents(events: readonly WatchEvent[]): void {
+    // An owner stalled past its deadline (starved of CPU) may read the event of its lease's end before
+    // its deadline timer runs: the deadline came first, and is the loss it reports.
+    this.#checkDeadline();
     if (this.#state !== 'live') return;
     for (const event of events) {
       const ours =

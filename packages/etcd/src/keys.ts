@@ -15,6 +15,8 @@ export interface KeyLayout {
   fence(root: string): string;
   owner(root: string): string;
   endpoint(host: string, endpoint: string): string;
+  /** One ownership's write-sequence key (on its lease): its fenced writes' count and the id of the last. */
+  writes(epoch: string): string;
   journal(id: string): string;
   /** The prefix of every fence key (and of every owner key, and of every journal record). */
   readonly fences: string;
@@ -34,6 +36,7 @@ export function keyLayout(prefix: string): KeyLayout {
     fence: (root) => fences + rootKey(root),
     owner: (root) => owners + rootKey(root),
     endpoint: (host, endpoint) => `${prefix}/endpoint/${encodeURIComponent(host)}/${encodeURIComponent(endpoint)}`,
+    writes: (epoch) => `${prefix}/writes/${epoch}`,
     journal: (id) => `${prefix}/journal/${id}`,
     fences: `${fences}/`,
     owners: `${owners}/`,

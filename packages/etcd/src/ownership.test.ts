@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until, type OwnerPlan } from '../test/helpers.js';
+import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-owner-lease.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 import type { EtcdOwnership } from './ownership.js';
 
@@ -138,6 +139,27 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     await next.release();
   });
 
+  it("the crashed host's own restart (kill -9, then an acquire from the same host while the lease still lives) answers quarantine, never conflict", async () => {
+    const prefix = freshPrefix();
+    const root = '/srv/restarted-host';
+    const sameHost = ownershipOf(cluster.endpoints, prefix, 'host-a');
+    const raw = rawClient(cluster.endpoints);
+    // TTL 30 s: the lease outlives the whole test, so the answer cannot come from its end.
+    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46500), ttlSeconds: 30 } satisfies OwnerPlan, BUILT);
+    await outcomeOf(owner, ['acquired']);
+    await killAndReap(owner);
+
+    const refusal = await sameHost.acquire(root, { endpoint: loopbackEndpoint(46500) }).catch((error: unknown) => error);
+    const ownerKv = (await raw.range(`${prefix}/owner${root}/`)).kvs[0];
+    // The owner key read after the claim: the lease was live during it, so only this host's proof that the pid is gone can say quarantine.
+    expect(ownerKv).toBeDefined();
+    expect(refusal).toMatchObject({ code: 'quarantine', message: expect.stringContaining(`pid ${owner.process.pid} on host host-a, absent`) });
+
+    // Cleaning up: the lease ended by hand, then the recovery a person would run once it had.
+    await raw.revoke(ownerKv?.lease ?? expect.unreachable());
+    await sameHost.recover(root, (await sameHost.recoverySnapshot(root)).digest);
+  });
+
   it('an owner stopped (SIGSTOP) past its TTL reports the loss when resumed before any fenced write, and its old revision commits nothing', async () => {
     const prefix = freshPrefix();
     const root = '/srv/paused';
@@ -191,6 +213,17 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     expect(await codeOfAsync(() => lease.release())).toBe('conflict');
     expect((await raw.range('/app/watched')).kvs).toEqual([]);
     expect((await ownership.inspect('/srv/watched')).status).toBe('quarantined');
+  });
+
+  it(`commits a fenced write of ${MAX_FENCED_OPERATIONS} operations (with its write-sequence key, etcd's ${TXN_OPS_BOUND} per branch) and refuses one more before sending it`, async () => {
+    const prefix = freshPrefix();
+    const raw = rawClient(cluster.endpoints);
+    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/widest', { endpoint: loopbackEndpoint(49500) });
+    const puts = (count: number): FencedOperation[] => Array.from({ length: count }, (_, index) => ({ put: `/app/widest/k${index}`, value: 'x' }));
+    const { revision } = await lease.fencedTxn(puts(MAX_FENCED_OPERATIONS));
+    expect((await raw.range('/app/widest/', true)).kvs.map((kv) => kv.modRevision)).toEqual(Array(MAX_FENCED_OPERATIONS).fill(revision));
+    expect(await codeOfAsync(() => lease.fencedTxn(puts(MAX_FENCED_OPERATIONS + 1)))).toBe('refused');
+    await lease.release();
   });
 
   it('refuses a fenced write under its own prefix', async () => {

@@ -97,10 +97,10 @@ export class EtcdOwnership {
 
   /** Every fenced root, with its owner or not, from one read. */
   async list(): Promise<FencedRoot[]> {
-    const { ranges } = await this.#client.txn([], [
+    const { ranges } = await this.#client.repeatableTxn([], [
       { range: this.#keys.fences, prefix: true },
       { range: this.#keys.owners, prefix: true },
-    ]);
+    ], []);
     const owners = new Map((ranges[1] ?? []).map((kv) => [this.#keys.rootOf(kv.key), decodeRecord(ownerRecordSchema, kv.value, kv.key)]));
     return (ranges[0] ?? []).map((kv) => {
       const root = this.#keys.rootOf(kv.key);
@@ -264,7 +264,7 @@ export class EtcdOwnership {
 
   /** The fence and owner keys of `root`, from one read. */
   async #read(root: string): Promise<{ fence: FenceState | undefined; owner: OwnerRecord | undefined; ownerKv: KeyValue | undefined }> {
-    const { ranges } = await this.#client.txn([], [{ range: this.#keys.fence(root) }, { range: this.#keys.owner(root) }]);
+    const { ranges } = await this.#client.repeatableTxn([], [{ range: this.#keys.fence(root) }, { range: this.#keys.owner(root) }], []);
     const fenceKv = ranges[0]?.[0];
     const ownerKv = ranges[1]?.[0];
     const fence = fenceKv === undefined ? undefined : { record: decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key), modRevision: fenceKv.modRevision };
