@@ -141,9 +141,13 @@ export class Acquisition {
     owned: FileSnapshots,
     replaceConfig: boolean,
   ): Promise<ServiceState> {
+    // The workspace's state is read, decoded and checked before the lock, which then holds only the
+    // proof that no file moved since. A state that cannot be read now is read under the lock, after
+    // the table's refusals, as it always was.
+    const earlier = this.#stateBeforeLock();
     return this.#registry.transaction(this.#places.root, (transaction) => {
       admitToTable(transaction, reservation, this.#files, this.#places);
-      let state = this.#reads.selectedState();
+      let state = this.#reads.selectedStateSince(earlier);
       refuseState(state, configBytes, replaceConfig, this.#places);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
         transaction.assertHeld();
@@ -166,6 +170,15 @@ export class Acquisition {
       }
       return state;
     });
+  }
+
+  /** The selected state, or undefined when it cannot be read whole now (the read under the lock then says why). */
+  #stateBeforeLock(): ServiceState | undefined {
+    try {
+      return this.#reads.selectedState();
+    } catch {
+      return undefined;
+    }
   }
 
   /** Every document of the owner, encoded and bounded before the first write. */

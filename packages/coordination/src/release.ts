@@ -85,7 +85,7 @@ export async function releaseInOrder(
   await registry.transaction(places.root, (transaction) => {
     if (row !== undefined) {
       check();
-      transaction.assertHeld();
+      // unreserve proves the lock its own and swaps the table by compare-and-swap.
       writer.write(
         () => transaction.unreserve(row.root, row.epoch),
         () => registry.rowOf(row.root).row === undefined,

@@ -12,7 +12,7 @@ import { ownerStatus, retryingReads, type PrivateFiles } from '@leasehold/privat
 import type { Registry } from '@leasehold/registry';
 import { reservationOf, sameReservation } from './owner-lease.js';
 import type { WorkspacePlaces } from './places.js';
-import { checkServiceState, readServiceState, snapshotsOf, type FileSnapshots, type ServiceState } from './service-state.js';
+import { SERVICE_FILES, checkServiceState, readServiceState, snapshotsOf, type FileSnapshots, type ServiceState } from './service-state.js';
 
 /** The owner part of a registration (never a secret). */
 export function summaryOf(registration: Registration): OwnerSummary {
@@ -86,6 +86,18 @@ export class WorkspaceReads {
     const state = readServiceState(this.#files, this.#places);
     checkServiceState(state, this.#places);
     return state;
+  }
+
+  /**
+   * The selected state as `selectedState` reads it, taking it from `earlier` (a read of this
+   * workspace made before the caller took the registry lock) when every file is still the one
+   * read then, proved by one lstat each: under the lock, nothing but that proof is read again.
+   */
+  selectedStateSince(earlier: ServiceState | undefined): ServiceState {
+    if (earlier === undefined) return this.selectedState();
+    const snapshots = snapshotsOf(earlier);
+    const unmoved = SERVICE_FILES.every((key) => this.#files.unchanged(this.#places[key], snapshots[key]));
+    return unmoved ? earlier : this.selectedState();
   }
 
   /**

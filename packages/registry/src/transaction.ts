@@ -117,7 +117,9 @@ export class Transaction implements RegistryTransaction {
   }
 
   #write(entries: readonly Reservation[], bytes = encodeTable(entries, this.#layout.roots)): void {
-    this.assertHeld();
+    this.#refresh();
+    // The lock first; the table is compared by the replace itself, right before its rename.
+    this.#files.assert(this.#layout.registryLock, this.#lock);
     const expected = this.#roots!;
     this.#roots = undefined;
     this.#roots = this.#files.replace(this.#layout.roots, expected, bytes, REGISTRY_BYTES);
