@@ -44,7 +44,7 @@ const ROWS = [
   'inspect() of a held workspace',
   'localAccess() of a held workspace',
   'proper-lockfile checkSync of a held lock',
-  'connect() + one authenticated GET /v1/status',
+  'connect(): its one authenticated GET /v1/status',
   'bare node:http GET on loopback',
   'acquire + release, reused workspace, 63 other reservations',
   'acquire + release, reused workspace, 255 other reservations',
