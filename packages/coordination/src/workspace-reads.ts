@@ -102,7 +102,7 @@ export class WorkspaceReads {
 
   /**
    * This root's row and the selected state as one consistent read: the row
-   * read before and after the state is the same (files of this workspace
+   * read before the state is still the row after it (files of this workspace
    * change only while its row is there, or in the transaction that adds or
    * removes it). A row that moved is a race with a writer, read again.
    */
