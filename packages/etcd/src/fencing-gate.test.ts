@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, makeTemporaryFolder, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
-import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, rawClient, until, type OwnerPlan } from '../test/helpers.js';
-import { EtcdFencingGate, FileFencingGate, type Sequencer } from './index.js';
+import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, makeTemporaryFolder, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { acquiredOwner, closeAll, freshPrefix, ownershipOf, rawClient, until } from '../test/helpers.js';
+import { EtcdFencingGate, FileFencingGate } from './index.js';
 
 /** The owner fixture's `count`-th answer to an admit (from 1), once it has printed it: `[key, value]`. */
 async function admitAnswer(owner: SpawnedChild, count: number): Promise<[string, Record<string, unknown>]> {
@@ -39,9 +39,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
     const gateKey = `/resource${prefix}/gate`;
     const dataKey = `/resource${prefix}/data`;
     const tokenFile = join(makeTemporaryFolder('leasehold-gate-'), 'token.json');
-    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47100), ttlSeconds: 2 } satisfies OwnerPlan, BUILT);
-    const [, acquired] = await outcomeOf(owner, ['acquired']);
-    const old = acquired.sequencer as Sequencer;
+    const { child: owner, sequencer: old } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47100), ttlSeconds: 2 });
     owner.send(`admit-etcd ${gateKey} ${dataKey} first`);
     expect(await admitAnswer(owner, 1)).toEqual(['admitted', { gate: gateKey }]);
     owner.send(`admit-file ${tokenFile}`);

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
-import { BUILT, FIXTURES, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until, type OwnerPlan } from '../test/helpers.js';
+import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { acquiredOwner, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until } from '../test/helpers.js';
 import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-owner-lease.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 import type { EtcdOwnership } from './ownership.js';
@@ -92,8 +92,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/crashed';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 } satisfies OwnerPlan, BUILT);
-    await outcomeOf(owner, ['acquired']);
+    const { child: owner } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 });
     const whileLive = await other.recoverySnapshot(root);
     expect(await codeOfAsync(() => other.recover(root, whileLive.digest))).toBe('quarantine');
 
@@ -145,8 +144,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const sameHost = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const raw = rawClient(cluster.endpoints);
     // TTL 30 s: the lease outlives the whole test, so the answer cannot come from its end.
-    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46500), ttlSeconds: 30 } satisfies OwnerPlan, BUILT);
-    await outcomeOf(owner, ['acquired']);
+    const { child: owner } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46500), ttlSeconds: 30 });
     await killAndReap(owner);
 
     const refusal = await sameHost.acquire(root, { endpoint: loopbackEndpoint(46500) }).catch((error: unknown) => error);
@@ -165,9 +163,8 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/paused';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 } satisfies OwnerPlan, BUILT);
-    const [, acquired] = await outcomeOf(owner, ['acquired']);
-    const oldRevision = (acquired.sequencer as { revision: string }).revision;
+    const { child: owner, sequencer } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 });
+    const oldRevision = sequencer.revision;
     owner.send('put /app/paused/data before');
     await owner.line(isMessage('put'));
 

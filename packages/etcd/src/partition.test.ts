@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { ContractError } from '@leasehold/contracts';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
-import { BUILT, FIXTURES, arrivalOf, closeAll, freshPrefix, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, type OwnerPlan } from '../test/helpers.js';
+import { acquiredOwner, arrivalOf, closeAll, freshPrefix, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient } from '../test/helpers.js';
 
 const TTL_SECONDS = 4;
 
@@ -65,9 +65,8 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
       const other = ownershipOf(survivors, prefix, 'host-b');
       // TTL 4 s: its default margin (1 s) is the owner's head start over the lease's end, wide enough that a
       // loaded machine's event-loop stall cannot eat it; the property holds for any margin the owner keeps.
-      const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: [cluster.endpoints[frozen] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds: TTL_SECONDS } satisfies OwnerPlan, BUILT);
-      const [, acquired] = await outcomeOf(owner, ['acquired']);
-      const oldRevision = (acquired.sequencer as { revision: string }).revision;
+      const { child: owner, sequencer } = await acquiredOwner({ endpoints: [cluster.endpoints[frozen] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds: TTL_SECONDS });
+      const oldRevision = sequencer.revision;
       const loss = arrivalOf(owner, 'lost');
 
       cluster.freeze(frozen);

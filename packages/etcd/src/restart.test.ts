@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
-import { BUILT, FIXTURES, answered, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, rawClient, tally, until, type OwnerPlan } from '../test/helpers.js';
+import { acquiredOwner, answered, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, rawClient, tally, until } from '../test/helpers.js';
 
 /** One restart under a live owner: the member the owner talks to (its only endpoint), and the member restarted. */
 interface RestartCase {
@@ -33,8 +33,7 @@ async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted,
   const raw = rawClient(cluster.endpoints);
   const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
   const claim = (): Promise<string> => codeOfAsync(() => claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) }));
-  const owner = spawnPlanned(FIXTURES, 'owner.mjs', { endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds } satisfies OwnerPlan, BUILT);
-  await outcomeOf(owner, ['acquired']);
+  const { child: owner } = await acquiredOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds });
   const fenceKey = `${prefix}/fence${root}/`;
   const fence = (await raw.range(fenceKey)).kvs[0];
   expect(fence).toBeDefined();

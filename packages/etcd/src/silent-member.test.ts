@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import type { ContractError } from '@leasehold/contracts';
-import { cleanUp, etcdAvailable, isMessage, loopbackEndpoint, spawnPlanned, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import { HEDGE_MS, type EtcdClient } from './etcd-client.js';
-import { BUILT, FIXTURES, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, tally, until, type OwnerPlan } from '../test/helpers.js';
+import { acquiredOwner, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, tally, until, type OwnerPlan } from '../test/helpers.js';
 
 // TTL 4 s: its default margin (1 s) leaves room for the stalls of a busy 2-core machine running six owner processes
 // and three members (the owners start together), so a lost lease says something about etcd, not the machine's mood.
@@ -43,9 +43,8 @@ async function startOwners(cluster: EtcdCluster, prefix: string, port: number): 
       // so two owners of six start on whichever member is frozen.
       const endpoints = [...cluster.endpoints.slice(index % 3), ...cluster.endpoints.slice(0, index % 3)];
       const plan: OwnerPlan = { endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port + index), ttlSeconds: TTL_SECONDS };
-      const child = spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT);
-      const [, acquired] = await outcomeOf(child, ['acquired']);
-      return { child, root, keys: `/app/silent-${port}/o${index}`, revision: (acquired.sequencer as { revision: string }).revision };
+      const { child, sequencer } = await acquiredOwner(plan);
+      return { child, root, keys: `/app/silent-${port}/o${index}`, revision: sequencer.revision };
     }),
   );
 }
@@ -250,6 +249,16 @@ async function raftOf(clientUrl: string): Promise<{ readonly index: bigint; read
   return { index: BigInt(status.raftIndex), term: status.raftTerm };
 }
 
+/**
+ * The leader, a follower to freeze, and every member's client URL with that follower first: a client
+ * prefers it, and sends it every request, until it is frozen.
+ */
+async function followerFirst(cluster: EtcdCluster): Promise<{ readonly leader: number; readonly silent: number; readonly endpoints: string[] }> {
+  const leader = await leaderIndex(cluster);
+  const silent = (leader + 1) % 3;
+  return { leader, silent, endpoints: [silent, leader, (leader + 2) % 3].map((index) => cluster.endpoints[index] ?? '') };
+}
+
 describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, on a real 3-member cluster', () => {
   let cluster: EtcdCluster;
   beforeAll(async () => {
@@ -260,10 +269,7 @@ describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, o
 
   it('commits once through another member; its copy on the silent member, applied after it resumes, fails its compare and changes nothing', async () => {
     const prefix = freshPrefix();
-    const leader = await leaderIndex(cluster);
-    // The follower the owner's client prefers: listed first, it answers every request until it is frozen.
-    const silent = (leader + 1) % 3;
-    const endpoints = [silent, leader, (leader + 2) % 3].map((index) => cluster.endpoints[index] ?? '');
+    const { leader, silent, endpoints } = await followerFirst(cluster);
     const survivor = cluster.members[leader]?.clientUrl ?? '';
     const raw = rawClient([survivor]);
     const lease = await ownershipOf(endpoints, prefix, 'host-a').acquire('/srv/once', { endpoint: loopbackEndpoint(60000), ttlSeconds: 10 });
@@ -311,10 +317,8 @@ describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, o
   it("moves the owner's watch off a member that went silent, from the next revision: the owner keeps its lease, and an overwrite of its owner key is still seen while the member is frozen", async () => {
     const prefix = freshPrefix();
     const root = '/srv/watch-moved';
-    const leader = await leaderIndex(cluster);
     // The owner's client prefers the follower listed first: its watch is placed there.
-    const silent = (leader + 1) % 3;
-    const endpoints = [silent, leader, (leader + 2) % 3].map((index) => cluster.endpoints[index] ?? '');
+    const { leader, silent, endpoints } = await followerFirst(cluster);
     const raw = rawClient([cluster.members[leader]?.clientUrl ?? '']);
     const lease = await ownershipOf(endpoints, prefix, 'host-a').acquire(root, { endpoint: loopbackEndpoint(60100), ttlSeconds: 10 });
     const lost = new Promise<ContractError>((resolve) => lease.watch(resolve));

@@ -3,6 +3,7 @@ import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { connect, type EtcdClient } from '../src/etcd-client.js';
+import type { Sequencer } from '../src/etcd-owner-lease.js';
 import { EtcdOwnership } from '../src/ownership.js';
 
 /**
@@ -16,7 +17,7 @@ export const BUILT: FixtureModules = {
 /** The folder of the child-process scripts. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
-/** The plan of fixtures/owner.mjs, spawned with `spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT)`. */
+/** The plan of fixtures/owner.mjs, spawned with `spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT)` (`acquiredOwner`, `race`). */
 export interface OwnerPlan {
   readonly endpoints: readonly string[];
   readonly prefix: string;
@@ -62,6 +63,13 @@ export async function outcomeOf(child: SpawnedChild, keys: readonly string[]): P
   const message = JSON.parse(line) as Record<string, Record<string, unknown>>;
   const key = keys.find((candidate) => candidate in message) ?? '';
   return [key, message[key] ?? {}];
+}
+
+/** Spawns fixtures/owner.mjs with `plan` and waits until it holds its root: the child, and the sequencer it acquired with. */
+export async function acquiredOwner(plan: OwnerPlan): Promise<{ child: SpawnedChild; sequencer: Sequencer }> {
+  const child = spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT);
+  const [, acquired] = await outcomeOf(child, ['acquired']);
+  return { child, sequencer: acquired.sequencer as Sequencer };
 }
 
 /** Starts every owner, waits until each is ready, then lets them race; answers each one's outcome. */
