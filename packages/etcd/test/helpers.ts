@@ -10,12 +10,12 @@ import { EtcdOwnership } from '../src/ownership.js';
  * The built entry point, as the owner fixture imports it (what would be published), and the built
  * module of the etcd side alone, which only this package's tests take an ownership from.
  */
-export const BUILT: FixtureModules = {
+const BUILT: FixtureModules = {
   '@leasehold/etcd': new URL('../dist/index.js', import.meta.url).href,
   ownership: new URL('../dist/ownership.js', import.meta.url).href,
 };
 /** The folder of the child-process scripts. */
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** The plan of fixtures/owner.mjs, spawned with `spawnPlanned(FIXTURES, 'owner.mjs', plan, BUILT)` (`acquiredOwner`, `race`). */
 export interface OwnerPlan {
