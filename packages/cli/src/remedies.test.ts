@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REGISTRY_ENTRIES, encode } from '@leasehold/contracts';
-import { pathExists } from '@leasehold/test-utils';
+import { pathExists, stopProcess } from '@leasehold/test-utils';
 import { Background, BIN, capabilityLeaks, cli, json, killAll, manyOwners, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
 
 // Every remedy the command prints names a command that works in the state it was printed in: each
@@ -195,7 +195,7 @@ describe('an owner that does not answer, and a registry held by another command'
     const box = sandbox();
     const workspace = box.workspace('ws');
     const { server } = await box.serve(workspace);
-    server.child.kill('SIGSTOP');
+    await stopProcess(server.pid);
     const status = await statusText(box, workspace);
     expect(status.stdout).toContain(`end that process (pid ${server.pid})`);
     const stopped = await cli(['stop', ...box.place(workspace), '--json']);

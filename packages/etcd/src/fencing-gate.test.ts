@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, makeTemporaryFolder, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, etcdAvailable, killAndReap, makeTemporaryFolder, loopbackEndpoint, startEtcd, stopProcess, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
 import { acquiredOwner, closeAll, freshPrefix, ownershipOf, rawClient, until } from '../test/helpers.js';
 import { EtcdFencingGate, FileFencingGate } from './index.js';
 
@@ -46,7 +46,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
     expect(await admitAnswer(owner, 2)).toEqual(['admitted', { gate: tokenFile }]);
 
     // Paused past its lease; an operator recovers the root and a successor takes it.
-    owner.process.kill('SIGSTOP');
+    await stopProcess(owner.pid);
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     await until(async () => (await other.inspect(root)).status === 'quarantined');
     await other.recover(root, (await other.recoverySnapshot(root)).digest);

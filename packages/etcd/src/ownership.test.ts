@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, startEtcd, stopProcess, type EtcdCluster } from '@leasehold/test-utils';
 import { acquiredOwner, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until } from '../test/helpers.js';
 import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-owner-lease.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
@@ -168,7 +168,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     owner.send('put /app/paused/data before');
     await owner.line(isMessage('put'));
 
-    owner.process.kill('SIGSTOP');
+    await stopProcess(owner.pid);
     await until(async () => (await other.inspect(root)).status === 'quarantined');
     await other.recover(root, (await other.recoverySnapshot(root)).digest);
     const successor = await other.acquire(root, { endpoint: loopbackEndpoint(47001) });

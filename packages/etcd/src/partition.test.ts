@@ -69,7 +69,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
       const oldRevision = sequencer.revision;
       const loss = arrivalOf(owner, 'lost');
 
-      cluster.freeze(frozen);
+      await cluster.freeze(frozen);
       const frozenAt = performance.now();
       let thawed = false;
       try {

@@ -149,7 +149,7 @@ describe.skipIf(!etcdAvailable())('six owners configured with every member, one 
     expect(lostLines()).toEqual([]);
     const ttls = lowestTtl(survivor, await leasesOf(raw, prefix, owners));
 
-    cluster.freeze(frozen);
+    await cluster.freeze(frozen);
     const frozenAt = performance.now();
     let answers: Answer[][];
     try {
@@ -186,7 +186,7 @@ describe.skipIf(!etcdAvailable())('six owners configured with every member, one 
     const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const claims = owners.map(({ root }, index) => keepClaiming(claimant, root, loopbackEndpoint(59100 + index)));
 
-    cluster.freeze(frozen);
+    await cluster.freeze(frozen);
     const frozenAt = performance.now();
     let answers: Answer[][];
     try {
@@ -279,7 +279,7 @@ describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, o
       return kv === undefined ? undefined : { value: Buffer.from(kv.value).toString(), version: kv.version, modRevision: kv.modRevision };
     };
 
-    cluster.freeze(silent);
+    await cluster.freeze(silent);
     let thawed = false;
     try {
       // Sent at once: its first copy goes to the frozen member, which nothing has marked silent yet.
@@ -324,7 +324,7 @@ describe.skipIf(!etcdAvailable())('a fenced write hedged past a silent member, o
     const lost = new Promise<ContractError>((resolve) => lease.watch(resolve));
     const ownerKey = `${prefix}/owner${root}/`;
 
-    cluster.freeze(silent);
+    await cluster.freeze(silent);
     try {
       // A write whose first copy meets the frozen member: it commits through another, and the member is now silent.
       await lease.fencedPut('/app/watch-moved', 'while frozen');

@@ -4,6 +4,7 @@ import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
 import { delimiter, join } from 'node:path';
+import { stopProcess } from './stopped-processes.js';
 import { makeTemporaryFolder } from './temporary-folders.js';
 
 /** One running etcd member as the test sees it; `pid` changes when it is restarted. */
@@ -35,8 +36,8 @@ export interface EtcdCluster {
   /** The certificates its client URLs serve and require, when started with `tls`. */
   readonly tls: EtcdCertificates | undefined;
   readonly members: readonly EtcdMember[];
-  /** SIGSTOP member `index`: it keeps its sockets but answers nothing. */
-  freeze(index: number): void;
+  /** SIGSTOP member `index` and wait until it is stopped: it keeps its sockets but answers nothing. */
+  freeze(index: number): Promise<void>;
   /** SIGCONT member `index`. */
   thaw(index: number): void;
   /** SIGKILL member `index` and wait until it is reaped. */
@@ -130,8 +131,10 @@ export async function startEtcd(options: { readonly members: 1 | 3; readonly tls
     get members() {
       return members.map((member) => ({ name: member.plan.name, pid: member.child.pid ?? -1, clientUrl: member.plan.clientUrl }));
     },
-    freeze: (index) => signal(at(index), 'SIGSTOP'),
-    thaw: (index) => signal(at(index), 'SIGCONT'),
+    freeze: (index) => stopProcess(live(at(index)).child.pid ?? -1),
+    thaw: (index) => {
+      live(at(index)).child.kill('SIGCONT');
+    },
     kill: (index) => killMember(at(index)),
     async restart(index) {
       await killMember(at(index));
@@ -223,9 +226,9 @@ function isRunning(member: RunningMember): boolean {
   return member.child.exitCode === null && member.child.signalCode === null;
 }
 
-function signal(member: RunningMember, name: NodeJS.Signals): void {
+function live(member: RunningMember): RunningMember {
   if (!isRunning(member)) throw new Error(`etcd ${member.plan.name} is not running`);
-  member.child.kill(name);
+  return member;
 }
 
 async function killMember(member: RunningMember): Promise<void> {

@@ -1,0 +1,37 @@
+import { readdir, readFile } from 'node:fs/promises';
+
+/** How often `stopProcess` looks at the threads' states again. */
+const STOP_POLL_MS = 2;
+
+/**
+ * SIGSTOPs `pid` and resolves once every thread of it is stopped. `kill` only queues the signal:
+ * the stop begins when the one thread the kernel woke for it next runs, and until then (milliseconds
+ * on a loaded machine) the process's other threads still read their sockets and answer. A test that
+ * sends a request to a process it believes frozen, before that, sees it served.
+ */
+export async function stopProcess(pid: number): Promise<void> {
+  process.kill(pid, 'SIGSTOP');
+  while (!(await everyThreadStopped(pid))) await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
+}
+
+/** Whether each thread of `pid` is in state T (stopped) or t (traced), or gone, from `/proc/<pid>/task/<tid>/stat`. */
+async function everyThreadStopped(pid: number): Promise<boolean> {
+  const threads = await readdir(`/proc/${pid}/task`);
+  const states = await Promise.all(threads.map((thread) => stateOfThread(pid, thread)));
+  return states.every((state) => state === 'T' || state === 't' || state === undefined);
+}
+
+/** A thread's state letter, or undefined if it exited since its folder was listed. */
+async function stateOfThread(pid: number, thread: string): Promise<string | undefined> {
+  try {
+    return stateOf(await readFile(`/proc/${pid}/task/${thread}/stat`, 'utf8'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** The state letter of a stat line: the field after the command name, which ends at the line's last `)`. */
+function stateOf(stat: string): string {
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
