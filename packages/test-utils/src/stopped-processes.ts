@@ -10,6 +10,8 @@ const STOP_POLL_MS = 2;
  * sends a request to a process it believes frozen, before that, sees it served.
  */
 export async function stopProcess(pid: number): Promise<void> {
+  // kill(0) and kill(-1) signal a whole group, or every process this user may signal: as root, all of them.
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`stopProcess: ${pid} is not one process's id`);
   process.kill(pid, 'SIGSTOP');
   while (!(await everyThreadStopped(pid))) await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
 }
@@ -33,5 +35,5 @@ async function stateOfThread(pid: number, thread: string): Promise<string | unde
 
 /** The state letter of a stat line: the field after the command name, which ends at the line's last `)`. */
 function stateOf(stat: string): string {
-  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
 }
