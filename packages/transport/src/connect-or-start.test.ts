@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -19,7 +20,7 @@ import {
   type SpawnedChild,
 } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIXTURES, capabilityOf, endTest, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
+import { FIXTURES, capabilityOf, endTest, inspectionOf, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
@@ -157,6 +158,61 @@ describe('connectOrStart across processes', () => {
     expect(new Set(connected.map(({ epoch }) => epoch)).size).toBe(1);
     expect(claimFiles(scene)).toEqual([]);
     capabilityOf(scene);
+  });
+});
+
+describe('a start that cannot succeed ends at once, with why', () => {
+  it('a started process that exits before an owner answers ends the call with its exit, not at the bound; no claim is left', async () => {
+    const scene = makeScene();
+    const refused = await rejectionOf(
+      connectOrStart(scene.root, {
+        stateHome: scene.stateHome,
+        timeoutMs: PATIENT_MS,
+        start: () => spawn(process.execPath, ['-e', 'process.exit(3)'], { stdio: 'ignore' }),
+      }),
+    );
+    expect(refused.code).toBe('unavailable');
+    expect(refused.message).toMatch(/the process start\(\) launched \(pid \d+\) exited with code 3 before an owner answered/);
+    expect(refused.message).not.toMatch(/within \d+ ms/);
+    expect(claimFiles(scene)).toEqual([]);
+  });
+
+  it('a launcher that exits 0 handed over: the call waits for the owner it launched', async () => {
+    const scene = makeScene();
+    const connection = await connectOrStart(scene.root, {
+      stateHome: scene.stateHome,
+      timeoutMs: PATIENT_MS,
+      start: () => {
+        spawnStartedOwner(scene);
+        return spawn(process.execPath, ['-e', 'process.exit(0)'], { stdio: 'ignore' });
+      },
+    });
+    expect(connection.status.pid).toBe(loggedProcesses(scene.owners)[0]!.pid);
+    capabilityOf(scene);
+  });
+
+  it('after a kill -9 of the owner, 8 clients racing a start without recoverDead all end quarantine naming the gone owner; nothing recovered, no claim left', async () => {
+    const scene = makeScene();
+    const [first] = await connectedOf([spawnClient(scene)]);
+    const crashed = loggedProcesses(scene.owners)[0]!;
+    expect(first!.pid).toBe(crashed.pid);
+    await killDetached([crashed], isLive); // kill -9
+    expect(isLive(crashed)).toBe(false);
+
+    const clients = Array.from({ length: 8 }, () => spawnClient(scene));
+    const errors = await Promise.all(clients.map((client) => messageOf(client, 'error')));
+    for (const { error, message } of errors) {
+      expect(error).toBe('quarantine');
+      expect(message).toContain(`the fences of an owner whose process is gone, pid ${crashed.pid} on host ${crashed.host} (absent), remain`);
+    }
+    // Each start it ran was refused by the owner it launched, which exited: none serves, none recovered.
+    const starts = logLines(scene.starts).length;
+    expect(starts).toBeGreaterThanOrEqual(2);
+    expect(loggedProcesses(scene.owners)).toHaveLength(starts);
+    expect(loggedProcesses(scene.owners).filter(isLive)).toEqual([]);
+    expect((await inspectionOf(scene)).status).not.toBe('stopped');
+    expect(claimFiles(scene)).toEqual([]);
+    witness(...clients.flatMap((client) => client.lines));
   });
 });
 

@@ -1,6 +1,6 @@
 import { ContractError, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
-import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { describeHolder, ownerStatus, processIdentity, type ProcessIdentity } from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
 import { StartClaim, type ClaimHolder } from './start-claim.js';
 
@@ -18,12 +18,20 @@ export interface WaitingOn {
   readonly since: string;
 }
 
+/**
+ * What `start` may hand back so that the call can tell a start that failed: the process it
+ * launched (a `ChildProcess`, or anything with its `pid`), or that pid.
+ */
+export type StartedProcess = number | { readonly pid?: number | undefined };
+
 export interface ConnectOrStartOptions extends Omit<ConnectOptions, 'timeoutMs'> {
   /**
    * Starts the owner, typically by spawning your daemon detached; it need not wait until the
-   * owner serves. Of all the callers racing for one workspace, one runs it.
+   * owner serves. Of all the callers racing for one workspace, one runs it. Return the process it
+   * launched (or its pid): when that process exits before an owner answers, the call ends at once
+   * with why, instead of waiting out `timeoutMs`.
    */
-  readonly start: () => void | Promise<void>;
+  readonly start: () => StartedProcess | void | Promise<StartedProcess | void>;
   /** The owner's `compatibility` this client needs (see `ServeOptions`); without it, any owner will do. */
   readonly compatibility?: string;
   /**
@@ -66,13 +74,13 @@ class Bound {
   }
 
   /** `work`, or `unavailable` once the bound passes first (the work goes on: it cannot be stopped from here). */
-  async race(work: Promise<void>, waitedFor: string): Promise<void> {
+  async race<T>(work: Promise<T>, waitedFor: string): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => reject(this.#expired(waitedFor)), Math.max(0, this.#deadline - Date.now()));
     });
     try {
-      await Promise.race([work, expired]);
+      return await Promise.race([work, expired]);
     } finally {
       clearTimeout(timer);
     }
@@ -118,6 +126,80 @@ function free(inspection: Inspection): boolean {
   return owner !== undefined && ownerStatus(owner.pid, owner.host) === 'absent';
 }
 
+/**
+ * The state a start would change, in one word: absent, or the epoch the files record. A start that
+ * brought an owner up (or one that came and went) leaves another.
+ */
+function stateKey(inspection: Inspection): string {
+  if (inspection.status === 'absent') return 'absent';
+  return inspection.status === 'stopped' ? `stopped ${inspection.epoch}` : `held ${ownerOf(inspection)?.epoch}`;
+}
+
+/**
+ * Why a start ended with no owner, as the start itself was refused: `quarantine` when the state
+ * holds the fences of an owner whose process is gone (a start refuses them unless it recovers them),
+ * else `unavailable`. Every caller that waited on that start words it the same way.
+ */
+function failedStart(workspace: string, inspection: Inspection, what: string): ContractError {
+  const gone = ownerOf(inspection);
+  if (gone !== undefined && free(inspection)) {
+    return new ContractError(
+      'quarantine',
+      `${workspace}: ${what}; the fences of an owner whose process is gone, ${describeHolder(gone)}, remain, ` +
+        'and a start refuses them unless it recovers them (recoverDead)',
+    );
+  }
+  return new ContractError('unavailable', `${workspace}: ${what} (the workspace is ${described(inspection)}); the started program's own output says why`);
+}
+
+/**
+ * The process a `start` launched: a child of this process by how it exited (code 0 is a launcher
+ * that handed over to the daemon it started, and says nothing of the start), any other by its pid
+ * and start time (never a pid reused since).
+ */
+class Launched {
+  readonly #started: StartedProcess;
+  readonly #identity: ProcessIdentity | undefined;
+
+  constructor(started: StartedProcess) {
+    this.#started = started;
+    const pid = typeof started === 'number' ? started : started.pid;
+    this.#identity = pid === undefined || isChild(started) ? undefined : processIdentity(pid);
+  }
+
+  /** Whether it is gone (exited, a zombie, or never started) without handing over. */
+  failed(): boolean {
+    const started = this.#started;
+    if (isChild(started)) {
+      // A child of this process: how it ended is known once it is reaped.
+      const exit = exitOf(started);
+      return exit !== undefined && exit !== 'exited with code 0';
+    }
+    const identity = this.#identity;
+    return identity === undefined || ownerStatus(identity.pid, identity.host, identity.processStart) === 'absent';
+  }
+
+  /** It in words: its pid and, for a child of this process, how it exited. */
+  toString(): string {
+    const started = this.#started;
+    const pid = typeof started === 'number' ? started : started.pid;
+    const exit = typeof started === 'number' ? undefined : exitOf(started);
+    return `the process start() launched (pid ${pid ?? 'none'}) ${exit ?? 'exited'} before an owner answered`;
+  }
+}
+
+/** Whether `started` is a child process of this one (a `ChildProcess`), whose exit this process learns. */
+function isChild(started: StartedProcess): started is { readonly pid?: number | undefined; readonly exitCode: number | null } {
+  return typeof started === 'object' && 'exitCode' in started;
+}
+
+/** How a `ChildProcess` ended, when it is one and has. */
+function exitOf(child: object): string | undefined {
+  const { exitCode, signalCode } = child as { exitCode?: unknown; signalCode?: unknown };
+  if (typeof signalCode === 'string') return `was killed by ${signalCode}`;
+  return typeof exitCode === 'number' ? `exited with code ${exitCode}` : undefined;
+}
+
 function described(inspection: Inspection): string {
   return inspection.status === 'unavailable' ? `unavailable: ${inspection.reason}` : inspection.status;
 }
@@ -157,6 +239,8 @@ class StartOnDemand {
   readonly #claim: StartClaim;
   readonly #bound: Bound;
   #replaced = false;
+  /** The state this call saw while another caller's start claim kept it waiting. */
+  #waitedOver: string | undefined;
 
   constructor(workspace: string, options: ConnectOrStartOptions) {
     const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
@@ -176,7 +260,7 @@ class StartOnDemand {
     for (;;) {
       const inspection = await this.#look();
       if (free(inspection)) {
-        await this.#startOnce();
+        await this.#startOnce(inspection);
         continue;
       }
       const answer = await reach(this.#workspace, this.#reachOptions);
@@ -212,9 +296,10 @@ class StartOnDemand {
    * Runs `start` under the claim, then waits until the owner answers, and only then lets the claim
    * go: a caller that finds the claim gone finds the owner live. Without the claim, waits on its holder.
    */
-  async #startOnce(): Promise<void> {
+  async #startOnce(seen: Inspection): Promise<void> {
     const attempt = this.#claim.attempt();
     if (attempt.kind === 'wait') {
+      this.#waitedOver = stateKey(seen);
       if (attempt.holder === undefined) return this.#bound.pause('the start claim, which was changing');
       this.#bound.claimHolder(attempt.holder);
       return this.#bound.pause(`the start claim of ${describeHolder(attempt.holder, attempt.holder.status)}, made at ${attempt.holder.since}`);
@@ -223,17 +308,31 @@ class StartOnDemand {
       // Looked at again under the claim: whoever held it before may have brought its owner up.
       const inspection = await this.#look();
       if (!free(inspection)) return;
+      // Its maker let the claim go (never a dead maker's, taken over) and left the state as it was:
+      // that start ended with no owner, and this one would end the same.
+      if (!attempt.tookOver && this.#waitedOver === stateKey(inspection)) {
+        throw failedStart(this.#workspace, inspection, 'the start another caller ran, whose claim this call waited on, ended with no owner answering');
+      }
       const crashed = ownerOf(inspection);
-      const over = crashed === undefined ? '' : ` over the fences of a crashed owner, ${describeHolder(crashed)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
-      await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
+      const over = crashed === undefined ? '' : ` over the fences of an owner whose process is gone, ${describeHolder(crashed)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
+      const started = await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
+      const launched = started === undefined ? undefined : new Launched(started);
       for (;;) {
         const answer = await reach(this.#workspace, this.#reachOptions);
         if (typeof answer !== 'string') return;
+        if (launched?.failed() === true) return await this.#afterExit(launched);
         await this.#bound.pause(`the owner start() began${over} to answer (${answer})`);
       }
     } finally {
       this.#claim.release(attempt.held);
     }
+  }
+
+  /** The launched process is gone: an owner it brought up before it went answers now, or the start failed. */
+  async #afterExit(launched: Launched): Promise<void> {
+    const inspection = await this.#look();
+    if (!free(inspection) && typeof (await reach(this.#workspace, this.#reachOptions)) !== 'string') return;
+    throw failedStart(this.#workspace, inspection, String(launched));
   }
 
   /** What `leasehold stop` does: the authenticated stop, then the wait until the files no longer name that owner. */

@@ -54,8 +54,13 @@ export interface ClaimHolder {
   readonly status: OwnerStatus;
 }
 
-/** What a claim attempt got: the claim (its snapshot, to release it), or a wait (on its holder, when one could be read). */
-type ClaimAttempt = { readonly kind: 'won'; readonly held: FileSnapshot } | { readonly kind: 'wait'; readonly holder?: ClaimHolder };
+/**
+ * What a claim attempt got: the claim (its snapshot, to release it; `tookOver` when it was a dead
+ * maker's), or a wait (on its holder, when one could be read).
+ */
+type ClaimAttempt =
+  | { readonly kind: 'won'; readonly held: FileSnapshot; readonly tookOver: boolean }
+  | { readonly kind: 'wait'; readonly holder?: ClaimHolder };
 
 /**
  * The start claim of one workspace in one state home, `<stateHome>/start-claims/<name>.json`,
@@ -102,7 +107,7 @@ export class StartClaim {
     this.#files.sweepStaging();
     const bytes = encode({ schema: CLAIM_SCHEMA, token: randomUUID(), ...currentProcess(), root: this.#root, since: new Date().toISOString() });
     try {
-      return { kind: 'won', held: this.#files.create(this.#path, bytes) };
+      return { kind: 'won', held: this.#files.create(this.#path, bytes), tookOver: false };
     } catch (error) {
       if (!ContractError.is(error, 'conflict')) throw error;
     }
@@ -113,7 +118,7 @@ export class StartClaim {
     }
     if (found.kind !== 'dead') return { kind: 'wait' };
     const taken = this.#claims.takeOver(found, bytes);
-    return taken === undefined ? { kind: 'wait' } : { kind: 'won', held: taken };
+    return taken === undefined ? { kind: 'wait' } : { kind: 'won', held: taken, tookOver: true };
   }
 
   /**
