@@ -1,10 +1,10 @@
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveWorkspace } from '@leasehold/coordination';
-import { cleanUp, killAndReap, makeTemporaryFolder, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, makeTemporaryFolder, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
 
 afterEach(cleanUp);
 
@@ -14,70 +14,90 @@ const TRANSPORT_README = join(dirname(require.resolve('@leasehold/transport/pack
 // This package's node_modules, so that a daemon written in a temp folder imports the packages by name.
 const NODE_MODULES = fileURLToPath(new URL('../node_modules', import.meta.url));
 
-/** The twenty-line daemon of the transport README, exactly as printed there. */
-function readmeDaemon(): string {
+/** The daemon and its client of the transport README, exactly as printed there. */
+function readmeExamples(): { daemon: string; client: string } {
   const readme = readFileSync(TRANSPORT_README, 'utf8');
-  const section = readme.slice(readme.indexOf('## A daemon in twenty lines'));
-  const code = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
-  if (code === undefined) throw new Error(`${TRANSPORT_README}: no daemon example`);
-  return code;
+  const section = readme.slice(readme.indexOf('## A daemon to ship, and its client'));
+  const [daemon, client] = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  if (daemon === undefined || client === undefined) throw new Error(`${TRANSPORT_README}: no daemon and client example`);
+  return { daemon, client };
 }
 
 interface Place {
-  readonly script: string;
+  /** The workspace: the folder the daemon and client are saved in, and run from, as the README says. */
   readonly workspace: string;
   readonly stateHome: string;
+  readonly env: NodeJS.ProcessEnv;
 }
 
-/** A temp folder holding the README's daemon (with this package's node_modules beside it) and a workspace. */
+/** A workspace folder holding the README's daemon and client (with this package's node_modules beside them). */
 function makePlace(): Place {
   const tmp = makeTemporaryFolder('leasehold-readme-daemon-');
-  symlinkSync(NODE_MODULES, join(tmp, 'node_modules'));
-  const script = join(tmp, 'daemon.mjs');
-  writeFileSync(script, readmeDaemon(), { mode: 0o600 });
-  const workspace = join(tmp, 'workspace');
-  mkdirSync(workspace, { mode: 0o700 });
-  return { script, workspace: resolveWorkspace(workspace), stateHome: join(tmp, 'state') };
+  const workspace = resolveWorkspace(tmp);
+  symlinkSync(NODE_MODULES, join(workspace, 'node_modules'));
+  const { daemon, client } = readmeExamples();
+  writeFileSync(join(workspace, 'hello-daemon.mjs'), daemon, { mode: 0o600 });
+  writeFileSync(join(workspace, 'hello-client.mjs'), client, { mode: 0o600 });
+  const stateHome = join(workspace, '.state');
+  return { workspace, stateHome, env: { ...process.env, LEASEHOLD_STATE_HOME: stateHome } };
 }
 
-/** Starts the README's daemon with the state home in its environment, as a user would run it. */
-function startDaemon(place: Place): SpawnedChild {
-  const before = process.env.LEASEHOLD_STATE_HOME;
-  process.env.LEASEHOLD_STATE_HOME = place.stateHome;
-  try {
-    return spawnChild(place.script, [place.workspace]);
-  } finally {
-    if (before === undefined) delete process.env.LEASEHOLD_STATE_HOME;
-    else process.env.LEASEHOLD_STATE_HOME = before;
-  }
+/** The README's client, run from the workspace's folder as a user runs it. */
+function runClient(place: Place): SpawnedChild {
+  return spawnChild(join(place.workspace, 'hello-client.mjs'), [], { env: place.env, cwd: place.workspace });
 }
 
-/** The real `leasehold ARGS --workspace W --state-home S --json`, to its end: its exit code and JSON answer. */
+/** The real `leasehold ARGS --workspace W --json`, with the state home in its environment, to its end. */
 async function leasehold(place: Place, ...args: string[]): Promise<{ code: number | null; json: Record<string, unknown> }> {
-  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome, '--json']);
+  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--json'], { env: place.env });
   const { code } = await child.closed;
   return { code, json: JSON.parse(child.lines.join('\n')) as Record<string, unknown> };
 }
 
-describe("the transport README's twenty-line daemon, driven by the real leasehold binary", () => {
-  it('is running, stops with leasehold stop, and after kill -9 reads unavailable until leasehold recover', async () => {
-    const place = makePlace();
-    const first = startDaemon(place);
-    await first.line((line) => line.startsWith(`serving ${place.workspace} at http://127.0.0.1:`));
-    expect(await leasehold(place, 'status')).toMatchObject({ code: 0, json: { status: 'running' } });
-    expect(await leasehold(place, 'stop')).toMatchObject({ code: 0, json: { stopped: true } });
-    expect(await first.line('stopped (stop)')).toBe('stopped (stop)');
-    expect((await first.closed).code).toBe(0);
-    expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'stopped' } });
+/** The epoch each client printed once it called the owner's route, after every one ended (exit 0). */
+async function helloEpochs(clients: readonly SpawnedChild[]): Promise<string[]> {
+  const ends = await Promise.all(clients.map((client) => client.closed));
+  expect(ends.map(({ code, stderr }) => ({ code, stderr: stderr.replace(/^waiting for .*\n/gm, '') }))).toEqual(clients.map(() => ({ code: 0, stderr: '' })));
+  return clients.map((client) => /^GET \/hello: 200, from the owner of epoch (\S+)$/.exec(client.lines.join('\n'))?.[1] ?? `no hello in ${client.lines.join('|')}`);
+}
 
-    const second = startDaemon(place);
-    await second.line((line) => line.startsWith('serving '));
-    expect(await killAndReap(second)).toMatchObject({ signal: 'SIGKILL' });
-    expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'unavailable' } });
-    const review = await leasehold(place, 'recover');
-    expect(review).toMatchObject({ code: 0, json: { ownerStatus: 'absent' } });
-    const digest = String(review.json.digest);
-    expect(await leasehold(place, 'recover', '--digest', digest, '--yes')).toMatchObject({ code: 0, json: { recovered: true } });
+/** Kills the daemon the way a crash does (it is no child of this process), and waits until it is gone. */
+async function killDaemon(pid: number): Promise<void> {
+  process.kill(pid, 'SIGKILL');
+  for (;;) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return; // gone, not yet reaped by its new parent
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+describe("the transport README's daemon and client, as printed, driven by real processes", () => {
+  it('the client starts the daemon; after a kill -9, eight racing clients get one new owner that recovered the crashed one, with no person', async () => {
+    const place = makePlace();
+    const [first] = await helloEpochs([runClient(place)]);
+    const running = await leasehold(place, 'status');
+    expect(running).toMatchObject({ code: 0, json: { status: 'running', epoch: first, compatibility: 'hello/1' } });
+
+    const crashed = Number(running.json.pid);
+    await killDaemon(crashed);
+    expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'unavailable', pid: crashed } });
+
+    const epochs = await helloEpochs(Array.from({ length: 8 }, () => runClient(place)));
+    expect(new Set(epochs).size).toBe(1);
+    expect(epochs[0]).not.toBe(first);
+    const journal = await leasehold(place, 'journal');
+    expect(journal.json.entries).toEqual([expect.objectContaining({ root: place.workspace, automatic: expect.objectContaining({ reason: 'owner-proved-dead' }) })]);
+    // The daemon's output is kept where the client's start put it.
+    const log = readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8');
+    expect(log).toContain(`serving ${place.workspace} at http://127.0.0.1:`);
+
+    expect(await leasehold(place, 'stop')).toMatchObject({ code: 0, json: { stopped: true } });
     expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'stopped' } });
+    expect(readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8')).toContain('stopped (stop)');
   });
 });

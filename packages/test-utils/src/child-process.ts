@@ -28,7 +28,7 @@ interface Waiter {
 
 const children: SpawnedChild[] = [];
 
-/** Spawns `node <script> ...args` with piped stdio (and `options.env`, default this process's); `cleanUp` kills it (SIGKILL) if it is still running. */
+/** Spawns `node <script> ...args` with piped stdio (and `options.env` and `options.cwd`, default this process's); `cleanUp` kills it (SIGKILL) if it is still running. */
 export function spawnChild(script: string, args: readonly string[], options: SpawnOptions = {}): SpawnedChild {
   return spawnNamed(basename(script), process.execPath, [script, ...args], options);
 }
@@ -40,11 +40,13 @@ export function spawnCommand(command: string, args: readonly string[], options: 
 
 interface SpawnOptions {
   readonly env?: NodeJS.ProcessEnv;
+  /** The folder it runs in (default this process's). */
+  readonly cwd?: string;
 }
 
 /** A tracked child (`cleanUp` kills it), called `name` in errors. */
 function spawnNamed(name: string, command: string, args: readonly string[], options: SpawnOptions): SpawnedChild {
-  const child = spawn(command, args, { stdio: 'pipe', ...(options.env === undefined ? {} : { env: options.env }) });
+  const child = spawn(command, args, { stdio: 'pipe', ...options });
   const lines: string[] = [];
   const waiters: Waiter[] = [];
   let stderr = '';

@@ -31,6 +31,7 @@ describe('the public entry point', () => {
       'ServeOptions',
       'ServeOutcome',
       'Serving',
+      'StartedProcess',
       'StreamReply',
       'TransportLimits',
       'WaitingOn',

@@ -1,6 +1,6 @@
 export { addressOf, endpointOf, type LoopbackAddress } from './address.js';
 export { connect, settledInspection, type ConnectOptions, type Connection, type Reply, type StreamReply } from './client.js';
-export { connectOrStart, type ConnectOrStartOptions, type WaitingOn } from './connect-or-start.js';
+export { connectOrStart, type ConnectOrStartOptions, type StartedProcess, type WaitingOn } from './connect-or-start.js';
 export {
   DEFAULT_LIMITS,
   ownerHandler,
