@@ -1,7 +1,8 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
+import { hostname } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
@@ -146,7 +147,12 @@ async function leasehold(place: Place, ...args: string[]): Promise<Command> {
 
 /** `leasehold` with the environment `env` (a host's name, for instance). */
 async function leaseholdWith(env: NodeJS.ProcessEnv, place: Place, ...args: string[]): Promise<Command> {
-  const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome], { env });
+  return runScript(LEASEHOLD, [...args, '--workspace', place.workspace, '--state-home', place.stateHome], env);
+}
+
+/** Runs `node SCRIPT ARGS` (the real `leasehold`, or the daemon) to its end. */
+async function runScript(script: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<Command> {
+  const child = spawnChild(script, args, { env });
   const { code, stderr } = await child.closed;
   return { code, stdout: child.lines.map((line) => `${line}\n`).join(''), stderr };
 }
@@ -171,6 +177,45 @@ function treeOf(folder: string): Record<string, string> {
   };
   visit(folder);
   return tree;
+}
+
+const README = fileURLToPath(new URL('../README.md', import.meta.url));
+
+/** The README's transcript: its one `text` block. */
+function readmeTranscript(): string {
+  const blocks = [...readFileSync(README, 'utf8').matchAll(/^```text\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
+  if (blocks.length !== 1) throw new Error(`${README}: wants exactly one text block (the transcript), found ${blocks.length}`);
+  return blocks[0]!;
+}
+
+/** Puts `transcript` in the README in place of its transcript (LEASEHOLD_UPDATE_README=1, after a change of what the commands print). */
+function writeReadmeTranscript(transcript: string): void {
+  const readme = readFileSync(README, 'utf8');
+  writeFileSync(README, readme.replace(`\`\`\`text\n${readmeTranscript()}\`\`\``, () => `\`\`\`text\n${transcript}\`\`\``));
+}
+
+/** What varies from run to run, and the value the README shows for it. */
+interface Varying {
+  readonly place: Place;
+  readonly endpoint: string;
+  readonly epoch: string;
+  readonly pid: number;
+  readonly digest: string;
+}
+
+/** A transcript as the README shows it: this run's paths, endpoint, epoch, pid, digest, host and journal record name replaced by the README's. */
+function normalised(text: string, { place, endpoint, epoch, pid, digest }: Varying): string {
+  const host = hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return text
+    .replace(/journal\/\d{8}T\d{9}Z-[0-9a-f-]{36}\.json/g, 'journal/20250301T101500000Z-1f0c3a5e-8d2b-4c41-9a7e-2b6d0c4e9f13.json')
+    .replaceAll(digest, 'cb6748830ae9a12784a6258612f61e01cf4837ae8094dbd773aeeb68b4175b10')
+    .replaceAll(epoch, 'd2ec2568-64d1-409d-b924-6c036ef5928b')
+    .replace(/\/workspaces\/[0-9a-f]{32}\//g, '/workspaces/6b1e4a0f2c9d8e7f3a5b4c2d1e0f9a8b/')
+    .replaceAll(place.stateHome, '/tmp/demo/state')
+    .replaceAll(place.workspace, '/tmp/demo/ws')
+    .replaceAll(endpoint, 'http://127.0.0.1:40507')
+    .replace(new RegExp(`(?<=on host |on )${host}(?=[: ])`, 'g'), 'vm')
+    .replace(new RegExp(`(?<!\\w)${pid}(?!\\w)`, 'g'), '2195');
 }
 
 describe('the example daemon', () => {
@@ -309,6 +354,34 @@ describe('the example daemon', () => {
     expect(next.epoch).not.toBe(ready.epoch);
     expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({ stopped: true, root: place.workspace, epoch: next.epoch });
     expect(await again.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("prints the README's transcript after kill -9: status, the refused restart, recover, recover --digest, status", async () => {
+    const place = makePlace();
+    const daemon = startDaemon(place);
+    const ready = await daemon.next();
+    daemon.child.kill('SIGKILL');
+    expect(await daemon.exited).toEqual({ code: null, signal: 'SIGKILL' });
+
+    // Each command as a person types it (from the repository's root), and what it printed: the daemon says why on stderr first.
+    const where = ['--workspace', place.workspace, '--state-home', place.stateHome];
+    let transcript = '';
+    const step = async (shown: string, script: string, args: readonly string[], exit: number): Promise<Command> => {
+      const ran = await runScript(script, args);
+      expect(ran.code, `${shown} ${args.join(' ')}: ${ran.stdout}${ran.stderr}`).toBe(exit);
+      transcript += `$ ${[shown, ...args].join(' ')}\n${script === DAEMON ? ran.stderr + ran.stdout : ran.stdout + ran.stderr}`;
+      return ran;
+    };
+    await step('leasehold', LEASEHOLD, ['status', ...where], 3);
+    await step('node examples/daemon/dist/daemon.js', DAEMON, where, 1);
+    const review = await step('leasehold', LEASEHOLD, ['recover', ...where], 0);
+    const digest = /^digest +([0-9a-f]{64})$/m.exec(review.stdout)?.[1] ?? '';
+    await step('leasehold', LEASEHOLD, ['recover', ...where, '--digest', digest, '--yes'], 0);
+    await step('leasehold', LEASEHOLD, ['status', ...where], 3);
+
+    const observed = normalised(transcript, { place, endpoint: ready.endpoint as string, epoch: ready.epoch as string, pid: ready.pid as number, digest });
+    if (process.env.LEASEHOLD_UPDATE_README === '1') writeReadmeTranscript(observed);
+    expect(observed).toBe(readmeTranscript());
   });
 
   it('serves beside the daemons of other workspaces in the same state home, started and stopped together', async () => {

@@ -95,6 +95,7 @@ describe("the transport README's daemon and client, as printed, driven by real p
     // The daemon's output is kept where the client's start put it.
     const log = readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8');
     expect(log).toContain(`serving ${place.workspace} at http://127.0.0.1:`);
+    expect(log).toContain(`recovered: pid ${crashed} proved gone (`);
 
     expect(await leasehold(place, 'stop')).toMatchObject({ code: 0, json: { stopped: true } });
     expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'stopped' } });

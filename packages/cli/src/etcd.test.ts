@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { cleanUp, etcdAvailable, etcdctl, pathExists, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
-import { capabilityLeaks, cli, json, killAll, removeSandboxes, Server } from '../test/helpers.js';
+import { capabilityLeaks, cli, json, jsonLines, killAll, removeSandboxes, Server } from '../test/helpers.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
@@ -137,6 +137,10 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const journal = await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only']);
     expect(journal).toContain(`{"by":"pid-and-start-time","holder":{"host":"host-a","pid":${server.pid},`);
     expect(journal).toContain('"reason":"owner-proved-dead"');
+    // It said so before it served: the crashed process, proved gone, and the record (on etcd, the etcd record's id).
+    const [recovered] = jsonLines(restarted.stdout);
+    expect(recovered).toMatchObject({ event: 'recovered', root: workspace, proved: expect.arrayContaining([{ holder: expect.objectContaining({ host: 'host-a', pid: server.pid }), by: 'pid-and-start-time' }]) });
+    expect(journal).toContain(`"id":"${String(recovered!.record)}"`);
     expect((await a.run(['stop'], workspace)).code).toBe(0);
     expect((await restarted.exit()).code).toBe(0);
   });

@@ -2,8 +2,8 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { treeOf } from '@leasehold/test-utils';
-import { afterEach, describe, expect, it } from 'vitest';
-import { BIN, Background, capabilityLeaks, cli, json, killAll, removeSandboxes, sandbox, type Ready, type Sandbox } from '../test/helpers.js';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { BIN, Background, capabilityLeaks, cli, json, jsonLines, killAll, removeSandboxes, sandbox, type Ready, type Sandbox } from '../test/helpers.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
@@ -13,16 +13,37 @@ afterEach(async () => {
   expect(capabilityLeaks()).toEqual([]);
 });
 
+/** The state home's recovery journal folder. */
+function journalFolder(box: Sandbox): string {
+  return join(box.stateHome, 'v1', 'journal');
+}
+
 /** Every record of the state home's recovery journal, decoded. */
 function journalRecords(box: Sandbox): Array<Record<string, unknown>> {
-  const journal = join(box.stateHome, 'v1', 'journal');
+  const journal = journalFolder(box);
   if (!existsSync(journal)) return [];
   return readdirSync(journal).map((file) => JSON.parse(readFileSync(join(journal, file), 'utf8')) as Record<string, unknown>);
+}
+
+/** The path of the journal's one record. */
+function onlyRecordPath(box: Sandbox): string {
+  const [file, ...others] = readdirSync(journalFolder(box));
+  expect(others).toEqual([]);
+  return join(journalFolder(box), file!);
 }
 
 /** The state home's files as a refusal must leave them (a refused start takes and drops the registry lock: folder times move). */
 function filesOf(box: Sandbox): ReturnType<typeof treeOf> {
   return treeOf(box.stateHome, { folderTimes: false });
+}
+
+/** SIGKILL to process group `pid`, unless it is gone already. */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
 }
 
 /** Serves `workspace`, then kills the server with SIGKILL (reaped): a crashed owner whose process is gone. */
@@ -58,8 +79,33 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
     expect(journal.entries).toEqual([expect.objectContaining({ root: workspace, digest: record!.digest, automatic: record!.automatic })]);
     const human = await cli(['journal', '--state-home', box.stateHome]);
     expect(human.stdout).toContain(`automatically by root (pid ${server.pid} on host ${hostname()}): proved gone pid ${crashed.pid} on host ${hostname()} (by pid-and-start-time)`);
+    // The server said so itself, before it served: the same proof, and where the record is.
+    expect(jsonLines(server.stdout)).toEqual([{ event: 'recovered', root: workspace, proved: (record!.automatic as { proved: unknown }).proved, record: onlyRecordPath(box) }, ready]);
     await cli(['stop', ...box.place(workspace)]);
     expect((await server.exit()).code).toBe(0);
+  });
+
+  it('run --recover-dead tells a person what it recovered, then serves its program', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const crashed = await crashedOwner(box, workspace);
+
+    const runner = new Background(process.execPath, [BIN, 'run', ...box.place(workspace), '--recover-dead', '--', 'sleep', '1000']);
+    await runner.until((stdout) => (/^Stop it with /m.test(stdout) ? true : undefined), 'the ready table');
+    box.recordCapabilities();
+    // Its program runs in a process group of its own: a failing test ends it too.
+    const program = Number(/^child pid +(\d+)$/m.exec(runner.stdout)?.[1]);
+    onTestFinished(() => killGroup(program));
+    const [recovered, proved, record, blank, serving] = runner.stdout.split('\n');
+    expect([recovered, proved, record, blank, serving]).toEqual([
+      `recovered    ${workspace}`,
+      `proved gone  pid ${crashed.pid} on host ${hostname()} (by pid-and-start-time)`,
+      `record       ${onlyRecordPath(box)}`,
+      '',
+      `serving    ${workspace}`,
+    ]);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await runner.exit()).code).toBe(0);
   });
 
   it('without the flag a crash stays quarantined; with it, a live owner is refused and nothing changes', async () => {

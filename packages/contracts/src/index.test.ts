@@ -36,6 +36,7 @@ describe('the public entry point', () => {
       'PATHS_DOCUMENT_BYTES',
       'PHASES',
       'Phase',
+      'ProvedDeadRecovery',
       'RECOVERY_RECORD_FENCES',
       'REGISTRY_BYTES',
       'REGISTRY_ENTRIES',

@@ -66,6 +66,7 @@ export {
   type OwnerSummary,
   type Ownership,
   type OwnershipLease,
+  type ProvedDeadRecovery,
   type RecoverRequest,
   type Recovery,
   type RecoveryFenceView,

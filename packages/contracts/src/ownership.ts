@@ -167,6 +167,16 @@ export interface RecoveryView {
 export type RecoveryResult = { readonly recovered: false; readonly reason: 'clear' } | { readonly recovered: true; readonly record: string };
 
 /**
+ * What `recoverProvedDead` did when it recovered: the journal record, and the proof journalled
+ * with it (each holder proved gone, and how), so that a starting owner can say what it recovered.
+ */
+export interface ProvedDeadRecovery {
+  readonly recovered: true;
+  readonly record: string;
+  readonly automatic: AutomaticRecovery;
+}
+
+/**
  * One recovery as its journal record tells it: when, which workspace, against which digest, who
  * ran it, what it released and, for an automatic one, which processes were proved gone. No secret.
  */
@@ -226,11 +236,12 @@ function holderInWords({ holder, status, process }: RecoveryHolderView): string 
  * The recovery a starting owner may run itself (opt-in): only when every process the workspace's
  * fences name is proved gone on this host, the ordinary digest-checked recovery of that very
  * snapshot, journalled as automatic with each proof. A live, ambiguous or other host's holder, or
- * a lease still running, is `quarantine` naming them, with nothing changed. Never by age.
+ * a lease still running, is `quarantine` naming them, with nothing changed. Never by age. Answers
+ * `clear` when there was nothing to recover, else the record and the proof it journalled.
  * @throws ContractError `quarantine` (a holder not proved gone), and whatever `recovery.recover` throws
  * (`conflict` when the state changed since the snapshot, so a racing recovery is never repeated).
  */
-export async function recoverProvedDead(recovery: Recovery, root: string): Promise<RecoveryResult> {
+export async function recoverProvedDead(recovery: Recovery, root: string): Promise<{ readonly recovered: false; readonly reason: 'clear' } | ProvedDeadRecovery> {
   const view = await recovery.snapshot(root);
   if (view.clear) return { recovered: false, reason: 'clear' };
   const blocking = holdersNotProvedGone(view);
@@ -238,5 +249,7 @@ export async function recoverProvedDead(recovery: Recovery, root: string): Promi
     throw new ContractError('quarantine', `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`);
   }
   const proved = view.holders.map(({ holder }) => ({ holder, by: holder.processStart === undefined ? ('pid' as const) : ('pid-and-start-time' as const) }));
-  return recovery.recover(root, { expectedDigest: view.digest, assertAuthority: () => undefined, automatic: { reason: 'owner-proved-dead', proved } });
+  const automatic: AutomaticRecovery = { reason: 'owner-proved-dead', proved };
+  const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: () => undefined, automatic });
+  return result.recovered ? { ...result, automatic } : result;
 }

@@ -27,6 +27,7 @@ describe('the public entry point', () => {
       'Ownership',
       'OwnershipLease',
       'PrivateFilesHooks',
+      'ProvedDeadRecovery',
       'Reply',
       'ServeOptions',
       'ServeOutcome',

@@ -12,6 +12,6 @@ export {
 } from './handler.js';
 export { serveOwner, type ServeOptions, type ServeOutcome, type Serving } from './owner.js';
 // What a caller of this package needs from the layers below, so that a team installs this one package.
-export { ContractError, type ContractErrorCode, type Ownership, type OwnershipLease } from '@leasehold/contracts';
+export { ContractError, type ContractErrorCode, type Ownership, type OwnershipLease, type ProvedDeadRecovery } from '@leasehold/contracts';
 export { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 export { type PrivateFilesHooks } from '@leasehold/private-files';

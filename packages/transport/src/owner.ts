@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type Recovery } from '@leasehold/contracts';
+import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type ProvedDeadRecovery, type Recovery } from '@leasehold/contracts';
 import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import { errnoOf, isErrno, type PrivateFilesHooks } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
@@ -71,6 +71,11 @@ export interface ServeOptions {
    * `@leasehold/recovery` for the files, the etcd backend itself for etcd. Only for `recoverDead`.
    */
   readonly recovery?: Recovery;
+  /**
+   * Called once when `recoverDead` recovered a crashed owner, before the acquire that follows: the
+   * journal record, and each holder proved gone and how. So that a daemon can say what it did.
+   */
+  readonly onRecovered?: (recovered: ProvedDeadRecovery) => void;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
   /**
@@ -168,7 +173,8 @@ async function acquireOrRecover(workspace: string, config: OwnerConfig, bound: s
     return await acquire();
   } catch (error) {
     if (recovery === undefined || !ContractError.is(error, 'quarantine')) throw error;
-    await recoverProvedDead(recovery, resolveWorkspace(workspace));
+    const recovered = await recoverProvedDead(recovery, resolveWorkspace(workspace));
+    if (recovered.recovered) options.onRecovered?.(recovered);
     return acquire();
   }
 }

@@ -1,14 +1,18 @@
-import type { RecoveryJournalEntry } from '@leasehold/contracts';
+import type { AutomaticRecovery, RecoveryJournalEntry } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
+
+/** What an automatic recovery proved gone, for a person: each holder and how (`journal`, and `serve --recover-dead` as it recovers). */
+export function provedGoneInWords(automatic: AutomaticRecovery): string {
+  return automatic.proved.map(({ holder, by }) => `pid ${holder.pid} on host ${holder.host} (by ${by})`).join(', ');
+}
 
 /** Who ran a recovery, for a person: the user and process, or what was proved gone for an automatic one. */
 function byWhom(entry: RecoveryJournalEntry): string {
   const { user, pid, host } = entry.operator;
   const operator = `${user} (pid ${pid} on host ${host})`;
   if (entry.automatic === undefined) return `by ${operator}, who confirmed the digest`;
-  const proved = entry.automatic.proved.map(({ holder, by }) => `pid ${holder.pid} on host ${holder.host} (by ${by})`).join(', ');
-  return `automatically by ${operator}: proved gone ${proved}`;
+  return `automatically by ${operator}: proved gone ${provedGoneInWords(entry.automatic)}`;
 }
 
 /**

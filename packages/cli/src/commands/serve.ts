@@ -1,10 +1,11 @@
 import { ContractError } from '@leasehold/contracts';
-import { serveOwner, type ServeOptions, type Serving } from '@leasehold/transport';
+import { serveOwner, type ProvedDeadRecovery, type ServeOptions, type Serving } from '@leasehold/transport';
 import { openBackend, withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { endpointOption, requireEtcd, wholeNumber } from '../options.js';
 import { table, type Output } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
+import { provedGoneInWords } from './journal.js';
 
 /** Exit status of a server whose lease was lost: it stopped serving and touched nothing. */
 const LEASE_LOST_EXIT = 4;
@@ -55,6 +56,15 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
   }, opened);
 }
 
+/**
+ * The `recovered` record and, for a person, what `--recover-dead` recovered before serving: the
+ * workspace, each process proved gone and how, and the journal record (that `leasehold journal` reads).
+ */
+function announceRecovered(output: Output, root: string, { record, automatic }: ProvedDeadRecovery): void {
+  output.record({ event: 'recovered', root, proved: automatic.proved, record });
+  output.say(...table([['recovered', root], ['proved gone', provedGoneInWords(automatic)], ['record', record]]), '');
+}
+
 /** The `ready` record and, for a person, what serves, where, and how to stop it; `childPid` is `run`'s program. */
 export function announceReady(output: Output, serving: Serving, stateHome: string, childPid?: number): void {
   output.record({ event: 'ready', endpoint: serving.endpoint, epoch: serving.epoch, pid: serving.pid, ...(childPid === undefined ? {} : { childPid }) });
@@ -90,7 +100,8 @@ async function serveOn(
   const compatibility = typeof values.compatibility === 'string' ? { compatibility: values.compatibility } : {};
   const replaceConfig = values['replace-config'] === true;
   try {
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onServing, replaceConfig, ...endpoint, ...compatibility });
+    const onRecovered = (recovered: ProvedDeadRecovery) => announceRecovered(output, root, recovered);
+    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onRecovered, onServing, replaceConfig, ...endpoint, ...compatibility });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
