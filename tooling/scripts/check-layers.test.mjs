@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkLayers, describeLayers, findImportSpecifiers, helpers, layerMapProblems, layers } from './check-layers.mjs';
+import { checkLayers, describeLayers, helpers, layerMapProblems, layers } from './check-layers.mjs';
+import { findImportSpecifiers } from './check-layers/import-specifiers.mjs';
 
 const scriptFile = fileURLToPath(new URL('./check-layers.mjs', import.meta.url));
 const realRepoRoot = resolve(dirname(scriptFile), '..', '..');

@@ -1,142 +1,33 @@
-// The one module that imports `etcd3`: the client is thinly maintained, so everything
-// Leasehold needs from etcd is named here, in etcd's own terms, and nothing else of the
-// library leaks out. Only its raw gRPC clients are used: keep-alives, watches and the
-// loss decision are ours (see etcd-owner-lease.ts), never the library's `lost` event.
+// The one module that imports `etcd3` (keep it so: nothing else of ours may): the client is
+// thinly maintained, so everything Leasehold needs from etcd is named here, in etcd's own terms,
+// and nothing else of the library leaks out. The rest of the package imports the client from
+// here. Only its raw gRPC clients are used: keep-alives, watches and the loss decision are ours
+// (see etcd-owner-lease.ts), never the library's `lost` event. Which member a request goes to is
+// members.ts, hedging is hedging.ts, a watch that follows the members is watch.ts; the words
+// they all speak are etcd-client-types.ts.
 import { performance } from 'node:perf_hooks';
 import etcd3 from 'etcd3';
 import type { ICompare, IKeyValue, IRequestOp, IResponseHeader, IWatchResponse } from 'etcd3';
 import { ContractError } from '@leasehold/contracts';
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type Compare,
+  type ConnectionOptions,
+  type EtcdClient,
+  type EtcdTls,
+  type Header,
+  type KeepAliveAnswer,
+  type KeyValue,
+  type Operation,
+  type TxnResult,
+  type Watch,
+  type WatchHandlers,
+} from './etcd-client-types.js';
+import { hedged } from './hedging.js';
+import { Members, oneAtATime } from './members.js';
+import { watchAcross } from './watch.js';
 
-/**
- * User and password authentication against etcd: etcd's own credential, sent to etcd only (it answers a
- * token the client sends with each request), never written to etcd, to the state home or into an error.
- */
-export interface EtcdAuth {
-  readonly username: string;
-  readonly password: string;
-}
-
-/**
- * TLS towards etcd's https client URLs, as PEM text (the caller reads the files): `ca`, the certificate
- * authority that signed etcd's server certificates; `cert` and `key` (both or neither), this client's
- * certificate and private key, for an etcd that requires one (`--client-cert-auth`).
- */
-export interface EtcdTls {
-  readonly ca: string | Uint8Array;
-  readonly cert?: string | Uint8Array;
-  readonly key?: string | Uint8Array;
-}
-
-/** The bound of every single etcd request (a gRPC deadline) when the caller gives none, in milliseconds. */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
-
-/**
- * How long a member may leave a request unanswered before it counts as silent and a request that is
- * safe to repeat (a keep-alive, a read, a fenced write) is sent to the next member too. A healthy
- * member answers in milliseconds; 500 ms leaves room for a busy machine's stall while letting two
- * hedges fit in the shortest lease window etcd grants (its minimum TTL, 2 s, leaves 1.5 s after a
- * keep-alive's send time before the owner's default deadline).
- */
-export const HEDGE_MS = 500;
-
-/**
- * How long a silent member is left out before a keep-alive or a read is also copied to it, so that a
- * member back from a pause (or a restart) comes back into use; any answer from it does too.
- */
-const PROBE_AFTER_MS = 2000;
-
-/** What a client connects to. */
-export interface ConnectionOptions {
-  /** At least one member's client URL. */
-  readonly endpoints: readonly string[];
-  readonly auth?: EtcdAuth;
-  readonly tls?: EtcdTls;
-  /** The bound of every single request (gRPC deadline; default `DEFAULT_REQUEST_TIMEOUT_MS`). */
-  readonly requestTimeoutMs?: number;
-}
-
-/** One key as etcd holds it. Revisions and lease ids are int64 decimal strings. */
-export interface KeyValue {
-  readonly key: string;
-  readonly value: Uint8Array;
-  readonly createRevision: string;
-  readonly modRevision: string;
-  readonly version: string;
-  readonly lease: string;
-}
-
-/** A compare of a transaction: one key (or, with `prefix`, every key starting with it), one target, equal. */
-export type Compare =
-  | { readonly key: string; readonly prefix?: true; readonly version: string }
-  | { readonly key: string; readonly prefix?: true; readonly createRevision: string }
-  | { readonly key: string; readonly modRevision: string }
-  | { readonly key: string; readonly lease: string };
-
-/** An operation of a transaction. */
-export type Operation =
-  | { readonly put: string; readonly value: Uint8Array; readonly lease?: string }
-  | { readonly delete: string }
-  | { readonly range: string; readonly prefix?: true; readonly limit?: number };
-
-/** Where a response came from and at which revision. */
-interface Header {
-  readonly cluster: string;
-  readonly revision: string;
-}
-
-interface TxnResult extends Header {
-  readonly succeeded: boolean;
-  /** For each `range` operation of the branch that ran, in order, the keys it read. */
-  readonly ranges: readonly (readonly KeyValue[])[];
-}
-
-/** One event of a watch. */
-export interface WatchEvent {
-  readonly type: 'put' | 'delete';
-  readonly kv: KeyValue;
-}
-
-/** What a watch reports: events, or its end (cancelled, compacted, or the stream failed). */
-interface WatchHandlers {
-  readonly onEvents: (events: readonly WatchEvent[]) => void;
-  readonly onEnd: (reason: string) => void;
-}
-
-interface Watch {
-  /** Resolves once etcd confirmed the watch is in place; rejects if it never was. */
-  readonly created: Promise<void>;
-  cancel(): void;
-}
-
-/** A keep-alive's answer, and when the copy etcd answered was sent (`performance.now()`): etcd renewed the lease after it. */
-interface KeepAliveAnswer {
-  readonly ttlSeconds: number;
-  readonly sentAt: number;
-}
-
-/** The smallest etcd surface Leasehold uses. */
-export interface EtcdClient {
-  /** A transaction sent to one member at a time, answering ones first: it is never sent twice while it may still apply. */
-  txn(compare: readonly Compare[], success: readonly Operation[], failure?: readonly Operation[]): Promise<TxnResult>;
-  /**
-   * A transaction that is safe however many copies of it etcd applies: a read, or one whose compare
-   * fails once it applied (a fenced write's). Hedged like a keep-alive: the first answer wins, and the
-   * copies still outstanding may apply (and fail their compare) later.
-   */
-  repeatableTxn(compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult>;
-  /** A linearizable read, hedged. */
-  range(key: string, prefix?: true): Promise<{ readonly header: Header; readonly kvs: readonly KeyValue[] }>;
-  grant(ttlSeconds: number): Promise<{ readonly id: string; readonly ttlSeconds: number }>;
-  /**
-   * One keep-alive of lease `id`, hedged, each copy bounded by `timeoutMs` (default the request timeout):
-   * the TTL etcd answered (<= 0: the lease is gone) and the monotonic time the answered copy was sent.
-   */
-  keepAlive(id: string, timeoutMs?: number): Promise<KeepAliveAnswer>;
-  revoke(id: string): Promise<void>;
-  /** Watches one key from `startRevision` on. */
-  watch(key: string, startRevision: string, handlers: WatchHandlers): Watch;
-  close(): void;
-}
+export { DEFAULT_REQUEST_TIMEOUT_MS, type Compare, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue, type Operation, type WatchEvent } from './etcd-client-types.js';
 
 type HostPolicy = ReturnType<NonNullable<NonNullable<NonNullable<ConstructorParameters<typeof etcd3.Etcd3>[0]>['faultHandling']>['host']>>;
 
@@ -157,164 +48,12 @@ const PASS_THROUGH: HostPolicy = {
 
 type Etcd3Client = InstanceType<typeof etcd3.Etcd3>;
 
-/** One member, with a client of its own (so that Leasehold chooses the member of each request), and how it answers. */
-interface Member {
-  readonly client: Etcd3Client;
-  /** `performance.now()` of its last answer. */
-  answeredAt: number;
-  /** Since when it has been silent (a request unanswered past `HEDGE_MS`, or no connection); undefined while it answers. */
-  silentSince: number | undefined;
-  /** When a copy of a request last went to it while silent, to see whether it answers again. */
-  probedAt: number;
-}
-
 /** Whether etcd never answered: no connection, a deadline passed, a stream cut (not an answer etcd gave, such as a refusal). */
 function unanswered(error: unknown): boolean {
   return error instanceof Error && (error === STREAM_ENDED || etcd3.isRecoverableError(etcd3.castGrpcError(error)));
 }
 
 const STREAM_ENDED = new Error('keep-alive stream ended');
-
-/**
- * The members and their health. etcd3's own pool picks a member at random for each request and
- * never avoids one that stopped answering: a paused (SIGSTOP) member keeps its sockets open, so each
- * request sent to it waits out its whole deadline. Here a member that leaves a request unanswered
- * past `HEDGE_MS` is silent and tried last, until any answer from it (even a late one) revives it.
- */
-class Members {
-  readonly #members: readonly Member[];
-  readonly #listeners = new Set<() => void>();
-
-  constructor(clients: readonly Etcd3Client[]) {
-    this.#members = clients.map((client) => ({ client, answeredAt: 0, silentSince: undefined, probedAt: 0 }));
-  }
-
-  /** Answering members first, the one that answered last first; then silent ones, the one silent longest last. */
-  ordered(): Member[] {
-    const answering = this.#members.filter((member) => member.silentSince === undefined).sort((a, b) => b.answeredAt - a.answeredAt);
-    const silent = this.#members.filter((member) => member.silentSince !== undefined).sort((a, b) => (b.silentSince ?? 0) - (a.silentSince ?? 0));
-    return [...answering, ...silent];
-  }
-
-  /** The silent members not tried for `PROBE_AFTER_MS`, marked tried now. */
-  dueProbes(): Member[] {
-    const now = performance.now();
-    const due = this.#members.filter((member) => member.silentSince !== undefined && now - Math.max(member.silentSince, member.probedAt) >= PROBE_AFTER_MS);
-    for (const member of due) member.probedAt = now;
-    return due;
-  }
-
-  /** Runs `request` on `member`, recording whether and when it answered. */
-  async run<T>(member: Member, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
-    const silent = (): void => {
-      if (member.silentSince !== undefined) return;
-      member.silentSince = performance.now();
-      this.#changed();
-    };
-    const timer = setTimeout(silent, HEDGE_MS);
-    timer.unref();
-    try {
-      const answer = await request(member.client);
-      this.#answered(member);
-      return answer;
-    } catch (error) {
-      if (unanswered(error)) silent();
-      else this.#answered(member);
-      throw error;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /** Calls `listener` each time a member turns silent or answers again; the answer unsubscribes. */
-  onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  close(): void {
-    for (const member of this.#members) member.client.close();
-  }
-
-  #answered(member: Member): void {
-    member.answeredAt = performance.now();
-    if (member.silentSince === undefined) return;
-    member.silentSince = undefined;
-    this.#changed();
-  }
-
-  #changed(): void {
-    for (const listener of this.#listeners) listener();
-  }
-}
-
-/**
- * Sends `request` to one member at a time, answering ones first, the next only once one failed
- * without an answer (no connection, the member without a leader), as etcd3's own retry did: never
- * while a copy is still under way, which could apply after a second one. All copies share one
- * deadline, so one that waited it out on a silent member leaves none for the next. A silent member
- * is tried only after every answering one.
- */
-async function oneAtATime<T>(members: Members, request: (client: Etcd3Client) => Promise<T>): Promise<T> {
-  let lastError: unknown;
-  for (const member of members.ordered()) {
-    try {
-      return await members.run(member, request);
-    } catch (error) {
-      if (!unanswered(error)) throw error;
-      lastError = error;
-    }
-  }
-  throw lastError;
-}
-
-/**
- * Sends `request` to the first member in order and, each time `HEDGE_MS` passes (or a copy fails)
- * without an answer, to the next one too; with `probe`, also at once to each silent member due a
- * probe. The first answer wins (a refusal from etcd too); the other copies are left to finish. Only
- * for requests that are safe to apply more than once.
- */
-function hedged<T>(members: Members, request: (client: Etcd3Client) => Promise<T>, probe = false): Promise<T> {
-  const probes = probe ? members.dueProbes() : [];
-  const order = members.ordered().filter((member) => !probes.includes(member));
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    let outstanding = 0;
-    let lastError: unknown;
-    let timer: NodeJS.Timeout | undefined;
-    const settle = (finish: () => void): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      finish();
-    };
-    const send = (member: Member): void => {
-      outstanding += 1;
-      members.run(member, request).then(
-        (answer) => settle(() => resolve(answer)),
-        (error: unknown) => {
-          outstanding -= 1;
-          if (!unanswered(error)) settle(() => reject(error));
-          else if (!settled) {
-            lastError = error;
-            if (!sendNext() && outstanding === 0) settle(() => reject(lastError));
-          }
-        },
-      );
-    };
-    const sendNext = (): boolean => {
-      clearTimeout(timer);
-      const member = order.shift();
-      if (member === undefined) return false;
-      send(member);
-      timer = setTimeout(sendNext, HEDGE_MS);
-      timer.unref();
-      return true;
-    };
-    sendNext();
-    for (const member of probes) send(member);
-  });
-}
 
 /** The first key after every key that starts with `prefix`: etcd's range end for a prefix, in bytes. */
 function prefixEnd(prefix: Buffer): Buffer {
@@ -364,6 +103,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
           faultHandling: { host: () => PASS_THROUGH },
         }),
     ),
+    unanswered,
   );
   // One deadline for every copy of a request, whichever member each goes to.
   const call = (): { deadline: number } => ({ deadline: Date.now() + requestTimeoutMs });
@@ -403,7 +143,7 @@ export function connect(options: ConnectionOptions): EtcdClient {
       const options = call();
       await guarded(oneAtATime(members, (client) => client.leaseClient.leaseRevoke({ ID: id }, options)));
     },
-    watch: (key, startRevision, handlers) => watchAcross(members, failure, key, startRevision, handlers),
+    watch: (key, startRevision, handlers) => watchAcross(members, (client, from, each) => watchOn(client, failure, key, from, each), startRevision, handlers),
     close: () => members.close(),
   };
 }
@@ -425,61 +165,7 @@ async function keepAliveOnce(client: Etcd3Client, id: string, deadline: number):
   }
 }
 
-/**
- * A watch on the member that answered last, moved when that member turns silent: a new stream on an
- * answering member from the revision after the last event delivered (so no event is missed, and none
- * is delivered twice), the old one cancelled once the new one is in place. A move that fails leaves
- * the watch where it is: a silent member only delays an early warning (the fenced compare and the
- * local deadline are the safety), and must not cost a lease. A stream that ends still ends the watch.
- */
-function watchAcross(members: Members, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
-  let delivered = BigInt(startRevision) - 1n;
-  let ended = false;
-  const open = (member: Member): Watch => {
-    const watch: Watch = watchOn(member.client, failure, key, (delivered + 1n).toString(), {
-      onEvents: (events) => {
-        const fresh = events.filter((event) => BigInt(event.kv.modRevision) > delivered);
-        const last = fresh.at(-1);
-        if (last === undefined) return;
-        delivered = BigInt(last.kv.modRevision);
-        handlers.onEvents(fresh);
-      },
-      // Only the stream in use ends the watch: a replaced one, or a move that failed, does not.
-      onEnd: (reason) => {
-        if (watch !== current.watch || ended) return;
-        ended = true;
-        stopListening();
-        handlers.onEnd(reason);
-      },
-    });
-    return watch;
-  };
-  const first = members.ordered()[0];
-  if (first === undefined) throw new ContractError('refused', 'endpoints: name at least one etcd member');
-  let current = { member: first, watch: open(first) };
-  let moving: Watch | undefined;
-  const move = async (): Promise<void> => {
-    const target = members.ordered()[0];
-    if (ended || moving !== undefined || current.member.silentSince === undefined || target === undefined || target === current.member || target.silentSince !== undefined) return;
-    moving = open(target);
-    const created = await moving.created.then(() => true, () => false);
-    const next = moving;
-    moving = undefined;
-    if (!created || ended) return;
-    const old = current.watch;
-    current = { member: target, watch: next };
-    old.cancel();
-  };
-  const stopListening = members.onChange(() => void move());
-  return {
-    created: current.watch.created,
-    cancel: () => {
-      moving?.cancel();
-      current.watch.cancel();
-    },
-  };
-}
-
+/** One watch stream on one member's client, in etcd's watch protocol; `watchAcross` (watch.ts) moves it between members. */
 function watchOn(client: Etcd3Client, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
   let ended = false;
   let cancelStream: (() => void) | undefined;

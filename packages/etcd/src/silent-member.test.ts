@@ -2,7 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import type { ContractError } from '@leasehold/contracts';
 import { cleanUp, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
-import { HEDGE_MS, type EtcdClient } from './etcd-client.js';
+import type { EtcdClient } from './etcd-client.js';
+import { HEDGE_MS } from './members.js';
 import { acquiredOwner, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient, tally, until, type OwnerPlan } from '../test/helpers.js';
 
 // TTL 4 s: its default margin (1 s) leaves room for the stalls of a busy 2-core machine running six owner processes

@@ -1,6 +1,8 @@
 import { basename, dirname, relative } from 'node:path';
 import { CRASH_STATE_CAP, allCrashStates, type CrashPoint, type TraceOp } from '@leasehold/test-utils';
-import { exploreTrace, promiseBroken, type ExploreOptions, type Recorded, type Verdicts } from './power-loss.js';
+import type { Recorded } from './power-loss.js';
+import { exploreTrace, type ExploreOptions, type Verdicts } from './power-loss-exploration.js';
+import { promiseBroken } from './power-loss-promises.js';
 
 // Which fsyncs the persistence model needs, for the fsync tables of
 // ./power-loss-table.ts. A protocol's recorded trace is explored

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROVED_FSYNCS, countsOf, droppedTogether, provedCounts, type ProvedFsyncs } from '@leasehold/test-utils';
 import { fsyncsOf, isLockPublication, without, type Outcome } from './power-loss-fsyncs.js';
-import { STATE_SHARDS, exploreTrace, promiseBroken, recordProtocol, type Exploration, type Protocol, type Recorded, type Verdicts } from './power-loss.js';
+import { STATE_SHARDS, recordProtocol, type Protocol, type Recorded } from './power-loss.js';
+import { exploreTrace, type Exploration, type Verdicts } from './power-loss-exploration.js';
+import { promiseBroken } from './power-loss-promises.js';
 
 // The tests of one protocol under the power-loss model (the harness:
 // ./power-loss.ts; the fsync method: ./power-loss-fsyncs.ts), as a table:

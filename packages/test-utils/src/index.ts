@@ -21,8 +21,10 @@ export { listingOutsideStaging, stateListing, type ListedEntry } from './state-l
 export { readLineSync } from './stdin-lines.js';
 export { makeTemporaryFolder, makeWorkspace } from './temporary-folders.js';
 export { makePlace, type TestPlace } from './test-place.js';
-export { CRASH_STATE_CAP, allCrashStates, contentKey, crashStates, nodeKey, type CrashPoint, type CrashStates, type Tree, type TreeNode } from './power-loss/model.js';
+export { CRASH_STATE_CAP, allCrashStates, crashStates, type CrashPoint, type CrashStates } from './power-loss/model.js';
+export { contentKey, nodeKey, type Tree, type TreeNode } from './power-loss/tree.js';
+export { baseTree } from './power-loss/base-tree.js';
 export { materialise } from './power-loss/materialise.js';
 export { PROVED_FSYNCS, droppedTogether, fsyncBounds, provedCounts, type PowerLossProtocol, type ProvedFsyncs } from './power-loss/proved.js';
 export { makeBaseTree, shownTree, type ShownTree } from './power-loss/shown-tree.js';
-export { baseTree, decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';
+export { decodeTrace, encodeTrace, recordTrace, type TraceAction, type TraceHooks, type TraceOp, type TracedStep, type TraceRecorder } from './power-loss/trace.js';

@@ -1,6 +1,6 @@
 import { chmodSync, linkSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Tree } from './model.js';
+import type { Tree } from './tree.js';
 
 /**
  * Writes `tree` at `folder` (by default the tree's own root, so that documents

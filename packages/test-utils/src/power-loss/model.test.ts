@@ -10,8 +10,10 @@ import { bytesOf } from '../bytes.js';
 import { cleanUp } from '../clean-up.js';
 import { isMissing } from '../files-by-hand.js';
 import { materialise } from './materialise.js';
-import { allCrashStates, contentKey, crashStates, type Tree } from './model.js';
-import { baseTree, recordTrace, type TraceHooks, type TraceOp } from './trace.js';
+import { allCrashStates, crashStates } from './model.js';
+import { recordTrace, type TraceHooks, type TraceOp } from './trace.js';
+import { baseTree } from './base-tree.js';
+import { contentKey, type Tree } from './tree.js';
 import { makeBaseTree, shownTree, type ShownTree } from './shown-tree.js';
 
 afterEach(cleanUp);

@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeTemporaryFolder } from '../temporary-folders.js';
-import type { Tree } from './model.js';
-import { baseTree } from './trace.js';
+import { baseTree } from './base-tree.js';
+import type { Tree } from './tree.js';
 
 /** A state as text: each path below the root with '<folder>', `-> target` for a symbolic link, or a file's text, with `=path` on a second name of one file. */
 export type ShownTree = Record<string, string>;

@@ -1,7 +1,6 @@
-import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { join } from 'node:path';
-import type { Tree, TreeNode } from './model.js';
-
+// Recording a trace: the file-system ops a run of private-files makes, taken from its
+// `beforeMutation` hook, and their encoding as JSON lines so that a child process can hand
+// them over on its stdout.
 /** The mutating system calls private-files makes (its `MutationAction`). */
 export type TraceAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
@@ -108,33 +107,4 @@ function decodedOp(trace: unknown, line: string): TraceOp {
     ...(source === undefined ? {} : { source }),
     ...(bytes === undefined ? {} : { bytes: new Uint8Array(Buffer.from(bytes, 'base64')) }),
   };
-}
-
-/**
- * The durable starting state of a trace: every entry below `folder` (which
- * must exist), taken before the first op runs. Files keep their bytes and
- * mode, and two names of one file (a hard link) keep sharing one `inode`.
- */
-export function baseTree(folder: string): Tree {
-  const entries: Record<string, TreeNode> = {};
-  const visit = (relative: string): void => {
-    const path = relative === '.' ? folder : join(folder, relative);
-    const node = nodeAt(path);
-    entries[relative] = node;
-    if (node.kind !== 'folder') return;
-    for (const name of readdirSync(path).sort()) visit(relative === '.' ? name : `${relative}/${name}`);
-  };
-  visit('.');
-  if (entries['.']?.kind !== 'folder') throw new Error(`baseTree: ${folder} is not a folder`);
-  return { root: folder, entries };
-}
-
-function nodeAt(path: string): TreeNode {
-  const stats = lstatSync(path, { bigint: true });
-  const mode = Number(stats.mode) & 0o7777;
-  if (stats.isDirectory()) return { kind: 'folder', mode };
-  if (stats.isFile()) return { kind: 'file', mode, bytes: new Uint8Array(readFileSync(path)), inode: `base:${stats.dev}:${stats.ino}` };
-  if (stats.isSymbolicLink()) return { kind: 'symlink', target: readlinkSync(path) };
-  // A FIFO or device has no bytes a crash could lose or keep: the model has no place for it.
-  throw new Error(`baseTree: ${path} is neither a file, a folder nor a symbolic link`);
 }
