@@ -158,14 +158,14 @@ export interface ProcessDetails {
 }
 
 /**
- * The command line and process group of the process `identity` names, read now, only while it is
- * that very process: live on this host with the start time it was recorded with (`ownerStatus`
- * `live`, by pid and start time). Undefined when it is gone, when its pid names another process
- * now (another start time: the pid was reused), or when this host cannot tell: another host or
- * PID namespace, no `processStart`, or a platform other than Linux, whose processes this package
- * reads nowhere else. Never throws.
+ * The command line and process group of the process `identity` names (a `ProcessIdentity`, or any
+ * document that names a process), read now, only while it is that very process: live on this host
+ * with the start time it was recorded with (`ownerStatus` `live`, by pid and start time).
+ * Undefined when it is gone, when its pid names another process now (another start time: the pid
+ * was reused), or when this host cannot tell: another host or PID namespace, no `processStart`,
+ * or a platform other than Linux (where no start time is read either). Never throws.
  */
-export function processDetails(identity: ProcessIdentity): ProcessDetails | undefined {
+export function processDetails(identity: { readonly pid: number; readonly host: string; readonly processStart?: string | undefined }): ProcessDetails | undefined {
   const { pid, host, processStart } = identity;
   if (processStart === undefined || ownerStatus(pid, host, processStart) !== 'live') return undefined;
   const recorded = PROCESS_START.exec(processStart)?.[3];
