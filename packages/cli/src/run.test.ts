@@ -47,6 +47,13 @@ interface RunReady {
   readonly childPid: number;
 }
 
+/** A file in the sandbox that no one may execute (not even root: no execute bit at all). */
+function notExecutable(box: Sandbox): string {
+  const path = join(box.folder, 'not-executable');
+  writeFileSync(path, 'echo never\n', { mode: 0o644 });
+  return path;
+}
+
 /** `run`'s own JSON records: its stdout also carries what the program prints. */
 function events(stdout: string): Array<Record<string, unknown>> {
   return stdout
@@ -356,14 +363,18 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(json(await cli(['status', ...box.place(workspace), '--json']))).not.toHaveProperty('program');
   });
 
-  it('exits 127, as a shell does, when its program is not found, and releases first', async () => {
+  it.each([
+    { status: 127, case: 'not found', program: () => '/no/such/program', says: /\/no\/such\/program: .*not found/ },
+    { status: 126, case: 'not executable', program: (box: Sandbox) => notExecutable(box), says: /not-executable: .*Permission denied/ },
+  ])('exits $status, as a shell does, when its program is $case (the shell says so), and releases first', async ({ status, program, says }) => {
     const box = sandbox();
     const workspace = box.workspace('ws');
-    const { runner, ready } = await startRun(box, workspace, ['/no/such/program']);
+    const { runner, ready } = await startRun(box, workspace, [program(box)]);
     const ended = await runner.exit();
-    expect(ended.code).toBe(127);
-    expect(ended.stderr).toMatch(/\/no\/such\/program: .*not found/);
-    expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, code: 127, signal: null }, { event: 'stopped', epoch: ready.epoch }]);
+    expect(ended.code).toBe(status);
+    expect(ended.stderr).toMatch(says);
+    expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, code: status, signal: null }, { event: 'stopped', epoch: ready.epoch }]);
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 
   it('kills its program and exits 4, touching no file, when its lease is lost', async () => {

@@ -108,7 +108,7 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
     );
   }
   const signal = await endProgram(program, stopTimeoutMs);
-  const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, SIGTERM ignored for ${stopTimeoutMs / 1000} s`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
+  const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
   context.output.record({ stopped: false, root, program: { ...program.record, endedBy: signal ?? null } });
   context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner crashed; review and release what it left with: ${recover}`);
   return 0;
