@@ -1,4 +1,5 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { rewriteJson, treeOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -122,17 +123,32 @@ function childrenOf(pid: number): number[] {
   return threads.flatMap((thread) => readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
 }
 
+/** Field `index` of /proc/<pid>/stat counted from the state (field 3), past the command name. */
+function statField(pid: number, index: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[index]!;
+}
+
 /**
  * `run`'s watcher, while `run` and its program run: the one other process `run` started, a shell
- * named leasehold-run-watcher. (It ends soon after its program: ask only while the program runs.)
+ * named leasehold-run-watcher, in a process group (a session) of its own, not `run`'s.
+ * (It ends soon after its program: ask only while the program runs.)
  */
 function watcherOf(runner: Background, ready: RunReady): number {
   const others = childrenOf(runner.pid).filter((pid) => pid !== ready.childPid);
   expect(others).toHaveLength(1);
-  const [watcher] = others;
+  const watcher = others[0]!;
   expect(readFileSync(`/proc/${watcher}/cmdline`, 'utf8').split('\0')).toContain('leasehold-run-watcher');
-  watchers.add(watcher!);
-  return watcher!;
+  // Field 5, the process group: its own, so a signal to `run`'s group does not reach it.
+  expect(statField(watcher, 2)).toBe(String(watcher));
+  watchers.add(watcher);
+  return watcher;
+}
+
+/** Whether `pid` ignores each of `signals`, from the SigIgn mask of /proc/<pid>/status. */
+function ignores(pid: number, signals: readonly NodeJS.Signals[]): boolean {
+  const mask = BigInt(`0x${/^SigIgn:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!}`);
+  return signals.every((signal) => (mask >> BigInt(constants.signals[signal] - 1)) & 1n);
 }
 
 /** `leasehold run --json` on `workspace` with `program`, once its program may act. */
@@ -248,13 +264,17 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(gone(ready.childPid)).toBe(true);
   });
 
-  it("after a kill -9 of run alone, its watcher ends the program's group (the program and what it started), and run --recover-dead serves again", async () => {
+  it("after a kill -9 of run alone, its watcher (deaf to the signals of a group) ends the program's group, the program and what it started, and run --recover-dead serves again", async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     const { runner, ready } = await startRun(box, workspace, ['sh', '-c', 'sleep 1000 & wait']);
     const watcher = watcherOf(runner, ready);
     const started = await untilFound(() => childrenOf(ready.childPid)[0], 'process started by the program');
     expect(readFileSync(`/proc/${started}/cmdline`, 'utf8')).toBe('sleep\u00001000\u0000');
+    // The signals a terminal or a supervisor sends a group do not end the watcher: once it ignores them, they are dropped.
+    const groupSignals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+    await untilFound(() => (ignores(watcher, groupSignals) ? true : undefined), 'watcher ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT');
+    for (const signal of groupSignals) process.kill(watcher, signal);
 
     await runner.kill9();
     // Nobody else acts: the watcher sees `run` gone, sends SIGTERM to the program's group, and ends.

@@ -1,4 +1,4 @@
-import { ContractError, type Inspection, type Ownership, type Recovery } from '@leasehold/contracts';
+import { ContractError, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { describeHolder, ownerStatus } from '@leasehold/private-files';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -82,7 +82,7 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
  * there is no such program. A fence whose pid now names another process is said so, never signalled.
  */
 async function endOutlivingProgram(context: CommandContext, root: string, { recovery, stateHome, stopTimeoutMs }: StopPlace): Promise<number | undefined> {
-  let view;
+  let view: RecoveryView;
   try {
     view = await recovery.snapshot(root);
   } catch {
