@@ -123,6 +123,12 @@ function childrenOf(pid: number): number[] {
   return threads.flatMap((thread) => readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
 }
 
+/** The `sleep 1000` process `pid` started, once it runs as such (a forked shell shows the shell's command line until it execs). */
+function startedSleep(pid: number): Promise<number> {
+  const isSleep = (child: number) => readFileSync(`/proc/${child}/cmdline`, 'utf8') === 'sleep\u00001000\u0000';
+  return untilFound(() => childrenOf(pid).find(isSleep), `sleep 1000 started by pid ${pid}`);
+}
+
 /** Field `index` of /proc/<pid>/stat counted from the state (field 3), past the command name. */
 function statField(pid: number, index: number): string {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -269,8 +275,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const workspace = box.workspace('ws');
     const { runner, ready } = await startRun(box, workspace, ['sh', '-c', 'sleep 1000 & wait']);
     const watcher = watcherOf(runner, ready);
-    const started = await untilFound(() => childrenOf(ready.childPid)[0], 'process started by the program');
-    expect(readFileSync(`/proc/${started}/cmdline`, 'utf8')).toBe('sleep\u00001000\u0000');
+    const started = await startedSleep(ready.childPid);
     // The signals a terminal or a supervisor sends a group do not end the watcher: once it ignores them, they are dropped.
     const groupSignals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
     await untilFound(() => (ignores(watcher, groupSignals) ? true : undefined), 'watcher ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT');
@@ -300,7 +305,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const commandLine = ['sh', '-c', 'trap "" TERM; sleep 1000 & wait'];
     const { runner, ready } = await startRun(box, workspace, commandLine);
     const watcher = watcherOf(runner, ready);
-    const started = await untilFound(() => childrenOf(ready.childPid)[0], 'process started by the program');
+    const started = await startedSleep(ready.childPid);
     await orphaned(runner, watcher);
     const program = { pid: ready.childPid, commandLine, processGroup: ready.childPid };
     const inWords = `pid ${ready.childPid}: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})`;
