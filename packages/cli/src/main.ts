@@ -84,8 +84,9 @@ const COMMANDS: Record<string, Command> = {
       '                      as for serve (leasehold serve --help)',
       '  -- CMD [ARGS...]    the program: started in its own process group once the workspace is fenced with it too,',
       '                      with LEASEHOLD_WORKSPACE, LEASEHOLD_STATE_HOME, LEASEHOLD_EPOCH and LEASEHOLD_ENDPOINT set;',
-      '                      exit: its status when it ends by itself (128 + signal when killed), 0 after a stop,',
-      '                      4 after a lost lease (its process group killed first)',
+      '                      exit: its status when it ends by itself (128 + signal when killed; 127 not found,',
+      '                      126 not executable, as a shell says), 0 after a stop, 4 after a lost lease (its process',
+      '                      group killed first); if run itself is killed, its watcher ends the program\'s group',
     ],
     takesProgram: true,
     load: () => import('./commands/run.js').then(({ run }) => run),
@@ -99,9 +100,12 @@ const COMMANDS: Record<string, Command> = {
   },
   stop: {
     summary: 'ask the owner to stop, and wait until the workspace is stopped',
-    usage: 'leasehold stop [options]',
-    options: {},
-    help: [],
+    usage: 'leasehold stop [--stop-timeout S] [options]',
+    options: { 'stop-timeout': { type: 'string' } },
+    help: [
+      '  --stop-timeout S    for a program `leasehold run` left running when it crashed (status names it), which stop',
+      '                      ends: seconds from SIGTERM to SIGKILL of its process group (default 10)',
+    ],
     load: () => import('./commands/stop.js').then(({ stop }) => stop),
   },
   list: {

@@ -18,6 +18,14 @@ export function wholeNumber(value: Value, option: string, least: number): number
   return number;
 }
 
+/** How long a program may take to end after SIGTERM before its group is sent SIGKILL, by default. */
+const DEFAULT_STOP_TIMEOUT_SECONDS = 10;
+
+/** `--stop-timeout S` in ms: seconds from SIGTERM to SIGKILL of a program's process group, 10 when not given. */
+export function stopTimeoutOption(value: Value): number {
+  return (wholeNumber(value, '--stop-timeout', 0) ?? DEFAULT_STOP_TIMEOUT_SECONDS) * 1000;
+}
+
 /** `--endpoint`, checked by the rule the owner applies (contracts' loopback endpoint, port 0 for any free port). */
 export function endpointOption(value: Value): string | undefined {
   if (value === undefined) return undefined;

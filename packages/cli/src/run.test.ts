@@ -1,6 +1,7 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
-import { treeOf } from '@leasehold/test-utils';
+import { rewriteJson, treeOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   BIN,
@@ -26,10 +27,13 @@ const PYTHON_SERVER = 'python3 -u -m http.server 0 --bind 127.0.0.1 --directory 
 
 /** Every program `run` announced, so that none outlives its test. */
 const programs = new Set<number>();
+/** Every watcher `run` started, so that none outlives its test either (it ignores SIGTERM). */
+const watchers = new Set<number>();
 
 afterEach(async () => {
   await killAll();
   await killPrograms();
+  await killWatchers();
   removeSandboxes();
   // After every test, alone or not: no capability seen so far is in any output, answer or state file.
   expect(capabilityLeaks()).toEqual([]);
@@ -42,6 +46,13 @@ interface RunReady {
   readonly epoch: string;
   readonly pid: number;
   readonly childPid: number;
+}
+
+/** A file in the sandbox that no one may execute (not even root: no execute bit at all). */
+function notExecutable(box: Sandbox): string {
+  const path = join(box.folder, 'not-executable');
+  writeFileSync(path, 'echo never\n', { mode: 0o644 });
+  return path;
 }
 
 /** `run`'s own JSON records: its stdout also carries what the program prints. */
@@ -83,6 +94,69 @@ async function killPrograms(): Promise<void> {
   programs.clear();
 }
 
+/** SIGKILL to every watcher still there, and a wait until each is gone. */
+async function killWatchers(): Promise<void> {
+  for (const pid of watchers) {
+    try {
+      if (!gone(pid)) process.kill(pid, 'SIGKILL');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    }
+    await untilGone(pid);
+  }
+  watchers.clear();
+}
+
+/** What `find` finds, polled until it finds something; bounded, so that a process that never comes fails its test. */
+async function untilFound<T>(find: () => T | undefined, what: string): Promise<T> {
+  for (let tries = 0; ; tries += 1) {
+    const found = find();
+    if (found !== undefined) return found;
+    if (tries > 3000) throw new Error(`no ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The processes `pid` started and that have not ended yet, from every thread's /proc children list. */
+function childrenOf(pid: number): number[] {
+  const threads = readdirSync(`/proc/${pid}/task`);
+  return threads.flatMap((thread) => readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+}
+
+/** The `sleep 1000` process `pid` started, once it runs as such (a forked shell shows the shell's command line until it execs). */
+function startedSleep(pid: number): Promise<number> {
+  const isSleep = (child: number) => readFileSync(`/proc/${child}/cmdline`, 'utf8') === 'sleep\u00001000\u0000';
+  return untilFound(() => childrenOf(pid).find(isSleep), `sleep 1000 started by pid ${pid}`);
+}
+
+/** Field `index` of /proc/<pid>/stat counted from the state (field 3), past the command name. */
+function statField(pid: number, index: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[index]!;
+}
+
+/**
+ * `run`'s watcher, while `run` and its program run: the one other process `run` started, a shell
+ * named leasehold-run-watcher, in a process group (a session) of its own, not `run`'s.
+ * (It ends soon after its program: ask only while the program runs.)
+ */
+function watcherOf(runner: Background, ready: RunReady): number {
+  const others = childrenOf(runner.pid).filter((pid) => pid !== ready.childPid);
+  expect(others).toHaveLength(1);
+  const watcher = others[0]!;
+  expect(readFileSync(`/proc/${watcher}/cmdline`, 'utf8').split('\0')).toContain('leasehold-run-watcher');
+  // Field 5, the process group: its own, so a signal to `run`'s group does not reach it.
+  expect(statField(watcher, 2)).toBe(String(watcher));
+  watchers.add(watcher);
+  return watcher;
+}
+
+/** Whether `pid` ignores each of `signals`, from the SigIgn mask of /proc/<pid>/status. */
+function ignores(pid: number, signals: readonly NodeJS.Signals[]): boolean {
+  const mask = BigInt(`0x${/^SigIgn:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!}`);
+  return signals.every((signal) => (mask >> BigInt(constants.signals[signal] - 1)) & 1n);
+}
+
 /** `leasehold run --json` on `workspace` with `program`, once its program may act. */
 async function startRun(box: Sandbox, workspace: string, program: readonly string[], extra: readonly string[] = []): Promise<{ runner: Background; ready: RunReady }> {
   const runner = new Background(process.execPath, [BIN, 'run', '--json', ...box.place(workspace), ...extra, '--', ...program]);
@@ -90,6 +164,19 @@ async function startRun(box: Sandbox, workspace: string, program: readonly strin
   programs.add(ready.childPid);
   box.recordCapabilities();
   return { runner, ready };
+}
+
+/**
+ * `run` and its watcher killed with SIGKILL (the watcher first: it would end the program once
+ * `run` is gone), as `kill -9` of both would leave them: the program lives on, fenced, alone.
+ */
+async function orphaned(runner: Background, watcher: number): Promise<void> {
+  process.kill(watcher, 'SIGKILL');
+  await untilGone(watcher);
+  // Its exit, not its output's end: the program still holds `run`'s stdout and stderr.
+  const killed = new Promise((resolve) => runner.child.once('exit', resolve));
+  runner.child.kill('SIGKILL');
+  await killed;
 }
 
 /** The port Python's server announced: it listens from then on. */
@@ -183,41 +270,135 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(gone(ready.childPid)).toBe(true);
   });
 
-  it('after a kill -9 of run, recover refuses while its program lives (live), and recovers once it is gone', async () => {
+  it("after a kill -9 of run alone, its watcher (deaf to the signals of a group) ends the program's group, the program and what it started, and run --recover-dead serves again", async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', 'sleep 1000 & wait']);
+    const watcher = watcherOf(runner, ready);
+    const started = await startedSleep(ready.childPid);
+    // The signals a terminal or a supervisor sends a group do not end the watcher: once it ignores them, they are dropped.
+    const groupSignals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+    await untilFound(() => (ignores(watcher, groupSignals) ? true : undefined), 'watcher ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT');
+    for (const signal of groupSignals) process.kill(watcher, signal);
+
+    await runner.kill9();
+    // Nobody else acts: the watcher sees `run` gone, sends SIGTERM to the program's group, and ends.
+    await untilGone(ready.childPid);
+    await untilGone(started);
+    await untilGone(watcher);
+
+    const again = await startRun(box, workspace, ['sleep', '1000'], ['--recover-dead']);
+    expect(again.ready.epoch).not.toBe(ready.epoch);
+    const againWatcher = watcherOf(again.runner, again.ready);
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: again.ready.epoch });
+    expectStopped(await again.runner.exit(), again.ready, 'SIGTERM');
+    // Told the program ended, the watcher ends too, signalling nothing.
+    await untilGone(againWatcher);
+  });
+
+  it('names a program that outlived run and its watcher (kill -9 of both) in status, list, recover and doctor, with `leasehold stop`, which ends it; then recover recovers', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     const place = box.place(workspace);
-    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', `exec ${PYTHON_SERVER}`, workspace]);
-    const port = await portOf(runner);
-    // `run` dies; its program, in its own process group, does not.
-    const killed = new Promise((resolve) => runner.child.once('exit', resolve));
-    runner.child.kill('SIGKILL');
-    await killed;
-    expect(await answers(port)).toBe(200);
+    const stopCommand = `leasehold stop --workspace ${workspace} --state-home ${box.stateHome}`;
+    // It ignores SIGTERM, and so does what it starts (an ignored signal stays ignored across exec).
+    const commandLine = ['sh', '-c', 'trap "" TERM; sleep 1000 & wait'];
+    const { runner, ready } = await startRun(box, workspace, commandLine);
+    const watcher = watcherOf(runner, ready);
+    const started = await startedSleep(ready.childPid);
+    await orphaned(runner, watcher);
+    const program = { pid: ready.childPid, commandLine, processGroup: ready.childPid };
+    const inWords = `pid ${ready.childPid}: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})`;
+
+    expect(await statusOf(box, workspace)).toMatchObject({ status: 'unavailable', pid: runner.pid, reasonCode: 'program-outlives-owner', program });
+    const status = await cli(['status', ...place]);
+    expect(status.code).toBe(3);
+    expect(status.stdout.split('\n').find((line) => line.startsWith('program '))?.replace(/^program +/, '')).toBe(inWords);
+    expect(status.stdout.trimEnd().split('\n').at(-1)).toBe(`Its owner crashed, but the program it ran lives on; end it with: ${stopCommand}`);
+
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
+      expect.objectContaining({ root: workspace, status: 'unavailable', reasonCode: 'program-outlives-owner', program }),
+    ]);
+    expect((await cli(['list', '--state-home', box.stateHome])).stdout).toContain(
+      `\n${workspace}: its owner is gone, but the program it fenced the workspace with lives on: ${inWords}\n  end it with: ${stopCommand}\n`,
+    );
 
     const review = json(await cli(['recover', ...place, '--json']));
-    expect(review.ownerStatus).toBe('live');
-    expect(review.holders).toEqual(
-      expect.arrayContaining([
-        expect.objectContaining({ pid: runner.pid, status: 'absent' }),
-        expect.objectContaining({ pid: ready.childPid, status: 'live' }),
-      ]),
-    );
-    expect(review.digest).toMatch(DIGEST);
+    expect(review).toMatchObject({ ownerStatus: 'live', program, digest: expect.stringMatching(DIGEST) });
+    expect(review.holders).toEqual([
+      expect.objectContaining({ pid: runner.pid, status: 'absent' }),
+      expect.objectContaining({ pid: ready.childPid, status: 'live', fences: ['companion'] }),
+    ]);
+    const human = (await cli(['recover', ...place])).stdout;
+    expect(human).toContain(`: live, the program its crashed owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`);
+    expect(human.trimEnd().split('\n').at(-1)).toBe(`The program its crashed owner ran lives on, so recovery would be refused; end it with: ${stopCommand}`);
     const before = treeOf(box.stateHome);
     const refused = await cli(['recover', ...place, '--digest', review.digest as string, '--yes', '--json']);
     expect(refused.code).toBe(1);
-    expect(json(refused)).toMatchObject({ error: 'quarantine' });
+    expect(json(refused)).toEqual({ error: 'quarantine', message: `${workspace}: the program its crashed owner fenced it with lives on: ${inWords}; nothing changed`, remedy: `end it with: ${stopCommand}` });
     expect(treeOf(box.stateHome)).toEqual(before);
-    expect(await answers(port)).toBe(200);
 
-    process.kill(ready.childPid, 'SIGKILL');
+    const doctor = await cli(['doctor', '--state-home', box.stateHome, '--json']);
+    expect(doctor.code).toBe(3);
+    expect(json(doctor).findings).toEqual([
+      {
+        kind: 'outliving-program',
+        file: join(box.serviceFolders()[0]!, 'companion.json'),
+        workspace,
+        problem: expect.stringContaining(`lives on: pid ${ready.childPid} on `) as unknown,
+        fix: stopCommand,
+      },
+    ]);
+    expect((json(doctor).findings as Array<{ problem: string }>)[0]!.problem).toContain(`started as ${JSON.stringify(commandLine)}, in process group ${ready.childPid}`);
+    expect(gone(ready.childPid) || gone(started)).toBe(false);
+
+    // The command status suggests, as printed (with a short --stop-timeout): SIGTERM is ignored, SIGKILL is not.
+    const stop = await box.shell(`${stopCommand} --stop-timeout 1 --json`);
+    expect(stop.code).toBe(0);
+    expect(json(stop)).toEqual({ stopped: false, root: workspace, program: { ...program, endedBy: 'SIGKILL' } });
     await untilGone(ready.childPid);
-    const again = json(await cli(['recover', ...place, '--json']));
-    expect(again.ownerStatus).toBe('absent');
-    const recovered = await cli(['recover', ...place, '--digest', again.digest as string, '--yes', '--json']);
-    expect(recovered.code).toBe(0);
-    expect(json(recovered)).toEqual({ recovered: true });
+    await untilGone(started);
+
+    const after = json(await cli(['recover', ...place, '--json']));
+    expect(after.ownerStatus).toBe('absent');
+    expect(after.program).toBeUndefined();
+    expect(json(await cli(['recover', ...place, '--digest', after.digest as string, '--yes', '--json']))).toEqual({ recovered: true });
+    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+  });
+
+  it("never signals a pid whose start time is not the fence's (a reused pid): stop says so and leaves that process alone", async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { runner, ready } = await startRun(box, workspace, ['sleep', '1000']);
+    await orphaned(runner, watcherOf(runner, ready));
+    // The fence now names the program's pid with another start time: as if the program had ended and its pid been given to this process.
+    rewriteJson(join(box.serviceFolders()[0]!, 'companion.json'), (companion) => {
+      const [kind, boot, namespace, start] = String(companion.processStart).split(':');
+      companion.processStart = `${kind}:${boot}:${namespace}:${Number(start) + 1}`;
+    });
+
+    const stop = await cli(['stop', ...box.place(workspace), '--stop-timeout', '0', '--json']);
+    expect(stop.code).toBe(1);
+    expect(json(stop)).toEqual({
+      error: 'quarantine',
+      message: `${workspace}: its owner crashed, and the program it fenced the workspace with (pid ${ready.childPid}) is gone: pid ${ready.childPid} now names another process (another start time), which stop leaves alone`,
+      remedy: `review and release what the owner left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+    });
+    expect(gone(ready.childPid)).toBe(false);
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).not.toHaveProperty('program');
+  });
+
+  it.each([
+    { status: 127, case: 'not found', program: () => '/no/such/program', says: /\/no\/such\/program: .*not found/ },
+    { status: 126, case: 'not executable', program: (box: Sandbox) => notExecutable(box), says: /not-executable: .*Permission denied/ },
+  ])('exits $status, as a shell does, when its program is $case (the shell says so), and releases first', async ({ status, program, says }) => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { runner, ready } = await startRun(box, workspace, [program(box)]);
+    const ended = await runner.exit();
+    expect(ended.code).toBe(status);
+    expect(ended.stderr).toMatch(says);
+    expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, code: status, signal: null }, { event: 'stopped', epoch: ready.epoch }]);
     expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
   });
 

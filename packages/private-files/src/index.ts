@@ -7,6 +7,15 @@ export { sameSnapshot, type FileSnapshot } from './file-reads.js';
 export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
 export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
 export { PrivateFiles, type PrivateFilesOptions } from './private-files.js';
-export { currentProcess, describeHolder, ownerStatus, processIdentity, type OwnerStatus, type ProcessIdentity } from './process-liveness.js';
+export {
+  currentProcess,
+  describeHolder,
+  ownerStatus,
+  processDetails,
+  processIdentity,
+  type OwnerStatus,
+  type ProcessDetails,
+  type ProcessIdentity,
+} from './process-liveness.js';
 export { retryingReads } from './retrying-reads.js';
 export { STAGING_FOLDER, type StagingEntry, type StagingSweep } from './staging-folder.js';

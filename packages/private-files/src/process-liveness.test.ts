@@ -1,8 +1,8 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, spawnFixture } from '@leasehold/test-utils';
-import { currentProcess, ownerStatus, processIdentity, type ProcessIdentity } from './index.js';
+import { cleanUp, killAndReap, spawnCommand, spawnFixture, type SpawnedChild } from '@leasehold/test-utils';
+import { currentProcess, ownerStatus, processDetails, processIdentity, type ProcessIdentity } from './index.js';
 import { FIXTURES } from '../test/helpers.js';
 
 afterEach(cleanUp);
@@ -161,5 +161,44 @@ describe('ownerStatus', () => {
         status: 'ambiguous',
       });
     }
+  });
+});
+
+/** A shell that printed its pid (so it runs, past any exec) and waits for its stdin: `argv` after `sh -c SCRIPT`. */
+async function waitingShell(command: string, args: readonly string[]): Promise<{ child: SpawnedChild; identity: ProcessIdentity }> {
+  const child = spawnCommand(command, args);
+  const pid = Number(await child.line(() => true));
+  const identity = processIdentity(pid);
+  if (identity === undefined) throw new Error(`pid ${pid} is gone`);
+  return { child, identity };
+}
+
+const SCRIPT = 'echo $$; read _';
+
+describe('processDetails', () => {
+  it('reads the command line, word for word, and the process group of a process that leads its own (setsid)', async () => {
+    const { child, identity } = await waitingShell('setsid', ['sh', '-c', SCRIPT, 'sh', 'two words', '']);
+    expect(identity.pid).toBe(child.pid);
+    expect(processDetails(identity)).toEqual({ commandLine: ['sh', '-c', SCRIPT, 'sh', 'two words', ''], processGroup: child.pid });
+  });
+
+  it("gives a process in this process's group this process's group", async () => {
+    const { identity } = await waitingShell('sh', ['-c', SCRIPT]);
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    // Field 5, counted from after the command name.
+    const myGroup = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    expect(processDetails(identity)).toEqual({ commandLine: ['sh', '-c', SCRIPT], processGroup: myGroup });
+  });
+
+  it('is undefined for a live pid with another start time (reused), without a start time, on another host, and once it is gone', async () => {
+    const { child, identity } = await waitingShell('sh', ['-c', SCRIPT]);
+    const [bootId, namespace, startTime] = fieldsOf(identity.processStart ?? '');
+    const reused = { ...identity, processStart: `linux:${bootId}:${namespace}:${BigInt(startTime) + 1n}` };
+    expect(processDetails(reused)).toBeUndefined();
+    expect(processDetails({ pid: identity.pid, host: identity.host })).toBeUndefined();
+    expect(processDetails({ ...identity, host: `${identity.host}-elsewhere` })).toBeUndefined();
+    expect(processDetails(identity)).toBeDefined();
+    await killAndReap(child);
+    expect(processDetails(identity)).toBeUndefined();
   });
 });

@@ -29,8 +29,11 @@ function readPidNamespace(): string {
   return /\[([0-9]+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '';
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or undefined for a gone or zombie process. */
-function readStartTime(pid: number | 'self'): string | undefined {
+/**
+ * The fields of /proc/<pid>/stat from field 3 (the state) on, or undefined for a gone or zombie
+ * process: [2] is field 5, the process group; [19] is field 22, the start time in clock ticks since boot.
+ */
+function readStat(pid: number | 'self'): string[] | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -41,7 +44,12 @@ function readStartTime(pid: number | 'self'): string | undefined {
   // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   if (fields[0] === 'Z' || fields[0] === 'X') return undefined; // exited, not yet reaped: it holds nothing
-  return fields[19];
+  return fields;
+}
+
+/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or undefined for a gone or zombie process. */
+function readStartTime(pid: number | 'self'): string | undefined {
+  return readStat(pid)?.[19];
 }
 
 /** Where /proc shows `pid` (or this process), on Linux: its start, `gone` (exited, or a zombie), or undefined when it cannot be told. */
@@ -139,4 +147,38 @@ export function describeHolder(
   status: OwnerStatus = ownerStatus(holder.pid, holder.host, holder.processStart),
 ): string {
   return `pid ${holder.pid} on host ${holder.host} (${status})`;
+}
+
+/** What this host shows of a live process beyond its identity. */
+export interface ProcessDetails {
+  /** Its arguments, program first, as it was started (`/proc/<pid>/cmdline`); empty when it shows none. */
+  readonly commandLine: readonly string[];
+  /** Its process group's id: a signal to `-processGroup` reaches every process of the group. */
+  readonly processGroup: number;
+}
+
+/**
+ * The command line and process group of the process `identity` names (a `ProcessIdentity`, or any
+ * document that names a process), read now, only while it is that very process: live on this host
+ * with the start time it was recorded with (`ownerStatus` `live`, by pid and start time).
+ * Undefined when it is gone, when its pid names another process now (another start time: the pid
+ * was reused), or when this host cannot tell: another host or PID namespace, no `processStart`,
+ * or a platform other than Linux (where no start time is read either). Never throws.
+ */
+export function processDetails(identity: { readonly pid: number; readonly host: string; readonly processStart?: string | undefined }): ProcessDetails | undefined {
+  const { pid, host, processStart } = identity;
+  if (processStart === undefined || ownerStatus(pid, host, processStart) !== 'live') return undefined;
+  const recorded = PROCESS_START.exec(processStart)?.[3];
+  try {
+    const stat = readStat(pid);
+    const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    // Read again after the command line: the same start time proves both reads were of that process.
+    if (stat === undefined || stat[19] !== recorded || readStartTime(pid) !== recorded) return undefined;
+    const processGroup = Number(stat[2]);
+    if (!Number.isSafeInteger(processGroup) || processGroup < 1) return undefined;
+    // Every argument ends with a NUL: the last split is empty.
+    return { commandLine: commandLine.slice(0, -1), processGroup };
+  } catch {
+    return undefined;
+  }
 }

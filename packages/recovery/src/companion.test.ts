@@ -36,6 +36,7 @@ import {
   type OwnerPlan,
   type RecovererPlan,
 } from '../test/helpers.js';
+import { diagnose, outlivingProgram } from './index.js';
 
 afterEach(cleanUp);
 
@@ -90,6 +91,17 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'live', ['companion']],
     ]);
+    // The owner is gone and the process it fenced the workspace with lives on: named, with the stop remedy.
+    expect(outlivingProgram(snapshot)).toEqual(named);
+    expect(diagnose(place.stateHome)).toEqual([
+      {
+        kind: 'outliving-program',
+        path: places.companion,
+        workspace: root,
+        problem: expect.stringMatching(new RegExp(`lives on: pid ${child.pid} on \\S+, started as \\["sleep","1000"\\], in process group [1-9][0-9]*; `)),
+        remedy: { kind: 'stop', workspace: root, stateHome: place.stateHome },
+      },
+    ]);
 
     const before = listingOutsideStaging(place.stateHome);
     expect(await codeOfAsync(recoverWith(place, root, snapshot.digest))).toBe('quarantine');
@@ -101,6 +113,8 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'absent', ['companion']],
     ]);
+    expect(outlivingProgram(snapshotOf(place, root))).toBeUndefined();
+    expect(diagnose(place.stateHome).map((finding) => finding.kind)).toEqual(['dead-owner']);
     await finishRecovery(place, root);
     expect(pathExists(places.companion)).toBe(false);
     const [record] = journalRecords(place.stateHome);

@@ -14,6 +14,7 @@ export const FINDING_KINDS = [
   'ambiguous-takeover-marker',
   'deleted-root',
   'dead-owner',
+  'outliving-program',
   'ambiguous-owner',
   'dead-checkout-lock',
 ] as const;

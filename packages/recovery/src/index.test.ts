@@ -33,9 +33,11 @@ describe('the public entry point', () => {
       'RecoveryOptions',
       'RecoveryResult',
       'RecoveryView',
+      'SnapshotHolders',
       'defaultStateHome',
       'diagnose',
       'fileRecovery',
+      'outlivingProgram',
       'resolveWorkspace',
       'rootExists',
     ]);

@@ -1,10 +1,11 @@
 import { join, relative } from 'node:path';
 import type { CheckoutLock, Companion, ContractError, Holder, Registration, Reservation } from '@leasehold/contracts';
 import { SERVICE_FILES, readServiceFile, workspacePlaces, type ServiceFile } from '@leasehold/coordination';
-import { currentProcess, ownerStatus, type OwnerStatus, type PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
+import { currentProcess, ownerStatus, processDetails, type OwnerStatus, type PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
 import type { StateHomeLayout } from '@leasehold/registry';
 import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import type { Finding } from './findings.js';
+import { outlivingProgram } from './outliving-program.js';
 import { recoverySnapshot } from './recover.js';
 import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
 import { rootExists } from './root-exists.js';
@@ -147,6 +148,11 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
     });
     return true;
   }
+  const program = state === undefined ? undefined : outlivingProgram(state);
+  if (program !== undefined) {
+    outlivingProgramFinding(diagnosis, root, program, read.paths.companion);
+    return true;
+  }
   if (live !== undefined) return false; // a running owner (or one in the middle of its acquire or release)
   if (ambiguous !== undefined) {
     diagnosis.add({
@@ -172,6 +178,24 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
     remedy: recoverHere,
   });
   return true;
+}
+
+/**
+ * The program a crashed owner fenced the workspace with, still running: named with what this host
+ * shows of it (its command line and process group), for a person to recognise before ending it.
+ */
+function outlivingProgramFinding(diagnosis: DiagnosisContext, root: string, program: Holder, path: string): void {
+  const details = processDetails(program);
+  const shown = details === undefined ? '' : `, started as ${JSON.stringify(details.commandLine)}, in process group ${details.processGroup}`;
+  diagnosis.add({
+    kind: 'outliving-program',
+    path,
+    workspace: root,
+    problem:
+      `the owner of ${root} is gone, but the program it fenced the workspace with lives on: pid ${program.pid} on ${program.host}${shown}; ` +
+      'serve, run and recover refuse until it ends',
+    remedy: { kind: 'stop', workspace: root, stateHome: diagnosis.stateHome },
+  });
 }
 
 /** True when all that remains is a plain tool's checkout lock (no row, not the registration's token): its own finding. */

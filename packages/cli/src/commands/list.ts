@@ -2,6 +2,7 @@ import type { ListedOwner } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { withBackend } from '../backend.js';
 import type { CommandContext } from '../context.js';
+import { programInWords, programRemedy } from '../outliving-program.js';
 import { statusOf } from './status.js';
 
 /** The process column for a person: what this host can tell of the owner's process (`gone`, never status's `absent`). */
@@ -22,14 +23,15 @@ const PROCESS_WORDS: Record<ListedOwner['holder'], string> = {
  */
 export async function list(context: CommandContext): Promise<number> {
   const all = context.values.all === true;
-  const entries = await withBackend(context, async ({ ownership, host }) => {
+  const { entries, stateHome } = await withBackend(context, async ({ ownership, recovery, host, stateHome: home }) => {
     const fenced = await ownership.list();
     const entryOf = async (root: string, fence: ListedOwner | undefined) => {
-      const report = await statusOf(ownership, root, host);
+      const report = await statusOf({ ownership, recovery }, root, host);
       return {
         root,
         status: report.status,
         ...(report.reasonCode === undefined ? {} : { reasonCode: report.reasonCode }),
+        ...(report.program === undefined ? {} : { program: report.program }),
         endpoint: fence?.endpoint ?? null,
         epoch: fence?.epoch ?? report.epoch,
         pid: fence?.pid ?? null,
@@ -44,7 +46,7 @@ export async function list(context: CommandContext): Promise<number> {
     const fencedRoots = new Set(fenced.map((entry) => entry.root));
     const stopped = all ? (await ownership.workspaces()).filter((root) => !fencedRoots.has(root)) : [];
     const rows = await Promise.all([...fenced.map((entry) => entryOf(entry.root, entry)), ...stopped.map((root) => entryOf(root, undefined))]);
-    return all ? rows.sort((a, b) => a.root.localeCompare(b.root)) : rows;
+    return { entries: all ? rows.sort((a, b) => a.root.localeCompare(b.root)) : rows, stateHome: home };
   });
   const { output } = context;
   output.record({ entries });
@@ -57,6 +59,11 @@ export async function list(context: CommandContext): Promise<number> {
     const reason = entry.reasonCode === undefined ? '' : `  (${entry.reasonCode})`;
     const process = entry.ownerStatus === null ? '-' : PROCESS_WORDS[entry.ownerStatus];
     output.say(`${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${(entry.endpoint ?? '-').padEnd(24)}  ${String(entry.pid ?? '-').padEnd(7)}  ${process}${reason}${flag}`);
+  }
+  // A program that outlived its crashed owner is what blocks its workspace: named, with what ends it.
+  for (const { root, program } of entries) {
+    if (program === undefined) continue;
+    output.say('', `${root}: its owner is gone, but the program it fenced the workspace with lives on: ${programInWords(program)}`, `  ${programRemedy(program, root, stateHome)}`);
   }
   return 0;
 }

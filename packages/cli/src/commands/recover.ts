@@ -6,6 +6,7 @@ import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
+import { commandInWords, outlivingProgramIn, programInWords, programRemedy, type OutlivingProgram } from '../outliving-program.js';
 import { RemedyError } from '../remedies.js';
 import { shellQuote } from '../shell-words.js';
 
@@ -17,32 +18,40 @@ function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
   return 'absent';
 }
 
-function describe(context: CommandContext, state: RecoveryView, options: string): void {
+function describe(context: CommandContext, state: RecoveryView, stateHome: string): void {
   const ownerStatus = overallStatus(state);
+  const program = outlivingProgramIn(state);
   context.output.record({
     digest: state.digest,
     ownerStatus,
     // `path`: the file, or `etcd:<key>` for a fence kept in etcd.
     fences: state.fences.map(({ where, ...fence }) => ({ ...fence, path: where })),
     holders: state.holders.map(({ holder, status, fences }) => ({ ...holder, status, fences })),
+    ...(program === undefined ? {} : { program: program.record }),
   });
   if (state.clear) {
     context.output.say(`nothing to recover: no fence remains for ${state.root}`);
     return;
   }
+  const programOf = (pid: number) => (pid === program?.holder.pid ? `, the program its crashed owner ran: ${commandInWords(program.record)}` : '');
   context.output.say(
     `fences of ${state.root}:`,
     ...table(state.fences.map((fence) => [fence.kind, fence.where])).map((line) => `  ${line}`),
     '',
     'processes they name:',
-    ...state.holders.map(({ holder, status }) => `  pid ${holder.pid} on ${holder.host}: ${status}`),
+    ...state.holders.map(({ holder, status }) => `  pid ${holder.pid} on ${holder.host}: ${status}${programOf(holder.pid)}`),
     '',
     `digest  ${state.digest}`,
     '',
-    ownerStatus === 'absent'
-      ? `Every holder is gone. To recover: leasehold recover ${options} --digest ${state.digest} --yes`
-      : 'A holder is not gone: recovery would be refused. Stop it first, or diagnose with: leasehold doctor',
+    nextStep(state, ownerStatus, program, stateHome),
   );
+}
+
+/** What to do after a review: recover, end the program its crashed owner left running, or find out about a holder. */
+function nextStep(state: RecoveryView, ownerStatus: string, program: OutlivingProgram | undefined, stateHome: string): string {
+  if (ownerStatus === 'absent') return `Every holder is gone. To recover: leasehold recover ${placeOptions(state.root, stateHome)} --digest ${state.digest} --yes`;
+  if (program !== undefined) return `The program its crashed owner ran lives on, so recovery would be refused; ${programRemedy(program.record, state.root, stateHome)}`;
+  return 'A holder is not gone: recovery would be refused. Stop it first, or diagnose with: leasehold doctor';
 }
 
 /** Exit status of `recover --digest D` that could not ask for a confirmation: a usage error. */
@@ -111,7 +120,7 @@ function authorityOver(stateHome: string): () => void {
 async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    describe(context, await recovery.snapshot(root), placeOptions(root, stateHome));
+    describe(context, await recovery.snapshot(root), stateHome);
     return 0;
   }
   const review = `leasehold recover ${placeOptions(root, stateHome)}`;
@@ -120,6 +129,14 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
   if (now.clear) return nothingToRecover(context, root);
   if (now.digest !== digest) {
     throw new RemedyError('conflict', `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`, `see the current state and its digest: ${review}`);
+  }
+  const program = outlivingProgramIn(now);
+  if (program !== undefined) {
+    throw new RemedyError(
+      'quarantine',
+      `${root}: the program its crashed owner fenced it with lives on: ${programInWords(program.record)}; nothing changed`,
+      programRemedy(program.record, root, stateHome),
+    );
   }
   const refused = await refusedConfirmation(context, `${review} --digest ${digest} --yes`);
   if (refused !== undefined) return refused;

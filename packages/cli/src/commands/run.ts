@@ -1,14 +1,11 @@
 import type { Serving } from '@leasehold/transport';
 import type { CommandContext } from '../context.js';
 import { exitStatus, GatedProgram, type ProgramExit } from '../gated-program.js';
-import { wholeNumber } from '../options.js';
+import { stopTimeoutOption } from '../options.js';
 import { announceReady, serveWorkspace } from './serve.js';
 
 /** The signals that stop `run` cleanly: its program first, then the workspace. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-
-/** How long a program may take to end after SIGTERM before its group is sent SIGKILL, by default. */
-const DEFAULT_STOP_TIMEOUT_SECONDS = 10;
 
 /**
  * `leasehold run -- CMD [ARGS...]`: `serve`, with a program as the owner's work. Once serving, it
@@ -18,8 +15,7 @@ const DEFAULT_STOP_TIMEOUT_SECONDS = 10;
  * with its status; a lost lease ends the group and exits 4, touching no file.
  */
 export async function run(context: CommandContext): Promise<number> {
-  const stopTimeoutSeconds = wholeNumber(context.values['stop-timeout'], '--stop-timeout', 0) ?? DEFAULT_STOP_TIMEOUT_SECONDS;
-  const supervisor = new Supervisor(context, context.program ?? [], stopTimeoutSeconds * 1000);
+  const supervisor = new Supervisor(context, context.program ?? [], stopTimeoutOption(context.values['stop-timeout']));
   const stopOnSignal = () => supervisor.abort.abort();
   for (const signal of STOP_SIGNALS) process.on(signal, stopOnSignal);
   try {
@@ -59,7 +55,7 @@ class Supervisor {
     // A stop that came during acquire: there is nothing to start, only the release.
     if (this.abort.signal.aborted) return;
     try {
-      this.#program = new GatedProgram(this.#argv, environmentOf(this.#context.env, serving, stateHome));
+      this.#program = new GatedProgram(this.#argv, environmentOf(this.#context.env, serving, stateHome), this.#stopTimeoutMs);
     } catch (error) {
       this.#fail(error);
       return;
@@ -74,7 +70,7 @@ class Supervisor {
     this.abort.abort();
     // Never while its fence is being written: the release that follows removes that fence first.
     await this.#admitted;
-    await this.#program?.stop(this.#stopTimeoutMs);
+    await this.#program?.stop();
   }
 
   /** `run`'s exit after a clean release: the program's own status, 0 after a stop. @throws why it could not start. */

@@ -1,4 +1,4 @@
-import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
 import { workspacePlaces } from '@leasehold/coordination';
 import { ownerStatus } from '@leasehold/private-files';
 import { rootExists } from '@leasehold/recovery';
@@ -7,6 +7,7 @@ import { withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
+import { outlivingProgramOf, programInWords, programRemedy, type ProgramRecord } from '../outliving-program.js';
 import { shellQuote } from '../shell-words.js';
 
 /** Exit status of `status` when the workspace is not running. */
@@ -17,9 +18,11 @@ const NOT_RUNNING_EXIT = 3;
  * (beside `reason`, the sentence): `served-elsewhere` (an owner on another host, on etcd),
  * `owner-gone` (its process is gone: it crashed), `owner-not-answering` (its process is there, or
  * cannot be told from here, but it does not answer), `in-progress` (an acquire or release is
- * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`).
+ * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`),
+ * `program-outlives-owner` (its owner is gone, but the program it fenced the workspace with, such
+ * as `leasehold run`'s, lives on: `program` names it, and `leasehold stop` ends it).
  */
-type ReasonCode = 'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable';
+type ReasonCode = 'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable' | 'program-outlives-owner';
 
 /** What `status` reports. */
 export interface StatusReport {
@@ -39,6 +42,8 @@ export interface StatusReport {
   readonly config?: ConfigSummary;
   readonly reason?: string;
   readonly reasonCode?: ReasonCode;
+  /** The program its crashed owner fenced the workspace with, still running (`program-outlives-owner`). */
+  readonly program?: ProgramRecord;
   /** The fenced workspaces inside the folder, when it is above them: a serve of the folder would overlap them. */
   readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: ListedOwner['holder'] }>;
 }
@@ -109,10 +114,24 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, else
   return { ...report, reason: `its owner (pid ${owner.pid}) does not answer`, reasonCode: 'owner-not-answering' };
 }
 
+/**
+ * A report whose owner does not answer, with the program its owner fenced the workspace with when
+ * that program outlived it (`leasehold run` and its watcher killed): that program, not a recovery,
+ * is what is in the way. Another host's owner, or a passing state, is left as it is.
+ */
+async function withOutlivingProgram(report: StatusReport, recovery: Recovery): Promise<StatusReport> {
+  if (report.pid === undefined || report.reasonCode === 'served-elsewhere' || report.reasonCode === 'in-progress') return report;
+  const program = await outlivingProgramOf(recovery, report.root);
+  if (program === undefined) return report;
+  const reason = `its owner (pid ${report.pid}) is gone, but the program it fenced the workspace with lives on`;
+  return { ...report, reason, reasonCode: 'program-outlives-owner', program: program.record };
+}
+
 /** The next thing a person might do, for each status: a command that works in that state. */
 function nextStep(report: StatusReport, stateHome: string): string {
   const { root } = report;
   const options = placeOptions(root, stateHome);
+  if (report.program !== undefined) return `Its owner crashed, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
   if (report.inside !== undefined) {
     const [first] = report.inside;
     return `Workspaces inside this folder are registered, so a serve of it would overlap them; ask about one with: leasehold status ${placeOptions(first!.root, stateHome)}`;
@@ -155,11 +174,11 @@ function nextForUnavailable(report: StatusReport, options: string, stateHome: st
  */
 export async function status(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
-  return withBackend(context, async ({ ownership, stateHome, host }) => {
+  return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = await coveringOf(ownership, folder, asked);
     const report = {
-      ...(await statusOf(ownership, root, host, root === folder ? asked : undefined)),
+      ...(await statusOf({ ownership, recovery }, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),
       ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.holder })) }),
     };
@@ -169,16 +188,22 @@ export async function status(context: CommandContext): Promise<number> {
 
 /**
  * What `status` answers of one workspace root (`list` says the same of each): the files' state,
- * proved over the transport when they name an owner, and the owner config. `inspection` when it
- * was just taken; `host` this host's name on etcd.
+ * proved over the transport when they name an owner, a program that outlived a crashed owner, and
+ * the owner config. `inspection` when it was just taken; `host` this host's name on etcd.
  */
-export async function statusOf(ownership: Ownership, root: string, host: string | undefined, inspection?: Inspection): Promise<StatusReport> {
+export async function statusOf(
+  { ownership, recovery }: { readonly ownership: Ownership; readonly recovery: Recovery },
+  root: string,
+  host: string | undefined,
+  inspection?: Inspection,
+): Promise<StatusReport> {
   const state = inspection ?? (await settledInspection(ownership, root));
   const owner = state.status === 'unavailable' ? state.owner : undefined;
   const answered = owner === undefined ? undefined : await challenge(root, ownership);
   const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
   const config = await configOf(ownership, root);
-  return { ...(answered ?? silentOwner(reportOf(state, root), owner, elsewhere)), ...(config === undefined ? {} : { config }) };
+  const report = answered ?? (await withOutlivingProgram(silentOwner(reportOf(state, root), owner, elsewhere), recovery));
+  return { ...report, ...(config === undefined ? {} : { config }) };
 }
 
 function reported(context: CommandContext, stateHome: string, report: StatusReport): number {
@@ -192,6 +217,7 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
   if (report.config !== undefined) rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
+  if (report.program !== undefined) rows.push(['program', programInWords(report.program)]);
   for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);
   output.say(...table(rows), '', nextStep(report, stateHome));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;

@@ -1,9 +1,11 @@
-import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
+import { ContractError, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { describeHolder, ownerStatus } from '@leasehold/private-files';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
+import { stopTimeoutOption } from '../options.js';
+import { endProgram, outlivingProgramIn, programInWords, reusedProgramPid } from '../outliving-program.js';
 import { RemedyError } from '../remedies.js';
 
 /** How long `stop` waits for the workspace to read `stopped`. */
@@ -15,15 +17,17 @@ const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(reso
  * `leasehold stop`: proves the owner live (`connect`, which waits out another
  * transaction of this workspace), sends the authenticated stop request, then
  * waits (bounded) until `inspect` answers `stopped` with that owner's epoch.
- * Run inside a fenced workspace, it stops that workspace (as `status` names it).
+ * Run inside a fenced workspace, it stops that workspace (as `status` names it). When the owner
+ * crashed and the program it fenced the workspace with lives on, it ends that program instead.
  */
 export async function stop(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
-  return withBackend(context, async ({ ownership, stateHome, host }) => {
+  const stopTimeoutMs = stopTimeoutOption(context.values['stop-timeout']);
+  return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = await coveringOf(ownership, folder, asked);
     if (root === folder && unfenced(asked)) return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
-    return stopOn(context, root, ownership, { stateHome, host });
+    return stopOn(context, root, ownership, { stateHome, host, recovery, stopTimeoutMs });
   });
 }
 
@@ -36,13 +40,23 @@ function notRunning(context: CommandContext, root: string, inspection: Inspectio
   return 0;
 }
 
-async function stopOn(context: CommandContext, root: string, ownership: Ownership, where: { stateHome: string; host: string | undefined }): Promise<number> {
+/** Where `stopOn` acts, and how: the state home, this host's name on etcd, its recovery, `--stop-timeout` in ms. */
+interface StopPlace {
+  readonly stateHome: string;
+  readonly host: string | undefined;
+  readonly recovery: Recovery;
+  readonly stopTimeoutMs: number;
+}
+
+async function stopOn(context: CommandContext, root: string, ownership: Ownership, where: StopPlace): Promise<number> {
   let connection: Connection;
   try {
     connection = await connect(root, { ownership });
   } catch (error) {
     const now = await ownership.inspect(root);
     if (unfenced(now)) return notRunning(context, root, now, { stateHome: where.stateHome, inside: [] });
+    const ended = await endOutlivingProgram(context, root, where);
+    if (ended !== undefined) return ended;
     throw cannotStop(root, now, where, error);
   }
   const reply = await connection.request('POST', '/v1/stop').catch(() => undefined);
@@ -62,11 +76,50 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
 }
 
 /**
+ * When the owner is gone but the program it fenced the workspace with lives on (`run` and its
+ * watcher were killed): ends that program's group, SIGTERM then SIGKILL after `--stop-timeout`,
+ * and says that the workspace is now the crashed owner's to recover (exit 0). Undefined when
+ * there is no such program. A fence whose pid now names another process is said so, never signalled.
+ */
+async function endOutlivingProgram(context: CommandContext, root: string, { recovery, stateHome, stopTimeoutMs }: StopPlace): Promise<number | undefined> {
+  let view: RecoveryView;
+  try {
+    view = await recovery.snapshot(root);
+  } catch {
+    return undefined; // unreadable: what the files say is `cannotStop`'s
+  }
+  const recover = `leasehold recover ${placeOptions(root, stateHome)}`;
+  const reused = reusedProgramPid(view);
+  if (reused !== undefined) {
+    throw new RemedyError(
+      'quarantine',
+      `${root}: its owner crashed, and the program it fenced the workspace with (pid ${reused.pid}) is gone: pid ${reused.pid} now names another process (another start time), which stop leaves alone`,
+      `review and release what the owner left with: ${recover}`,
+    );
+  }
+  const program = outlivingProgramIn(view);
+  if (program === undefined) return undefined;
+  if (program.holder.processStart === undefined) {
+    // No start time on this platform: its pid alone cannot prove the process is still the program.
+    throw new RemedyError(
+      'quarantine',
+      `${root}: its owner crashed, but the program it fenced the workspace with lives on: ${programInWords(program.record)}; this host cannot prove that pid by its start time, so stop does not signal it`,
+      `make sure pid ${program.holder.pid} is still that program, end its process group (kill -TERM -${program.holder.pid}), then: ${recover}`,
+    );
+  }
+  const signal = await endProgram(program, stopTimeoutMs);
+  const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
+  context.output.record({ stopped: false, root, program: { ...program.record, endedBy: signal ?? null } });
+  context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner crashed; review and release what it left with: ${recover}`);
+  return 0;
+}
+
+/**
  * Why an owner the files name cannot be stopped from here, with a remedy that works in that state:
  * a crashed owner is recovered (a serve would be refused), another host's is stopped there, a live
  * one that does not answer is waited for or ended.
  */
-function cannotStop(root: string, now: Inspection, where: { stateHome: string; host: string | undefined }, error: unknown): unknown {
+function cannotStop(root: string, now: Inspection, where: StopPlace, error: unknown): unknown {
   const owner = 'owner' in now ? now.owner : undefined;
   if (owner === undefined) return error;
   const recover = `leasehold recover ${placeOptions(root, where.stateHome)}`;
