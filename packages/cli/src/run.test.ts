@@ -291,7 +291,12 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(again.ready.epoch).not.toBe(ready.epoch);
     const againWatcher = watcherOf(again.runner, again.ready);
     expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: again.ready.epoch });
-    expectStopped(await again.runner.exit(), again.ready, 'SIGTERM');
+    const ended = await again.runner.exit();
+    // It said what it recovered first: both processes the fences named, run and its program, proved gone.
+    const [recovered, ...rest] = events(ended.stdout);
+    const proved = [ready.pid, ready.childPid].map((pid) => expect.objectContaining({ holder: expect.objectContaining({ pid }), by: 'pid-and-start-time' }));
+    expect(recovered).toMatchObject({ event: 'recovered', root: workspace, proved: expect.arrayContaining(proved) });
+    expect(rest).toEqual([again.ready, { event: 'child-exited', childPid: again.ready.childPid, code: null, signal: 'SIGTERM' }, { event: 'stopped', epoch: again.ready.epoch }]);
     // Told the program ended, the watcher ends too, signalling nothing.
     await untilGone(againWatcher);
   });
