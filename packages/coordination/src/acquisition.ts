@@ -150,8 +150,7 @@ export class Acquisition {
       let state = this.#reads.selectedStateSince(earlier);
       refuseState(state, configBytes, replaceConfig, this.#places);
       if (state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-        transaction.assertHeld();
-        this.#serviceFolder.unpublish(state);
+        this.#serviceFolder.unpublish(state, transaction.writer);
         state = this.#reads.selectedState();
       }
       rollback.row();
@@ -160,9 +159,8 @@ export class Acquisition {
         if (state.service) {
           Object.assign(owned, { format: state.format?.snapshot, config: state.config?.snapshot, hostConfig: state.hostConfig });
         } else {
-          transaction.assertHeld();
           rollback.serviceFolder(this.#serviceFolder.bytes(configBytes), policyIdentity);
-          Object.assign(owned, this.#serviceFolder.publish(configBytes));
+          Object.assign(owned, this.#serviceFolder.publish(configBytes, transaction.writer));
         }
       } catch (error) {
         rollback.runWithin(transaction);

@@ -101,8 +101,8 @@ export class Checkout {
       const token = randomUUID();
       const bytes = encode({ schema: 'leasehold.checkout-lock/1', token, ...owner });
       this.#files.directory(this.places.privateRoot, true);
-      transaction.assertHeld();
-      return new CheckoutHandle(this.#files, this.places.checkoutLock, token, this.#files.create(this.places.checkoutLock, bytes));
+      // The transaction's writer proves the registry lock, then creates the lock.
+      return new CheckoutHandle(this.#files, this.places.checkoutLock, token, transaction.writer.create(this.places.checkoutLock, bytes));
     });
   }
 
@@ -142,8 +142,7 @@ export class Checkout {
       if (found.holder === 'ambiguous') {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`);
       }
-      transaction.assertHeld();
-      this.#files.remove(this.places.checkoutLock, snapshot);
+      transaction.writer.remove(this.places.checkoutLock, snapshot);
     });
   }
 }

@@ -92,12 +92,8 @@ export async function releaseInOrder(
       );
       held.row = undefined;
     }
-    if (checkout) {
-      writer.remove('checkoutLock', undefined, () => {
-        check();
-        transaction.assertHeld();
-      });
-    }
+    // The transaction's writer proves the registry lock, then removes the checkout lock.
+    if (checkout) writer.remove('checkoutLock', undefined, check, transaction.writer);
   });
 }
 
@@ -136,14 +132,17 @@ export class FenceWriter {
     this.#publish(key, bytes, () => this.#files.replace(path, expected, bytes, FILE_BYTES[key], publish));
   }
 
-  /** Removes `key`, after `before()`, when it is still held. */
-  remove(key: Removable, publish?: PublishOptions, before?: () => void): void {
+  /**
+   * Removes `key`, after `before()`, when it is still held: by `files`, this writer's own unless
+   * the removal belongs to a registry transaction (whose `writer` proves the lock first).
+   */
+  remove(key: Removable, publish?: PublishOptions, before?: () => void, files: Pick<PrivateFiles, 'remove'> = this.#files): void {
     const expected = this.#snapshots[key];
     if (expected === undefined) return;
     const path = this.#places[key];
     before?.();
     this.write(
-      () => this.#files.remove(path, expected, FILE_BYTES[key], publish),
+      () => files.remove(path, expected, FILE_BYTES[key], publish),
       () => this.#files.read(path, FILE_BYTES[key]) === undefined,
     );
     this.#snapshots[key] = undefined;

@@ -1,10 +1,12 @@
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { PrivateFilesHooks } from '@leasehold/private-files';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   bytesOf,
   cleanUp,
   codeOf,
+  codeOfAsync,
   countsOf,
   handPlaces,
   listingOutsideStaging,
@@ -14,6 +16,7 @@ import {
   messageOf,
   namesIn,
   pathExists,
+  replaceFile,
   serviceFences,
   sha256Hex,
   shownStep,
@@ -30,6 +33,7 @@ import {
   contentListing,
   injectedError,
 } from '../test/crash-helpers.js';
+import { goneHolder, registryLockBytes } from '../test/functional-helpers.js';
 import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
 import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index.js';
 
@@ -363,4 +367,35 @@ describe('a release that failed part-way is finished by calling it again (docs/o
       await expectAcquiresAgain(setup, label);
     });
   }
+});
+
+describe('a rollback inside a transaction that lost the registry lock (docs/ownership.md, "Rollback of a failed acquire")', () => {
+  it('never removes a service folder another process published with the same bytes: conflict, and that folder and lock stay', async () => {
+    const place = makePlace('process');
+    const root = makeWorkspace(place, 'workspace');
+    const places = handPlaces(place.stateHome, root);
+    // The folder this acquire would publish (a new workspace's carries no random token), then the workspace new again.
+    await new ServiceCoordination(root, { stateHome: place.stateHome }).initialize(OWNER_CONFIG);
+    const published = { 'format.json': readFileSync(places.format), 'config.json': readFileSync(places.config) };
+    rmSync(places.service, { recursive: true });
+    const foreignLock = registryLockBytes(goneHolder(), '/srv/other');
+    let armed = true;
+    const hooks: PrivateFilesHooks = {
+      beforeMutation(step) {
+        // The row's swap is on disk: before the service folder's publication, another process takes the
+        // registry lock over (judging this one gone) and publishes the same folder.
+        if (!armed || step.operation !== 'replace' || step.action !== 'fsync-directory' || step.path !== dirname(places.roots)) return;
+        armed = false;
+        replaceFile(place.base, places.registryLock, foreignLock);
+        mkdirSync(places.service, { mode: 0o700 });
+        for (const [name, bytes] of Object.entries(published)) writeFileSync(join(places.service, name), bytes, { mode: 0o600, flag: 'wx' });
+      },
+    };
+    const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, hooks, lockWaitMs: 500 });
+    expect(await codeOfAsync(coordination.acquire(OWNER_CONFIG, ENDPOINT))).toBe('conflict');
+    expect(armed).toBe(false);
+    expect(namesIn(places.service)).toEqual(['config.json', 'format.json']);
+    for (const [name, bytes] of Object.entries(published)) expect(readFileSync(join(places.service, name))).toEqual(bytes);
+    expect(readFileSync(places.registryLock)).toEqual(Buffer.from(foreignLock));
+  });
 });

@@ -41,9 +41,15 @@ export class Rollback {
     });
   }
 
-  /** The service folder of a new workspace, with the host config `initializeNew` may have added. */
+  /**
+   * The service folder of a new workspace, with the host config `initializeNew` may have added.
+   * Undone in the acquire's transaction, it is removed by the transaction's writer, which proves
+   * the lock first: registered before the publication, this undo runs also when the publication's
+   * own proof failed, and a transaction that lost its lock must not remove a folder another
+   * process published with the same bytes.
+   */
   serviceFolder(bytes: { readonly format: Uint8Array; readonly config: Uint8Array }, policyIdentity: string): void {
-    this.#undo.push(() => {
+    this.#undo.push((transaction) => {
       const { service } = this.#places;
       if (!this.#files.directory(service)) return;
       const format = this.#ours('format', bytes.format);
@@ -54,7 +60,7 @@ export class Rollback {
       }
       const expected: Record<string, FileSnapshot> = { 'format.json': format, 'config.json': config };
       if (hostConfig !== undefined) expected['host-config.json'] = hostConfig;
-      this.#files.removeFolder(service, expected, FILE_BYTES.format);
+      (transaction?.writer ?? this.#files).removeFolder(service, expected, FILE_BYTES.format);
     });
   }
 

@@ -1,6 +1,6 @@
 import { ContractError, decode, encode, ownerConfigSchema, sha256, type OwnerConfig } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
-import type { Registry } from '@leasehold/registry';
+import type { GuardedWriter, Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
 import { FILE_BYTES, bounded, type FileSnapshots, type ServiceState } from './service-state.js';
 import type { WorkspaceReads } from './workspace-reads.js';
@@ -38,8 +38,7 @@ export class ServiceFolder {
       if (transaction.rowOf(this.#places.root) !== undefined) {
         throw new ContractError('quarantine', `${this.#places.roots}: a row for this root has no service state`);
       }
-      transaction.assertHeld();
-      this.publish(configBytes);
+      this.publish(configBytes, transaction.writer);
     });
   }
 
@@ -53,13 +52,15 @@ export class ServiceFolder {
     return { format, config: configBytes };
   }
 
-  /** Publishes the service folder of a new workspace, under the registry lock; answers its snapshots. */
-  publish(configBytes: Uint8Array): FileSnapshots {
+  /**
+   * Publishes the service folder of a new workspace (and the private root above it) through the
+   * registry transaction's `writer`, which proves the lock first; answers its snapshots.
+   */
+  publish(configBytes: Uint8Array, writer: GuardedWriter): FileSnapshots {
     const bytes = this.bytes(configBytes);
-    this.#files.directory(this.#places.privateRoot, true);
     // format.json and config.json appear together or not at all: a crash
     // here can never leave a half-initialised service folder.
-    this.#files.createFolder(this.#places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
+    writer.publishFolder(this.#places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
     const format = this.#files.read(this.#places.format, FILE_BYTES.format);
     const config = this.#files.read(this.#places.config, FILE_BYTES.config);
     if (format === undefined || config === undefined) throw new ContractError('conflict', `${this.#places.service}: changed while published`);
@@ -70,11 +71,12 @@ export class ServiceFolder {
    * An upgrade's first step, under the registry lock and only once no fence is left (the
    * refusals ran first): the old service folder goes whole, every file as it was read, so that
    * the acquire publishes the new config as a new workspace's. A crash between the two leaves no
-   * service folder: a workspace that never had an owner, fenced by nothing, as it was.
+   * service folder: a workspace that never had an owner, fenced by nothing, as it was. The
+   * registry transaction's `writer` removes it, after proving the lock.
    */
-  unpublish(state: ServiceState): void {
+  unpublish(state: ServiceState, writer: GuardedWriter): void {
     const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
     const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
-    this.#files.removeFolder(this.#places.service, expected, Math.max(...Object.values(FILE_BYTES)));
+    writer.removeFolder(this.#places.service, expected, Math.max(...Object.values(FILE_BYTES)));
   }
 }

@@ -10,7 +10,8 @@ export {
   type Reservation,
 } from '@leasehold/contracts';
 // Also what a reader of the table needs: a row's holder's liveness, a read
-// retried when a writer raced it, and this process's identity for its own row.
+// retried when a writer raced it, and this process's identity for its own row;
+// and the snapshots and publication options a transaction's writer takes.
 export {
   currentProcess,
   ownerStatus,
@@ -22,6 +23,7 @@ export {
   type OwnerStatus,
   type PrivateFilesHooks,
   type ProcessIdentity,
+  type PublishOptions,
 } from '@leasehold/private-files';
 export {
   NAMESPACE_ENTRIES,
@@ -33,6 +35,7 @@ export {
   takeoverMarker,
   type StateHomeLayout,
 } from './layout.js';
+export type { GuardedWriter } from './guarded-writer.js';
 export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
 export {
   Registry,

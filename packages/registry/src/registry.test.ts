@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { chmodSync, linkSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
@@ -13,7 +13,7 @@ import {
   type RegistryLock,
   type Reservation,
 } from '@leasehold/contracts';
-import { ownerStatus, sameSnapshot, type MutationStep } from '@leasehold/private-files';
+import { PrivateFiles, ownerStatus, sameSnapshot, type FileSnapshot, type MutationStep } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
@@ -54,6 +54,7 @@ import {
   isRegistryLockFile,
   stateHomeLayout,
   takeoverMarker,
+  type GuardedWriter,
   type RegistryTransaction,
 } from './index.js';
 
@@ -72,6 +73,33 @@ function writeLock(registry: Registry, fields: Partial<RegistryLock>): RegistryL
 /** The take-over marker path for `token`, computed by hand (docs/layout.md, "The registry folder", and the layout's TAKEOVER_MARKER). */
 function markerPath(registry: Registry, token: string): string {
   return join(registry.layout.registry, `takeover-${token}.lock`);
+}
+
+/** What a transaction's writer publishes in the tests below. */
+const PUBLISHED = encode({ schema: 'test/1' });
+
+/** One workspace's private folder under the state home (its name is any 32 hex digits). */
+function workspaceFolder(registry: Registry): string {
+  return join(registry.layout.workspaces, '0'.repeat(32));
+}
+
+/** Writes `bytes` at `path` (making its folders, 0700) and answers its snapshot. */
+function writtenByHand(registry: Registry, path: string, bytes: Uint8Array): FileSnapshot {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writePrivateFile(path, bytes);
+  const snapshot = new PrivateFiles(registry.layout.namespace).read(path);
+  if (snapshot === undefined) throw new Error(`${path}: not written`);
+  return snapshot;
+}
+
+/** Every path under `folder` with its bytes (folders as `folder`), sorted; empty when it does not exist. */
+function filesUnder(folder: string): [string, string][] {
+  if (!pathExists(folder)) return [];
+  const names = (readdirSync(folder, { recursive: true }) as string[]).sort();
+  return names.map((name) => {
+    const path = join(folder, name);
+    return [name, lstatSync(path).isDirectory() ? 'folder' : (bytesOf(path) ?? '')];
+  });
 }
 
 /** What nothing-written means: the table, the format and the lock as they were, no marker, no staging leftover. */
@@ -196,20 +224,22 @@ describe('transaction basics', () => {
     expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 
-  it('lets an operation replace its own writes within one transaction', async () => {
+  it('lets an operation replace its own writes within one transaction, and its writer still proves the lock after each', async () => {
     const { stateHome, registry } = await initialised();
+    const workspace = workspaceFolder(registry);
     await registry.transaction(TEST_ROOT, (transaction) => {
       const [first, second] = reservations(stateHome, 2) as [Reservation, Reservation];
       transaction.reserve(first);
       transaction.reserve(second);
-      transaction.assertHeld();
+      transaction.writer.publishFolder(join(workspace, 'service'), { 'format.json': PUBLISHED });
       transaction.unreserve(first.root, first.epoch);
       transaction.unreserve(second.root, second.epoch);
-      transaction.assertHeld();
+      const lock = transaction.writer.create(join(workspace, 'checkout.lock'), PUBLISHED);
       transaction.reserve(reservation(stateHome, 7));
-      transaction.assertHeld();
+      transaction.writer.remove(join(workspace, 'checkout.lock'), lock);
     });
     expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-7']);
+    expect(namesIn(workspace)).toEqual(['service']);
   });
 
   it('tableUnchanged tells a table still the one read from one a transaction replaced, even with the same rows', async () => {
@@ -256,7 +286,9 @@ describe('transaction basics', () => {
       });
       expect(state?.holder).toBe('live');
       expect(modeOf(registry.layout.registryLock)).toBe(0o600);
-      expect(await codeOfAsync(() => transaction.assertHeld())).toBe('no error');
+      expect(await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }))).toBe(
+        'no error',
+      );
     });
     expect(registry.readLock()).toBeUndefined();
     expect(registry.readMarkers()).toEqual([]);
@@ -277,7 +309,7 @@ describe('transaction basics', () => {
     expect(sameSnapshot(after.roots, before.roots)).toBe(false);
   });
 
-  it('assertHeld and reserve are conflict once roots.json moved under the transaction, which then keeps no lock', async () => {
+  it('the writer and reserve are conflict once roots.json moved under the transaction, which then keeps no lock', async () => {
     const { stateHome, registry } = await initialised();
     const foreign = encode({ schema: 'leasehold.registry/1', entries: [] });
     let held = 'not run';
@@ -285,17 +317,18 @@ describe('transaction basics', () => {
       registry.transaction(TEST_ROOT, async (transaction) => {
         // Something that is not a registry writer changed the file: the snapshot no longer holds.
         writePrivateFile(registry.layout.roots, foreign);
-        held = await codeOfAsync(() => transaction.assertHeld());
+        held = await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }));
         transaction.reserve(reservation(stateHome, 1));
       }),
     );
     expect(held).toBe('conflict');
     expect(code).toBe('conflict');
     expect(bytesOf(registry.layout.roots)).toBe(Buffer.from(foreign).toString('hex'));
+    expect(pathExists(registry.layout.workspaces)).toBe(false);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 
-  it('assertHeld and reserve are conflict once the lock is no longer ours; the other lock is left in place', async () => {
+  it('the writer and reserve are conflict once the lock is no longer ours; the other lock is left in place', async () => {
     const { stateHome, registry } = await initialised();
     const roots = bytesOf(registry.layout.roots);
     let foreign: RegistryLock | undefined;
@@ -303,15 +336,91 @@ describe('transaction basics', () => {
     const code = await codeOfAsync(
       registry.transaction(TEST_ROOT, async (transaction) => {
         foreign = writeLock(registry, { root: '/srv/other' });
-        held = await codeOfAsync(() => transaction.assertHeld());
+        held = await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }));
         transaction.reserve(reservation(stateHome, 1));
       }),
     );
     expect(held).toBe('conflict');
     expect(code).toBe('conflict');
     expect(bytesOf(registry.layout.roots)).toBe(roots);
+    expect(pathExists(registry.layout.workspaces)).toBe(false);
     // Removal is a compare-and-swap too: the lock that is not ours stays.
     expect(decodeLock(registry.layout.registryLock)).toEqual(foreign);
+  });
+});
+
+describe('the transaction writer', () => {
+  /** Each write of the writer, on a workspace folder prepared so that the write succeeds while the lock is held. */
+  const writes: [string, (registry: Registry) => (writer: GuardedWriter) => void][] = [
+    [
+      'create',
+      (registry) => {
+        mkdirSync(workspaceFolder(registry), { recursive: true, mode: 0o700 });
+        return (writer) => writer.create(join(workspaceFolder(registry), 'checkout.lock'), PUBLISHED);
+      },
+    ],
+    [
+      'remove',
+      (registry) => {
+        const path = join(workspaceFolder(registry), 'checkout.lock');
+        const snapshot = writtenByHand(registry, path, PUBLISHED);
+        return (writer) => writer.remove(path, snapshot);
+      },
+    ],
+    [
+      'publishFolder, with the folders above it',
+      (registry) => (writer) => writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
+    ],
+    [
+      'removeFolder',
+      (registry) => {
+        const folder = join(workspaceFolder(registry), 'service');
+        const snapshot = writtenByHand(registry, join(folder, 'format.json'), PUBLISHED);
+        return (writer) => writer.removeFolder(folder, { 'format.json': snapshot });
+      },
+    ],
+  ];
+
+  it.each(writes)('%s writes while the transaction holds the lock', async (_name, prepare) => {
+    const { registry } = await initialised();
+    const write = prepare(registry);
+    const before = filesUnder(registry.layout.workspaces);
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, (transaction) => write(transaction.writer)))).toBe('no error');
+    expect(filesUnder(registry.layout.workspaces)).not.toEqual(before);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
+  });
+
+  it.each(writes)('%s proves the lock first: once it is no longer ours, conflict with nothing written, the other lock left', async (_name, prepare) => {
+    const { registry } = await initialised();
+    const write = prepare(registry);
+    const before = filesUnder(registry.layout.workspaces);
+    let foreign: RegistryLock | undefined;
+    const code = await codeOfAsync(
+      registry.transaction(TEST_ROOT, (transaction) => {
+        foreign = writeLock(registry, { root: '/srv/other' });
+        write(transaction.writer);
+      }),
+    );
+    expect(code).toBe('conflict');
+    expect(filesUnder(registry.layout.workspaces)).toEqual(before);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
+    expect(decodeLock(registry.layout.registryLock)).toEqual(foreign);
+  });
+
+  it.each(writes)('%s proves the table first: once roots.json moved, conflict with nothing written', async (_name, prepare) => {
+    const { registry } = await initialised();
+    const write = prepare(registry);
+    const before = filesUnder(registry.layout.workspaces);
+    const code = await codeOfAsync(
+      registry.transaction(TEST_ROOT, (transaction) => {
+        writePrivateFile(registry.layout.roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+        write(transaction.writer);
+      }),
+    );
+    expect(code).toBe('conflict');
+    expect(filesUnder(registry.layout.workspaces)).toEqual(before);
+    expect(namesIn(registry.layout.staging)).toEqual([]);
+    expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 });
 

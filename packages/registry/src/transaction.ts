@@ -1,5 +1,6 @@
 import { ContractError, REGISTRY_BYTES, type Reservation } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
+import { GuardedWriter } from './guarded-writer.js';
 import type { StateHomeLayout } from './layout.js';
 import { admitReservation, checkedRow, decodeRoots, encodeTable, rememberRoots } from './registry-view.js';
 
@@ -27,21 +28,23 @@ export interface RegistryTransaction {
    */
   unreserve(root: string, epoch: string): void;
   /**
-   * Proves the lock is still this transaction's and `roots.json` is as it last saw it.
-   * Call it before any other write the transaction makes.
-   * @throws ContractError `conflict`.
+   * The transaction's one other write, the per-workspace publication that must not race the
+   * table: each of its calls first proves the lock is still this transaction's and `roots.json` is
+   * as it last saw it (`conflict` otherwise, with nothing written).
    */
-  assertHeld(): void;
+  readonly writer: GuardedWriter;
 }
 
 /**
  * One transaction's view of the table, under the registry lock: every write is
  * a compare-and-swap of `roots.json` against the table this transaction last
- * read or wrote, after proving the lock is still its own.
+ * read or wrote, after proving the lock is still its own; its one other write
+ * goes through `writer`, which makes the same proof first.
  */
 export class Transaction implements RegistryTransaction {
   readonly root: string;
   entries: readonly Reservation[];
+  readonly writer: GuardedWriter;
   readonly #layout: StateHomeLayout;
   readonly #files: PrivateFiles;
   readonly #lock: FileSnapshot;
@@ -62,6 +65,7 @@ export class Transaction implements RegistryTransaction {
     this.#lock = lock;
     this.entries = start.entries;
     this.#roots = start.roots;
+    this.writer = new GuardedWriter(files, () => this.#assertHeld());
   }
 
   rowOf(root: string): Reservation | undefined {
@@ -87,7 +91,8 @@ export class Transaction implements RegistryTransaction {
     this.#write(remaining);
   }
 
-  assertHeld(): void {
+  /** Proves the lock is still this transaction's and `roots.json` is as it last saw it: `conflict` otherwise. */
+  #assertHeld(): void {
     // After a failed write (the old or the new table, both whole) the table is read again under the
     // lock: a caller that found its write took effect anyway (only the fsync failed) goes on.
     this.#refresh();
