@@ -11,7 +11,9 @@ type Undo = (transaction: RegistryTransaction | undefined) => void;
  * Each undo is registered before its write, so a write that failed after it
  * took effect (an fsync error after the rename or link) is undone too; each
  * undo touches a file only while it holds exactly the bytes this call wrote
- * (they carry fresh random tokens, so no other writer's file can match), and
+ * (the owner's files carry fresh random tokens, so no other writer's file can
+ * match; a new workspace's service folder carries none, so its undo also
+ * proves the registry lock first, through the transaction's writer), and
  * does nothing when the write never happened. The row is undone last: until
  * then it fences every other file. A failing undo stops the rollback there,
  * leaving the rest fenced by the row for `recover` once this process exits.
