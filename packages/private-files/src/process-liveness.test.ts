@@ -1,7 +1,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, spawnFixture } from '@leasehold/test-utils';
+import { cleanUp, killUnreaped, spawnFixture, spawnUnreaped } from '@leasehold/test-utils';
 import { currentProcess, ownerStatus, processIdentity, type ProcessIdentity } from './index.js';
 import { FIXTURES } from '../test/helpers.js';
 
@@ -161,5 +161,18 @@ describe('ownerStatus', () => {
         status: 'ambiguous',
       });
     }
+  });
+});
+
+describe('a zombie (exited, not yet reaped by its parent)', () => {
+  it('is absent with and without processStart, though kill(pid, 0) still finds it, and has no identity', async () => {
+    const { pid } = await spawnUnreaped('sleep', ['1000']);
+    const identity = processIdentity(pid);
+    expect(ownerStatus(pid, hostname())).toBe('live');
+    await killUnreaped(pid);
+    expect(process.kill(pid, 0)).toBe(true);
+    expect(ownerStatus(pid, hostname())).toBe('absent');
+    expect(ownerStatus(pid, hostname(), identity?.processStart)).toBe('absent');
+    expect(processIdentity(pid)).toBeUndefined();
   });
 });
