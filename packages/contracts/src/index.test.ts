@@ -78,6 +78,7 @@ describe('the public entry point', () => {
       'ownerLockSchema',
       'parse',
       'pid',
+      'placeOptions',
       'processStart',
       'recoverProvedDead',
       'recoveryRecordSchema',
@@ -90,6 +91,7 @@ describe('the public entry point', () => {
       'sameBackend',
       'serviceFormatSchema',
       'sha256',
+      'shellQuote',
       'text',
     ]);
   });
