@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Tree, TreeNode } from './model.js';
 
 /** The mutating system calls private-files makes (its `MutationAction`). */
-export type TraceAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+export type TraceAction = 'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** One recorded operation: `path` is the name it makes or touches; a link or rename comes from `source`; a write carries its bytes. */
 export interface TraceOp {
@@ -90,7 +90,7 @@ function traceField(line: string): unknown {
   }
 }
 
-const ACTIONS: readonly string[] = ['mkdir', 'write', 'fsync', 'link', 'rename', 'unlink', 'rmdir', 'fsync-directory'];
+const ACTIONS: readonly string[] = ['mkdir', 'chmod', 'write', 'fsync', 'link', 'rename', 'unlink', 'rmdir', 'fsync-directory'];
 
 function decodedOp(trace: unknown, line: string): TraceOp {
   const { op, path, source, bytes } = (trace ?? {}) as Record<string, unknown>;
