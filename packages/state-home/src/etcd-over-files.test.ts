@@ -152,7 +152,8 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(await hostA.list()).toEqual(listed);
     expect(await hostA.inspect(root)).toMatchObject({ status: 'unavailable', owner: { epoch, endpoint: BOUND, phase: 'idle' } });
     expect(await hostA.inspect(root)).not.toHaveProperty('inProgress');
-    const seenFromB = { endpoint: BOUND, epoch, pid: process.pid, host: 'host-a' };
+    // Host A's process is this one, but host B cannot tell another host's process: `ambiguous`.
+    const seenFromB = { endpoint: BOUND, epoch, pid: process.pid, host: 'host-a', process: 'ambiguous' };
     expect(await hostB.inspect(root)).toEqual({ status: 'unavailable', reason: 'served on host host-a', owner: { ...seenFromB, phase: 'idle' } });
     await lease.phase('stopping');
     expect(await hostA.inspect(root)).toMatchObject({ status: 'stopping', owner: { epoch, phase: 'stopping' } });
@@ -214,7 +215,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(await hostA.inspect(root)).toEqual({
       status: 'unavailable',
       reason: expect.stringContaining('in progress'),
-      owner: { epoch: fence.owner.epoch, endpoint: BOUND, pid: process.pid, host: 'host-a', phase: 'idle' },
+      owner: { epoch: fence.owner.epoch, endpoint: BOUND, pid: process.pid, host: 'host-a', phase: 'idle', process: 'live' },
       inProgress: true,
     });
     await fence.release();

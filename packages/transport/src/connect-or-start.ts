@@ -1,6 +1,6 @@
 import { ContractError, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
-import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { describeHolder } from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
 import { StartClaim, type ClaimHolder } from './start-claim.js';
 
@@ -108,14 +108,13 @@ function ownerOf(inspection: Inspection): OwnerSummary | undefined {
 }
 
 /**
- * Whether a new owner may be started: nobody holds the workspace, or its owner is proved gone
- * (a crash: a daemon started with `recoverDead` recovers it; any other is refused `quarantine`).
+ * Whether a new owner may be started: nobody holds the workspace, or the backend proved its owner's
+ * process gone (a daemon started with `recoverDead` recovers it; any other is refused `quarantine`).
  * An owner that cannot be told, or a state between two steps with no owner named, is waited on.
  */
 function free(inspection: Inspection): boolean {
   if (inspection.status === 'absent' || inspection.status === 'stopped') return true;
-  const owner = ownerOf(inspection);
-  return owner !== undefined && ownerStatus(owner.pid, owner.host) === 'absent';
+  return ownerOf(inspection)?.process === 'absent';
 }
 
 function described(inspection: Inspection): string {
@@ -186,7 +185,7 @@ class StartOnDemand {
       }
       const owner = ownerOf(inspection);
       if (owner !== undefined) this.#bound.owner(owner);
-      const holder = owner === undefined ? 'the workspace' : `the owner, ${describeHolder(owner)},`;
+      const holder = owner === undefined ? 'the workspace' : `the owner, ${describeHolder(owner, owner.process)},`;
       await this.#bound.pause(`${holder} to answer (${described(inspection)}; ${answer})`);
     }
   }
@@ -223,8 +222,8 @@ class StartOnDemand {
       // Looked at again under the claim: whoever held it before may have brought its owner up.
       const inspection = await this.#look();
       if (!free(inspection)) return;
-      const crashed = ownerOf(inspection);
-      const over = crashed === undefined ? '' : ` over the fences of a crashed owner, ${describeHolder(crashed)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
+      const gone = ownerOf(inspection);
+      const over = gone === undefined ? '' : ` over the fences of an owner whose process is gone, ${describeHolder(gone, gone.process)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
       await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
       for (;;) {
         const answer = await reach(this.#workspace, this.#reachOptions);
