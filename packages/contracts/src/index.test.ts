@@ -81,6 +81,7 @@ describe('the public entry point', () => {
       'placeOptions',
       'processStart',
       'recoverProvedDead',
+      'recoverRemedy',
       'recoveryRecordSchema',
       'registrationSchema',
       'registryFormatSchema',
