@@ -35,5 +35,8 @@ describe('recoverRemedy', () => {
       'leasehold recover --workspace /work/a --state-home /state',
     ]);
     expect(untold).toContain('from its own host or PID namespace');
+    expect(recoverRemedy('/work/a', '/state', 'live')).toBe(
+      'check it with `leasehold status --workspace /work/a --state-home /state`; once that process has ended, review and release what it left with `leasehold recover --workspace /work/a --state-home /state`',
+    );
   });
 });

@@ -13,14 +13,21 @@ export function placeOptions(root: string, stateHome: string): string {
 }
 
 /**
- * The remedy of a workspace `root` of `stateHome` fenced by an owner whose process is proved gone
- * (`absent`), or cannot be told live or gone from here (`ambiguous`: another host or PID namespace):
- * its fences stay until a recovery, which acts only where that process is proved gone.
+ * The remedy of a workspace `root` of `stateHome` fenced by an owner's files: its fences stay until
+ * a recovery, which acts only once every process they name is proved gone, from where that can be
+ * proved. `process` is what this host tells of the one named: `absent` (proved gone), `ambiguous`
+ * (another host or PID namespace), `live` (still running: it ends first).
  */
-export function recoverRemedy(root: string, stateHome: string, process: 'absent' | 'ambiguous'): string {
+export function recoverRemedy(root: string, stateHome: string, process: 'live' | 'absent' | 'ambiguous'): string {
   const place = placeOptions(root, stateHome);
-  if (process === 'absent') {
-    return `check it with \`leasehold status ${place}\`, then review and release what it left with \`leasehold recover ${place}\` (a start with recoverDead, --recover-dead, does that itself)`;
+  const status = `check it with \`leasehold status ${place}\``;
+  const recover = `\`leasehold recover ${place}\``;
+  switch (process) {
+    case 'absent':
+      return `${status}, then review and release what it left with ${recover} (a start with recoverDead, --recover-dead, does that itself)`;
+    case 'ambiguous':
+      return `${status}; once a person made sure that process is gone, release what it left with ${recover} from its own host or PID namespace, the one place that proves it gone`;
+    case 'live':
+      return `${status}; once that process has ended, review and release what it left with ${recover}`;
   }
-  return `check it with \`leasehold status ${place}\`; once a person made sure that process is gone, release what it left with \`leasehold recover ${place}\` from its own host or PID namespace, the one place that proves it gone`;
 }
