@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
-import { shellQuote } from './shell-words.js';
+import { shellQuote } from '@leasehold/contracts';
 
 type OptionSpec = { type: 'string' | 'boolean'; short?: string };
 

@@ -1,13 +1,12 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ContractError, encode, holdersNotProvedGone, sha256, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { ContractError, encode, holdersNotProvedGone, placeOptions, sha256, shellQuote, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
 import { RemedyError } from '../remedies.js';
-import { shellQuote } from '../shell-words.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
 function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
@@ -133,7 +132,7 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
 /** A recovery with nothing left to do (done already, by this or another command): said so, exit 0. */
 function nothingToRecover(context: CommandContext, root: string): number {
   context.output.record({ recovered: false, reason: 'clear' });
-  context.output.say(`nothing to recover for ${root}: nothing of a crashed owner is left`);
+  context.output.say(`nothing to recover for ${root}: no fence of a gone owner is left`);
   return 0;
 }
 

@@ -1,13 +1,11 @@
-import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { workspacePlaces } from '@leasehold/coordination';
-import { ownerStatus } from '@leasehold/private-files';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
-import { shellQuote } from '../shell-words.js';
 
 /** Exit status of `status` when the workspace is not running. */
 const NOT_RUNNING_EXIT = 3;
@@ -15,7 +13,7 @@ const NOT_RUNNING_EXIT = 3;
 /**
  * Why a workspace is not `running` although its files name an owner, in words a script can match
  * (beside `reason`, the sentence): `served-elsewhere` (an owner on another host, on etcd),
- * `owner-gone` (its process is gone: it crashed), `owner-not-answering` (its process is there, or
+ * `owner-gone` (its process is gone, as `list` and recovery judge it), `owner-not-answering` (its process is there, or
  * cannot be told from here, but it does not answer), `in-progress` (an acquire or release is
  * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`).
  */
@@ -104,8 +102,8 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, else
   if (owner === undefined || report.reasonCode === 'in-progress') return report;
   // An owner this host cannot see (another host's, on etcd) is out of its reach: the backend's reason says where it serves.
   if (elsewhere) return { ...report, reasonCode: 'served-elsewhere' };
-  const liveness = ownerStatus(owner.pid, owner.host);
-  if (liveness === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer and is gone: it crashed`, reasonCode: 'owner-gone' };
+  // The backend's verdict (pid, start time, boot, namespace): a zombie or a reused pid is gone, as `list` and recovery say.
+  if (owner.process === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer: its process is gone`, reasonCode: 'owner-gone' };
   return { ...report, reason: `its owner (pid ${owner.pid}) does not answer`, reasonCode: 'owner-not-answering' };
 }
 
@@ -126,7 +124,7 @@ function nextStep(report: StatusReport, stateHome: string): string {
     case 'stopping':
       return 'It is stopping; check again in a moment.';
     case 'quarantined':
-      return `Its owner crashed; review it with: leasehold recover ${options}`;
+      return `Its owner is quarantined; review what it left with: leasehold recover ${options}`;
     default:
       return nextForUnavailable(report, options, stateHome);
   }
@@ -138,7 +136,7 @@ function nextForUnavailable(report: StatusReport, options: string, stateHome: st
     case 'served-elsewhere':
       return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
     case 'owner-gone':
-      return `Its owner crashed; review it with: leasehold recover ${options}`;
+      return `Its owner's process is gone; review what it left with: leasehold recover ${options}`;
     case 'owner-not-answering':
       return `Its owner's process is still there: wait and ask again, or end that process (pid ${report.pid}), then: leasehold recover ${options}`;
     case 'in-progress':

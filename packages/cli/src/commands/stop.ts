@@ -1,8 +1,8 @@
-import { ContractError, type Inspection, type Ownership } from '@leasehold/contracts';
-import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { ContractError, placeOptions, type Inspection, type Ownership } from '@leasehold/contracts';
+import { describeHolder } from '@leasehold/private-files';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
 import { RemedyError } from '../remedies.js';
 
@@ -63,7 +63,7 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
 
 /**
  * Why an owner the files name cannot be stopped from here, with a remedy that works in that state:
- * a crashed owner is recovered (a serve would be refused), another host's is stopped there, a live
+ * an owner whose process is gone is recovered (a serve would be refused), another host's is stopped there, a live
  * one that does not answer is waited for or ended.
  */
 function cannotStop(root: string, now: Inspection, where: { stateHome: string; host: string | undefined }, error: unknown): unknown {
@@ -73,9 +73,9 @@ function cannotStop(root: string, now: Inspection, where: { stateHome: string; h
   if (where.host !== undefined && owner.host !== where.host && now.status !== 'quarantined') {
     return new RemedyError('unavailable', `${root}: served on host ${owner.host}, out of reach from here`, `stop it there: leasehold stop on host ${owner.host}`);
   }
-  const liveness = ownerStatus(owner.pid, owner.host);
+  const liveness = owner.process;
   if (now.status === 'quarantined' || liveness === 'absent') {
-    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, crashed: there is nothing to stop`, `review and release what it left with: ${recover}`);
+    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, ${liveness === 'absent' ? 'is gone' : 'is quarantined'}: there is nothing to stop`, `review and release what it left with: ${recover}`);
   }
   return new RemedyError(
     'unavailable',
