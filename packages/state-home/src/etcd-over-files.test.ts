@@ -271,10 +271,10 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     await untilStatus(hostB, root, 'quarantined');
     const [row] = await hostB.list();
     expect(row).toEqual({ root, endpoint: BOUND, epoch, pid: killed, host: 'host-a', holder: 'lease-ended' });
-    // Read from its fence, on either host, with the epoch its files carry too.
+    // Read from its fence, on either host, with the epoch its files carry too; its process is proved gone on its own host only.
     const owner = { epoch, endpoint: BOUND, pid: killed, host: 'host-a', phase: 'quarantined' };
-    expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner });
-    expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner });
+    expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'ambiguous' } });
+    expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'absent' } });
     expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toBe('quarantine');
 
     const snapshot = await hostA.snapshot(root);
