@@ -328,15 +328,17 @@ describe('the example daemon', () => {
       epoch: ready.epoch,
       endpoint: ready.endpoint,
       pid: ready.pid,
-      reason: expect.stringContaining('is gone: it crashed'),
+      reason: expect.stringContaining('does not answer: its process is gone'),
       reasonCode: 'owner-gone',
       config: expect.objectContaining({ identity: expect.stringMatching(/^[0-9a-f]{64}$/) }),
     });
-    // A stop cannot reach it either, and a new daemon is not the owner until recovery: quarantine, the crash's word.
+    // A stop cannot reach it either, and a new daemon is not the owner until recovery: quarantine, the crash's word,
+    // and the daemon prints the fix the library put on the error.
     expect((await leasehold(place, 'stop', '--json')).code).toBe(1);
     const blocked = startDaemon(place);
     expect(await blocked.next()).toEqual({ event: 'refused', code: 'quarantine' });
     expect(await blocked.exited).toEqual({ code: 1, signal: null });
+    expect(blocked.output()).toContain(`then review and release what it left with \`leasehold recover --workspace ${place.workspace} --state-home ${place.stateHome}\``);
 
     const review = await leasehold(place, 'recover', '--json');
     expect(review.code).toBe(0);

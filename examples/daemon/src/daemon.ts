@@ -93,8 +93,10 @@ try {
 } catch (error) {
   const code = ContractError.is(error) ? error.code : 'unknown';
   console.error(`example-daemon: ${(error as Error).message}`); // messages name files, never secrets
+  // The fix, where the layer that refused knows it: the very words `leasehold` prints (never a secret either).
+  if (ContractError.is(error) && error.remedy !== undefined) console.error(`  ${error.remedy}`);
   if (serving === undefined) {
-    // Never served: another owner or config (conflict), a crashed owner awaiting recovery (quarantine), broken state.
+    // Never served: another owner or config (conflict), a gone owner's fences awaiting recovery (quarantine), broken state.
     emit({ event: 'refused', code });
     process.exitCode = 1;
   } else if (serving.lease.owner.phase === 'idle') {

@@ -1,10 +1,9 @@
 import { resolve } from 'node:path';
-import { ContractError, absolutePath } from '@leasehold/contracts';
+import { ContractError, absolutePath, placeOptions, shellQuote } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 import type { Output, Streams } from './output.js';
 import { permissionErrno } from './access.js';
 import { SetupError, type Where } from './remedies.js';
-import { shellQuote } from './shell-words.js';
 
 /** What every command receives. */
 export interface CommandContext {
@@ -63,11 +62,6 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
     if (mayBeGone && absolutePath.safeParse(path).success) return path;
     throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
   }
-}
-
-/** The options that name the same workspace and state home in a suggested command. */
-export function placeOptions(root: string, stateHome: string): string {
-  return `--workspace ${shellQuote(root)} --state-home ${shellQuote(stateHome)}`;
 }
 
 /**

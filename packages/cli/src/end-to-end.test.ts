@@ -240,7 +240,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(lines[0]).toMatch(new RegExp(`^[a-z]+ +${workspace}$`));
     expect(lines[0]).not.toMatch(/^(running|stopped|absent) /);
     expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^epoch +${ready.epoch}$`))]));
-    expect(lines.at(-2)).toBe(`Its owner crashed; review it with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
+    expect(lines.at(-2)).toBe(`Its owner's process is gone; review what it left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
     const listed = await cli(['list', '--state-home', box.stateHome]);
     // The same words as status: unavailable, because its owner is gone (never status's `absent`, which means never registered).
     expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, 'unavailable', ready.endpoint, String(server.pid), 'gone', '(owner-gone)']);

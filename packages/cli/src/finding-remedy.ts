@@ -1,6 +1,5 @@
 import type { FindingRemedy, ProcessGone } from '@leasehold/recovery';
-import { placeOptions } from './context.js';
-import { shellQuote } from './shell-words.js';
+import { placeOptions, shellQuote } from '@leasehold/contracts';
 
 /** `leasehold doctor` for `stateHome`: what a person runs again once a file is repaired or a writer is done. */
 function doctorAgain(stateHome: string): string {

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
-import { shellQuote } from './shell-words.js';
+import { shellQuote } from '@leasehold/contracts';
 
 type OptionSpec = { type: 'string' | 'boolean'; short?: string };
 
@@ -103,7 +103,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'leasehold stop [--stop-timeout S] [options]',
     options: { 'stop-timeout': { type: 'string' } },
     help: [
-      '  --stop-timeout S    for a program `leasehold run` left running when it crashed (status names it), which stop',
+      '  --stop-timeout S    for a program `leasehold run` left running when its process went (status names it), which stop',
       '                      ends: seconds from SIGTERM to SIGKILL of its process group (default 10)',
     ],
     load: () => import('./commands/stop.js').then(({ stop }) => stop),

@@ -1,15 +1,13 @@
-import { ContractError, holdersNotProvedGone, type Holder, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { ContractError, holdersNotProvedGone, placeOptions, shellQuote, type Holder, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { isErrno, ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
 import { outlivingProgram } from '@leasehold/recovery';
-import { placeOptions } from './context.js';
-import { shellQuote } from './shell-words.js';
 
 // After `leasehold run` died and its watcher too (a kill -9 of both, or a platform without one),
 // its program can live on: the fence names it, so recovery refuses, and `run`, which would have
 // ended it, is gone. Every command that looks at the workspace names it, with the one command
 // that ends it (`leasehold stop`), and `stop` ends it only once it has proved it is that process.
 
-/** The program a crashed owner fenced its workspace with, as the commands show it (`--json` too). */
+/** The program a gone owner fenced its workspace with, as the commands show it (`--json` too). */
 export interface ProgramRecord {
   readonly pid: number;
   /** Its command line, word for word, or null where this host cannot read it (not Linux). */

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { BIN, Background, capabilityLeaks, cleanEnv, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
-import { shellQuote } from './shell-words.js';
+import { shellQuote } from '@leasehold/contracts';
 
 // The root README's "A short tour", run as printed: every line of its sh blocks, in order, each
 // checked against its comment (the phrases it prints, and its exit status). The repository is

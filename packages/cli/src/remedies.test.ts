@@ -74,7 +74,7 @@ describe("status's next step works in the state it names", () => {
     const { box, workspace } = await crashedWorkspace();
     const crashed = await statusText(box, workspace);
     expect(crashed.code).toBe(3);
-    const review = await box.shell(suggested(crashed.stdout, 'review it with: '));
+    const review = await box.shell(suggested(crashed.stdout, 'review what it left with: '));
     expect(review.code).toBe(0);
     const recovery = suggested(review.stdout, 'To recover: ');
     expect((await box.shell(recovery)).code).toBe(0);
@@ -183,7 +183,7 @@ describe("serve's refusals name commands that work where they were met", () => {
     const { error, remedy } = json(refused) as { error: string; remedy: string };
     expect(error).toBe('quarantine');
     const [status, review] = commandsIn(remedy);
-    expect((await box.shell(status!)).stdout).toContain('Its owner crashed');
+    expect((await box.shell(status!)).stdout).toContain("Its owner's process is gone");
     const reviewed = await box.shell(review!);
     expect(reviewed.code).toBe(0);
     expect((await box.shell(suggested(reviewed.stdout, 'To recover: '))).code).toBe(0);

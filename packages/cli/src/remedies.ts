@@ -1,7 +1,5 @@
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 import { isSystemError } from '@leasehold/private-files';
-import { isRegistryLockFile } from '@leasehold/registry';
-import { StateHomeError, type StateHomeRemedy } from '@leasehold/state-home';
 
 /**
  * The options a suggested command needs to be about the same workspace and state home as the
@@ -15,24 +13,26 @@ export interface Where {
 
 const NOWHERE: Where = { place: '', home: '' };
 
-/** One line a person can act on, for each error code, naming commands that work where the error was met. */
+/**
+ * One line a person can act on, for each error code, naming commands that work where the error was
+ * met: for an error whose layer set no `remedy` of its own (the layers set one wherever they know the fix).
+ */
 const REMEDIES: Record<ContractErrorCode, (at: Where) => string> = {
   refused: (at) => `a file or an input breaks a rule (the message names it); for a file in the state home, \`leasehold doctor${at.home}\` shows how to fix it`,
   conflict: (at) => `another owner, config or a newer state is in the way; see which with \`leasehold status${at.place}\` and \`leasehold list${at.home}\``,
   capacity: (at) => `the registry is full; stop or recover unused workspaces (\`leasehold list --all${at.home}\`)`,
-  quarantine: (at) => `a crashed or unreachable owner blocks this; check \`leasehold status${at.place}\`, then \`leasehold recover${at.place}\` once it is gone`,
+  quarantine: (at) => `an owner that is gone, or cannot be told from here, blocks this; check \`leasehold status${at.place}\`, then \`leasehold recover${at.place}\` once it is gone`,
   unavailable: (at) => `nothing answers there right now; see why with \`leasehold status${at.place}\``,
   'consumed-grant': (at) => `this recovery was already used; run \`leasehold recover${at.place}\` again to review the current state`,
   busy: () => 'another leasehold command holds the registry; try again in a moment',
 };
 
-/** An error whose own remedy fits the state it was found in better than its code's. */
+/** A ContractError the command makes, with the remedy that fits the state it was found in. */
 export class RemedyError extends ContractError {
-  readonly remedy: string;
+  declare readonly remedy: string;
 
-  constructor(code: ContractErrorCode, message: string, remedy: string, options?: ContractErrorOptions) {
-    super(code, message, options);
-    this.remedy = remedy;
+  constructor(code: ContractErrorCode, message: string, remedy: string, options?: Omit<ContractErrorOptions, 'remedy'>) {
+    super(code, message, { ...options, remedy });
   }
 }
 
@@ -79,33 +79,12 @@ const SYSTEM_REMEDIES: Readonly<Record<string, string>> = {
   EPERM: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
 };
 
-/** A workspace's owner config, whose `conflict` is an upgrade the command can make. */
-const OWNER_CONFIG = /\/service\/config\.json$/;
-
 /**
- * The words of each kind of remedy `@leasehold/state-home` names for a state home this host cannot
- * open as it records (the library says which variables; the command says what to type).
+ * The remedy of a Leasehold error: the one the layer that threw it set (the same words a daemon
+ * that prints the error prints), else its code's.
  */
-const SETUP_REMEDIES: Record<StateHomeRemedy, (variables: readonly string[]) => string> = {
-  'set-both-or-neither': (variables) => `export both ${variables.join(' and ')}, or unset both`,
-  'set-also': (variables) => `export ${variables.join(' and ')} as well`,
-  'readable-file': (variables) => `point ${variables.join(' and ')} at a readable PEM file`,
-  // The command depends on @leasehold/etcd (its bundle loads it from its own folder), so only a broken or pruned install lacks it.
-  'install-etcd': () => 'install @leasehold/cli again, with its dependencies (@leasehold/etcd is one of them)',
-};
-
-/** The remedy of a Leasehold error: its own, a state home setup's, an upgrade's, a registry lock's, else its code's. */
 function remedyOf(error: ContractError, at: Where): string {
-  if (error instanceof RemedyError) return error.remedy;
-  if (StateHomeError.is(error)) return SETUP_REMEDIES[error.remedy](error.variables);
-  if (error.code === 'quarantine' && error.path !== undefined && isRegistryLockFile(error.path)) {
-    // A holder this host cannot tell fences every writer until a person checks it is gone; not a workspace to recover.
-    return `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor${at.home}\` shows what to check and the command that clears it`;
-  }
-  if (error.code === 'conflict' && error.path !== undefined && OWNER_CONFIG.test(error.path)) {
-    return 'the stopped workspace keeps another config (another --endpoint, or an earlier version): start it with --replace-config to take this one';
-  }
-  return REMEDIES[error.code](at);
+  return error.remedy ?? REMEDIES[error.code](at);
 }
 
 /** The code, message, path and remedy of `error`, whatever threw it; `at`, where the command was about. */

@@ -1,4 +1,4 @@
-import { statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StateHomeError } from '@leasehold/state-home';
@@ -16,6 +16,55 @@ afterEach(async () => {
 function expectNoRawError(stderr: string): void {
   expect(stderr).not.toMatch(/^(Error|node:)|\n\s+at /m);
 }
+
+describe('a state home a person made with mkdir (0755) before the first serve', () => {
+  it('empty: serve takes it, made 0700, and serves', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    mkdirSync(box.stateHome);
+    chmodSync(box.stateHome, 0o755);
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'absent', root: workspace, epoch: null });
+    const { server } = await box.serve(workspace);
+    expect(modeOf(box.stateHome)).toBe(0o700);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('holding a file: serve is refused with the chmod that fixes it, and once run as printed, serves', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    mkdirSync(box.stateHome);
+    writeFileSync(join(box.stateHome, 'notes.txt'), 'mine', { mode: 0o600 });
+    chmodSync(box.stateHome, 0o755);
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    const remedy = `take the group and other bits away: \`chmod 700 ${box.stateHome}\``;
+    expect(json(refused)).toEqual({ error: 'refused', message: `${box.stateHome}: folder has group or other permission bits`, path: box.stateHome, remedy });
+    expect(modeOf(box.stateHome)).toBe(0o755);
+    expect((await box.shell(/`([^`]+)`/.exec(remedy)![1]!)).code).toBe(0);
+    const { server } = await box.serve(workspace);
+    expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
+    expect((await server.exit()).code).toBe(0);
+  });
+
+  it('a symbolic link to such a folder: serve is refused, naming the link, and the folder is left as it is', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const real = join(box.folder, 'real-state');
+    mkdirSync(real);
+    chmodSync(real, 0o755);
+    symlinkSync(real, box.stateHome);
+    const refused = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(refused.code).toBe(1);
+    expect(json(refused)).toEqual({
+      error: 'refused',
+      message: `${box.stateHome}: folder is a symbolic link`,
+      path: box.stateHome,
+      remedy: `a symbolic link is never followed: name the folder it points to instead, or remove the link: \`rm ${box.stateHome}\``,
+    });
+    expect(modeOf(real)).toBe(0o755);
+  });
+});
 
 describe('a state home that does not exist yet, not even its parent', () => {
   it('reads as empty for status, list, doctor, stop and recover, which create nothing', async () => {
@@ -109,7 +158,7 @@ describe('a state home that cannot be one', () => {
   });
 });
 
-describe("this host's etcd setup, which @leasehold/state-home refuses with the kind of remedy that fits", () => {
+describe("this host's etcd setup, which @leasehold/state-home refuses with its remedy", () => {
   it('half a pair of credentials: init records nothing, reaches no etcd, and says to export both or neither', async () => {
     const box = sandbox();
     const init = ['init', '--state-home', box.stateHome, '--etcd-endpoints', 'http://127.0.0.1:1', '--etcd-prefix', '/leasehold/setup'];
@@ -133,8 +182,12 @@ describe("this host's etcd setup, which @leasehold/state-home refuses with the k
     { kind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'], remedy: 'export both LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY, or unset both' },
     { kind: 'set-also', variables: ['LEASEHOLD_ETCD_CA'], remedy: 'export LEASEHOLD_ETCD_CA as well' },
     { kind: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'], remedy: 'point LEASEHOLD_ETCD_KEY at a readable PEM file' },
-    { kind: 'install-etcd', variables: [], remedy: 'install @leasehold/cli again, with its dependencies (@leasehold/etcd is one of them)' },
-  ] as const)('$kind: told with the command line of its kind', ({ kind, variables, remedy }) => {
+    {
+      kind: 'install-etcd',
+      variables: [],
+      remedy: 'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
+    },
+  ] as const)('$kind: told with the words @leasehold/state-home put on the error', ({ kind, variables, remedy }) => {
     expect(problemOf(new StateHomeError('what went wrong', kind, variables))).toEqual({ code: 'refused', message: 'what went wrong', remedy });
   });
 });

@@ -50,6 +50,19 @@ describe('ContractError', () => {
     expect(error.path).toBe('/x');
   });
 
+  it('carries the remedy it is given, read-only and in JSON, and has none when none is given', () => {
+    const error = new ContractError('refused', '/s: folder has group or other permission bits', { path: '/s', remedy: 'take the group and other bits away: `chmod 700 /s`' });
+    expect(error.remedy).toBe('take the group and other bits away: `chmod 700 /s`');
+    expect(JSON.parse(JSON.stringify(error))).toEqual({ name: 'ContractError', code: 'refused', path: '/s', remedy: 'take the group and other bits away: `chmod 700 /s`' });
+    expect(() => {
+      (error as { remedy?: string }).remedy = 'something else';
+    }).toThrow(TypeError);
+    expect(error.remedy).toBe('take the group and other bits away: `chmod 700 /s`');
+    const without = new ContractError('refused', 'unsafe file', { path: '/x' });
+    expect(without.remedy).toBeUndefined();
+    expect(Object.hasOwn(without, 'remedy')).toBe(false);
+  });
+
   it('lists exactly the codes the README documents', () => {
     expect([...CONTRACT_ERROR_CODES]).toEqual([
       'refused',

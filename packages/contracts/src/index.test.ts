@@ -79,8 +79,10 @@ describe('the public entry point', () => {
       'ownerLockSchema',
       'parse',
       'pid',
+      'placeOptions',
       'processStart',
       'recoverProvedDead',
+      'recoverRemedy',
       'recoveryRecordSchema',
       'registrationSchema',
       'registryFormatSchema',
@@ -91,6 +93,7 @@ describe('the public entry point', () => {
       'sameBackend',
       'serviceFormatSchema',
       'sha256',
+      'shellQuote',
       'text',
     ]);
   });

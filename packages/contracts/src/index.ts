@@ -54,6 +54,7 @@ export {
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
 export { MAX_DEPTH } from './json-parser.js';
+export { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';
 export {
   holdersNotProvedGone,

@@ -13,6 +13,13 @@ export interface OwnerSummary {
   readonly pid: number;
   readonly host: string;
   readonly phase: Phase;
+  /**
+   * The backend's verdict on the owner's process, judged on this host by its pid, start time, boot
+   * and PID namespace (as `list` and recovery judge it): `live`; `absent`, proved gone (exited, a
+   * zombie not yet reaped, its pid reused, another boot); `ambiguous`, it cannot be told from here
+   * (another host, another PID namespace). Only `absent` proves it gone; it says nothing of why.
+   */
+  readonly process: 'live' | 'absent' | 'ambiguous';
 }
 
 /** What a backend can tell of a workspace without asking its owner. */
@@ -223,7 +230,7 @@ function provedGone(view: RecoveryHolderView): boolean {
   return view.status === 'absent' || (view.status === 'lease-ended' && view.process === 'absent');
 }
 
-/** The holders of a snapshot that this host has not proved gone: a crashed owner's recovery needs none. */
+/** The holders of a snapshot that this host has not proved gone: a recovery no person confirms needs none. */
 export function holdersNotProvedGone(view: RecoveryView): RecoveryHolderView[] {
   return view.holders.filter((holder) => !provedGone(holder));
 }
@@ -246,7 +253,9 @@ export async function recoverProvedDead(recovery: Recovery, root: string): Promi
   if (view.clear) return { recovered: false, reason: 'clear' };
   const blocking = holdersNotProvedGone(view);
   if (blocking.length > 0) {
-    throw new ContractError('quarantine', `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`);
+    throw new ContractError('quarantine', `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`, {
+      remedy: 'wait until each of those processes is gone (or end it; a lease ends within its TTL), then start again; a process of another host or PID namespace is proved gone only there, by `leasehold recover`',
+    });
   }
   const proved = view.holders.map(({ holder }) => ({ holder, by: holder.processStart === undefined ? ('pid' as const) : ('pid-and-start-time' as const) }));
   const automatic: AutomaticRecovery = { reason: 'owner-proved-dead', proved };

@@ -1,4 +1,4 @@
-import { ContractError, sha256, type Reservation } from '@leasehold/contracts';
+import { ContractError, recoverRemedy, sha256, type Reservation } from '@leasehold/contracts';
 import { describeHolder, ownerStatus, type PrivateFiles } from '@leasehold/private-files';
 import type { RegistryTransaction } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
@@ -24,12 +24,13 @@ function refuseCompanion(quarantine: ContractError, files: PrivateFiles, places:
   if (companion === undefined) return;
   const status = ownerStatus(companion.pid, companion.host, companion.processStart);
   const holder = describeHolder(companion, status);
+  // The row's remedy already names the recovery; a companion that is live, or that cannot be told, says more.
+  const remedy = status === 'absent' ? quarantine.remedy : recoverRemedy(places.root, places.stateHome, status);
+  const options = { cause: quarantine, ...(remedy === undefined ? {} : { remedy }) };
   if (status === 'live') {
-    throw new ContractError('conflict', `${places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, {
-      cause: quarantine,
-    });
+    throw new ContractError('conflict', `${places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, options);
   }
-  throw new ContractError('quarantine', `${quarantine.message}; ${places.companion} names ${holder}`, { cause: quarantine });
+  throw new ContractError('quarantine', `${quarantine.message}; ${places.companion} names ${holder}`, options);
 }
 
 /**
@@ -41,18 +42,26 @@ function refuseCompanion(quarantine: ContractError, files: PrivateFiles, places:
 export function refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean, places: WorkspacePlaces): void {
   const registration = state.registration?.value;
   if (registration !== undefined && registration.phase !== 'stopped') {
-    throw new ContractError('quarantine', `${places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration)}`);
+    const status = ownerStatus(registration.pid, registration.host, registration.processStart);
+    throw new ContractError('quarantine', `${places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration, status)}`, {
+      remedy: recoverRemedy(places.root, places.stateHome, status),
+    });
   }
   const checkoutLock = state.checkoutLock?.value;
   if (checkoutLock !== undefined) {
     const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
     const holder = describeHolder(checkoutLock, status);
-    if (status === 'live') throw new ContractError('conflict', `${places.checkoutLock}: held by ${holder}`);
-    throw new ContractError('quarantine', `${places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`);
+    if (status === 'live') {
+      throw new ContractError('conflict', `${places.checkoutLock}: held by ${holder}`, { remedy: `a tool is at work in the workspace (pid ${checkoutLock.pid}): try again once it is done` });
+    }
+    throw new ContractError('quarantine', `${places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`, {
+      remedy: recoverRemedy(places.root, places.stateHome, status),
+    });
   }
   if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
     throw new ContractError('conflict', `${places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
       path: places.config,
+      remedy: 'the stopped workspace keeps another config (another endpoint, or an earlier version): start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run) to take this one',
     });
   }
 }

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { recoverRemedy } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -147,6 +148,7 @@ describe('breakIfAbsent', () => {
     expect(dead.snapshot).toEqual(alive.snapshot);
     // A dead tool's lock still blocks a service: nothing expires by itself. Its holder is gone, so the word is quarantine.
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
+    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({ remedy: recoverRemedy(coordination.root, place.stateHome, 'absent') });
 
     // The same bytes in a new file: the snapshot read before is stale.
     replaceFile(place.base, checkout.places.checkoutLock, dead.snapshot.bytes);

@@ -5,6 +5,7 @@ import {
   checkoutLockSchema,
   decodeBytes,
   encode,
+  recoverRemedy,
   type CheckoutLock,
 } from '@leasehold/contracts';
 import {
@@ -137,10 +138,16 @@ export class Checkout {
       }
       const registration = readServiceState(this.#files, this.places).registration?.value;
       const ofService = transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
-      if (ofService) throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`);
+      if (ofService) {
+        throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`, {
+          remedy: recoverRemedy(this.places.root, this.places.stateHome, found.holder),
+        });
+      }
       if (found.holder === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
       if (found.holder === 'ambiguous') {
-        throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`);
+        throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`, {
+          remedy: `once a person made sure pid ${found.lock.pid} on host ${found.lock.host} is gone, break the lock from its own host or PID namespace, the one place that proves it gone`,
+        });
       }
       transaction.writer.remove(this.places.checkoutLock, snapshot);
     });

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { currentProcess } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, handPlaces, makePlace, replaceFile } from '@leasehold/test-utils';
+import { cleanUp, codeOf, codeOfAsync, handPlaces, killUnreaped, makePlace, replaceFile, sharedFixturePath, spawnUnreaped } from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
+  FIXTURE_MODULES,
   ambiguousHolders,
   goneHolder,
   makeWorkspace,
@@ -33,6 +34,21 @@ describe('fileOwnership', () => {
     expect(ownership.backend).toEqual({ kind: 'files' });
   });
 
+  it("names its owner's process as list and recovery judge it: live, then absent once it is a zombie (killed, never reaped)", async () => {
+    const place = makePlace('coordination');
+    const root = makeWorkspace(place, 'zombie');
+    const plan = { workspace: root, stateHome: place.stateHome, operation: 'acquire', config: ANY_PORT, endpoint: BOUND, killAt: 'hold', modules: FIXTURE_MODULES };
+    const { parent, pid } = await spawnUnreaped(process.execPath, [sharedFixturePath('crasher'), JSON.stringify(plan)]);
+    await parent.line((line) => line.includes('"held"'));
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    expect(await ownership.inspect(root)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'live' } });
+    await killUnreaped(pid);
+    // kill(pid, 0) still finds a zombie; its start time, and what it holds, are gone.
+    expect(process.kill(pid, 0)).toBe(true);
+    expect(await ownership.inspect(root)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
+    expect((await ownership.list()).map(({ pid: listed, holder }) => ({ listed, holder }))).toEqual([{ listed: pid, holder: 'absent' }]);
+  });
+
   it('acquires, is seen by inspect, writes its phase and releases to stopped', async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'life');
@@ -41,7 +57,7 @@ describe('fileOwnership', () => {
     expect(await ownership.configuration(root)).toBeUndefined();
 
     const lease = await ownership.acquire(root, ANY_PORT, { boundEndpoint: BOUND, initializeNew: (fresh) => fresh.writeHostConfig(policyBytes()) });
-    const owner = { epoch: lease.owner.epoch, endpoint: BOUND, pid: process.pid, host: currentProcess().host };
+    const owner = { epoch: lease.owner.epoch, endpoint: BOUND, pid: process.pid, host: currentProcess().host, process: 'live' };
     expect(lease.root).toBe(root);
     expect(lease.owner).toEqual({ ...owner, phase: 'idle' });
     await lease.assert();

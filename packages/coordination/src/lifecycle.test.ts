@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, modeOf } from '@leasehold/test-utils';
 import {
@@ -35,7 +36,7 @@ describe('the life of a workspace', () => {
     expect(held.status).toBe('unavailable');
     if (held.status !== 'unavailable') throw new Error('unreachable');
     expect(held.reason.startsWith('idle')).toBe(true);
-    expect(held.owner).toEqual({ epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle' });
+    expect(held.owner).toEqual({ epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' });
     const access = coordination.localAccess();
     expect(access.endpoint).toBe(BOUND);
     expect(access.epoch).toBe(first);
@@ -47,7 +48,7 @@ describe('the life of a workspace', () => {
     lease.phase('stopping');
     expect(coordination.inspect()).toEqual({
       status: 'stopping',
-      owner: { epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'stopping' },
+      owner: { epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'stopping', process: 'live' },
     });
     expect(coordination.localAccess().epoch).toBe(first);
 
@@ -320,13 +321,33 @@ describe('initialize and configuration', () => {
     expect(existsSync(place.stateHome)).toBe(false);
   });
 
-  it('refuses a state home with group or other permission bits (refused), writing nothing', async () => {
+  it('refuses a state home with group or other permission bits that holds anything (refused, with its chmod remedy), writing nothing', async () => {
     const place = makePlace('coordination');
     mkdirSync(place.stateHome, { mode: 0o700 });
+    writeFileSync(join(place.stateHome, 'notes.txt'), 'x', { mode: 0o600 });
     chmodSync(place.stateHome, 0o755);
     const coordination = coordinationFor(place, 'open-state-home');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
     expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: `refused: ${place.stateHome}: folder has group or other permission bits` });
+    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({
+      code: 'refused',
+      path: place.stateHome,
+      remedy: `take the group and other bits away: \`chmod 700 ${place.stateHome}\``,
+    });
+  });
+
+  it('takes an empty state home made with mkdir (0755) as new: absent to inspect, then made 0700 by the first acquire', async () => {
+    const place = makePlace('coordination');
+    mkdirSync(place.stateHome);
+    chmodSync(place.stateHome, 0o755);
+    const coordination = coordinationFor(place, 'mkdir-state-home');
+    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(modeOf(place.stateHome)).toBe(0o755);
+    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    expect(modeOf(place.stateHome)).toBe(0o700);
+    await lease.release();
+    expect(coordination.inspect()).toMatchObject({ status: 'stopped' });
   });
 
   it('shares one config among coordinations of one workspace', async () => {

@@ -394,7 +394,7 @@ describe('a live registration whose row is not its reservation', () => {
     expect(coordination.inspect()).toEqual({
       status: 'unavailable',
       reason: 'the registry row is not the registration',
-      owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle' },
+      owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' },
       // The row names this live process: for all the files tell, a passing state.
       inProgress: true,
     });

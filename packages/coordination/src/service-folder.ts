@@ -1,5 +1,5 @@
-import { ContractError, decode, encode, ownerConfigSchema, sha256, type OwnerConfig } from '@leasehold/contracts';
-import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
+import { ContractError, decode, encode, ownerConfigSchema, recoverRemedy, sha256, type OwnerConfig } from '@leasehold/contracts';
+import { ownerStatus, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
 import type { GuardedWriter, Registry } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
 import { FILE_BYTES, bounded, type FileSnapshots, type ServiceState } from './service-state.js';
@@ -35,8 +35,11 @@ export class ServiceFolder {
         }
         return;
       }
-      if (transaction.rowOf(this.#places.root) !== undefined) {
-        throw new ContractError('quarantine', `${this.#places.roots}: a row for this root has no service state`);
+      const row = transaction.rowOf(this.#places.root);
+      if (row !== undefined) {
+        throw new ContractError('quarantine', `${this.#places.roots}: a row for this root has no service state`, {
+          remedy: recoverRemedy(this.#places.root, this.#places.stateHome, ownerStatus(row.pid, row.host, row.processStart)),
+        });
       }
       this.publish(configBytes, transaction.writer);
     });

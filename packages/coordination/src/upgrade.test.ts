@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { placeOptions, recoverRemedy } from '@leasehold/contracts';
 import { PrivateFiles } from '@leasehold/private-files';
 import { cleanUp, codeOfAsync, makePlace, spawnSharedFixture } from '@leasehold/test-utils';
 import { ANY_PORT, BOUND, FIXTURE_MODULES, configFor, coordinationFor, policyBytes, unchangedCodeOf } from '../test/functional-helpers.js';
@@ -28,7 +29,12 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     const coordination = coordinationFor(place, 'refused');
     await (await coordination.acquire(ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()))).release();
     const refusal = await acquireWith(coordination, NEW_POLICY, false).catch((error: unknown) => error);
-    expect(refusal).toMatchObject({ code: 'conflict', path: coordination.places.config, message: expect.stringContaining('replaceConfig') });
+    expect(refusal).toMatchObject({
+      code: 'conflict',
+      path: coordination.places.config,
+      message: expect.stringContaining('replaceConfig'),
+      remedy: expect.stringContaining('start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run)'),
+    });
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination, NEW_POLICY, false))).toBe('conflict');
     expect(coordination.configuration()).toEqual(ANY_PORT);
   });
@@ -66,13 +72,19 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     const coordination = coordinationFor(place, 'fenced');
     const live = await coordination.acquire(ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()));
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination))).toBe('conflict');
+    const options = placeOptions(coordination.root, place.stateHome);
+    await expect(acquireWith(coordination)).rejects.toMatchObject({ remedy: expect.stringContaining(`see it with \`leasehold status ${options}\``) });
     await live.release();
 
     // An owner in a child, killed: its row, registration, owner.lock, capability and checkout lock stay.
     const child = spawnSharedFixture('crasher', { workspace: coordination.root, stateHome: place.stateHome, operation: 'acquire', config: ANY_PORT, endpoint: BOUND, killAt: 'end' }, FIXTURE_MODULES);
     await child.closed;
     const refusal = await acquireWith(coordination).catch((error: unknown) => error);
-    expect(refusal).toMatchObject({ code: 'quarantine', message: expect.stringContaining(`pid ${child.pid} on host`) });
+    expect(refusal).toMatchObject({
+      code: 'quarantine',
+      message: expect.stringContaining(`pid ${child.pid} on host`),
+      remedy: recoverRemedy(coordination.root, place.stateHome, 'absent'),
+    });
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination))).toBe('quarantine');
     expect(coordination.configuration()).toEqual(ANY_PORT);
     expect(existsSync(coordination.places.ownerLock)).toBe(true);

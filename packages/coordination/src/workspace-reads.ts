@@ -14,10 +14,10 @@ import { reservationOf, sameReservation } from './owner-lease.js';
 import type { WorkspacePlaces } from './places.js';
 import { SERVICE_FILES, checkServiceState, readServiceState, snapshotsOf, type FileSnapshots, type ServiceState } from './service-state.js';
 
-/** The owner part of a registration (never a secret). */
+/** The owner part of a registration (never a secret), with the verdict on its process (pid, start time, boot, namespace). */
 export function summaryOf(registration: Registration): OwnerSummary {
-  const { epoch, endpoint: where, pid, host, phase } = registration;
-  return { epoch, endpoint: where, pid, host, phase };
+  const { epoch, endpoint: where, pid, host, phase, processStart } = registration;
+  return { epoch, endpoint: where, pid, host, phase, process: ownerStatus(pid, host, processStart) };
 }
 
 /** Why a read failed, for an `unavailable` answer: the code and message, or the system error code. */

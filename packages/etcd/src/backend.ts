@@ -125,7 +125,7 @@ class CompositeBackend implements EtcdBackend {
       case 'unavailable':
         return { status: 'unavailable', reason: `etcd: ${fenced.reason}` };
       case 'quarantined':
-        return { status: 'quarantined', owner: summaryOf(fenced.owner ?? fenced.fence, 'quarantined') };
+        return { status: 'quarantined', owner: this.#summaryOf(fenced.owner ?? fenced.fence, 'quarantined') };
       default:
         return fenced.owner.host === this.#etcd.host ? this.#inspectHere(root, fenced.owner) : inspectElsewhere(fenced.owner);
     }
@@ -136,7 +136,12 @@ class CompositeBackend implements EtcdBackend {
     const here = await this.#local.inspect(root);
     if (here.status !== 'absent' && here.status !== 'stopped') return here;
     // Acquire writes etcd before the files and release removes the files before etcd: a live lease between the two.
-    return { status: 'unavailable', reason: 'fenced in etcd by this host, its files not (or no longer) written: an acquire or release in progress', owner: summaryOf(owner, owner.phase), inProgress: true };
+    return { status: 'unavailable', reason: 'fenced in etcd by this host, its files not (or no longer) written: an acquire or release in progress', owner: this.#summaryOf(owner, owner.phase), inProgress: true };
+  }
+
+  /** A record's owner, with what this host can tell of its process: another host's is `ambiguous`. */
+  #summaryOf(record: FenceRecord | OwnerRecord, phase: Phase): OwnerSummary {
+    return summaryOf(record, phase, this.#etcd.processOf(record) ?? 'ambiguous');
   }
 
   initialize(root: string, config: OwnerConfig): Promise<void> {
@@ -246,12 +251,12 @@ class CompositeBackend implements EtcdBackend {
 
 /** Another host holds the root: its files are out of reach, so an idle owner cannot be proved here. */
 function inspectElsewhere(owner: OwnerRecord): Inspection {
-  if (owner.phase === 'stopping') return { status: 'stopping', owner: summaryOf(owner, 'stopping') };
-  return { status: 'unavailable', reason: `served on host ${owner.host}`, owner: summaryOf(owner, owner.phase) };
+  if (owner.phase === 'stopping') return { status: 'stopping', owner: summaryOf(owner, 'stopping', 'ambiguous') };
+  return { status: 'unavailable', reason: `served on host ${owner.host}`, owner: summaryOf(owner, owner.phase, 'ambiguous') };
 }
 
-function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase): OwnerSummary {
-  return { epoch: record.epoch, endpoint: record.endpoint, pid: record.pid, host: record.host, phase };
+function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase, process: OwnerStatus): OwnerSummary {
+  return { epoch: record.epoch, endpoint: record.endpoint, pid: record.pid, host: record.host, phase, process };
 }
 
 /**

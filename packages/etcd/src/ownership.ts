@@ -239,10 +239,10 @@ export class EtcdOwnership {
   }
 
   /**
-   * What this host can tell of the process a fence names: only for a fence this host took (its
+   * What this host can tell of the process a fence or owner key names: only for one this host wrote (its
    * name is this backend's `host`, which may differ from the OS's), else undefined.
    */
-  processOf(fence: FenceRecord): OwnerStatus | undefined {
+  processOf(fence: Pick<FenceRecord, 'pid' | 'host' | 'processStart'>): OwnerStatus | undefined {
     return fence.host === this.host ? ownerStatus(fence.pid, currentProcess().host, fence.processStart) : undefined;
   }
 

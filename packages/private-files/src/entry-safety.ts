@@ -1,5 +1,5 @@
 import type { BigIntStats, Stats } from 'node:fs';
-import { ContractError } from '@leasehold/contracts';
+import { ContractError, shellQuote } from '@leasehold/contracts';
 
 /** What an entry was read as: the folders above a file, or the file itself. */
 export type EntryType = 'folder' | 'file';
@@ -70,12 +70,44 @@ function problemOf(breach: UnsafeEntry): string {
   }
 }
 
-/** `refused` for an entry that breaks a rule, carrying the rule as `breach` for a caller that reports or repairs it. */
+/** `chown` of `path` to this user: by root, who alone may give a file away. */
+function chownLine(path: string): string {
+  if (effectiveUid === undefined) return 'give it to the user running the program';
+  const command = `\`chown ${effectiveUid} ${shellQuote(path)}\``;
+  return effectiveUid === 0 ? command : `as root: ${command}`;
+}
+
+/** What a person does about a breach, naming the path (shell-quoted, so a command can be pasted). */
+function remedyOf(breach: UnsafeEntry): string {
+  const path = shellQuote(breach.path);
+  switch (breach.rule) {
+    case 'symbolic-link':
+      return `a symbolic link is never followed: name the ${breach.expected === 'folder' ? 'folder' : 'file'} it points to instead, or remove the link: \`rm ${path}\``;
+    case 'special-file':
+    case 'wrong-type':
+      return `move what stands there out of the way: \`mv ${path} ${shellQuote(`${breach.path}.aside`)}\``;
+    case 'foreign-owner':
+      return `it belongs to uid ${breach.uid}: run as that user, or, if it is yours to take, ${chownLine(breach.path)}`;
+    case 'open-mode':
+      return `take the group and other bits away: \`chmod ${breach.folder ? '700' : '600'} ${path}\``;
+    case 'second-link':
+      return 'remove the other name this file has (one a writer that died left in the staging folder goes with the next write), or restore the file by hand';
+    case 'unexpected-entry':
+      return `move out of it every name that the program using it did not write (\`ls -A ${path}\` lists them)`;
+    case 'too-large':
+      return 'it is not a file the program using it wrote: repair or restore it by hand';
+  }
+}
+
+/**
+ * `refused` for an entry that breaks a rule, carrying the rule as `breach` for a caller that reports
+ * or repairs it, and the `remedy` a person runs.
+ */
 export class UnsafeEntryError extends ContractError {
   readonly breach: UnsafeEntry;
 
   constructor(breach: UnsafeEntry) {
-    super('refused', `${breach.path}: ${problemOf(breach)}`, { path: breach.path });
+    super('refused', `${breach.path}: ${problemOf(breach)}`, { path: breach.path, remedy: remedyOf(breach) });
     this.breach = breach;
   }
 

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, contractErrorOf } from '@leasehold/test-utils';
@@ -85,6 +85,56 @@ describe('refused and conflict errors carry the path they are about', () => {
 
     expect(UnsafeEntryError.breachOf(contractErrorOf(() => files.read('not/absolute')))).toBeUndefined();
     expect(UnsafeEntryError.breachOf(new Error('x'))).toBeUndefined();
+  });
+
+  // Each remedy's command, pasted into a shell as printed, clears the entry (names with a space and a
+  // quote, so the quoting is proved too): the read then answers, or finds nothing there.
+  const repairable: ReadonlyArray<{ rule: string; make: (path: string) => void; cleared: 'read' | 'absent' }> = [
+    { rule: 'open-mode (a file)', make: (path) => writePlain(path, '{}', 0o644), cleared: 'read' },
+    { rule: 'symbolic-link', make: (path) => symlinkSync(join(path, '..', 'elsewhere.json'), path), cleared: 'absent' },
+    { rule: 'special-file', make: (path) => execFileSync('mkfifo', ['-m', '600', path]), cleared: 'absent' },
+    { rule: 'wrong-type', make: (path) => mkdirSync(path, { mode: 0o700 }), cleared: 'absent' },
+    ...(process.geteuid?.() === 0
+      ? [{ rule: 'foreign-owner', make: (path: string) => (writePlain(path, '{}'), chownSync(path, 4242, 4242)), cleared: 'read' as const }]
+      : []),
+  ];
+  it.each(repairable)('refused for $rule carries a remedy whose command, run as printed, clears it', ({ make, cleared }) => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const path = join(root, "it's here.json");
+    make(path);
+    const { remedy } = contractErrorOf(() => files.read(path));
+    const command = /`([^`]+)`/.exec(remedy ?? '')?.[1];
+    expect(command).toContain(`'${root}/it'\\''s here.json'`);
+    execFileSync('/bin/sh', ['-c', command!]);
+    if (cleared === 'read') expect(files.read(path)?.bytes).toEqual(new TextEncoder().encode('{}'));
+    else expect(files.read(path)).toBeUndefined();
+  });
+
+  it('refused for an open folder names chmod 700 of that folder, and its command clears it', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const folder = join(root, 'shared');
+    mkdirSync(folder, { mode: 0o700 });
+    writePlain(join(folder, 'file.json'), '{}');
+    chmodSync(folder, 0o750);
+    const { remedy } = contractErrorOf(() => files.read(join(folder, 'file.json')));
+    expect(remedy).toBe(`take the group and other bits away: \`chmod 700 ${folder}\``);
+    execFileSync('/bin/sh', ['-c', /`([^`]+)`/.exec(remedy!)![1]!]);
+    expect(files.read(join(folder, 'file.json'))).toBeDefined();
+  });
+
+  it('refused for a second link, a stray name or an oversized file says what to do, in words', () => {
+    const root = makeRoot();
+    const files = new PrivateFiles(root);
+    const target = join(root, 'target.json');
+    writePlain(target, 'x'.repeat(64));
+    linkSync(target, join(root, 'linked.json'));
+    expect(contractErrorOf(() => files.read(target)).remedy).toMatch(/^remove the other name this file has/);
+    expect(contractErrorOf(() => files.entries(root, ['target.json'])).remedy).toBe(`move out of it every name that the program using it did not write (\`ls -A ${root}\` lists them)`);
+    const large = join(root, 'large.json');
+    writePlain(large, 'x'.repeat(64));
+    expect(contractErrorOf(() => files.read(large, 16)).remedy).toBe('it is not a file the program using it wrote: repair or restore it by hand');
   });
 
   it('refused: a level above the file that is unsafe names that level, not the file', () => {

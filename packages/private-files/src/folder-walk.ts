@@ -1,4 +1,4 @@
-import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, type BigIntStats } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, type BigIntStats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
@@ -30,6 +30,18 @@ function unreachableParent(path: string): ContractError {
 export function checkDirectory(path: string, stats: BigIntStats): void {
   const breach = entryTypeBreach(path, stats, 'folder') ?? ownershipBreaches(path, stats)[0];
   if (breach !== undefined) throw new UnsafeEntryError(breach);
+}
+
+/**
+ * Whether `path` is a folder a person made with `mkdir` for this user and left as it was: this
+ * user's, empty, its one breach group or other permission bits (a umask's 0755). Nothing in it
+ * is trusted or exposed yet, so it may be tightened; a link, another user's folder, or one that
+ * holds anything stays refused.
+ */
+function madeByMkdir(path: string, stats: BigIntStats): boolean {
+  if (entryTypeBreach(path, stats, 'folder') !== undefined) return false;
+  const breaches = ownershipBreaches(path, stats);
+  return breaches.length === 1 && breaches[0]!.rule === 'open-mode' && unlessRemoved(path, () => readdirSync(path)).length === 0;
 }
 
 /** Fsyncs a folder, so that the names made, renamed or removed in it survive a power loss. */
@@ -107,6 +119,12 @@ export class FolderWalk {
       if (level > 0) current = join(current, below[level - 1]!);
       const stats = lookup(current);
       if (stats !== undefined) {
+        if (level === 0 && madeByMkdir(current, stats)) {
+          // An empty root is not there yet for a reader; the first writer makes it private.
+          if (creating === undefined) return false;
+          this.#tighten(creating, current, stats);
+          continue;
+        }
         checkDirectory(current, stats);
         continue;
       }
@@ -126,6 +144,25 @@ export class FolderWalk {
     const missing: string[] = [];
     for (let folder = dirname(this.root); lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
     for (const folder of missing) this.#makeFolder(operation, folder, false);
+  }
+
+  /**
+   * Makes the root, found as `madeByMkdir` says, 0700: on a descriptor opened without following a
+   * link and proved to be the folder just checked, then fsynced, and checked like any level.
+   */
+  #tighten(operation: MutationOperation, path: string, stats: BigIntStats): void {
+    const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
+    try {
+      const opened = fstatSync(descriptor, { bigint: true });
+      if (opened.dev !== stats.dev || opened.ino !== stats.ino) throw conflict(path, 'replaced while it was checked; try again');
+      this.#step(operation, 'chmod', path);
+      fchmodSync(descriptor, 0o700);
+      this.#step(operation, 'fsync-directory', path);
+      fsyncSync(descriptor);
+    } finally {
+      closeSync(descriptor);
+    }
+    checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
   }
 
   /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */

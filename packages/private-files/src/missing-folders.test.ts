@@ -1,9 +1,9 @@
-import { mkdirSync, readdirSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, codeOf, contractErrorOf, modeOf, treeOf } from '@leasehold/test-utils';
 import { makeRoot, plainStep } from '../test/helpers.js';
-import { PrivateFiles, STAGING_FOLDER, type FileSnapshot, type MutationAction, type MutationStep } from './index.js';
+import { PrivateFiles, STAGING_FOLDER, UnsafeEntryError, type FileSnapshot, type MutationAction, type MutationStep } from './index.js';
 
 afterEach(cleanUp);
 
@@ -120,6 +120,75 @@ describe('a root that does not exist yet, nor its parent (a fresh machine)', () 
     const underFile = join(file, 'state');
     expect(codeOf(() => new PrivateFiles(underFile).directory(underFile, true))).toBe('refused');
     expect(codeOf(() => new PrivateFiles(underFile).read(join(underFile, 'owner.json')))).toBe('refused');
+  });
+});
+
+describe('a root a person made with mkdir (this user\'s, 0755, empty)', () => {
+  /** `base/state`, made as `mkdir` makes it under a 022 umask. */
+  function mkdirRoot(): string {
+    const root = join(makeRoot(), 'state');
+    mkdirSync(root);
+    chmodSync(root, 0o755);
+    return root;
+  }
+
+  it('is not there yet for a reader, which changes nothing', () => {
+    const root = mkdirRoot();
+    const files = new PrivateFiles(root);
+    expect([files.directory(root), files.read(join(root, 'owner.json')), files.entries(root, [])]).toEqual([false, undefined, []]);
+    expect(modeOf(root)).toBe(0o755);
+  });
+
+  it('is made private by directory(…, true): chmod 0700 on it, then an fsync of it, and it then works as any root', () => {
+    const root = mkdirRoot();
+    const steps: MutationStep[] = [];
+    const files = new PrivateFiles(root, { hooks: { beforeMutation: (step) => steps.push(plainStep(step)) } });
+    expect(files.directory(join(root, 'locks'), true)).toBe(true);
+    expect(steps).toEqual([
+      { operation: 'directory', action: 'chmod', path: root },
+      { operation: 'directory', action: 'fsync-directory', path: root },
+      { operation: 'directory', action: 'mkdir', path: join(root, 'locks') },
+      { operation: 'directory', action: 'fsync-directory', path: root },
+    ]);
+    expect(modeOf(root)).toBe(0o700);
+    const created = files.create(join(root, 'locks', 'owner.json'), bytesOf('{"n":1}'));
+    expect(files.read(join(root, 'locks', 'owner.json'))).toEqual(created);
+  });
+
+  it.each([
+    ['a file', (root: string) => writeFileSync(join(root, 'notes.txt'), 'x', { mode: 0o600 })],
+    ['an empty folder', (root: string) => mkdirSync(join(root, 'sub'), { mode: 0o700 })],
+  ])('is refused, unchanged, with its chmod remedy when it holds %s: only an empty one is tightened', (_, fill) => {
+    const root = mkdirRoot();
+    fill(root);
+    const error = contractErrorOf(() => new PrivateFiles(root).directory(root, true));
+    expect({ code: error.code, path: error.path, remedy: error.remedy }).toEqual({
+      code: 'refused',
+      path: root,
+      remedy: `take the group and other bits away: \`chmod 700 ${root}\``,
+    });
+    expect(modeOf(root)).toBe(0o755);
+  });
+
+  it("is refused, unchanged, when it is a symbolic link to such a folder, or another user's", () => {
+    const root = mkdirRoot();
+    const link = join(root, '..', 'link');
+    symlinkSync(root, link);
+    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(link).directory(link, true)))).toEqual({ rule: 'symbolic-link', path: link, expected: 'folder' });
+    expect(modeOf(root)).toBe(0o755);
+    if (process.geteuid?.() !== 0) return; // only root can give a folder away
+    chownSync(root, 4242, 4242);
+    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(root, true)))).toMatchObject({ rule: 'foreign-owner', path: root });
+    expect(modeOf(root)).toBe(0o755);
+  });
+
+  it('is tightened only at the root: an empty open folder below it is refused', () => {
+    const root = makeRoot();
+    const inside = join(root, 'locks');
+    mkdirSync(inside);
+    chmodSync(inside, 0o755);
+    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(inside, true)))).toMatchObject({ rule: 'open-mode', path: inside });
+    expect(modeOf(inside)).toBe(0o755);
   });
 });
 

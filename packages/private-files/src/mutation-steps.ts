@@ -2,7 +2,7 @@
 export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
 
 /** The mutating system call about to run. */
-export type MutationAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+export type MutationAction = 'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** What `beforeMutation` is told: the call about to run, and the path it touches. */
 export interface MutationStep {

@@ -186,7 +186,7 @@ describe('traces', () => {
     const lines = ['{"ready":true}', ...encodeTrace(ops).split('\n'), 'not json'];
     expect(decodeTrace(lines)).toEqual(ops);
     expect(decodeTrace(encodeTrace(ops))).toEqual(ops);
-    expect(() => decodeTrace('{"trace":{"op":"chmod","path":"/r"}}')).toThrow(/not a trace line/);
+    expect(() => decodeTrace('{"trace":{"op":"truncate","path":"/r"}}')).toThrow(/not a trace line/);
   });
 });
 

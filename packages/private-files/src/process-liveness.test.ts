@@ -1,7 +1,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, killAndReap, spawnCommand, spawnFixture, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, killAndReap, killUnreaped, spawnCommand, spawnFixture, spawnUnreaped, type SpawnedChild } from '@leasehold/test-utils';
 import { currentProcess, ownerStatus, processDetails, processIdentity, type ProcessIdentity } from './index.js';
 import { FIXTURES } from '../test/helpers.js';
 
@@ -200,5 +200,18 @@ describe('processDetails', () => {
     expect(processDetails(identity)).toBeDefined();
     await killAndReap(child);
     expect(processDetails(identity)).toBeUndefined();
+  });
+});
+
+describe('a zombie (exited, not yet reaped by its parent)', () => {
+  it('is absent with and without processStart, though kill(pid, 0) still finds it, and has no identity', async () => {
+    const { pid } = await spawnUnreaped('sleep', ['1000']);
+    const identity = processIdentity(pid);
+    expect(ownerStatus(pid, hostname())).toBe('live');
+    await killUnreaped(pid);
+    expect(process.kill(pid, 0)).toBe(true);
+    expect(ownerStatus(pid, hostname())).toBe('absent');
+    expect(ownerStatus(pid, hostname(), identity?.processStart)).toBe('absent');
+    expect(processIdentity(pid)).toBeUndefined();
   });
 });

@@ -99,6 +99,16 @@ export function processIdentity(pid: number): ProcessIdentity | undefined {
   return identityOf(pid, start);
 }
 
+/**
+ * A process by its pid alone: `kill(pid, 0)`, except that on Linux a zombie (exited, not yet
+ * reaped by its parent), which `kill` still finds, is `absent`: it holds nothing.
+ */
+function pidStatus(pid: number): OwnerStatus {
+  const probed = signalProbe(pid);
+  if (probed !== 'live' || process.platform !== 'linux') return probed;
+  return linuxStart(pid) === 'gone' ? 'absent' : 'live';
+}
+
 function signalProbe(pid: number): OwnerStatus {
   try {
     process.kill(pid, 0);
@@ -128,14 +138,14 @@ function startStatus(pid: number, processStart: string): OwnerStatus {
 
 /**
  * Whether the process a file names is still running. Another host is
- * `ambiguous`; with `processStart`, another boot or a reused PID is `absent`
- * and another PID namespace `ambiguous`; without it, `kill(pid, 0)` decides.
- * Never throws.
+ * `ambiguous`; with `processStart`, another boot, a reused PID or a zombie is
+ * `absent` and another PID namespace `ambiguous`; without it, `kill(pid, 0)`
+ * decides, and on Linux a zombie is `absent` too. Never throws.
  */
 export function ownerStatus(pid: number, host: string, processStart?: string): OwnerStatus {
   if (host !== currentProcess().host) return 'ambiguous';
   if (processStart !== undefined) return startStatus(pid, processStart);
-  return signalProbe(pid);
+  return pidStatus(pid);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { ContractError, type Reservation } from '@leasehold/contracts';
+import { ContractError, recoverRemedy, type Reservation } from '@leasehold/contracts';
 import { assertFiles, releaseInOrder, snapshotsOf, type HeldFences, type WorkspacePlaces } from '@leasehold/coordination';
 import { ownerStatus, retryingReads, type PrivateFiles } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
@@ -45,7 +45,9 @@ function assertAbsent(state: RecoveryState, places: WorkspacePlaces): void {
   for (const { holder } of state.holders) {
     const status = ownerStatus(holder.pid, holder.host, holder.processStart);
     if (status !== 'absent') {
-      throw new ContractError('quarantine', `${places.root}: process ${holder.pid} on ${holder.host} is ${status}`);
+      throw new ContractError('quarantine', `${places.root}: process ${holder.pid} on ${holder.host} is ${status}`, {
+        remedy: recoverRemedy(places.root, places.stateHome, status),
+      });
     }
   }
 }

@@ -115,6 +115,20 @@ describe('diagnose: nothing to report', () => {
   });
 });
 
+describe('diagnose: a state home a person made with mkdir (0755)', () => {
+  it('empty, it is no finding (its first writer makes it 0700); holding a file, it is an open mode with its chmod', () => {
+    const place = makePlace('recovery');
+    mkdirSync(place.stateHome);
+    chmodSync(place.stateHome, 0o755);
+    expect(findingsOf(place)).toEqual([]);
+    writeByHand(join(place.stateHome, 'notes.txt'), 'x');
+    chmodSync(place.stateHome, 0o755);
+    expect(findingsOf(place)).toEqual([
+      { kind: 'open-mode', path: place.stateHome, problem: expect.stringContaining('mode 755'), remedy: { kind: 'chmod', path: place.stateHome, mode: 0o700 } },
+    ]);
+  });
+});
+
 describe('diagnose: unsafe files come first and alone', () => {
   it('reports open modes, another owner, a symbolic link and a FIFO, in walk order, and nothing else', async () => {
     const place = makePlace('recovery');

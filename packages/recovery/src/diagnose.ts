@@ -293,6 +293,9 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
   const diagnosis = new Diagnosis(stateHome, options);
   const { layout } = diagnosis;
   if (lookup(stateHome) === undefined) return [];
+  // Made with mkdir and still empty (its first writer makes it 0700): nothing in it to find. An
+  // unsafe one is refused here, and the walk below says why.
+  if (diagnosis.guarded(() => diagnosis.registry.checkStateHome(), () => undefined) === false) return [];
   diagnosis.safety(stateHome);
   if (diagnosis.findings.length > 0) return diagnosis.findings; // fix modes and links first: every other read would refuse
 

@@ -1,4 +1,4 @@
-import { ContractError, hash, type AutomaticRecovery, type Backend } from '@leasehold/contracts';
+import { ContractError, hash, recoverRemedy, type AutomaticRecovery, type Backend } from '@leasehold/contracts';
 import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
 import { PrivateFiles, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
@@ -98,7 +98,11 @@ function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => v
   const blocking = state.holders.filter(({ status }) => status !== 'absent');
   if (blocking.length > 0) {
     const named = blocking.map(({ holder, status }) => `process ${holder.pid} on ${holder.host} is ${status}`);
-    throw new ContractError('quarantine', `${state.root}: ${named.join('; ')}`);
+    // One that cannot be told from here is the harder case: its remedy covers a live one too.
+    const untold = blocking.some(({ status }) => status === 'ambiguous');
+    throw new ContractError('quarantine', `${state.root}: ${named.join('; ')}`, {
+      remedy: recoverRemedy(state.root, tools.places.stateHome, untold ? 'ambiguous' : 'live'),
+    });
   }
   let used = false;
   return {

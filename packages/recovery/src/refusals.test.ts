@@ -3,7 +3,7 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { encode } from '@leasehold/contracts';
+import { encode, recoverRemedy } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
   cleanUp,
@@ -104,7 +104,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
     const before = stateListing(place.stateHome);
 
     const prepared = await errorOf(() => grantOf(place, root, snapshot.digest));
-    expect(prepared).toMatchObject({ code: 'quarantine' });
+    expect(prepared).toMatchObject({ code: 'quarantine', remedy: recoverRemedy(root, place.stateHome, 'live') });
     expect((prepared as Error).message).toContain(`process ${owner.pid} on ${hostname()} is live`);
     const recovered = await errorOf(() => recoverWith(place, root, snapshot.digest));
     expect(recovered).toMatchObject({ code: 'quarantine' });
@@ -135,7 +135,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
 
       for (const attempt of [() => grantOf(place, root, snapshot.digest), () => recoverWith(place, root, snapshot.digest)]) {
         const error = await errorOf(attempt);
-        expect(error).toMatchObject({ code: 'quarantine' });
+        expect(error).toMatchObject({ code: 'quarantine', remedy: recoverRemedy(root, place.stateHome, 'ambiguous') });
         expect((error as Error).message).toContain(`process ${pid} on ${named.host} is ambiguous`);
       }
       expect(stateListing(place.stateHome)).toEqual(before);

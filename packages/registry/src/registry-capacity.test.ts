@@ -8,6 +8,8 @@ import {
   reservationSchema,
   reservationTableSchema,
   type Reservation,
+  placeOptions,
+  recoverRemedy,
 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
@@ -207,6 +209,9 @@ describe('reserve refusals', () => {
         const [held] = registry.list().entries;
         const refusal = await registry.transaction(TEST_ROOT, (transaction) => transaction.admit(reservation(stateHome, 1, row))).catch((error: unknown) => error);
         expect(refusal).toMatchObject({ code, message: expect.stringContaining(`pid ${held!.pid} on host ${held!.host} (${status})`) });
+        // The remedy names the workspace in the way (not the one asked for), pasteable.
+        const remedy = status === 'live' ? expect.stringContaining(`\`leasehold status ${placeOptions(held!.root, stateHome)}\``) : recoverRemedy(held!.root, stateHome, status as 'absent' | 'ambiguous');
+        expect(refusal).toMatchObject({ remedy });
         expect(await refusedReserve(registry, reservation(stateHome, 1, row))).toEqual({ admit: code, reserve: code });
       });
     }

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, decodeBytes, registryLockSchema, sha256, type RegistryLock } from '@leasehold/contracts';
+import { ContractError, DOCUMENT_BYTES, decodeBytes, registryLockSchema, sha256, shellQuote, type RegistryLock } from '@leasehold/contracts';
 import { HolderFiles, ownerStatus, type FileSnapshot, type OwnerStatus, type PrivateFiles } from '@leasehold/private-files';
 import { REGISTRY_FOLDER_ENTRIES, TAKEOVER_MARKER, takeoverMarker, type StateHomeLayout } from './layout.js';
 
@@ -61,7 +61,10 @@ export class RegistryLockProtocol {
       status: holderStatus,
       // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
       refuseAmbiguous: ({ path, holder }) =>
-        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, { path }),
+        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, {
+          path,
+          remedy: `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor --state-home ${shellQuote(layout.stateHome)}\` shows what to check and the command that clears it`,
+        }),
     });
     this.#lockWaitMs = lockWaitMs;
   }
@@ -102,7 +105,9 @@ export class RegistryLockProtocol {
         if (taken !== undefined) return taken;
       }
       if (Date.now() >= deadline) {
-        throw new ContractError('busy', `${this.#layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`);
+        throw new ContractError('busy', `${this.#layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`, {
+          remedy: 'another process holds the registry for a moment (a leasehold command or an owner starting or stopping); try again in a moment',
+        });
       }
       // Jittered exponential backoff up to ~16 ms, so that racing writers spread
       // out and a freed lock does not sit idle for long.

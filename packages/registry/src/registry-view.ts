@@ -7,9 +7,12 @@ import {
   decode,
   decodeBytes,
   encode,
+  placeOptions,
+  recoverRemedy,
   registryFormatSchema,
   reservationSchema,
   reservationTableSchema,
+  shellQuote,
   type Backend,
   type RegistryFormat,
   type Reservation,
@@ -56,8 +59,16 @@ export function admitReservation(entries: readonly Reservation[], reservation: R
     const what = rootsOverlap(clash.root, reservation.root) ? (clash.root === reservation.root ? 'this root' : `an overlapping root, ${clash.root}`) : `the same endpoint, for ${clash.root}`;
     const status = ownerStatus(clash.pid, clash.host, clash.processStart);
     const holder = describeHolder(clash, status);
-    if (status === 'live') throw new ContractError('conflict', `${label}: another owner holds ${what}: ${holder}`);
-    throw new ContractError('quarantine', `${label}: a crashed or unprovable owner still fences ${what}: ${holder}; its fences stay until its workspace is recovered`);
+    if (status === 'live') {
+      const place = placeOptions(clash.root, clash.stateHome);
+      throw new ContractError('conflict', `${label}: another owner holds ${what}: ${holder}`, {
+        remedy: `see it with \`leasehold status ${place}\` and every owner with \`leasehold list --state-home ${shellQuote(clash.stateHome)}\`; wait for it, or stop it with \`leasehold stop ${place}\``,
+      });
+    }
+    const owner = status === 'absent' ? 'an owner whose process is gone' : 'an owner this host cannot tell live or gone';
+    throw new ContractError('quarantine', `${label}: ${owner} still fences ${what}: ${holder}; its fences stay until its workspace is recovered`, {
+      remedy: recoverRemedy(clash.root, clash.stateHome, status),
+    });
   }
   if (entries.length >= REGISTRY_ENTRIES) {
     throw new ContractError('capacity', `${label}: ${REGISTRY_ENTRIES} reservations already`);

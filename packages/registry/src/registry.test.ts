@@ -703,7 +703,11 @@ describe('locks left by hand', () => {
       expect(message).toContain(`pid ${lock.pid}`);
       expect(message).toContain(lock.host);
       expect(message).toContain('cannot be told live or gone from here');
-      expect(message).not.toContain('leasehold'); // what is wrong; the command to run is a tool's to word
+      // The message says what is wrong; the remedy, what a person runs.
+      expect(message).not.toContain('leasehold');
+      expect(refusal.remedy).toBe(
+        `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor --state-home ${stateHome}\` shows what to check and the command that clears it`,
+      );
     }
     expect(ran).toBe(false);
     expect(stateOf(registry)).toEqual(before);
@@ -732,13 +736,10 @@ describe('locks left by hand', () => {
     expect(registry.readLock()?.holder).toBe('live');
     const before = stateOf(registry);
     let ran = false;
-    expect(
-      await codeOfAsync(
-        new Registry(stateHome, { lockWaitMs: 50 }).transaction(TEST_ROOT, () => {
-          ran = true;
-        }),
-      ),
-    ).toBe('busy');
+    const attempt = new Registry(stateHome, { lockWaitMs: 50 }).transaction(TEST_ROOT, () => {
+      ran = true;
+    });
+    await expect(attempt).rejects.toMatchObject({ code: 'busy', remedy: expect.stringContaining('try again in a moment') });
     expect(ran).toBe(false);
     expect(stateOf(registry)).toEqual(before);
   });

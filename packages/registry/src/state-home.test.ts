@@ -90,6 +90,20 @@ describe('a state home that cannot be made', () => {
     expect(pathExists(join(base, 'nowhere'))).toBe(false);
   });
 
+  it('a state home made with mkdir (this user\'s, 0755, empty) reads as none yet, and the first transaction makes it 0700', async () => {
+    const base = makeTemporaryFolder('registry-state-home-');
+    const stateHome = join(base, 'state');
+    mkdirSync(stateHome);
+    chmodSync(stateHome, 0o755);
+    const registry = new Registry(stateHome);
+    expect([registry.checkStateHome(), registry.list().entries]).toEqual([false, []]);
+    expect(modeOf(stateHome)).toBe(0o755);
+    const row = reservation(stateHome, 1);
+    await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(row));
+    expect(modeOf(stateHome)).toBe(0o700);
+    expect(registry.list().entries).toEqual([row]);
+  });
+
   it('a state home whose parent exists is made without touching the parent', async () => {
     const base = makeTemporaryFolder('registry-state-home-');
     const stateHome = join(base, 'kept', 'state');

@@ -152,7 +152,8 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(await hostA.list()).toEqual(listed);
     expect(await hostA.inspect(root)).toMatchObject({ status: 'unavailable', owner: { epoch, endpoint: BOUND, phase: 'idle' } });
     expect(await hostA.inspect(root)).not.toHaveProperty('inProgress');
-    const seenFromB = { endpoint: BOUND, epoch, pid: process.pid, host: 'host-a' };
+    // Host A's process is this one, but host B cannot tell another host's process: `ambiguous`.
+    const seenFromB = { endpoint: BOUND, epoch, pid: process.pid, host: 'host-a', process: 'ambiguous' };
     expect(await hostB.inspect(root)).toEqual({ status: 'unavailable', reason: 'served on host host-a', owner: { ...seenFromB, phase: 'idle' } });
     await lease.phase('stopping');
     expect(await hostA.inspect(root)).toMatchObject({ status: 'stopping', owner: { epoch, phase: 'stopping' } });
@@ -214,7 +215,7 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(await hostA.inspect(root)).toEqual({
       status: 'unavailable',
       reason: expect.stringContaining('in progress'),
-      owner: { epoch: fence.owner.epoch, endpoint: BOUND, pid: process.pid, host: 'host-a', phase: 'idle' },
+      owner: { epoch: fence.owner.epoch, endpoint: BOUND, pid: process.pid, host: 'host-a', phase: 'idle', process: 'live' },
       inProgress: true,
     });
     await fence.release();
@@ -270,10 +271,10 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     await untilStatus(hostB, root, 'quarantined');
     const [row] = await hostB.list();
     expect(row).toEqual({ root, endpoint: BOUND, epoch, pid: killed, host: 'host-a', holder: 'lease-ended' });
-    // Read from its fence, on either host, with the epoch its files carry too.
+    // Read from its fence, on either host, with the epoch its files carry too; its process is proved gone on its own host only.
     const owner = { epoch, endpoint: BOUND, pid: killed, host: 'host-a', phase: 'quarantined' };
-    expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner });
-    expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner });
+    expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'ambiguous' } });
+    expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'absent' } });
     expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toBe('quarantine');
 
     const snapshot = await hostA.snapshot(root);

@@ -109,25 +109,25 @@ const MISSING = 'missing.pem';
 
 describe("this host's etcd setup, read from the environment before etcd is loaded or reached: each mistake is a StateHomeError with its remedy", () => {
   it.each([
-    { set: { LEASEHOLD_ETCD_USER: 'alice' }, remedy: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
-    { set: { LEASEHOLD_ETCD_PASSWORD: PASSWORD }, remedy: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE }, remedy: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedy: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
-    { set: { LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedy: 'set-also', variables: ['LEASEHOLD_ETCD_CA'] },
-    { set: { LEASEHOLD_ETCD_CA: MISSING }, remedy: 'readable-file', variables: ['LEASEHOLD_ETCD_CA'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: MISSING, LEASEHOLD_ETCD_KEY: READABLE }, remedy: 'readable-file', variables: ['LEASEHOLD_ETCD_CERT'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: MISSING }, remedy: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'] },
-  ])('$set: $remedy $variables', async ({ set, remedy, variables }) => {
+    { set: { LEASEHOLD_ETCD_USER: 'alice' }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
+    { set: { LEASEHOLD_ETCD_PASSWORD: PASSWORD }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
+    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
+    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
+    { set: { LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'set-also', variables: ['LEASEHOLD_ETCD_CA'] },
+    { set: { LEASEHOLD_ETCD_CA: MISSING }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_CA'] },
+    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: MISSING, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_CERT'] },
+    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: MISSING }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'] },
+  ])('$set: $remedyKind $variables', async ({ set, remedyKind, variables }) => {
     const { base, home } = await etcdStateHome();
     const readable = join(base, READABLE);
     writeFileSync(readable, '-----BEGIN CERTIFICATE-----\n', { mode: 0o600 });
     const env = Object.fromEntries(Object.entries(set).map(([name, value]) => [name, value === READABLE ? readable : value === MISSING ? join(base, MISSING) : value]));
     const error = await refusalOf(() => openStateHome(home, { env }));
     if (!StateHomeError.is(error)) throw error;
-    expect(error).toMatchObject({ code: 'refused', remedy, variables });
+    expect(error).toMatchObject({ code: 'refused', remedyKind, variables, remedy: expect.stringContaining(variables[0]!) });
     expect(ContractError.is(error, 'refused')).toBe(true);
     // A file that cannot be read is named, as the error's path; no value of a variable is ever in the message.
-    if (remedy === 'readable-file') expect(error.path).toBe(join(base, MISSING));
+    if (remedyKind === 'readable-file') expect(error.path).toBe(join(base, MISSING));
     expect(error.message).not.toContain(PASSWORD);
     expect(error.message).not.toContain('alice');
     // The state home still records etcd: nothing in it changed.
@@ -151,7 +151,7 @@ console.log(JSON.stringify({ files: files.backend.kind, served: served.length })
 try {
   await openStateHome(plan.etcd, { env: {} });
 } catch (error) {
-  console.log(JSON.stringify({ is: StateHomeError.is(error), code: error.code, remedy: error.remedy, variables: error.variables, message: error.message }));
+  console.log(JSON.stringify({ is: StateHomeError.is(error), code: error.code, remedyKind: error.remedyKind, remedy: error.remedy, variables: error.variables, message: error.message }));
 }
 `;
 
@@ -176,7 +176,14 @@ describe('where @leasehold/etcd is missing (a bundle that keeps it external, and
     expect(stderr).toBe('');
     expect(stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([
       { files: 'files', served: 0 },
-      { is: true, code: 'refused', remedy: 'install-etcd', variables: [], message: 'this state home records etcd, and @leasehold/etcd is not installed where it is loaded from' },
+      {
+        is: true,
+        code: 'refused',
+        remedyKind: 'install-etcd',
+        remedy: 'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
+        variables: [],
+        message: 'this state home records etcd, and @leasehold/etcd is not installed where it is loaded from',
+      },
     ]);
   });
 });

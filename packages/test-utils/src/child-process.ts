@@ -27,6 +27,8 @@ interface Waiter {
 }
 
 const children: SpawnedChild[] = [];
+// The parents `spawnUnreaped` started: ended through their stdin, so that they reap their child first.
+const unreapedParents: SpawnedChild[] = [];
 
 /** Spawns `node <script> ...args` with piped stdio (and `options.env` and `options.cwd`, default this process's); `cleanUp` kills it (SIGKILL) if it is still running. */
 export function spawnChild(script: string, args: readonly string[], options: SpawnOptions = {}): SpawnedChild {
@@ -42,6 +44,42 @@ interface SpawnOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** The folder it runs in (default this process's). */
   readonly cwd?: string;
+}
+
+/** A process started under a parent that does not reap it, and that parent. */
+export interface UnreapedChild {
+  /** The parent: its `lines` are the child's stdout too. */
+  readonly parent: SpawnedChild;
+  /** The child's own pid. */
+  readonly pid: number;
+}
+
+// The parent: a Node process that starts the child, then blocks in a synchronous read of its stdin,
+// so its event loop never runs to reap the child (libuv reaps on SIGCHLD, from the loop). Once its
+// stdin ends it kills the child (a zombie already, or not), reaps it, and exits: no zombie is left
+// to init, which in a container may never reap it.
+const UNREAPING_PARENT = `
+const { spawn } = require('node:child_process');
+const { readSync, writeSync } = require('node:fs');
+const [command, ...args] = JSON.parse(process.argv[1]);
+const child = spawn(command, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+child.on('exit', () => process.exit(0));
+writeSync(1, 'unreaped ' + child.pid + '\\n');
+try { readSync(0, Buffer.alloc(1)); } catch {}
+child.kill('SIGKILL');
+`;
+
+/**
+ * Runs `command ...args` as the child of a process that does not reap it until `cleanUp`, so that
+ * once it exits it stays a zombie, its pid still found by `kill(pid, 0)`: what an owner killed under
+ * a parent that does not wait for it leaves (`killUnreaped` makes it one). `cleanUp` ends the
+ * parent through its stdin, which then kills and reaps the child.
+ */
+export async function spawnUnreaped(command: string, args: readonly string[], options: SpawnOptions = {}): Promise<UnreapedChild> {
+  const parent = spawnNamed(basename(command), process.execPath, ['-e', UNREAPING_PARENT, JSON.stringify([command, ...args])], options);
+  unreapedParents.push(parent);
+  const line = await parent.line((text) => text.startsWith('unreaped '));
+  return { parent, pid: Number(line.slice('unreaped '.length)) };
 }
 
 /** A tracked child (`cleanUp` kills it), called `name` in errors. */
@@ -130,6 +168,10 @@ export async function killAndReap(child: SpawnedChild): Promise<ChildEnd> {
 
 /** Kills every child spawned here that is still running (SIGKILL) and waits until each is reaped. */
 export async function stopChildren(): Promise<void> {
+  // Before the kills below: a parent killed first would leave its zombie to init.
+  const parents = unreapedParents.splice(0);
+  for (const parent of parents) parent.process.stdin.end();
+  await Promise.all(parents.map((parent) => parent.closed));
   const running = children.splice(0);
   for (const child of running) {
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');

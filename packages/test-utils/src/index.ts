@@ -1,6 +1,6 @@
 export { bytesOf, sha256Hex } from './bytes.js';
 export { connectedClients, isMessage, messageOf, messagesOf, type ConnectedClient } from './child-messages.js';
-export { killAndReap, spawnChild, spawnCommand, type ChildEnd, type SpawnedChild } from './child-process.js';
+export { killAndReap, spawnChild, spawnCommand, spawnUnreaped, type ChildEnd, type SpawnedChild, type UnreapedChild } from './child-process.js';
 export { cleanUp } from './clean-up.js';
 export { caughtErrors, codeOf, codeOfAsync, contractErrorOf } from './contract-codes.js';
 export { countsOf } from './counts.js';
@@ -13,7 +13,7 @@ export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { fencesOf, handPlaces, serviceFences, type HandPlaces, type StateReader } from './hand-places.js';
 export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
-export { stopProcess } from './stopped-processes.js';
+export { killUnreaped, stopProcess } from './stopped-processes.js';
 export { spawnFixture, spawnPlanned, type FixtureModules } from './spawn-fixture.js';
 export { processStartWith } from './process-starts.js';
 export { rewriteJson } from './rewrite-json.js';

@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawnChild } from './child-process.js';
+import { spawnChild, spawnUnreaped } from './child-process.js';
 import { cleanUp } from './clean-up.js';
-import { stopProcess } from './stopped-processes.js';
+import { killUnreaped, stopProcess } from './stopped-processes.js';
 
 afterEach(cleanUp);
 
@@ -32,5 +32,24 @@ describe('stopProcess', () => {
     child.process.kill('SIGCONT');
     child.send('after');
     expect(await child.line('answer after')).toBe('answer after');
+  });
+});
+
+describe('spawnUnreaped and killUnreaped', () => {
+  it('leaves a zombie: exited, its pid still found by kill(pid, 0), until cleanUp has its parent reap it', async () => {
+    const { parent, pid } = await spawnUnreaped('sleep', ['1000']);
+    expect(pid).not.toBe(parent.pid);
+    await killUnreaped(pid);
+    expect(readFileSync(`/proc/${pid}/status`, 'utf8')).toMatch(/^State:\s+Z/m);
+    expect(process.kill(pid, 0)).toBe(true);
+    await cleanUp();
+    expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+  });
+
+  it('cleanUp ends a child still running, and its parent reaps it', async () => {
+    const { parent, pid } = await spawnUnreaped('sleep', ['1000']);
+    await cleanUp();
+    expect((await parent.closed).code).toBe(0);
+    expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
   });
 });

@@ -1,6 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 
-/** How often `stopProcess` looks at the threads' states again. */
+/** How often `stopProcess` and `killUnreaped` look at the states again. */
 const STOP_POLL_MS = 2;
 
 /**
@@ -14,6 +14,16 @@ export async function stopProcess(pid: number): Promise<void> {
   if (!Number.isInteger(pid) || pid <= 0) throw new Error(`stopProcess: ${pid} is not one process's id`);
   process.kill(pid, 'SIGSTOP');
   while (!(await everyThreadStopped(pid))) await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
+}
+
+/**
+ * SIGKILLs a process `spawnUnreaped` started and resolves once it is a zombie (state Z in
+ * `/proc/<pid>/stat`): exited, its pid still taken, since its parent never reaps it.
+ */
+export async function killUnreaped(pid: number): Promise<void> {
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`killUnreaped: ${pid} is not one process's id`);
+  process.kill(pid, 'SIGKILL');
+  while (stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')) !== 'Z') await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
 }
 
 /** Whether each thread of `pid` is in state T (stopped) or t (traced), or gone, from `/proc/<pid>/task/<tid>/stat`. */

@@ -9,12 +9,14 @@ import {
   handPlaces,
   jsonOf,
   killAndReap,
+  killUnreaped,
   killDetached,
   logLines,
   loggedProcesses,
   messageOf,
   namesIn,
   spawnPlanned,
+  spawnUnreaped,
   type ConnectedClient,
   type LoggedProcess,
   type SpawnedChild,
@@ -298,6 +300,27 @@ describe('connectOrStart and the start claim', () => {
     const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
     expect(connection.status.root).toBe(scene.root);
     capabilityOf(scene);
+  });
+});
+
+describe("connectOrStart and an owner's process, judged as the backend judges it", () => {
+  it('an owner that is a zombie (killed, never reaped) is gone: the call starts at once, never waiting on it', async () => {
+    const scene = makeScene();
+    const plan = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY };
+    const { parent, pid } = await spawnUnreaped(process.execPath, [join(FIXTURES, 'owner.mjs'), JSON.stringify(plan)]);
+    await parent.line((line) => line.includes('"serving"'));
+    capabilityOf(scene);
+    await killUnreaped(pid);
+    // kill(pid, 0) still finds it; its start time, and so the backend's verdict, say it is gone.
+    expect(process.kill(pid, 0)).toBe(true);
+    expect(await inspectionOf(scene)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
+    const told: WaitingOn[] = [];
+    const starting = new Error('start() ran');
+    const call = connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, onWait: (waitingOn) => told.push(waitingOn), start: () => Promise.reject(starting) });
+    await expect(call).rejects.toBe(starting);
+    expect(told).toEqual([]);
+    expect(claimFiles(scene)).toEqual([]);
+    witness(...parent.lines);
   });
 });
 

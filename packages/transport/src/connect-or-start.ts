@@ -1,4 +1,4 @@
-import { ContractError, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import { ContractError, placeOptions, recoverRemedy, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import { describeHolder, ownerStatus, processIdentity, type ProcessIdentity } from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
@@ -116,14 +116,13 @@ function ownerOf(inspection: Inspection): OwnerSummary | undefined {
 }
 
 /**
- * Whether a new owner may be started: nobody holds the workspace, or its owner is proved gone
- * (a crash: a daemon started with `recoverDead` recovers it; any other is refused `quarantine`).
+ * Whether a new owner may be started: nobody holds the workspace, or the backend proved its owner's
+ * process gone (a daemon started with `recoverDead` recovers it; any other is refused `quarantine`).
  * An owner that cannot be told, or a state between two steps with no owner named, is waited on.
  */
 function free(inspection: Inspection): boolean {
   if (inspection.status === 'absent' || inspection.status === 'stopped') return true;
-  const owner = ownerOf(inspection);
-  return owner !== undefined && ownerStatus(owner.pid, owner.host) === 'absent';
+  return ownerOf(inspection)?.process === 'absent';
 }
 
 /**
@@ -140,16 +139,19 @@ function stateKey(inspection: Inspection): string {
  * holds the fences of an owner whose process is gone (a start refuses them unless it recovers them),
  * else `unavailable`. Every caller that waited on that start words it the same way.
  */
-function failedStart(workspace: string, inspection: Inspection, what: string): ContractError {
+function failedStart(workspace: string, stateHome: string, inspection: Inspection, what: string): ContractError {
   const gone = ownerOf(inspection);
   if (gone !== undefined && free(inspection)) {
     return new ContractError(
       'quarantine',
-      `${workspace}: ${what}; the fences of an owner whose process is gone, ${describeHolder(gone)}, remain, ` +
+      `${workspace}: ${what}; the fences of an owner whose process is gone, ${describeHolder(gone, gone.process)}, remain, ` +
         'and a start refuses them unless it recovers them (recoverDead)',
+      { remedy: recoverRemedy(workspace, stateHome, 'absent') },
     );
   }
-  return new ContractError('unavailable', `${workspace}: ${what} (the workspace is ${described(inspection)}); the started program's own output says why`);
+  return new ContractError('unavailable', `${workspace}: ${what} (the workspace is ${described(inspection)})`, {
+    remedy: `read the started program's own output, where your start() keeps it, for why it ended; then \`leasehold status ${placeOptions(workspace, stateHome)}\``,
+  });
 }
 
 /**
@@ -270,7 +272,7 @@ class StartOnDemand {
       }
       const owner = ownerOf(inspection);
       if (owner !== undefined) this.#bound.owner(owner);
-      const holder = owner === undefined ? 'the workspace' : `the owner, ${describeHolder(owner)},`;
+      const holder = owner === undefined ? 'the workspace' : `the owner, ${describeHolder(owner, owner.process)},`;
       await this.#bound.pause(`${holder} to answer (${described(inspection)}; ${answer})`);
     }
   }
@@ -311,10 +313,10 @@ class StartOnDemand {
       // Its maker let the claim go (never a dead maker's, taken over) and left the state as it was:
       // that start ended with no owner, and this one would end the same.
       if (!attempt.tookOver && this.#waitedOver === stateKey(inspection)) {
-        throw failedStart(this.#workspace, inspection, 'the start another caller ran, whose claim this call waited on, ended with no owner answering');
+        throw failedStart(this.#workspace, this.#ownership.stateHome, inspection, 'the start another caller ran, whose claim this call waited on, ended with no owner answering');
       }
-      const crashed = ownerOf(inspection);
-      const over = crashed === undefined ? '' : ` over the fences of an owner whose process is gone, ${describeHolder(crashed)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
+      const gone = ownerOf(inspection);
+      const over = gone === undefined ? '' : ` over the fences of an owner whose process is gone, ${describeHolder(gone, gone.process)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
       const started = await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
       const launched = started === undefined ? undefined : new Launched(started);
       for (;;) {
@@ -332,7 +334,7 @@ class StartOnDemand {
   async #afterExit(launched: Launched): Promise<void> {
     const inspection = await this.#look();
     if (!free(inspection) && typeof (await reach(this.#workspace, this.#reachOptions)) !== 'string') return;
-    throw failedStart(this.#workspace, inspection, String(launched));
+    throw failedStart(this.#workspace, this.#ownership.stateHome, inspection, String(launched));
   }
 
   /** What `leasehold stop` does: the authenticated stop, then the wait until the files no longer name that owner. */

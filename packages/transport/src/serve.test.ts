@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { ContractError } from '@leasehold/contracts';
-import { codeOfAsync, handPlaces, jsonOf, listingOutsideStaging, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import { codeOfAsync, handPlaces, jsonOf, listingOutsideStaging, modeOf, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilityOf,
@@ -206,6 +206,30 @@ describe('serveOwner refusals', () => {
     expect(listingOutsideStaging(place.stateHome)).toEqual(before);
     expect((await exchange(first.port, request('GET', '/v1/status', first.port, capability))).status).toBe(200);
     expect(first.settled()).toBe(false);
+  });
+});
+
+describe('a state home a person made with mkdir (0755) before the first serve', () => {
+  it('empty: serveOwner takes it, made 0700, and serves; holding a file: refused with the chmod that fixes it', async () => {
+    const place = placeWithWorkspace();
+    mkdirSync(place.stateHome);
+    chmodSync(place.stateHome, 0o755);
+    const owner = await serveHere(place);
+    expect(modeOf(place.stateHome)).toBe(0o700);
+    capabilityOf(place);
+    owner.abort();
+    expect((await owner.ended).outcome).toBeDefined();
+
+    const other = placeWithWorkspace();
+    mkdirSync(other.stateHome);
+    writeFileSync(join(other.stateHome, 'notes.txt'), 'mine', { mode: 0o600 });
+    chmodSync(other.stateHome, 0o755);
+    await expect(serveHere(other)).rejects.toMatchObject({
+      code: 'refused',
+      path: other.stateHome,
+      remedy: `take the group and other bits away: \`chmod 700 ${other.stateHome}\``,
+    });
+    expect(modeOf(other.stateHome)).toBe(0o755);
   });
 });
 

@@ -1,9 +1,9 @@
-import type { ListedOwner } from '@leasehold/contracts';
+import { placeOptions, type ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
 import { openStateHome, type OpenBackend } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
-import { placeOptions, stateHomeOf, type CommandContext } from '../context.js';
+import { stateHomeOf, type CommandContext } from '../context.js';
 import { findingRemedyLine } from '../finding-remedy.js';
 
 /** Exit status of `doctor` when it found something. */

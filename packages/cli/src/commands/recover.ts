@@ -1,14 +1,13 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ContractError, encode, holdersNotProvedGone, sha256, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { ContractError, encode, holdersNotProvedGone, placeOptions, sha256, shellQuote, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
 import { commandInWords, outlivingProgramIn, programInWords, programRemedy, type OutlivingProgram } from '../outliving-program.js';
 import { RemedyError } from '../remedies.js';
-import { shellQuote } from '../shell-words.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
 function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
@@ -33,7 +32,7 @@ function describe(context: CommandContext, state: RecoveryView, stateHome: strin
     context.output.say(`nothing to recover: no fence remains for ${state.root}`);
     return;
   }
-  const programOf = (pid: number) => (pid === program?.holder.pid ? `, the program its crashed owner ran: ${commandInWords(program.record)}` : '');
+  const programOf = (pid: number) => (pid === program?.holder.pid ? `, the program its gone owner ran: ${commandInWords(program.record)}` : '');
   context.output.say(
     `fences of ${state.root}:`,
     ...table(state.fences.map((fence) => [fence.kind, fence.where])).map((line) => `  ${line}`),
@@ -47,10 +46,10 @@ function describe(context: CommandContext, state: RecoveryView, stateHome: strin
   );
 }
 
-/** What to do after a review: recover, end the program its crashed owner left running, or find out about a holder. */
+/** What to do after a review: recover, end the program its gone owner left running, or find out about a holder. */
 function nextStep(state: RecoveryView, ownerStatus: string, program: OutlivingProgram | undefined, stateHome: string): string {
   if (ownerStatus === 'absent') return `Every holder is gone. To recover: leasehold recover ${placeOptions(state.root, stateHome)} --digest ${state.digest} --yes`;
-  if (program !== undefined) return `The program its crashed owner ran lives on, so recovery would be refused; ${programRemedy(program.record, state.root, stateHome)}`;
+  if (program !== undefined) return `The program its gone owner ran lives on, so recovery would be refused; ${programRemedy(program.record, state.root, stateHome)}`;
   return 'A holder is not gone: recovery would be refused. Stop it first, or diagnose with: leasehold doctor';
 }
 
@@ -134,7 +133,7 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
   if (program !== undefined) {
     throw new RemedyError(
       'quarantine',
-      `${root}: the program its crashed owner fenced it with lives on: ${programInWords(program.record)}; nothing changed`,
+      `${root}: the program its gone owner fenced it with lives on: ${programInWords(program.record)}; nothing changed`,
       programRemedy(program.record, root, stateHome),
     );
   }
@@ -150,7 +149,7 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
 /** A recovery with nothing left to do (done already, by this or another command): said so, exit 0. */
 function nothingToRecover(context: CommandContext, root: string): number {
   context.output.record({ recovered: false, reason: 'clear' });
-  context.output.say(`nothing to recover for ${root}: nothing of a crashed owner is left`);
+  context.output.say(`nothing to recover for ${root}: no fence of a gone owner is left`);
   return 0;
 }
 

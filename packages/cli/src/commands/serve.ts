@@ -1,7 +1,7 @@
-import { ContractError } from '@leasehold/contracts';
+import { ContractError, placeOptions } from '@leasehold/contracts';
 import { serveOwner, type ProvedDeadRecovery, type ServeOptions, type Serving } from '@leasehold/transport';
 import { openBackend, withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { endpointOption, requireEtcd, wholeNumber } from '../options.js';
 import { table, type Output } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';

@@ -1,14 +1,12 @@
-import { encode, sha256, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
+import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
 import { workspacePlaces } from '@leasehold/coordination';
-import { ownerStatus } from '@leasehold/private-files';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
 import { outlivingProgramOf, programInWords, programRemedy, type ProgramRecord } from '../outliving-program.js';
-import { shellQuote } from '../shell-words.js';
 
 /** Exit status of `status` when the workspace is not running. */
 const NOT_RUNNING_EXIT = 3;
@@ -16,7 +14,7 @@ const NOT_RUNNING_EXIT = 3;
 /**
  * Why a workspace is not `running` although its files name an owner, in words a script can match
  * (beside `reason`, the sentence): `served-elsewhere` (an owner on another host, on etcd),
- * `owner-gone` (its process is gone: it crashed), `owner-not-answering` (its process is there, or
+ * `owner-gone` (its process is gone, as `list` and recovery judge it), `owner-not-answering` (its process is there, or
  * cannot be told from here, but it does not answer), `in-progress` (an acquire or release is
  * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`),
  * `program-outlives-owner` (its owner is gone, but the program it fenced the workspace with, such
@@ -42,7 +40,7 @@ export interface StatusReport {
   readonly config?: ConfigSummary;
   readonly reason?: string;
   readonly reasonCode?: ReasonCode;
-  /** The program its crashed owner fenced the workspace with, still running (`program-outlives-owner`). */
+  /** The program its gone owner fenced the workspace with, still running (`program-outlives-owner`). */
   readonly program?: ProgramRecord;
   /** The fenced workspaces inside the folder, when it is above them: a serve of the folder would overlap them. */
   readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: ListedOwner['holder'] }>;
@@ -109,8 +107,8 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, else
   if (owner === undefined || report.reasonCode === 'in-progress') return report;
   // An owner this host cannot see (another host's, on etcd) is out of its reach: the backend's reason says where it serves.
   if (elsewhere) return { ...report, reasonCode: 'served-elsewhere' };
-  const liveness = ownerStatus(owner.pid, owner.host);
-  if (liveness === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer and is gone: it crashed`, reasonCode: 'owner-gone' };
+  // The backend's verdict (pid, start time, boot, namespace): a zombie or a reused pid is gone, as `list` and recovery say.
+  if (owner.process === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer: its process is gone`, reasonCode: 'owner-gone' };
   return { ...report, reason: `its owner (pid ${owner.pid}) does not answer`, reasonCode: 'owner-not-answering' };
 }
 
@@ -131,7 +129,7 @@ async function withOutlivingProgram(report: StatusReport, recovery: Recovery): P
 function nextStep(report: StatusReport, stateHome: string): string {
   const { root } = report;
   const options = placeOptions(root, stateHome);
-  if (report.program !== undefined) return `Its owner crashed, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
+  if (report.program !== undefined) return `Its owner's process is gone, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
   if (report.inside !== undefined) {
     const [first] = report.inside;
     return `Workspaces inside this folder are registered, so a serve of it would overlap them; ask about one with: leasehold status ${placeOptions(first!.root, stateHome)}`;
@@ -145,7 +143,7 @@ function nextStep(report: StatusReport, stateHome: string): string {
     case 'stopping':
       return 'It is stopping; check again in a moment.';
     case 'quarantined':
-      return `Its owner crashed; review it with: leasehold recover ${options}`;
+      return `Its owner is quarantined; review what it left with: leasehold recover ${options}`;
     default:
       return nextForUnavailable(report, options, stateHome);
   }
@@ -157,7 +155,7 @@ function nextForUnavailable(report: StatusReport, options: string, stateHome: st
     case 'served-elsewhere':
       return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
     case 'owner-gone':
-      return `Its owner crashed; review it with: leasehold recover ${options}`;
+      return `Its owner's process is gone; review what it left with: leasehold recover ${options}`;
     case 'owner-not-answering':
       return `Its owner's process is still there: wait and ask again, or end that process (pid ${report.pid}), then: leasehold recover ${options}`;
     case 'in-progress':
@@ -188,7 +186,7 @@ export async function status(context: CommandContext): Promise<number> {
 
 /**
  * What `status` answers of one workspace root (`list` says the same of each): the files' state,
- * proved over the transport when they name an owner, a program that outlived a crashed owner, and
+ * proved over the transport when they name an owner, a program that outlived a gone owner, and
  * the owner config. `inspection` when it was just taken; `host` this host's name on etcd.
  */
 export async function statusOf(

@@ -1,8 +1,8 @@
-import { ContractError, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
-import { describeHolder, ownerStatus } from '@leasehold/private-files';
+import { ContractError, placeOptions, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import { describeHolder } from '@leasehold/private-files';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { placeOptions, workspaceOf, type CommandContext } from '../context.js';
+import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
 import { stopTimeoutOption } from '../options.js';
 import { endProgram, outlivingProgramIn, programInWords, reusedProgramPid } from '../outliving-program.js';
@@ -93,7 +93,7 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
   if (reused !== undefined) {
     throw new RemedyError(
       'quarantine',
-      `${root}: its owner crashed, and the program it fenced the workspace with (pid ${reused.pid}) is gone: pid ${reused.pid} now names another process (another start time), which stop leaves alone`,
+      `${root}: its owner's process is gone, and the program it fenced the workspace with (pid ${reused.pid}) is gone: pid ${reused.pid} now names another process (another start time), which stop leaves alone`,
       `review and release what the owner left with: ${recover}`,
     );
   }
@@ -103,20 +103,20 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
     // No start time on this platform: its pid alone cannot prove the process is still the program.
     throw new RemedyError(
       'quarantine',
-      `${root}: its owner crashed, but the program it fenced the workspace with lives on: ${programInWords(program.record)}; this host cannot prove that pid by its start time, so stop does not signal it`,
+      `${root}: its owner's process is gone, but the program it fenced the workspace with lives on: ${programInWords(program.record)}; this host cannot prove that pid by its start time, so stop does not signal it`,
       `make sure pid ${program.holder.pid} is still that program, end its process group (kill -TERM -${program.holder.pid}), then: ${recover}`,
     );
   }
   const signal = await endProgram(program, stopTimeoutMs);
   const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
   context.output.record({ stopped: false, root, program: { ...program.record, endedBy: signal ?? null } });
-  context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner crashed; review and release what it left with: ${recover}`);
+  context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner's process is gone; review and release what it left with: ${recover}`);
   return 0;
 }
 
 /**
  * Why an owner the files name cannot be stopped from here, with a remedy that works in that state:
- * a crashed owner is recovered (a serve would be refused), another host's is stopped there, a live
+ * an owner whose process is gone is recovered (a serve would be refused), another host's is stopped there, a live
  * one that does not answer is waited for or ended.
  */
 function cannotStop(root: string, now: Inspection, where: StopPlace, error: unknown): unknown {
@@ -126,9 +126,9 @@ function cannotStop(root: string, now: Inspection, where: StopPlace, error: unkn
   if (where.host !== undefined && owner.host !== where.host && now.status !== 'quarantined') {
     return new RemedyError('unavailable', `${root}: served on host ${owner.host}, out of reach from here`, `stop it there: leasehold stop on host ${owner.host}`);
   }
-  const liveness = ownerStatus(owner.pid, owner.host);
+  const liveness = owner.process;
   if (now.status === 'quarantined' || liveness === 'absent') {
-    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, crashed: there is nothing to stop`, `review and release what it left with: ${recover}`);
+    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, ${liveness === 'absent' ? 'is gone' : 'is quarantined'}: there is nothing to stop`, `review and release what it left with: ${recover}`);
   }
   return new RemedyError(
     'unavailable',

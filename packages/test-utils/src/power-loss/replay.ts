@@ -99,6 +99,8 @@ export class Replay {
     else if (op.op === 'link') this.#link(op, index);
     else if (op.op === 'rename') this.#rename(op, index);
     else if (op.op === 'unlink' || op.op === 'rmdir') this.#remove(op, index);
+    // Private-files tightens only a root a person made with mkdir, which no modelled protocol starts from.
+    else if (op.op === 'chmod') throw new Error(`op ${index}: chmod ${op.path}: a mode change is not modelled`);
     else this.folderSyncs.push({ index, inode: this.#folder(op.path) });
   }
 

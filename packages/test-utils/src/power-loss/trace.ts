@@ -2,7 +2,7 @@
 // `beforeMutation` hook, and their encoding as JSON lines so that a child process can hand
 // them over on its stdout.
 /** The mutating system calls private-files makes (its `MutationAction`). */
-export type TraceAction = 'mkdir' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+export type TraceAction = 'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** One recorded operation: `path` is the name it makes or touches; a link or rename comes from `source`; a write carries its bytes. */
 export interface TraceOp {
@@ -89,7 +89,7 @@ function traceField(line: string): unknown {
   }
 }
 
-const ACTIONS: readonly string[] = ['mkdir', 'write', 'fsync', 'link', 'rename', 'unlink', 'rmdir', 'fsync-directory'];
+const ACTIONS: readonly string[] = ['mkdir', 'chmod', 'write', 'fsync', 'link', 'rename', 'unlink', 'rmdir', 'fsync-directory'];
 
 function decodedOp(trace: unknown, line: string): TraceOp {
   const { op, path, source, bytes } = (trace ?? {}) as Record<string, unknown>;
