@@ -319,7 +319,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const status = await cli(['status', ...place]);
     expect(status.code).toBe(3);
     expect(status.stdout.split('\n').find((line) => line.startsWith('program '))?.replace(/^program +/, '')).toBe(inWords);
-    expect(status.stdout.trimEnd().split('\n').at(-1)).toBe(`Its owner crashed, but the program it ran lives on; end it with: ${stopCommand}`);
+    expect(status.stdout.trimEnd().split('\n').at(-1)).toBe(`Its owner's process is gone, but the program it ran lives on; end it with: ${stopCommand}`);
 
     expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
       expect.objectContaining({ root: workspace, status: 'unavailable', reasonCode: 'program-outlives-owner', program }),
@@ -335,12 +335,12 @@ describe('leasehold run: a program as the owner, through the built binary', () =
       expect.objectContaining({ pid: ready.childPid, status: 'live', fences: ['companion'] }),
     ]);
     const human = (await cli(['recover', ...place])).stdout;
-    expect(human).toContain(`: live, the program its crashed owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`);
-    expect(human.trimEnd().split('\n').at(-1)).toBe(`The program its crashed owner ran lives on, so recovery would be refused; end it with: ${stopCommand}`);
+    expect(human).toContain(`: live, the program its gone owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`);
+    expect(human.trimEnd().split('\n').at(-1)).toBe(`The program its gone owner ran lives on, so recovery would be refused; end it with: ${stopCommand}`);
     const before = treeOf(box.stateHome);
     const refused = await cli(['recover', ...place, '--digest', review.digest as string, '--yes', '--json']);
     expect(refused.code).toBe(1);
-    expect(json(refused)).toEqual({ error: 'quarantine', message: `${workspace}: the program its crashed owner fenced it with lives on: ${inWords}; nothing changed`, remedy: `end it with: ${stopCommand}` });
+    expect(json(refused)).toEqual({ error: 'quarantine', message: `${workspace}: the program its gone owner fenced it with lives on: ${inWords}; nothing changed`, remedy: `end it with: ${stopCommand}` });
     expect(treeOf(box.stateHome)).toEqual(before);
 
     const doctor = await cli(['doctor', '--state-home', box.stateHome, '--json']);
@@ -386,7 +386,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(stop.code).toBe(1);
     expect(json(stop)).toEqual({
       error: 'quarantine',
-      message: `${workspace}: its owner crashed, and the program it fenced the workspace with (pid ${ready.childPid}) is gone: pid ${ready.childPid} now names another process (another start time), which stop leaves alone`,
+      message: `${workspace}: its owner's process is gone, and the program it fenced the workspace with (pid ${ready.childPid}) is gone: pid ${ready.childPid} now names another process (another start time), which stop leaves alone`,
       remedy: `review and release what the owner left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
     });
     expect(gone(ready.childPid)).toBe(false);
