@@ -1,4 +1,4 @@
-import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,13 +30,19 @@ interface Place {
   readonly env: NodeJS.ProcessEnv;
 }
 
-/** A workspace folder holding the README's daemon and client (with this package's node_modules beside them). */
-function makePlace(): Place {
+/**
+ * A workspace folder holding the README's daemon and client (with this package's node_modules beside
+ * them); `withoutRecoverDead`, the daemon of a team that left its `recoverDead` line out.
+ */
+function makePlace({ withoutRecoverDead = false } = {}): Place {
   const tmp = makeTemporaryFolder('leasehold-readme-daemon-');
   const workspace = resolveWorkspace(tmp);
   symlinkSync(NODE_MODULES, join(workspace, 'node_modules'));
   const { daemon, client } = readmeExamples();
-  writeFileSync(join(workspace, 'hello-daemon.mjs'), daemon, { mode: 0o600 });
+  const lines = daemon.split('\n');
+  const kept = withoutRecoverDead ? lines.filter((line) => !line.includes('recoverDead: true')) : lines;
+  expect(lines.length - kept.length).toBe(withoutRecoverDead ? 1 : 0);
+  writeFileSync(join(workspace, 'hello-daemon.mjs'), kept.join('\n'), { mode: 0o600 });
   writeFileSync(join(workspace, 'hello-client.mjs'), client, { mode: 0o600 });
   const stateHome = join(workspace, '.state');
   return { workspace, stateHome, env: { ...process.env, LEASEHOLD_STATE_HOME: stateHome } };
@@ -100,5 +106,31 @@ describe("the transport README's daemon and client, as printed, driven by real p
     expect(await leasehold(place, 'stop')).toMatchObject({ code: 0, json: { stopped: true } });
     expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'stopped' } });
     expect(readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8')).toContain('stopped (stop)');
+  });
+
+  it('without recoverDead, after a kill -9, eight racing clients end at once with quarantine and its remedy, each daemon started was refused and logged why, and no start claim is left', async () => {
+    const place = makePlace({ withoutRecoverDead: true });
+    await helloEpochs([runClient(place)]);
+    const crashed = Number((await leasehold(place, 'status')).json.pid);
+    await killDaemon(crashed);
+
+    const clients = Array.from({ length: 8 }, () => runClient(place));
+    const ends = await Promise.all(clients.map((client) => client.closed));
+    const recover = `leasehold recover --workspace ${place.workspace} --state-home ${place.stateHome}`;
+    for (const { code, stderr } of ends) {
+      expect(code).toBe(1);
+      expect(stderr).toContain(`no hello: quarantine: ${place.workspace}: `);
+      expect(stderr).toContain(`the fences of an owner whose process is gone, pid ${crashed} on host `);
+      expect(stderr).toContain(recover);
+    }
+    // Each daemon a client started (the others waited on its claim and were told the same) was
+    // refused, and said so with its remedy in the log.
+    const starters = ends.filter(({ stderr }) => stderr.includes('the process start() launched (pid ')).length;
+    expect(starters).toBeGreaterThanOrEqual(1);
+    const log = readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8');
+    expect(log.match(/^not serving: quarantine: /gm)).toHaveLength(starters);
+    expect(log).toContain(recover);
+    expect(readdirSync(join(place.stateHome, 'start-claims')).filter((name) => name !== '.staging')).toEqual([]);
+    expect(await leasehold(place, 'status')).toMatchObject({ code: 3, json: { status: 'unavailable', pid: crashed } });
   });
 });
