@@ -40,6 +40,21 @@ export const layers = {
 };
 
 /**
+ * The seam (README.md, "Layers"): for a layer above it, the layers below that it may depend on
+ * (the map above is closed) but may not import outside its tests. What it needs of a backend comes
+ * through the seam (contracts' `Ownership` and `Recovery`, answered by every backend), and what is
+ * no backend's knowledge (errno narrowing, a root's realpath) through the re-exports of the layer
+ * right below it. Its tests may import them, as devDependencies only, to arrange by hand what no
+ * seam call does (a dead registry writer's lock, a held checkout lock).
+ * transport keeps its start claims in this host's files (private-files, coordination's places), a
+ * job of its own; the registry is coordination's alone.
+ */
+export const belowTheSeam = {
+  cli: ['private-files', 'registry', 'coordination'],
+  transport: ['registry'],
+};
+
+/**
  * Private helper packages, each with the layers it may depend on. A helper is
  * never published and a layer or an example uses it only as a devDependency.
  * test-utils stays on contracts: every other layer dev-depends on it, so
@@ -96,8 +111,23 @@ export function layerMapProblems(layerMap, helperMap = {}) {
   return problems;
 }
 
+/**
+ * What is wrong with a seam map: a package that is not a layer, or a name below the seam that the
+ * layer may not use anyway (a seam entry must narrow what the layer map allows).
+ * @param {Record<string, string[]>} seamMap
+ * @param {Record<string, string[]>} layerMap
+ * @returns {string[]}
+ */
+export function seamProblems(seamMap, layerMap) {
+  return Object.entries(seamMap).flatMap(([layer, below]) =>
+    Object.hasOwn(layerMap, layer)
+      ? below.filter((name) => !layerMap[layer].includes(name)).map((name) => `${layer} has ${name} below its seam, which it may not use anyway`)
+      : [`${layer} has a seam but is not a layer`],
+  );
+}
+
 {
-  const problems = layerMapProblems(layers, helpers);
+  const problems = [...layerMapProblems(layers, helpers), ...seamProblems(belowTheSeam, layers)];
   if (problems.length > 0) throw new Error(`check-layers: the layer map is wrong: ${problems.join('; ')}`);
 }
 
@@ -120,7 +150,7 @@ export function describeLayers(layerMap = layers) {
  * @throws {Error} when `<repoRoot>/packages` is not a folder
  */
 export function checkLayers(repoRoot) {
-  const repo = loadRepository(resolve(repoRoot), { layers, helpers });
+  const repo = loadRepository(resolve(repoRoot), { layers, helpers, belowTheSeam });
   const violations = [];
   let files = 0;
   for (const workspacePackage of repo.packages) {

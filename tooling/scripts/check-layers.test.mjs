@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkLayers, describeLayers, helpers, layerMapProblems, layers } from './check-layers.mjs';
+import { belowTheSeam, checkLayers, describeLayers, helpers, layerMapProblems, layers, seamProblems } from './check-layers.mjs';
 import { findImportSpecifiers } from './check-layers/import-specifiers.mjs';
 
 const scriptFile = fileURLToPath(new URL('./check-layers.mjs', import.meta.url));
@@ -290,12 +290,55 @@ function dagPackages() {
   packages.recovery = layer('contracts', 'coordination');
   packages.transport = layer('contracts', 'private-files', 'coordination');
   packages.etcd = layer('contracts', 'private-files');
-  packages.cli = layer('contracts', 'coordination', 'recovery', 'transport', 'etcd');
+  packages.cli = layer('contracts', 'recovery', 'transport', 'etcd');
   return packages;
 }
 
+describe('the seam', () => {
+  it('is the one the README names: cli imports no private-files, registry or coordination, transport no registry', () => {
+    expect(belowTheSeam).toEqual({ cli: ['private-files', 'registry', 'coordination'], transport: ['registry'] });
+    expect(seamProblems(belowTheSeam, layers)).toEqual([]);
+  });
+
+  it('refuses a layer above it that imports or depends at runtime on a layer below it', () => {
+    const packages = dagPackages();
+    Object.assign(packages.cli.manifest.dependencies, { '@leasehold/coordination': 'workspace:^', '@leasehold/private-files': 'workspace:^' });
+    packages.cli.files['src/status.ts'] = "import { workspacePlaces } from '@leasehold/coordination';\nimport { isErrno } from '@leasehold/private-files';\n";
+    packages.transport.manifest.dependencies['@leasehold/registry'] = 'workspace:^';
+    packages.transport.files['src/claim.ts'] = "import { Registry } from '@leasehold/registry';\n";
+    const because = (layer) =>
+      `which is below the seam for ${layer}: use the seam (Ownership, Recovery of @leasehold/contracts) or the re-exports of the layer right below it; only its tests may use it, as a devDependency`;
+
+    expect(checkLayers(makeRepository(packages)).violations).toEqual([
+      `@leasehold/cli packages/cli/package.json: depends at runtime on @leasehold/coordination (dependencies), ${because('cli')}`,
+      `@leasehold/cli packages/cli/package.json: depends at runtime on @leasehold/private-files (dependencies), ${because('cli')}`,
+      `@leasehold/cli packages/cli/src/status.ts:1: imports "@leasehold/coordination", ${because('cli')}`,
+      `@leasehold/cli packages/cli/src/status.ts:2: imports "@leasehold/private-files", ${because('cli')}`,
+      `@leasehold/transport packages/transport/package.json: depends at runtime on @leasehold/registry (dependencies), ${because('transport')}`,
+      `@leasehold/transport packages/transport/src/claim.ts:1: imports "@leasehold/registry", ${because('transport')}`,
+    ]);
+  });
+
+  it("passes its tests' imports of them as devDependencies, and transport's of private-files and coordination", () => {
+    const packages = dagPackages();
+    Object.assign(packages.cli.manifest.devDependencies, { '@leasehold/registry': 'workspace:*', '@leasehold/private-files': 'workspace:*' });
+    packages.cli.files['src/liveness.test.ts'] = "import { processIdentity } from '@leasehold/private-files';\n";
+    packages.cli.files['test/fixtures/writer.mjs'] = "import { Registry } from '@leasehold/registry';\n";
+
+    expect(checkLayers(makeRepository(packages)).violations).toEqual([]);
+    expect(packages.transport.files['src/index.ts']).toContain('@leasehold/coordination');
+  });
+
+  it('refuses a seam map that names no layer, or a layer the layer may not use anyway', () => {
+    expect(seamProblems({ cli: ['registry'], transport: ['recovery'], metrics: ['contracts'] }, layers)).toEqual([
+      'transport has recovery below its seam, which it may not use anyway',
+      'metrics has a seam but is not a layer',
+    ]);
+  });
+});
+
 describe('the layer DAG', () => {
-  it('passes the upper layers, with cli importing recovery, transport and etcd', () => {
+  it('passes the upper layers, with cli importing recovery, transport and etcd (and nothing below the seam)', () => {
     expect(checkLayers(makeRepository(dagPackages()))).toEqual({ violations: [], packages: 9, files: 17 });
   });
 

@@ -94,7 +94,8 @@ describe('the versioning policy (changesets, in a scratch copy of the repository
       '@leasehold/recovery': 'patch 1.0.1',
       '@leasehold/transport': 'patch 1.0.1',
       '@leasehold/state-home': 'patch 0.1.1',
-      '@leasehold/cli': 'patch 1.0.1',
+      // Not the cli: it depends on coordination as a devDependency only (below its seam), and its
+      // ranges on transport and state-home still hold their patches.
     });
   });
 });

@@ -2,7 +2,7 @@ import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { encode } from '@leasehold/contracts';
-import { DEFAULT_LIMITS, connect, serveOwner } from '@leasehold/transport';
+import { DEFAULT_LIMITS, connect, fileOwnership, serveOwner } from '@leasehold/transport';
 import type { BenchPlace } from './fixtures.js';
 import { timedAsync, type Operation } from './harness.js';
 
@@ -38,7 +38,8 @@ function get(port: number, path: string): Promise<number> {
  * connection for every request to either (a 1 s hint leaves it no safe reuse).
  */
 export async function transportOperations(place: BenchPlace): Promise<TransportSuite> {
-  const stateHome = join(place.root, 'state-transport');
+  // The file backend, named: the transport picks none itself. One ownership, as a client keeps one.
+  const ownership = fileOwnership({ stateHome: join(place.root, 'state-transport') });
   const workspace = place.workspace();
   const stop = new AbortController();
   let epoch = '';
@@ -46,7 +47,7 @@ export async function transportOperations(place: BenchPlace): Promise<TransportS
   const served = new Promise<void>((resolve) => (markServing = resolve));
   const owner = serveOwner(workspace, {
     policy: encode({ policy: 'leasehold-bench-transport' }),
-    stateHome,
+    ownership,
     // The bench's own SIGINT handler stays in charge; the abort in close() stops the owner.
     signals: [],
     signal: stop.signal,
@@ -82,14 +83,14 @@ export async function transportOperations(place: BenchPlace): Promise<TransportS
     // is the one round trip a client needs before its own requests.
     timedAsync('transport.connect', 'connect(): its one authenticated GET /v1/status', {
       run: async () => {
-        const connection = await connect(workspace, { stateHome });
+        const connection = await connect(workspace, { ownership });
         if (connection.status.epoch === undefined) throw new Error('transport.connect: no status');
       },
     }),
   ];
   return {
     operations,
-    owner: { workspace, stateHome },
+    owner: { workspace, stateHome: ownership.stateHome },
     async close() {
       stop.abort();
       await owner;

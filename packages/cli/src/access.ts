@@ -1,6 +1,6 @@
 import { accessSync, constants, lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { errnoOf, isErrno } from '@leasehold/private-files';
+import { errnoOf, isErrno } from '@leasehold/state-home';
 import { RemedyError } from './remedies.js';
 
 // The layers below refuse a state home this user may not use (a state home is its user's own:

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { ContractError, absolutePath, placeOptions, shellQuote } from '@leasehold/contracts';
-import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
+import { defaultStateHome, resolveWorkspace } from '@leasehold/state-home';
 import type { Output, Streams } from './output.js';
 import { permissionErrno } from './access.js';
 import { SetupError, type Where } from './remedies.js';

@@ -1,5 +1,5 @@
 import type { Inspection, ListedOwner, Ownership } from '@leasehold/contracts';
-import { rootsOverlap } from '@leasehold/registry';
+import { rootsOverlap } from '@leasehold/state-home';
 
 /** The workspace a command run at a folder is about, found as git finds its root from a subfolder. */
 export interface Covering {

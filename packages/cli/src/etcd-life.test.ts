@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ownerStatus } from '@leasehold/private-files';
+import { fileRecovery } from '@leasehold/recovery';
 import {
   cleanUp,
   connectedClients,
@@ -45,8 +45,8 @@ interface Scene {
 
 const scenes: Scene[] = [];
 
-/** Whether a `leasehold serve` a client recorded is still that process (its pid and start time). */
-const isLive = (owner: LoggedProcess) => ownerStatus(owner.pid, owner.host, owner.processStart) === 'live';
+/** Whether a `leasehold serve` a client recorded is still that process (its pid and start time), as the seam judges a fenced process. */
+const isLive = (owner: LoggedProcess) => fileRecovery().fencedProcess(owner).status === 'live';
 
 /** Every key and value under the host's prefix: what a refused start must leave as it was. */
 function etcdState(host: Scene['host']): Promise<string> {

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { ContractError } from '@leasehold/contracts';
-import { isErrno } from '@leasehold/private-files';
+import { isErrno } from '@leasehold/state-home';
 
 /** How a program ended: its exit code, or the signal that killed it. */
 export interface ProgramExit {

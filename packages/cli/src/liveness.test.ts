@@ -1,8 +1,7 @@
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { processIdentity } from '@leasehold/private-files';
 import { cleanUp, killUnreaped, rewriteJson, spawnCommand, spawnUnreaped } from '@leasehold/test-utils';
-import { BIN, capabilityLeaks, cleanEnv, cli, json, killAll, removeSandboxes, sandbox, type Sandbox } from '../test/helpers.js';
+import { BIN, capabilityLeaks, cleanEnv, cli, json, killAll, processStartOf, removeSandboxes, sandbox, type Sandbox } from '../test/helpers.js';
 
 // Every command judges an owner's process by the same proof as the backend (pid, start time, boot,
 // PID namespace: OwnerSummary's `process`), so `status`, `list`, `recover` and `stop` never disagree
@@ -61,8 +60,7 @@ describe("an owner's process, judged by every command as the backend judges it",
     await server.kill9();
     // A live process of this host stands where the owner's pid was; the fences keep the owner's start time.
     const stranger = spawnCommand('sleep', ['1000']);
-    const { processStart } = processIdentity(stranger.pid)!;
-    const [boot, namespace, startTime] = processStart!.split(':').slice(1);
+    const [boot, namespace, startTime] = processStartOf(stranger.pid).split(':').slice(1);
     const owners = { pid: stranger.pid, processStart: `linux:${boot}:${namespace}:${BigInt(startTime!) - 1n}` };
     const service = box.serviceFolders()[0]!;
     rewriteJson(join(box.namespace, 'registry', 'roots.json'), (table) => ({ ...table, entries: (table.entries as object[]).map((row) => ({ ...row, ...owners })) }));

@@ -1,6 +1,6 @@
 import { ContractError, holdersNotProvedGone, placeOptions, shellQuote, type Holder, type Recovery, type RecoveryView } from '@leasehold/contracts';
-import { isErrno, ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
 import { outlivingProgram } from '@leasehold/recovery';
+import { isErrno } from '@leasehold/state-home';
 
 // After `leasehold run` died and its watcher too (a kill -9 of both, or a platform without one),
 // its program can live on: the fence names it, so recovery refuses, and `run`, which would have
@@ -22,12 +22,15 @@ export interface OutlivingProgram {
   readonly record: ProgramRecord;
 }
 
-/** The program of `view` that outlived its owner (`outlivingProgram` of @leasehold/recovery), with its command line and group. */
-export function outlivingProgramIn(view: RecoveryView): OutlivingProgram | undefined {
+/**
+ * The program of `view` that outlived its owner (`outlivingProgram` of @leasehold/recovery), with
+ * its command line and group as `recovery`, the backend's, shows them.
+ */
+export function outlivingProgramIn(recovery: Recovery, view: RecoveryView): OutlivingProgram | undefined {
   const holder = outlivingProgram(view);
   if (holder === undefined) return undefined;
-  const details = processDetails(holder);
-  return { holder, record: { pid: holder.pid, commandLine: details?.commandLine ?? null, processGroup: details?.processGroup ?? null } };
+  const { commandLine, processGroup } = recovery.fencedProcess(holder);
+  return { holder, record: { pid: holder.pid, commandLine, processGroup } };
 }
 
 /**
@@ -37,7 +40,7 @@ export function outlivingProgramIn(view: RecoveryView): OutlivingProgram | undef
  */
 export async function outlivingProgramOf(recovery: Recovery, root: string): Promise<OutlivingProgram | undefined> {
   try {
-    return outlivingProgramIn(await recovery.snapshot(root));
+    return outlivingProgramIn(recovery, await recovery.snapshot(root));
   } catch {
     return undefined;
   }
@@ -69,10 +72,10 @@ export function programRemedy({ pid, processGroup }: ProgramRecord, root: string
  * crashed, and so did its program) but the companion's pid now names another process (another
  * start time: the pid was reused), which no command signals.
  */
-export function reusedProgramPid(view: RecoveryView): Holder | undefined {
+export function reusedProgramPid(recovery: Recovery, view: RecoveryView): Holder | undefined {
   const holder = view.fences.find((fence) => fence.kind === 'companion')?.holder;
   if (holder === undefined || holdersNotProvedGone(view).length > 0) return undefined;
-  return processIdentity(holder.pid) === undefined ? undefined : holder;
+  return recovery.fencedProcess(holder).pidInUse ? holder : undefined;
 }
 
 /** How often `endProgram` looks whether the program is gone. */
@@ -83,18 +86,18 @@ const KILLED_WAIT_MS = 5000;
 
 const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
-/** Whether `holder` is still that very process: live by pid and start time. */
-function provedLive(holder: Holder): boolean {
-  return holder.processStart !== undefined && ownerStatus(holder.pid, holder.host, holder.processStart) === 'live';
+/** Whether `holder` is still that very process: live by pid and start time, as `recovery` judges it. */
+function provedLive(recovery: Recovery, holder: Holder): boolean {
+  return holder.processStart !== undefined && recovery.fencedProcess(holder).status === 'live';
 }
 
 /**
  * Sends `signal` to the program's group (or to it alone when it leads none: not a group `run`
  * made), only while it is proved to be that process. False when it is not (gone, or its pid reused).
  */
-function signalProved({ holder, record }: OutlivingProgram, signal: NodeJS.Signals): boolean {
+function signalProved(recovery: Recovery, { holder, record }: OutlivingProgram, signal: NodeJS.Signals): boolean {
   // Proved right before each signal: while the program lives its pid, and its group's id, name it alone.
-  if (!provedLive(holder)) return false;
+  if (!provedLive(recovery, holder)) return false;
   try {
     process.kill(record.processGroup === holder.pid ? -holder.pid : holder.pid, signal);
     return true;
@@ -106,18 +109,19 @@ function signalProved({ holder, record }: OutlivingProgram, signal: NodeJS.Signa
 
 /**
  * Ends an outliving program as `run` would have: SIGTERM to its group, then SIGKILL after
- * `timeoutMs` if it is still there, each only while it is proved to be the process the fence names.
+ * `timeoutMs` if it is still there, each only while it is proved (by `recovery`, the backend's) to
+ * be the process the fence names.
  * Answers the signal that ended it, or undefined when it was not signalled (it had ended, or its
  * pid names another process now).
  * @throws ContractError `unavailable` when it is still there after SIGKILL (`KILLED_WAIT_MS`).
  */
-export async function endProgram(program: OutlivingProgram, timeoutMs: number): Promise<'SIGTERM' | 'SIGKILL' | undefined> {
-  if (!signalProved(program, 'SIGTERM')) return undefined;
+export async function endProgram(recovery: Recovery, program: OutlivingProgram, timeoutMs: number): Promise<'SIGTERM' | 'SIGKILL' | undefined> {
+  if (!signalProved(recovery, program, 'SIGTERM')) return undefined;
   const deadline = Date.now() + timeoutMs;
-  while (provedLive(program.holder) && Date.now() < deadline) await pause(POLL_MS);
-  if (!signalProved(program, 'SIGKILL')) return 'SIGTERM';
+  while (provedLive(recovery, program.holder) && Date.now() < deadline) await pause(POLL_MS);
+  if (!signalProved(recovery, program, 'SIGKILL')) return 'SIGTERM';
   const bound = Date.now() + KILLED_WAIT_MS;
-  while (provedLive(program.holder)) {
+  while (provedLive(recovery, program.holder)) {
     // SIGKILL waits for a process in an uninterruptible sleep (a hung disk or network file system).
     if (Date.now() >= bound) throw new ContractError('unavailable', `pid ${program.holder.pid}: still there ${KILLED_WAIT_MS} ms after SIGKILL`);
     await pause(POLL_MS);

@@ -1,5 +1,5 @@
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
-import { isSystemError } from '@leasehold/private-files';
+import { isSystemError } from '@leasehold/state-home';
 
 /**
  * The options a suggested command needs to be about the same workspace and state home as the

@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processIdentity } from '@leasehold/private-files';
 import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
 
 /** The built `leasehold` command; the tests run it as a real process. */
@@ -241,6 +242,16 @@ function readyTable(stdout: string): Ready | undefined {
   if (!/^Stop it with .*\n/m.test(stdout)) return undefined;
   const row = (label: string) => new RegExp(`^${label} +(\\S+)$`, 'm').exec(stdout)?.[1] ?? '';
   return { event: 'ready', endpoint: row('endpoint'), epoch: row('epoch'), pid: Number(row('pid')) };
+}
+
+/**
+ * The start time a live process of this host records (`processStart`), read below the seam: what a
+ * test needs to make a fence name another process by hand (a reused pid). Throws when it is gone.
+ */
+export function processStartOf(pid: number): string {
+  const processStart = processIdentity(pid)?.processStart;
+  if (processStart === undefined) throw new Error(`pid ${pid}: no start time to read (gone, or not Linux)`);
+  return processStart;
 }
 
 /**

@@ -19,6 +19,7 @@ describe('the public entry point', () => {
       'DOCUMENT_BYTES',
       'DecodeResult',
       'FENCE_KINDS',
+      'FencedProcess',
       'Fence',
       'FenceKind',
       'Holder',

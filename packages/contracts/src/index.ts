@@ -60,6 +60,7 @@ export {
   holdersNotProvedGone,
   recoverProvedDead,
   type AcquireRequest,
+  type FencedProcess,
   type Inspection,
   type ListedOwner,
   type LocalAccess,

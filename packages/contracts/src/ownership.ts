@@ -128,6 +128,11 @@ export interface Ownership {
   configuration(root: string): Promise<OwnerConfig | undefined>;
   /** What a client of this host needs to reach the owner. @throws ContractError `unavailable`. */
   localAccess(root: string): Promise<LocalAccess>;
+  /**
+   * The file of this host's state home a client reads the capability of `root` from (its path,
+   * never its content): every backend keeps the capability in this host's files. Reads nothing.
+   */
+  capabilityFile(root: string): string;
   /** Every fenced workspace. */
   list(): Promise<ListedOwner[]>;
   /**
@@ -201,8 +206,25 @@ export interface RecoveryJournalEntry {
   readonly automatic?: AutomaticRecovery;
 }
 
+/**
+ * What this host shows now of a process a fence names (the program a gone owner fenced its
+ * workspace with, say), judged as the backend judges its holders. No secret.
+ */
+export interface FencedProcess {
+  /** That very process: by pid and start time when the fence records one (else by pid alone), on this host only. */
+  readonly status: 'live' | 'absent' | 'ambiguous';
+  /** Its arguments, program first, read while it is proved that process (pid and start time); null where this host cannot. */
+  readonly commandLine: readonly string[] | null;
+  /** Its process group (a signal to `-processGroup` reaches the whole group), read as `commandLine` is; null where it cannot be. */
+  readonly processGroup: number | null;
+  /** Whether its pid names some process of this host now: another one when `status` is `absent` (the pid was reused). */
+  readonly pidInUse: boolean;
+}
+
 /** The recovery of workspaces whose owner is gone, whichever backend keeps them. */
 export interface Recovery {
+  /** What this host shows now of the process `holder` names (a fence's holder). Changes nothing; never throws. */
+  fencedProcess(holder: Holder): FencedProcess;
   /** Changes nothing but dead writers' staging leftovers. */
   snapshot(root: string): Promise<RecoveryView>;
   /**

@@ -148,6 +148,18 @@ describe('fileOwnership', () => {
     expect(codeOf(() => lease.localAccess())).toBe('unavailable');
   });
 
+  it('names the file its local access reads the capability from, without reading it', async () => {
+    const place = makePlace('coordination');
+    const root = makeWorkspace(place, 'capability');
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    const file = ownership.capabilityFile(root);
+    expect(file).toBe(handPlaces(place.stateHome, root).capability);
+    const lease = await ownership.acquire(root, ANY_PORT, { boundEndpoint: BOUND });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ capability: (await ownership.localAccess(root)).capability });
+    await lease.release();
+    expect(codeOf(() => ownership.capabilityFile('relative/root'))).toBe('refused');
+  });
+
   it('initializes a workspace once, idempotent for the same config, conflict for another', async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'init');

@@ -4,7 +4,7 @@ import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-fil
 import { Registry, stateHomeLayout } from '@leasehold/registry';
 import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
 import type { OwnerLease } from './owner-lease.js';
-import { PRIVATE_ROOT_NAME, defaultStateHome } from './places.js';
+import { PRIVATE_ROOT_NAME, defaultStateHome, workspacePlaces } from './places.js';
 import { FILE_BYTES } from './service-state.js';
 import { ServiceCoordination } from './service-coordination.js';
 import { reasonOf, summaryOf } from './workspace-reads.js';
@@ -92,6 +92,9 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
     },
     async localAccess(root) {
       return coordination(root).localAccess();
+    },
+    capabilityFile(root) {
+      return workspacePlaces(root, stateHome).capability;
     },
     async list() {
       return listed(registry);

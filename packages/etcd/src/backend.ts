@@ -9,6 +9,8 @@ import {
   sha256,
   type AcquireRequest,
   type Backend,
+  type FencedProcess,
+  type Holder,
   type Inspection,
   type ListedOwner,
   type LocalAccess,
@@ -156,6 +158,11 @@ class CompositeBackend implements EtcdBackend {
     return this.#local.localAccess(root);
   }
 
+  /** The capability stays in this host's files: the local backend's file. */
+  capabilityFile(root: string): string {
+    return this.#local.capabilityFile(root);
+  }
+
   /** Every etcd fence, then this host's rows etcd does not fence (a local leftover). */
   /** This host's workspaces, from its files: another host's stopped workspaces leave nothing in etcd. */
   async workspaces(): Promise<string[]> {
@@ -177,6 +184,11 @@ class CompositeBackend implements EtcdBackend {
 
   async snapshot(root: string): Promise<RecoveryView> {
     return (await this.#snapshots(root)).view;
+  }
+
+  /** A process of this host, as this host's files' recovery judges it: etcd knows nothing of processes. */
+  fencedProcess(holder: Holder): FencedProcess {
+    return this.#localRecovery.fencedProcess(holder);
   }
 
   /**

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileOwnership } from '@leasehold/coordination';
-import { cleanUp, codeOfAsync, makePlace, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import { cleanUp, codeOfAsync, killAndReap, spawnCommand, makePlace, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
 import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, snapshotOf } from '../test/helpers.js';
+import { processIdentity } from '@leasehold/private-files';
 import { ContractError, fileRecovery } from './index.js';
 
 afterEach(cleanUp);
@@ -104,3 +105,22 @@ describe('fileRecovery', () => {
     expect(serviceFences(place.stateHome, root)).not.toEqual([]);
   });
 });
+
+describe('fileRecovery.fencedProcess', () => {
+  it('proves a live process by pid and start time, with its command line and group, and a gone one absent', async () => {
+    const recovery = fileRecovery();
+    const child = spawnCommand('sleep', ['1000']);
+    const { host, processStart } = processIdentity(child.pid)!;
+    const recorded = { pid: child.pid, host, processStart: processStart! };
+    expect(recovery.fencedProcess(recorded)).toEqual({ status: 'live', commandLine: ['sleep', '1000'], processGroup: expect.any(Number), pidInUse: true });
+    // Another start time under the same pid: a reused pid is absent, though the pid is in use.
+    const reused = { ...recorded, processStart: recorded.processStart.replace(/:(\d+)$/, (_, time: string) => `:${BigInt(time) - 1n}`) };
+    expect(recovery.fencedProcess(reused)).toEqual({ status: 'absent', commandLine: null, processGroup: null, pidInUse: true });
+    // Without a start time it is judged by its pid alone, and shows nothing it cannot prove.
+    expect(recovery.fencedProcess({ pid: child.pid, host })).toEqual({ status: 'live', commandLine: null, processGroup: null, pidInUse: true });
+    await killAndReap(child);
+    expect(recovery.fencedProcess(recorded)).toEqual({ status: 'absent', commandLine: null, processGroup: null, pidInUse: false });
+    expect(recovery.fencedProcess({ ...recorded, host: `${recorded.host}-elsewhere` })).toMatchObject({ status: 'ambiguous', commandLine: null, processGroup: null });
+  });
+});
+

@@ -1,5 +1,6 @@
-import type { Recovery, RecoveryView } from '@leasehold/contracts';
+import type { FencedProcess, Holder, Recovery, RecoveryView } from '@leasehold/contracts';
 import { defaultStateHome } from '@leasehold/coordination';
+import { ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
 import { stateHomeLayout } from '@leasehold/registry';
 import { Journal } from './journal.js';
 import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
@@ -21,6 +22,17 @@ function viewOf(state: RecoveryState): RecoveryView {
   };
 }
 
+/** The process `holder` names, as this host shows it now: by the proofs recovery judges holders by. */
+function fencedProcessOf(holder: Holder): FencedProcess {
+  const details = processDetails(holder);
+  return {
+    status: ownerStatus(holder.pid, holder.host, holder.processStart),
+    commandLine: details?.commandLine ?? null,
+    processGroup: details?.processGroup ?? null,
+    pidInUse: processIdentity(holder.pid) !== undefined,
+  };
+}
+
 /**
  * The file backend's recovery behind the seam: `recoverySnapshot` and
  * `recover` of this package, with these options, for any workspace of the
@@ -29,6 +41,7 @@ function viewOf(state: RecoveryState): RecoveryView {
  */
 export function fileRecovery(options: RecoveryOptions = {}): Recovery {
   return {
+    fencedProcess: fencedProcessOf,
     async snapshot(root) {
       return viewOf(recoverySnapshot(root, options));
     },

@@ -2,7 +2,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import * as contracts from '@leasehold/contracts';
-import { defaultStateHome } from '@leasehold/coordination';
+import { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
+import * as privateFiles from '@leasehold/private-files';
+import { rootsOverlap } from '@leasehold/registry';
 import { exportsMissingFromReadme, publicNames, runReadmeExample } from '@leasehold/package-checks';
 import { cleanUp, makeTemporaryFolder, pathExists } from '@leasehold/test-utils';
 import * as stateHome from './index.js';
@@ -23,15 +25,25 @@ describe('the public entry point', () => {
       'Recovery',
       'StateHomeError',
       'StateHomeRemedy',
+      'SystemError',
       'defaultStateHome',
+      'describeHolder',
+      'errnoOf',
+      'isErrno',
+      'isSystemError',
       'openStateHome',
       'recordBackend',
+      'resolveWorkspace',
+      'rootsOverlap',
     ]);
   });
 
   it('re-exports the objects of the layers below, not copies', () => {
     expect(stateHome.ContractError).toBe(contracts.ContractError);
     expect(stateHome.defaultStateHome).toBe(defaultStateHome);
+    expect(stateHome.resolveWorkspace).toBe(resolveWorkspace);
+    expect(stateHome.rootsOverlap).toBe(rootsOverlap);
+    for (const name of ['describeHolder', 'errnoOf', 'isErrno', 'isSystemError'] as const) expect(stateHome[name]).toBe(privateFiles[name]);
   });
 
   it('names every export in the README', () => {

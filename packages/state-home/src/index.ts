@@ -3,4 +3,8 @@ export { recordBackend } from './record-backend.js';
 export { StateHomeError, type StateHomeRemedy } from './state-home-error.js';
 // What a caller meets in the signatures above, from the layers below, so that one install is enough.
 export { ContractError, type Backend, type ContractErrorCode, type Ownership, type Recovery } from '@leasehold/contracts';
-export { defaultStateHome } from '@leasehold/coordination';
+export { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
+// What a layer above the seam needs of the layers below that is no backend's knowledge: narrowing a
+// system error, a holder in words, whether two workspace roots overlap (one is the other or inside it).
+export { describeHolder, errnoOf, isErrno, isSystemError, type SystemError } from '@leasehold/private-files';
+export { rootsOverlap } from '@leasehold/registry';

@@ -13,15 +13,16 @@ import {
   witness,
   type ChildServing,
   type Place,
+  filesOf,
 } from '../test/helpers.js';
 import { connect, type ConnectOptions } from './index.js';
 
 afterEach(endTest);
 
 /** The message of the `unavailable` ContractError that connect rejects with (anything else fails the test). */
-async function unavailableReason(place: Place, options: ConnectOptions = {}): Promise<string> {
+async function unavailableReason(place: Place, options: Partial<ConnectOptions> = {}): Promise<string> {
   try {
-    const connection = await connect(place.root, { stateHome: place.stateHome, ...options });
+    const connection = await connect(place.root, { ownership: filesOf(place), ...options });
     witness(connection);
   } catch (error) {
     witness(error);
@@ -50,7 +51,7 @@ describe('connect', () => {
     const child = spawnOwner(place);
     const serving = await servingOf(child);
     capabilityOf(place);
-    const connection = await connect(place.root, { stateHome: place.stateHome });
+    const connection = await connect(place.root, { ownership: filesOf(place) });
     witness(connection);
     expect(connection.endpoint).toBe(serving.endpoint);
     expect(connection.epoch).toBe(serving.epoch);
@@ -119,7 +120,7 @@ describe('connect', () => {
     // With a short settling bound, it answers unavailable.
     expect(await unavailableReason(place, { settleMs: 50 })).toBeTruthy();
     // Started while the child is still paused, it settles until the child has acquired and answers.
-    const connecting = connect(place.root, { stateHome: place.stateHome, settleMs: 600_000 });
+    const connecting = connect(place.root, { ownership: filesOf(place), settleMs: 600_000 });
     child.send('go');
     const connection = await connecting;
     witness(connection);

@@ -1,10 +1,10 @@
 import { request as httpRequest } from 'node:http';
 import type { Readable } from 'node:stream';
 import { ContractError, type Inspection, type LocalAccess, type Ownership } from '@leasehold/contracts';
-import { fileOwnership } from '@leasehold/coordination';
 import { errnoOf } from '@leasehold/private-files';
 import { addressOf } from './address.js';
 import type { OwnerStatusBody } from './handler.js';
+import { givenOwnership } from './ownership-option.js';
 
 /** One answer of the owner, its body read whole. */
 export interface Reply {
@@ -46,10 +46,11 @@ export interface Connection {
 }
 
 export interface ConnectOptions {
-  /** Where the workspace is owned: any backend. Default the file backend of `stateHome`, `fileOwnership({ stateHome })`. */
-  readonly ownership?: Ownership;
-  /** Defaults to `defaultStateHome()`; only for the default `ownership`. */
-  readonly stateHome?: string;
+  /**
+   * Where the workspace is owned: any backend, the state home's (`openStateHome(stateHome)` of
+   * @leasehold/state-home, or `fileOwnership({ stateHome })`). Required: this package picks none.
+   */
+  readonly ownership: Ownership;
   /** How long one request may take, in milliseconds (default 3000). */
   readonly timeoutMs?: number;
   /**
@@ -131,12 +132,13 @@ function readWhole(stream: Readable, timeoutMs: number, endpoint: string): Promi
 /**
  * `ownership.inspect(root)`, asked again (for at most `settleMs`, default 1000) while it says a live
  * process is between two steps of this workspace's acquire or release: what a status reader answers.
- * Never throws, as `inspect`.
+ * Never throws, as `inspect`, but for a missing `ownership` (`refused`, naming it).
  */
 export async function settledInspection(ownership: Ownership, root: string, settleMs = 1000): Promise<Inspection> {
+  const given = givenOwnership('settledInspection', ownership);
   const deadline = Date.now() + settleMs;
   for (;;) {
-    const inspection = await ownership.inspect(root);
+    const inspection = await given.inspect(root);
     const passing = inspection.status === 'unavailable' && inspection.inProgress === true;
     if (!passing || Date.now() >= deadline) return inspection;
     await pause(10);
@@ -167,10 +169,10 @@ async function accessOf(ownership: Ownership, workspace: string, settleMs: numbe
  * it (`GET /v1/status` with the right `Host` and bearer) and resolves only
  * when it answers with the recorded epoch.
  * @throws ContractError `unavailable` with the reason: not running, no answer, another epoch answered,
- * the capability refused.
+ * the capability refused; `refused` without `options.ownership`.
  */
-export async function connect(workspace: string, options: ConnectOptions = {}): Promise<Connection> {
-  const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
+export async function connect(workspace: string, options: ConnectOptions): Promise<Connection> {
+  const ownership = givenOwnership('connect', options?.ownership);
   const timeoutMs = options.timeoutMs ?? 3000;
   const access = await accessOf(ownership, workspace, options.settleMs);
   const reply = await call(access.endpoint, access.capability, timeoutMs, 'GET', '/v1/status');

@@ -22,7 +22,7 @@ import {
   type SpawnedChild,
 } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIXTURES, capabilityOf, endTest, inspectionOf, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
+import { FIXTURES, capabilityOf, endTest, filesOf, inspectionOf, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
 import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
@@ -102,7 +102,7 @@ async function connectedOf(clients: readonly SpawnedChild[]): Promise<ConnectedC
 async function expectOneStartAndNoClaimLeft(scene: Scene): Promise<void> {
   let started = 0;
   const connection = await connectOrStart(scene.root, {
-    stateHome: scene.stateHome,
+    ownership: filesOf(scene),
     timeoutMs: PATIENT_MS,
     start: () => {
       started += 1;
@@ -138,7 +138,7 @@ describe('connectOrStart across processes', () => {
     expect(connected.every((client) => !('compatibility' in client))).toBe(true);
     // The claim is released once the owner answers, and no take-over marker is left.
     expect(claimFiles(scene)).toEqual([]);
-    const owner = await connect(scene.root, { stateHome: scene.stateHome });
+    const owner = await connect(scene.root, { ownership: filesOf(scene) });
     expect(owner.epoch).toBe(connected[0]!.epoch);
     capabilityOf(scene);
   });
@@ -168,7 +168,7 @@ describe('a start that cannot succeed ends at once, with why', () => {
     const scene = makeScene();
     const refused = await rejectionOf(
       connectOrStart(scene.root, {
-        stateHome: scene.stateHome,
+        ownership: filesOf(scene),
         timeoutMs: PATIENT_MS,
         start: () => spawn(process.execPath, ['-e', 'process.exit(3)'], { stdio: 'ignore' }),
       }),
@@ -182,7 +182,7 @@ describe('a start that cannot succeed ends at once, with why', () => {
   it('a launcher that exits 0 handed over: the call waits for the owner it launched', async () => {
     const scene = makeScene();
     const connection = await connectOrStart(scene.root, {
-      stateHome: scene.stateHome,
+      ownership: filesOf(scene),
       timeoutMs: PATIENT_MS,
       start: () => {
         spawnStartedOwner(scene);
@@ -226,7 +226,7 @@ describe('connectOrStart and the start claim', () => {
     const waits: WaitingOn[] = [];
     let started = 0;
     const waited = connectOrStart(scene.root, {
-      stateHome: scene.stateHome,
+      ownership: filesOf(scene),
       timeoutMs: 1500,
       start: () => {
         started += 1;
@@ -253,7 +253,7 @@ describe('connectOrStart and the start claim', () => {
     const before = readFileSync(path, 'utf8');
     const waits: WaitingOn[] = [];
     const error = await rejectionOf(
-      connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: 1000, start: () => void spawnStartedOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
+      connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: 1000, start: () => void spawnStartedOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
     );
     expect(error.code).toBe('unavailable');
     expect(waits).toEqual([{ what: 'start-claim', pid: process.pid, host: hostname(), since }]);
@@ -280,7 +280,7 @@ describe('connectOrStart and the start claim', () => {
     let started = 0;
     const error = await rejectionOf(
       connectOrStart(scene.root, {
-        stateHome: scene.stateHome,
+        ownership: filesOf(scene),
         start: () => {
           started += 1;
         },
@@ -295,9 +295,9 @@ describe('connectOrStart and the start claim', () => {
   it('releases the claim when start() throws, and rethrows its error; the next call starts', async () => {
     const scene = makeScene();
     const failure = new Error('the daemon binary is missing');
-    await expect(connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
+    await expect(connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
     expect(claimFiles(scene)).toEqual([]);
-    const connection = await connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
+    const connection = await connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
     expect(connection.status.root).toBe(scene.root);
     capabilityOf(scene);
   });
@@ -316,7 +316,7 @@ describe("connectOrStart and an owner's process, judged as the backend judges it
     expect(await inspectionOf(scene)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
     const told: WaitingOn[] = [];
     const starting = new Error('start() ran');
-    const call = connectOrStart(scene.root, { stateHome: scene.stateHome, timeoutMs: PATIENT_MS, onWait: (waitingOn) => told.push(waitingOn), start: () => Promise.reject(starting) });
+    const call = connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, onWait: (waitingOn) => told.push(waitingOn), start: () => Promise.reject(starting) });
     await expect(call).rejects.toBe(starting);
     expect(told).toEqual([]);
     expect(claimFiles(scene)).toEqual([]);
@@ -329,12 +329,12 @@ describe('connectOrStart and compatibility', () => {
     const scene = makeScene();
     const owner = spawnStartedOwner(scene, 'hello/1');
     await messageOf(owner, 'serving');
-    const before = await connect(scene.root, { stateHome: scene.stateHome });
+    const before = await connect(scene.root, { ownership: filesOf(scene) });
     expect(before.status.compatibility).toBe('hello/1');
     let started = 0;
     const error = await rejectionOf(
       connectOrStart(scene.root, {
-        stateHome: scene.stateHome,
+        ownership: filesOf(scene),
         compatibility: 'hello/2',
         start: () => {
           started += 1;
@@ -344,7 +344,7 @@ describe('connectOrStart and compatibility', () => {
     expect(error.code).toBe('conflict');
     expect(error.message).toMatch(/"hello\/1".*"hello\/2"/);
     expect(started).toBe(0);
-    expect((await connect(scene.root, { stateHome: scene.stateHome })).epoch).toBe(before.epoch);
+    expect((await connect(scene.root, { ownership: filesOf(scene) })).epoch).toBe(before.epoch);
     expect(owner.process.exitCode).toBeNull();
     capabilityOf(scene);
   });
@@ -353,9 +353,9 @@ describe('connectOrStart and compatibility', () => {
     const scene = makeScene();
     const old = spawnStartedOwner(scene, 'hello/1');
     await messageOf(old, 'serving');
-    const before = await connect(scene.root, { stateHome: scene.stateHome });
+    const before = await connect(scene.root, { ownership: filesOf(scene) });
     const connection = await connectOrStart(scene.root, {
-      stateHome: scene.stateHome,
+      ownership: filesOf(scene),
       timeoutMs: PATIENT_MS,
       compatibility: 'hello/2',
       onIncompatible: 'replace',

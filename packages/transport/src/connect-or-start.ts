@@ -1,7 +1,7 @@
 import { ContractError, placeOptions, recoverRemedy, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
-import { fileOwnership } from '@leasehold/coordination';
 import { describeHolder, ownerStatus, processIdentity, type ProcessIdentity } from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
+import { givenOwnership } from './ownership-option.js';
 import { StartClaim, type ClaimHolder } from './start-claim.js';
 
 /** Who a `connectOrStart` call is waiting on, as its `onWait` is told. */
@@ -245,7 +245,7 @@ class StartOnDemand {
   #waitedOver: string | undefined;
 
   constructor(workspace: string, options: ConnectOrStartOptions) {
-    const ownership = options.ownership ?? fileOwnership(options.stateHome === undefined ? {} : { stateHome: options.stateHome });
+    const ownership = givenOwnership('connectOrStart', options?.ownership);
     this.#workspace = workspace;
     this.#options = options;
     this.#ownership = ownership;
@@ -360,8 +360,8 @@ class StartOnDemand {
  * runs `start`; every caller then waits, bounded by `timeoutMs`, until the owner answers.
  * @throws ContractError `conflict` (the owner serves another `compatibility`, named with this
  * client's, under `'refuse'`, or again after a replacement), `unavailable` (no owner answered
- * within `timeoutMs`: the message says what it waited for), `refused` (a root or state home that
- * is not absolute and normalised, an unsafe or malformed claim file); and what `start` throws.
+ * within `timeoutMs`: the message says what it waited for), `refused` (no `ownership`, a root or
+ * state home that is not absolute and normalised, an unsafe or malformed claim file); and what `start` throws.
  */
 export async function connectOrStart(workspace: string, options: ConnectOrStartOptions): Promise<Connection> {
   return new StartOnDemand(workspace, options).run();

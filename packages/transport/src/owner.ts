@@ -1,10 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type ProvedDeadRecovery, type Recovery } from '@leasehold/contracts';
-import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
-import { errnoOf, isErrno, type PrivateFilesHooks } from '@leasehold/private-files';
+import { resolveWorkspace } from '@leasehold/coordination';
+import { errnoOf, isErrno } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
 import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
+import { givenOwnership } from './ownership-option.js';
 
 /** What a serving owner is, once it has acquired (no secret). */
 export interface Serving {
@@ -28,12 +29,11 @@ export interface ServeOptions {
   /** Where to listen: `http://127.0.0.1:PORT` or `http://[::1]:PORT`; port 0 (the default) is any free port. */
   readonly endpoint?: string;
   /**
-   * Where the workspace is owned: any backend. Default the file backend,
-   * `fileOwnership({ stateHome, lockWaitMs, hooks })` of these options.
+   * Where the workspace is owned: any backend, the state home's (`openStateHome(stateHome)` of
+   * @leasehold/state-home, which follows the backend it records, or `fileOwnership({ stateHome,
+   * lockWaitMs, hooks })` for the file backend). Required: this package picks none.
    */
-  readonly ownership?: Ownership;
-  /** Defaults to `defaultStateHome()`; only for the default `ownership`. */
-  readonly stateHome?: string;
+  readonly ownership: Ownership;
   /** The owner's own routes, reached only after the Host and bearer checks. */
   readonly routes?: OwnerRoutes;
   /**
@@ -85,26 +85,10 @@ export interface ServeOptions {
    * stays fenced, `stopping`) and `serveOwner` rejects with its error.
    */
   readonly beforeRelease?: () => Promise<void>;
-  /** Bound of the registry lock wait, in milliseconds (default 2000); only for the default `ownership`. */
-  readonly lockWaitMs?: number;
-  /** Handed to every PrivateFiles used (tests only); only for the default `ownership`. */
-  readonly hooks?: PrivateFilesHooks;
 }
 
 /** The signals a daemon stops on unless told otherwise. */
 const DEFAULT_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-
-/** The ownership the options name, else the file backend of their state home. */
-function ownershipOf(options: ServeOptions): Ownership {
-  return (
-    options.ownership ??
-    fileOwnership({
-      ...(options.stateHome === undefined ? {} : { stateHome: options.stateHome }),
-      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
-    })
-  );
-}
 
 function listen(server: Server, port: number, hostname: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -161,8 +145,12 @@ function deadOwnerRecovery(options: ServeOptions): Recovery | undefined {
  * Acquires; with `recoverDead`, a start refused as `quarantine` first recovers an owner proved
  * dead, then acquires once more. Asked only after a refusal, so an ordinary start costs nothing more.
  */
-async function acquireOrRecover(workspace: string, config: OwnerConfig, bound: string, options: ServeOptions, recovery: Recovery | undefined): Promise<OwnershipLease> {
-  const ownership = ownershipOf(options);
+async function acquireOrRecover(
+  workspace: string,
+  config: OwnerConfig,
+  bound: string,
+  { ownership, options, recovery }: { ownership: Ownership; options: ServeOptions; recovery: Recovery | undefined },
+): Promise<OwnershipLease> {
   const acquire = () =>
     ownership.acquire(workspace, config, {
       boundEndpoint: bound,
@@ -188,17 +176,18 @@ function starting(_request: IncomingMessage, response: ServerResponse): void {
 /**
  * The owner's whole life cycle on the loopback transport: binds the listener
  * (default any free port on 127.0.0.1), acquires the workspace with the bound
- * endpoint through `options.ownership` (any backend; default the files),
+ * endpoint through `options.ownership` (any backend: required, this package picks none),
  * serves `/v1/status`, `/v1/stop` and the owner's routes, and watches the
  * lease. On a stop signal, an authenticated `POST /v1/stop` or an abort, it
  * goes `stopping`, drains, awaits `beforeRelease`, releases and resolves. When the lease reports its
  * loss (with files: they changed under it) it closes the listener at once,
  * touches nothing, and rejects with the reason. A stop signal that arrives
  * during acquire is honoured after it, so acquire is never cut in half.
- * @throws ContractError `refused` (a bad endpoint, an unsafe state), `conflict` (the port is taken, another owner),
+ * @throws ContractError `refused` (no `ownership`, a bad endpoint, an unsafe state), `conflict` (the port is taken, another owner),
  * `quarantine`, `capacity`, `busy` from acquire, and the lost lease's error.
  */
 export async function serveOwner(workspace: string, options: ServeOptions): Promise<ServeOutcome> {
+  const ownership = givenOwnership('serveOwner', options?.ownership);
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const recovery = deadOwnerRecovery(options);
   const requested = addressOf(options.endpoint ?? 'http://127.0.0.1:0');
@@ -222,7 +211,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
   try {
     const port = await listen(server, requested.port, requested.hostname);
     const bound = endpointOf(requested.hostname, port);
-    const lease = await acquireOrRecover(workspace, config, bound, options, recovery);
+    const lease = await acquireOrRecover(workspace, config, bound, { ownership, options, recovery });
     if (options.signal?.aborted === true) onAbort();
     return await new Promise<ServeOutcome>((resolve, reject) => {
       let ending = false;

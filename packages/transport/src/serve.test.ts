@@ -22,8 +22,9 @@ import {
   socketTo,
   witness,
   type Place,
+  filesOf,
 } from '../test/helpers.js';
-import { connect, fileOwnership, type OwnerRoutes, type Ownership, type OwnershipLease } from './index.js';
+import { connect, connectOrStart, fileOwnership, serveOwner, settledInspection, type OwnerRoutes, type Ownership, type OwnershipLease } from './index.js';
 
 afterEach(endTest);
 
@@ -132,7 +133,7 @@ describe('serveOwner in this process', () => {
     for (const host of [`127.0.0.1:${owner.port}`, `localhost:${owner.port}`, `::1:${owner.port}`, '[::1]']) {
       expect((await ask(host)).status).toBe(421);
     }
-    const connection = await connect(place.root, { stateHome: place.stateHome });
+    const connection = await connect(place.root, { ownership: filesOf(place) });
     witness(connection);
     expect(connection).toMatchObject({ endpoint: owner.serving.endpoint, epoch: owner.serving.epoch });
   });
@@ -161,7 +162,7 @@ describe("a connection reads an owner's own routes however they answer", () => {
       response.end('last\n');
     };
     const owner = await serveHere(place, { routes });
-    const connection = await connect(place.root, { stateHome: place.stateHome });
+    const connection = await connect(place.root, { ownership: filesOf(place) });
     const text = await connection.request('GET', '/text');
     expect({ status: text.status, body: text.body, text: text.text }).toEqual({ status: 200, body: undefined, text: 'héllo\n' });
     const bytes = await connection.request('GET', '/bytes');
@@ -350,7 +351,7 @@ describe('a lease lost while stopping', () => {
  * files stay exactly as the owner left them.
  */
 function revocable(place: Place): { ownership: Ownership; revoke: (error: unknown) => void; held: () => OwnershipLease | undefined } {
-  const files = fileOwnership({ stateHome: place.stateHome });
+  const files = filesOf(place);
   const watchers = new Set<(error: unknown) => void>();
   let revoked: unknown;
   let held: OwnershipLease | undefined;
@@ -405,7 +406,7 @@ describe('serveOwner and connect on an explicit ownership', () => {
     const connection = await connect(place.root, { ownership });
     witness(connection);
     expect(connection.status).toEqual({ epoch: owner.serving.epoch, phase: 'idle', root: place.root, pid: process.pid });
-    expect(await codeOfAsync(connect(place.root, { stateHome: place.stateHome }))).toBe('unavailable');
+    expect(await codeOfAsync(connect(place.root, { ownership: filesOf(place) }))).toBe('unavailable');
     expect((await connection.request('POST', '/v1/stop')).status).toBe(202);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
     expect(await ownership.inspect(place.root)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
@@ -428,5 +429,33 @@ describe('serveOwner and connect on an explicit ownership', () => {
     // The files' own lease is still whole underneath: the test gives it back.
     await held()?.release();
     expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+  });
+});
+
+describe('a call without an ownership', () => {
+  /** The error a call rejects with; the test fails when it resolves. */
+  async function rejectionOf(call: () => Promise<unknown>): Promise<unknown> {
+    return call().then(
+      () => expect.fail('it resolved'),
+      (error: unknown) => error,
+    );
+  }
+
+  it('is refused, naming the option, with nothing bound or written: the transport picks no backend itself', async () => {
+    const place = placeWithWorkspace();
+    // What a caller without types could pass: no `ownership`, and no state home to fall back on.
+    const untyped = (options: object) => options as never;
+    const calls: Record<string, () => Promise<unknown>> = {
+      connect: () => connect(place.root, untyped({})),
+      connectOrStart: () => connectOrStart(place.root, untyped({ start: () => expect.fail('started') })),
+      serveOwner: () => serveOwner(place.root, untyped({ policy: new Uint8Array(), signals: [] })),
+      settledInspection: () => settledInspection(undefined as never, place.root),
+    };
+    for (const [name, call] of Object.entries(calls)) {
+      const error = await rejectionOf(call);
+      expect(ContractError.is(error, 'refused')).toBe(true);
+      expect(error).toMatchObject({ message: `${name}: the option \`ownership\` is required: @leasehold/transport picks no backend itself`, remedy: expect.stringContaining('openStateHome') });
+    }
+    expect(pathExists(place.stateHome)).toBe(false);
   });
 });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect as connectSocket, type AddressInfo, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { sha256, type Inspection, type OwnerConfig } from '@leasehold/contracts';
+import { sha256, type Inspection, type OwnerConfig, type Ownership } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import {
   bytesOf,
@@ -41,6 +41,11 @@ export interface Place extends TestPlace {
 export function placeWithWorkspace(): Place {
   const place = makePlace('transport');
   return { ...place, root: makeWorkspace(place, 'owned') };
+}
+
+/** The file backend of a place's state home: what these tests hand every call as its `ownership`. */
+export function filesOf(place: { readonly stateHome: string }): Ownership {
+  return fileOwnership({ stateHome: place.stateHome });
 }
 
 /** What the place's state home tells of the workspace, read through the seam as a daemon would. */
@@ -171,7 +176,7 @@ export async function serveHere(place: Place, options: Partial<ServeOptions> = {
   });
   let done = false;
   const running = serveOwner(place.root, {
-    stateHome: place.stateHome,
+    ownership: filesOf(place),
     policy: POLICY,
     signals: [],
     signal: abort.signal,

@@ -89,6 +89,8 @@ function dependencyProblems(workspacePackage, dependency, field, range, repo) {
   if (allowance === undefined) return problems;
   if (!allowance.all.has(dependency)) {
     problems.push(`depends on ${dependency} (${field}), ${allowance.because}`);
+  } else if (isRuntime && allowance.seam?.has(dependency)) {
+    problems.push(`depends at runtime on ${dependency} (${field}), ${allowance.belowSeam}`);
   } else if (isRuntime && !allowance.runtime.has(dependency)) {
     // A helper could itself depend on any layer, so a package that ships
     // with it would close a cycle around the layers.

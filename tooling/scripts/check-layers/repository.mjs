@@ -80,16 +80,20 @@ const qualify = (shortNames) => shortNames.map((shortName) => scope + shortName)
  * helpers); `because` says why another name is refused. Undefined for a
  * package that is not placed (it is refused for that alone).
  */
-function allowanceOf(workspacePackage, { layers, helpers }) {
+function allowanceOf(workspacePackage, { layers, helpers, belowTheSeam = {} }) {
   const shortName = workspacePackage.name?.slice(scope.length);
   const helperNames = qualify(Object.keys(helpers));
   const list = (names) => (names.length === 0 ? 'none' : names.join(', '));
   if (workspacePackage.kind === 'layer') {
     const below = layers[shortName];
+    const seam = belowTheSeam[shortName] ?? [];
     return {
-      runtime: new Set(qualify(below)),
+      runtime: new Set(qualify(below.filter((name) => !seam.includes(name)))),
       all: new Set([...qualify(below), ...helperNames]),
+      // Below the seam: only its tests may use it, as a devDependency.
+      seam: new Set(qualify(seam)),
       because: `which is not below it in the layers (${shortName} may use: ${list(below)})`,
+      belowSeam: `which is below the seam for ${shortName}: use the seam (Ownership, Recovery of @leasehold/contracts) or the re-exports of the layer right below it; only its tests may use it, as a devDependency`,
       who: 'a layered package',
     };
   }

@@ -49,12 +49,12 @@ export function checkSourceFile(file, workspacePackage, repo, report) {
 
 /** What is wrong with one module specifier found in a file of `workspacePackage`. */
 export function specifierProblems(specifier, file, workspacePackage, repo) {
-  if (specifier.startsWith(scope)) return internalSpecifierProblems(specifier, workspacePackage);
+  if (specifier.startsWith(scope)) return internalSpecifierProblems(specifier, file, workspacePackage);
   if (isPathSpecifier(specifier)) return pathSpecifierProblems(specifier, file, workspacePackage, repo);
   return [];
 }
 
-function internalSpecifierProblems(specifier, workspacePackage) {
+function internalSpecifierProblems(specifier, file, workspacePackage) {
   const [, shortName, subpath] = /^@leasehold\/([^/]*)(?:\/(.*))?$/s.exec(specifier);
   const name = scope + shortName;
   const problems = [];
@@ -72,8 +72,15 @@ function internalSpecifierProblems(specifier, workspacePackage) {
   const { allowance } = workspacePackage;
   if (allowance !== undefined && !allowance.all.has(name)) {
     problems.push(`imports "${name}", ${allowance.because}`);
+  } else if (allowance?.seam?.has(name) && !isTestFile(file, workspacePackage.dir)) {
+    problems.push(`imports "${name}", ${allowance.belowSeam}`);
   }
   return problems;
+}
+
+/** A test, or what only tests load: a `*.test.*` file, or any file under the package's `test/` folder. */
+function isTestFile(file, packageDir) {
+  return /\.test\.[cm]?[jt]sx?$/.test(file) || relative(packageDir, file).split(sep)[0] === 'test';
 }
 
 function isPathSpecifier(specifier) {

@@ -17,9 +17,9 @@ function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
   return 'absent';
 }
 
-function describe(context: CommandContext, state: RecoveryView, stateHome: string): void {
+function describe(context: CommandContext, recovery: Recovery, state: RecoveryView, stateHome: string): void {
   const ownerStatus = overallStatus(state);
-  const program = outlivingProgramIn(state);
+  const program = outlivingProgramIn(recovery, state);
   context.output.record({
     digest: state.digest,
     ownerStatus,
@@ -119,7 +119,7 @@ function authorityOver(stateHome: string): () => void {
 async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    describe(context, await recovery.snapshot(root), stateHome);
+    describe(context, recovery, await recovery.snapshot(root), stateHome);
     return 0;
   }
   const review = `leasehold recover ${placeOptions(root, stateHome)}`;
@@ -129,7 +129,7 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
   if (now.digest !== digest) {
     throw new RemedyError('conflict', `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`, `see the current state and its digest: ${review}`);
   }
-  const program = outlivingProgramIn(now);
+  const program = outlivingProgramIn(recovery, now);
   if (program !== undefined) {
     throw new RemedyError(
       'quarantine',

@@ -101,7 +101,7 @@ async function serveOn(
   const replaceConfig = values['replace-config'] === true;
   try {
     const onRecovered = (recovered: ProvedDeadRecovery) => announceRecovered(output, root, recovered);
-    await serveOwner(root, { policy: POLICY_BYTES, stateHome, ...options, ...part.options, onRecovered, onServing, replaceConfig, ...endpoint, ...compatibility });
+    await serveOwner(root, { policy: POLICY_BYTES, ...options, ...part.options, onRecovered, onServing, replaceConfig, ...endpoint, ...compatibility });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;

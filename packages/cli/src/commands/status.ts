@@ -1,5 +1,4 @@
 import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
-import { workspacePlaces } from '@leasehold/coordination';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -76,8 +75,8 @@ async function challenge(root: string, ownership: Ownership): Promise<StatusRepo
   try {
     const { epoch, endpoint, status } = await connect(root, { ownership });
     const compatibility = status.compatibility === undefined ? {} : { compatibility: status.compatibility };
-    // Where `connect` read the capability: every backend keeps it in this host's files.
-    const capabilityFile = workspacePlaces(root, ownership.stateHome).capability;
+    // Where `connect` read the capability: every backend keeps it in this host's files, and says where.
+    const capabilityFile = ownership.capabilityFile(root);
     return { status: 'running', root, epoch, endpoint, pid: status.pid, ...compatibility, capabilityFile };
   } catch {
     return undefined;

@@ -1,5 +1,5 @@
 import { ContractError, placeOptions, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
-import { describeHolder } from '@leasehold/private-files';
+import { describeHolder } from '@leasehold/state-home';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
@@ -89,7 +89,7 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
     return undefined; // unreadable: what the files say is `cannotStop`'s
   }
   const recover = `leasehold recover ${placeOptions(root, stateHome)}`;
-  const reused = reusedProgramPid(view);
+  const reused = reusedProgramPid(recovery, view);
   if (reused !== undefined) {
     throw new RemedyError(
       'quarantine',
@@ -97,7 +97,7 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
       `review and release what the owner left with: ${recover}`,
     );
   }
-  const program = outlivingProgramIn(view);
+  const program = outlivingProgramIn(recovery, view);
   if (program === undefined) return undefined;
   if (program.holder.processStart === undefined) {
     // No start time on this platform: its pid alone cannot prove the process is still the program.
@@ -107,7 +107,7 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
       `make sure pid ${program.holder.pid} is still that program, end its process group (kill -TERM -${program.holder.pid}), then: ${recover}`,
     );
   }
-  const signal = await endProgram(program, stopTimeoutMs);
+  const signal = await endProgram(recovery, program, stopTimeoutMs);
   const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
   context.output.record({ stopped: false, root, program: { ...program.record, endedBy: signal ?? null } });
   context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner's process is gone; review and release what it left with: ${recover}`);
