@@ -1,25 +1,8 @@
-import type { Recovery, RecoveryView } from '@leasehold/contracts';
+import type { Recovery } from '@leasehold/contracts';
 import { defaultStateHome } from '@leasehold/coordination';
 import { stateHomeLayout } from '@leasehold/registry';
 import { Journal } from './journal.js';
 import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
-import type { RecoveryState } from './recovery-state.js';
-
-/** A snapshot as the seam shows it: a fence's file is where it is. */
-function viewOf(state: RecoveryState): RecoveryView {
-  return {
-    root: state.root,
-    fences: state.fences.map(({ kind, path, holder, phase }) => ({
-      kind,
-      where: path,
-      ...(holder === undefined ? {} : { holder }),
-      ...(phase === undefined ? {} : { phase }),
-    })),
-    holders: state.holders.map(({ holder, status, fences }) => ({ holder, status, fences })),
-    digest: state.digest,
-    clear: state.clear,
-  };
-}
 
 /**
  * The file backend's recovery behind the seam: `recoverySnapshot` and
@@ -30,7 +13,7 @@ function viewOf(state: RecoveryState): RecoveryView {
 export function fileRecovery(options: RecoveryOptions = {}): Recovery {
   return {
     async snapshot(root) {
-      return viewOf(recoverySnapshot(root, options));
+      return recoverySnapshot(root, options);
     },
     async recover(root, request) {
       return recover(root, { ...options, ...request });
