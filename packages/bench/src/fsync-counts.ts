@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
 import { fileRecovery } from '@leasehold/recovery';
 import { Registry, currentProcess, stateHomeLayout } from '@leasehold/registry';
@@ -206,16 +206,16 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   await measure('files.remove', 'private-files remove', () => files.remove(join(documents, 'counted'), replaced));
 
   const options = { stateHome, hooks };
-  const first = new ServiceCoordination(place.workspace(), options);
-  await (await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () => first.acquire(CONFIG, boundEndpoint()))).release();
+  const first = openWorkspace(place.workspace(), options);
+  await (await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () => acquireWorkspace(first, CONFIG, boundEndpoint()))).release();
 
-  const coordination = new ServiceCoordination(place.workspace(), options);
+  const workspace = openWorkspace(place.workspace(), options);
   const endpoint = boundEndpoint();
-  const fresh = await measure('acquire.fresh', 'acquire, fresh workspace', () => coordination.acquire(CONFIG, endpoint));
+  const fresh = await measure('acquire.fresh', 'acquire, fresh workspace', () => acquireWorkspace(workspace, CONFIG, endpoint));
   await measure('release.fresh', 'release, fresh workspace', () => fresh.release());
-  const reused = await measure('acquire.reused', 'acquire, reused workspace', () => coordination.acquire(CONFIG, endpoint));
-  await measure('inspect', 'inspect() of a held workspace', () => coordination.inspect());
-  await measure('local-access', 'localAccess() of a held workspace', () => coordination.localAccess());
+  const reused = await measure('acquire.reused', 'acquire, reused workspace', () => acquireWorkspace(workspace, CONFIG, endpoint));
+  await measure('inspect', 'inspect() of a held workspace', () => inspectWorkspace(workspace));
+  await measure('local-access', 'localAccess() of a held workspace', () => workspaceLocalAccess(workspace));
   await measure('phase', 'phase(stopping), reused workspace', () => reused.phase('stopping'));
   await measure('release.reused', 'release, reused workspace (from stopping)', () => reused.release());
 

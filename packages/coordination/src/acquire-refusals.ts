@@ -1,8 +1,9 @@
 import { ContractError, recoverRemedy, sha256, type Reservation } from '@leasehold/contracts';
-import { describeHolder, ownerStatus, type PrivateFiles } from '@leasehold/private-files';
+import { describeHolder, ownerStatus } from '@leasehold/private-files';
 import type { RegistryTransaction } from '@leasehold/registry';
 import type { WorkspacePlaces } from './places.js';
 import { readDocument, type ServiceState } from './service-state.js';
+import type { Workspace } from './workspace.js';
 
 /**
  * The table's refusals (`admit`). When a row fences the root for a gone or unprovable owner, a
@@ -10,17 +11,18 @@ import { readDocument, type ServiceState } from './service-state.js';
  * while it lives the workspace is in use, not waiting for a recovery (which refuses until that
  * process is gone), so that is `conflict`; otherwise the quarantine names it too.
  */
-export function admitToTable(transaction: RegistryTransaction, reservation: Reservation, files: PrivateFiles, places: WorkspacePlaces): void {
+export function admitToTable(workspace: Workspace, transaction: RegistryTransaction, reservation: Reservation): void {
   try {
     transaction.admit(reservation);
   } catch (error) {
-    if (ContractError.is(error, 'quarantine')) refuseCompanion(error, files, places);
+    if (ContractError.is(error, 'quarantine')) refuseCompanion(workspace, error);
     throw error;
   }
 }
 
-function refuseCompanion(quarantine: ContractError, files: PrivateFiles, places: WorkspacePlaces): void {
-  const companion = readDocument(files, places, 'companion')?.value;
+function refuseCompanion(workspace: Workspace, quarantine: ContractError): void {
+  const { places } = workspace;
+  const companion = readDocument(workspace, 'companion')?.value;
   if (companion === undefined) return;
   const status = ownerStatus(companion.pid, companion.host, companion.processStart);
   const holder = describeHolder(companion, status);

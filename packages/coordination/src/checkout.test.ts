@@ -13,7 +13,7 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, type CheckoutHolder } from './index.js';
+import { Checkout, acquireWorkspace, inspectWorkspace, type CheckoutHolder } from './index.js';
 
 afterEach(cleanUp);
 
@@ -43,7 +43,7 @@ describe('the plain checkout lock', () => {
     expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => checkoutOf(place, coordination.root).acquire())).toBe('conflict');
     // A plain tool's lock is no service: the workspace stays absent.
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
 
     handle.release();
     expect(checkout.inspect()).toBeUndefined();
@@ -71,18 +71,18 @@ describe('the plain checkout lock', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'blocked-service');
     const handle = await checkoutOf(place, coordination.root).acquire();
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict');
     expect(existsSync(coordination.places.service)).toBe(false);
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     handle.release();
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.assert();
   });
 
   it('cannot be taken while a service owns the workspace (conflict), and reads as the service holding it', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'service');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const checkout = checkoutOf(place, coordination.root);
     expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
     const found = inspected(checkout);
@@ -147,8 +147,8 @@ describe('breakIfAbsent', () => {
     expect(dead.holder).toBe('absent');
     expect(dead.snapshot).toEqual(alive.snapshot);
     // A dead tool's lock still blocks a service: nothing expires by itself. Its holder is gone, so the word is quarantine.
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
-    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({ remedy: recoverRemedy(coordination.root, place.stateHome, 'absent') });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('quarantine');
+    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({ remedy: recoverRemedy(coordination.root, place.stateHome, 'absent') });
 
     // The same bytes in a new file: the snapshot read before is stale.
     replaceFile(place.base, checkout.places.checkoutLock, dead.snapshot.bytes);
@@ -161,14 +161,14 @@ describe('breakIfAbsent', () => {
     expect(existsSync(checkout.places.checkoutLock)).toBe(false);
     // Gone: the same snapshot again is a conflict, and the workspace is free.
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(current.snapshot))).toBe('conflict');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.assert();
   });
 
   it("refuses a service owner's checkout lock (quarantine), live or stopping", async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'service-lock');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const checkout = checkoutOf(place, coordination.root);
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('quarantine');
     lease.phase('stopping');

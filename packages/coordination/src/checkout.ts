@@ -9,18 +9,17 @@ import {
   type CheckoutLock,
 } from '@leasehold/contracts';
 import {
-  PrivateFiles,
   currentProcess,
   ownerStatus,
   retryingReads,
   sameSnapshot,
   type FileSnapshot,
   type OwnerStatus,
+  type PrivateFiles,
 } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
-import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
-import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
+import type { WorkspacePlaces } from './places.js';
 import { checkServiceState, readServiceState } from './service-state.js';
+import { openWorkspace, type CoordinationOptions, type Workspace } from './workspace.js';
 
 /** A checkout lock as found, with its holder's liveness. */
 export interface CheckoutHolder {
@@ -73,14 +72,14 @@ export class CheckoutHandle {
  */
 export class Checkout {
   readonly places: WorkspacePlaces;
+  readonly #workspace: Workspace;
   readonly #files: PrivateFiles;
-  readonly #registry: Registry;
 
-  constructor(workspace: string, options: CoordinationOptions = {}) {
-    this.places = workspacePlaces(workspace, options.stateHome ?? defaultStateHome());
-    const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
-    this.#files = new PrivateFiles(this.places.namespace, hooks);
-    this.#registry = new Registry(this.places.stateHome, registryOptionsOf(options));
+  /** @throws ContractError `refused` for a root or state home that is not absolute and normalised, or an invalid `backend`. */
+  constructor(root: string, options: CoordinationOptions = {}) {
+    this.#workspace = openWorkspace(root, options);
+    this.places = this.#workspace.places;
+    this.#files = this.#workspace.files;
   }
 
   /**
@@ -89,9 +88,9 @@ export class Checkout {
    * `busy`/`quarantine` from the registry lock.
    */
   async acquire(): Promise<CheckoutHandle> {
-    return this.#registry.transaction(this.places.root, (transaction) => {
-      this.#registry.checkStateHome();
-      const state = readServiceState(this.#files, this.places);
+    return this.#workspace.registry.transaction(this.places.root, (transaction) => {
+      this.#workspace.registry.checkStateHome();
+      const state = readServiceState(this.#workspace);
       checkServiceState(state, this.places);
       // A row fences the root from its reservation on, before the service's own checkout lock exists.
       if (transaction.rowOf(this.places.root) !== undefined) {
@@ -131,12 +130,12 @@ export class Checkout {
    * `quarantine` (holder ambiguous, or the lock belongs to a service), and registry lock errors.
    */
   async breakIfAbsent(snapshot: FileSnapshot): Promise<void> {
-    await this.#registry.transaction(this.places.root, (transaction) => {
+    await this.#workspace.registry.transaction(this.places.root, (transaction) => {
       const found = this.inspect();
       if (found === undefined || !sameSnapshot(found.snapshot, snapshot)) {
         throw new ContractError('conflict', `${this.places.checkoutLock}: changed since it was read`);
       }
-      const registration = readServiceState(this.#files, this.places).registration?.value;
+      const registration = readServiceState(this.#workspace).registration?.value;
       const ofService = transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
       if (ofService) {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`, {

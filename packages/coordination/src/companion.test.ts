@@ -22,7 +22,7 @@ import {
 import { RELEASE_STEPS } from '../test/crash-helpers.js';
 import { FIXTURE_MODULES, stateTreeOf } from '../test/functional-helpers.js';
 import { OWNER_CONFIG } from '../test/process-helpers.js';
-import { ContractError, ServiceCoordination, fileOwnership } from './index.js';
+import { ContractError, acquireWorkspace, fileOwnership, openWorkspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -48,7 +48,7 @@ async function ownedWorkspace() {
 /** The error an acquire of `root` by this process is refused with, once nothing under the state home changed. */
 async function refusedAcquire(place: TestPlace, root: string): Promise<ContractError> {
   const before = stateTreeOf(place.stateHome);
-  const error = await new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 200 }).acquire(OWNER_CONFIG, OWNER_ENDPOINT).then(
+  const error = await acquireWorkspace(openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 200 }), OWNER_CONFIG, OWNER_ENDPOINT).then(
     () => undefined,
     (rejection: unknown) => rejection,
   );

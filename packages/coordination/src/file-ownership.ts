@@ -2,12 +2,13 @@ import { join } from 'node:path';
 import { decodeBytes, serviceFormatSchema, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
 import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry, stateHomeLayout } from '@leasehold/registry';
-import { registryOptionsOf, type CoordinationOptions } from './coordination-options.js';
+import { acquireWorkspace } from './acquisition.js';
 import type { OwnerLease } from './owner-lease.js';
 import { PRIVATE_ROOT_NAME, defaultStateHome, workspacePlaces } from './places.js';
+import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
-import { ServiceCoordination } from './service-coordination.js';
-import { reasonOf, summaryOf } from './workspace-reads.js';
+import { openWorkspace, registryOptionsOf, type CoordinationOptions } from './workspace.js';
+import { inspectWorkspace, reasonOf, summaryOf, workspaceConfiguration, workspaceLocalAccess } from './workspace-reads.js';
 
 /** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
 function leaseOver(lease: OwnerLease, root: string): OwnershipLease {
@@ -56,8 +57,8 @@ function knownRoots(stateHome: string): string[] {
 
 /**
  * The file backend behind the seam: the ownership of the workspaces of one
- * state home, kept in this host's private files. Each call opens a
- * `ServiceCoordination` for its root (which checks the root), so one
+ * state home, kept in this host's private files. Each call opens the
+ * `Workspace` of its root (`openWorkspace`, which checks the root), so one
  * `Ownership` serves every workspace of the state home.
  * @throws ContractError `refused` for a state home (given, or the environment's) that is not absolute and normalised.
  */
@@ -67,31 +68,33 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
   const settings: CoordinationOptions = { ...options, stateHome };
   // Made once: it checks the state home now, and `list` reads through it.
   const registry = new Registry(stateHome, registryOptionsOf(options));
-  const coordination = (root: string) => new ServiceCoordination(root, settings);
+  const open = (root: string) => openWorkspace(root, settings);
   return {
     stateHome,
     backend,
     async inspect(root): Promise<Inspection> {
+      let workspace;
       try {
-        return coordination(root).inspect();
+        workspace = open(root);
       } catch (error) {
-        // Only the constructor throws: a root that is not absolute and normalised.
+        // Only opening throws: a root that is not absolute and normalised.
         return { status: 'unavailable', reason: reasonOf(error) };
       }
+      return inspectWorkspace(workspace);
     },
     async initialize(root, config) {
-      await coordination(root).initialize(config);
+      await initializeWorkspace(open(root), config);
     },
     async acquire(root, config, request = {}) {
-      const workspace = coordination(root);
+      const workspace = open(root);
       const choices = { ...(request.epoch === undefined ? {} : { epoch: request.epoch }), ...(request.replaceConfig === undefined ? {} : { replaceConfig: request.replaceConfig }) };
-      return leaseOver(await workspace.acquire(config, request.boundEndpoint, request.initializeNew, choices), workspace.root);
+      return leaseOver(await acquireWorkspace(workspace, config, request.boundEndpoint, request.initializeNew, choices), workspace.root);
     },
     async configuration(root) {
-      return coordination(root).configuration();
+      return workspaceConfiguration(open(root));
     },
     async localAccess(root) {
-      return coordination(root).localAccess();
+      return workspaceLocalAccess(open(root));
     },
     capabilityFile(root) {
       return workspacePlaces(root, stateHome).capability;

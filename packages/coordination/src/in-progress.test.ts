@@ -17,7 +17,7 @@ import {
   type TestPlace,
 } from '@leasehold/test-utils';
 import { OWNER_CONFIG, PROCESS_FIXTURES, stepAt, type StepperPlan } from '../test/process-helpers.js';
-import { Checkout, ServiceCoordination, type Inspection } from './index.js';
+import { Checkout, acquireWorkspace, inspectWorkspace, openWorkspace, type Inspection } from './index.js';
 
 afterEach(cleanUp);
 
@@ -168,14 +168,14 @@ describe('inspect while a live process is between two steps of its acquire or re
       // The registry exists before the child starts, as it would on any used host.
       await new Registry(place.stateHome).transaction(place.base, () => undefined);
       const child = await pausedAt(place, root, point, places);
-      const coordination = new ServiceCoordination(root, { stateHome: place.stateHome });
+      const coordination = openWorkspace(root, { stateHome: place.stateHome });
 
       // Paused: the same answer on every read (nothing moves), in progress.
-      for (let read = 0; read < 3; read += 1) expect(coordination.inspect()).toEqual(point.live);
+      for (let read = 0; read < 3; read += 1) expect(inspectWorkspace(coordination)).toEqual(point.live);
 
       const end = await killAndReap(child);
       expect(end).toMatchObject({ code: null, signal: 'SIGKILL' });
-      expect(coordination.inspect()).toEqual(point.dead);
+      expect(inspectWorkspace(coordination)).toEqual(point.dead);
     });
   }
 
@@ -184,16 +184,16 @@ describe('inspect while a live process is between two steps of its acquire or re
     const root = makeWorkspace(place, 'resumed');
     const places = handPlaces(place.stateHome, root);
     const child = await pausedAt(place, root, POINTS[3]!.point(places), places);
-    const coordination = new ServiceCoordination(root, { stateHome: place.stateHome });
-    expect(coordination.inspect()).toEqual(unavailable(OUTLIVED, true));
+    const coordination = openWorkspace(root, { stateHome: place.stateHome });
+    expect(inspectWorkspace(coordination)).toEqual(unavailable(OUTLIVED, true));
     child.send('go');
     const { epoch } = (await messageOf(child, 'acquired')).acquired as { epoch: string };
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch, pid: child.pid, phase: 'idle' } });
-    expect(coordination.inspect()).not.toHaveProperty('inProgress');
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { epoch, pid: child.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordination)).not.toHaveProperty('inProgress');
     child.send('release');
     await messageOf(child, 'released');
     expect(await child.closed).toMatchObject({ code: 0, signal: null });
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch });
   });
 });
 
@@ -213,8 +213,8 @@ describe("a plain tool while a service's row exists", () => {
     expect(pathExists(places.checkoutLock)).toBe(false);
     expect(listingOutsideStaging(place.stateHome)).toEqual(before);
     // Nor can another service take the root.
-    const rival = new ServiceCoordination(root, { stateHome: place.stateHome });
-    expect(await codeOfAsync(() => rival.acquire(OWNER_CONFIG, loopbackEndpoint(44_001)))).toBe('conflict');
+    const rival = openWorkspace(root, { stateHome: place.stateHome });
+    expect(await codeOfAsync(() => acquireWorkspace(rival, OWNER_CONFIG, loopbackEndpoint(44_001)))).toBe('conflict');
 
     // Let the service finish: its own checkout lock keeps the tool out; after release the tool gets in.
     child.send('go');

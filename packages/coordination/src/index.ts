@@ -30,9 +30,9 @@ export type {
   PrivateFiles,
   PrivateFilesHooks,
 } from '@leasehold/private-files';
-export type { StateHomeLayout } from '@leasehold/registry';
+export type { Registry, StateHomeLayout } from '@leasehold/registry';
+export { acquireWorkspace } from './acquisition.js';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
-export type { CoordinationOptions } from './coordination-options.js';
 export { OwnerLease } from './owner-lease.js';
 export {
   PRIVATE_ROOT_ENTRIES,
@@ -43,9 +43,9 @@ export {
   workspacePlaces,
   type WorkspacePlaces,
 } from './places.js';
-export { ServiceCoordination } from './service-coordination.js';
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';
+export { initializeWorkspace } from './service-folder.js';
 export {
   SERVICE_FILES,
   assertFiles,
@@ -58,3 +58,5 @@ export {
   type ServiceFile,
   type ServiceState,
 } from './service-state.js';
+export { openWorkspace, type CoordinationOptions, type Workspace } from './workspace.js';
+export { inspectWorkspace, workspaceConfiguration, workspaceLocalAccess } from './workspace-reads.js';

@@ -15,7 +15,7 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { ServiceCoordination, type NewWorkspace } from './index.js';
+import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type NewWorkspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -25,36 +25,36 @@ describe('the life of a workspace', () => {
   it('goes absent, held, stopping, stopped, and held again with a new epoch', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'life');
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
-    expect(coordination.configuration()).toBeUndefined();
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
+    expect(workspaceConfiguration(coordination)).toBeUndefined();
 
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const first = lease.registration.epoch;
     expect(lease.registration).toMatchObject({ root: coordination.root, stateHome: place.stateHome, endpoint: BOUND, phase: 'idle', pid: process.pid });
-    const held = coordination.inspect();
+    const held = inspectWorkspace(coordination);
     expect(held.status).toBe('unavailable');
     if (held.status !== 'unavailable') throw new Error('unreachable');
     expect(held.reason.startsWith('idle')).toBe(true);
     expect(held.owner).toEqual({ epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' });
-    const access = coordination.localAccess();
+    const access = workspaceLocalAccess(coordination);
     expect(access.endpoint).toBe(BOUND);
     expect(access.epoch).toBe(first);
     expect(access.capability).toMatch(CAPABILITY);
     expect(Object.keys(access).sort()).toEqual(['capability', 'endpoint', 'epoch']);
-    expect(coordination.configuration()).toEqual(ANY_PORT);
+    expect(workspaceConfiguration(coordination)).toEqual(ANY_PORT);
     lease.assert();
 
     lease.phase('stopping');
-    expect(coordination.inspect()).toEqual({
+    expect(inspectWorkspace(coordination)).toEqual({
       status: 'stopping',
       owner: { epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'stopping', process: 'live' },
     });
-    expect(coordination.localAccess().epoch).toBe(first);
+    expect(workspaceLocalAccess(coordination).epoch).toBe(first);
 
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: first });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: first });
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(registryRows(place.stateHome)).toEqual([]);
     expect(existsSync(coordination.places.ownerLock)).toBe(false);
     expect(existsSync(coordination.places.capability)).toBe(false);
@@ -69,37 +69,37 @@ describe('the life of a workspace', () => {
     expect(await codeOfAsync(() => lease.release())).toBe('unavailable');
     expect(stateTreeOf(place.stateHome)).toEqual(released);
 
-    const again = await coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    const again = await acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002');
     const second = again.registration.epoch;
     expect(second).not.toBe(first);
-    const reheld = coordination.inspect();
+    const reheld = inspectWorkspace(coordination);
     expect(reheld).toMatchObject({ status: 'unavailable', owner: { epoch: second, endpoint: 'http://127.0.0.1:40002', phase: 'idle' } });
     if (reheld.status !== 'unavailable') throw new Error('unreachable');
     expect(reheld.reason.startsWith('idle')).toBe(true);
-    expect(coordination.localAccess().capability).not.toBe(access.capability);
+    expect(workspaceLocalAccess(coordination).capability).not.toBe(access.capability);
     await again.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: second });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: second });
   });
 
   it('answers quarantined for phase quarantined, and refuses phase stopped', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'quarantined');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.phase('quarantined');
-    expect(coordination.inspect()).toMatchObject({ status: 'quarantined', owner: { epoch: lease.registration.epoch, phase: 'quarantined' } });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'quarantined', owner: { epoch: lease.registration.epoch, phase: 'quarantined' } });
     const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => lease.phase('stopped' as 'idle'))).toBe('refused');
     expect(stateTreeOf(place.stateHome)).toEqual(before);
     lease.phase('idle');
-    expect(coordination.inspect().status).toBe('unavailable');
+    expect(inspectWorkspace(coordination).status).toBe('unavailable');
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
 
   it('writes every file 0600 and every folder 0700', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'modes');
-    await coordination.acquire(ANY_PORT, BOUND);
+    await acquireWorkspace(coordination, ANY_PORT, BOUND);
     for (const [name, entry] of Object.entries(stateTreeOf(place.stateHome))) {
       if (name === '.') continue;
       expect({ name, mode: entry.mode & 0o7777 }).toEqual({ name, mode: entry.kind === 'folder' ? 0o700 : 0o600 });
@@ -112,22 +112,22 @@ describe('endpoints', () => {
   it('accepts an any-port config with a concrete bound endpoint, and records the bound one', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'any-port');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     expect(lease.registration.endpoint).toBe(BOUND);
     expect(readJson(coordination.places.registration).endpoint).toBe(BOUND);
     expect(registryRows(place.stateHome).map((row) => row.endpoint)).toEqual([BOUND]);
     expect(readJson(coordination.places.config).endpoint).toBe('http://127.0.0.1:0');
-    expect(coordination.localAccess().endpoint).toBe(BOUND);
+    expect(workspaceLocalAccess(coordination).endpoint).toBe(BOUND);
   });
 
   it('accepts a concrete config with the bound endpoint left out or equal', async () => {
     const place = makePlace('coordination');
     const concrete = configFor('http://[::1]:40003');
     const first = coordinationFor(place, 'concrete-default');
-    const lease = await first.acquire(concrete);
+    const lease = await acquireWorkspace(first, concrete);
     expect(lease.registration.endpoint).toBe('http://[::1]:40003');
     await lease.release();
-    const again = await first.acquire(concrete, 'http://[::1]:40003');
+    const again = await acquireWorkspace(first, concrete, 'http://[::1]:40003');
     expect(again.registration.endpoint).toBe('http://[::1]:40003');
   });
 
@@ -147,16 +147,16 @@ describe('endpoints', () => {
     it(`refuses ${name} (conflict) before creating the state home`, async () => {
       const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'endpoint');
-      expect(await codeOfAsync(() => coordination.acquire(configFor(endpoint), bound))).toBe('conflict');
+      expect(await codeOfAsync(() => acquireWorkspace(coordination, configFor(endpoint), bound))).toBe('conflict');
       expect(existsSync(place.stateHome)).toBe(false);
     });
 
     it(`refuses ${name} (conflict) with an existing registry unchanged`, async () => {
       const place = makePlace('coordination');
-      const other = await coordinationFor(place, 'other').acquire(ANY_PORT, 'http://127.0.0.1:40009');
+      const other = await acquireWorkspace(coordinationFor(place, 'other'), ANY_PORT, 'http://127.0.0.1:40009');
       const coordination = coordinationFor(place, 'endpoint');
-      expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(configFor(endpoint), bound))).toBe('conflict');
-      expect(coordination.inspect()).toEqual({ status: 'absent' });
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, configFor(endpoint), bound))).toBe('conflict');
+      expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
       other.assert();
     });
   }
@@ -167,7 +167,7 @@ describe('initializeNew', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'host-config');
     const calls: NewWorkspace[] = [];
-    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
       calls.push(workspace);
       expect(workspace.root).toBe(coordination.root);
       workspace.writeHostConfig(policyBytes());
@@ -178,7 +178,7 @@ describe('initializeNew', () => {
     lease.assert();
     await lease.release();
 
-    const again = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
+    const again = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
       calls.push(workspace);
     });
     expect(calls).toHaveLength(1);
@@ -190,7 +190,7 @@ describe('initializeNew', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'async');
     let called = 0;
-    const lease = await coordination.acquire(ANY_PORT, BOUND, async () => {
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, async () => {
       await Promise.resolve();
       called += 1;
     });
@@ -202,9 +202,9 @@ describe('initializeNew', () => {
   it('is not called for a workspace that `initialize` already made', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialized');
-    await coordination.initialize(ANY_PORT);
+    await initializeWorkspace(coordination, ANY_PORT);
     let called = 0;
-    await coordination.acquire(ANY_PORT, BOUND, () => {
+    await acquireWorkspace(coordination, ANY_PORT, BOUND, () => {
       called += 1;
     });
     expect(called).toBe(0);
@@ -213,7 +213,7 @@ describe('initializeNew', () => {
   it('refuses other bytes in writeHostConfig (refused) and writes nothing', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'wrong-policy');
-    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
       expect(codeOf(() => workspace.writeHostConfig(policyBytes('another policy')))).toBe('refused');
       expect(codeOf(() => workspace.writeHostConfig(bytesOf('')))).toBe('refused');
       expect(existsSync(coordination.places.hostConfig)).toBe(false);
@@ -229,7 +229,7 @@ describe('initializeNew', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'late');
     let kept: NewWorkspace | undefined;
-    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => {
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
       kept = workspace;
     });
     if (kept === undefined) throw new Error('initializeNew was not called');
@@ -243,11 +243,10 @@ describe('initializeNew', () => {
   it('is rolled back when it throws after the reservation: no row, no service folder, absent, and acquire works again', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'failing');
-    const other = await coordinationFor(place, 'other').acquire(ANY_PORT, 'http://127.0.0.1:40009');
+    const other = await acquireWorkspace(coordinationFor(place, 'other'), ANY_PORT, 'http://127.0.0.1:40009');
     const thrown = new Error('initializeNew failed');
     let rowDuringInitialisation: string[] = [];
-    const caught = await coordination
-      .acquire(ANY_PORT, BOUND, (workspace) => {
+    const caught = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
         // The reservation is published, and the service folder with it, before initializeNew runs.
         rowDuringInitialisation = registryRows(place.stateHome).map((row) => row.root);
         expect(existsSync(coordination.places.format)).toBe(true);
@@ -265,14 +264,14 @@ describe('initializeNew', () => {
     expect(existsSync(coordination.places.service)).toBe(false);
     expect(existsSync(coordination.places.checkoutLock)).toBe(false);
     expect(existsSync(registryPaths(place.stateHome).lock)).toBe(false);
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     other.assert();
 
-    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
     expect(readFileSync(coordination.places.hostConfig)).toEqual(Buffer.from(policyBytes()));
     lease.assert();
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
 });
 
@@ -280,9 +279,9 @@ describe('initialize and configuration', () => {
   it('is idempotent for the same config, and changes nothing the second time', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialize');
-    await coordination.initialize(ANY_PORT);
-    expect(coordination.configuration()).toEqual(ANY_PORT);
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
+    await initializeWorkspace(coordination, ANY_PORT);
+    expect(workspaceConfiguration(coordination)).toEqual(ANY_PORT);
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: null });
     expect(readFileSync(coordination.places.format, 'utf8')).toBe(
       JSON.stringify({
         configIdentity: readJson(coordination.places.format).configIdentity,
@@ -291,33 +290,33 @@ describe('initialize and configuration', () => {
         stateHome: place.stateHome,
       }),
     );
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('no error');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize({ ...ANY_PORT }))).toBe('no error');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('no error');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, { ...ANY_PORT }))).toBe('no error');
   });
 
   it('refuses another config (conflict), before and after an acquire', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'another-config');
-    await coordination.initialize(ANY_PORT);
+    await initializeWorkspace(coordination, ANY_PORT);
     const other = configFor('http://127.0.0.1:0', 'another policy');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(other))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(other, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(configFor('http://127.0.0.1:40001'), BOUND))).toBe('conflict');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, other))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, configFor('http://127.0.0.1:40001'), BOUND))).toBe('conflict');
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     await lease.release();
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(other, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(other))).toBe('conflict');
-    expect(coordination.configuration()).toEqual(ANY_PORT);
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, other))).toBe('conflict');
+    expect(workspaceConfiguration(coordination)).toEqual(ANY_PORT);
   });
 
   it('refuses an invalid config (refused) before anything is written', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'invalid-config');
     const invalid = { ...ANY_PORT, extra: true } as unknown as typeof ANY_PORT;
-    expect(await codeOfAsync(() => coordination.initialize(invalid))).toBe('refused');
-    expect(await codeOfAsync(() => coordination.acquire(invalid, BOUND))).toBe('refused');
-    expect(await codeOfAsync(() => coordination.acquire({ ...ANY_PORT, policyIdentity: 'not a hash' }, BOUND))).toBe('refused');
-    expect(await codeOfAsync(() => coordination.acquire({ ...ANY_PORT, endpoint: 'http://localhost:0' }, BOUND))).toBe('refused');
+    expect(await codeOfAsync(() => initializeWorkspace(coordination, invalid))).toBe('refused');
+    expect(await codeOfAsync(() => acquireWorkspace(coordination, invalid, BOUND))).toBe('refused');
+    expect(await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, policyIdentity: 'not a hash' }, BOUND))).toBe('refused');
+    expect(await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, endpoint: 'http://localhost:0' }, BOUND))).toBe('refused');
     expect(existsSync(place.stateHome)).toBe(false);
   });
 
@@ -327,10 +326,10 @@ describe('initialize and configuration', () => {
     writeFileSync(join(place.stateHome, 'notes.txt'), 'x', { mode: 0o600 });
     chmodSync(place.stateHome, 0o755);
     const coordination = coordinationFor(place, 'open-state-home');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: `refused: ${place.stateHome}: folder has group or other permission bits` });
-    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: `refused: ${place.stateHome}: folder has group or other permission bits` });
+    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({
       code: 'refused',
       path: place.stateHome,
       remedy: `take the group and other bits away: \`chmod 700 ${place.stateHome}\``,
@@ -342,21 +341,21 @@ describe('initialize and configuration', () => {
     mkdirSync(place.stateHome);
     chmodSync(place.stateHome, 0o755);
     const coordination = coordinationFor(place, 'mkdir-state-home');
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     expect(modeOf(place.stateHome)).toBe(0o755);
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     expect(modeOf(place.stateHome)).toBe(0o700);
     await lease.release();
-    expect(coordination.inspect()).toMatchObject({ status: 'stopped' });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped' });
   });
 
   it('shares one config among coordinations of one workspace', async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'shared');
-    const first = new ServiceCoordination(root, { stateHome: place.stateHome });
-    const second = new ServiceCoordination(root, { stateHome: place.stateHome });
-    await first.acquire(ANY_PORT, BOUND);
-    expect(second.configuration()).toEqual(ANY_PORT);
-    expect(second.inspect()).toEqual(first.inspect());
+    const first = openWorkspace(root, { stateHome: place.stateHome });
+    const second = openWorkspace(root, { stateHome: place.stateHome });
+    await acquireWorkspace(first, ANY_PORT, BOUND);
+    expect(workspaceConfiguration(second)).toEqual(ANY_PORT);
+    expect(inspectWorkspace(second)).toEqual(inspectWorkspace(first));
   });
 });

@@ -33,7 +33,7 @@ import {
   undecodableFiles,
   type StepperPlan,
 } from '../test/process-helpers.js';
-import { ServiceCoordination, type Inspection, type OwnerLease } from './index.js';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type Inspection, type OwnerLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -44,25 +44,25 @@ const READS_WHILE_HELD = 50;
 
 /** The workspaces this process watches: one stopped, one never used, one it owns (idle). */
 interface Readers {
-  readonly stopped: ServiceCoordination;
+  readonly stopped: Workspace;
   readonly stoppedEpoch: string;
-  readonly never: ServiceCoordination;
-  readonly held: ServiceCoordination;
+  readonly never: Workspace;
+  readonly held: Workspace;
   readonly lease: OwnerLease;
   readonly heldAnswer: Inspection;
 }
 
 async function readersIn(place: TestPlace): Promise<Readers> {
-  const stopped = new ServiceCoordination(makeWorkspace(place, 'stopped'), { stateHome: place.stateHome });
-  const first = await stopped.acquire(OWNER_CONFIG, loopbackEndpoint(45_000));
+  const stopped = openWorkspace(makeWorkspace(place, 'stopped'), { stateHome: place.stateHome });
+  const first = await acquireWorkspace(stopped, OWNER_CONFIG, loopbackEndpoint(45_000));
   await first.release();
-  const never = new ServiceCoordination(makeWorkspace(place, 'never'), { stateHome: place.stateHome });
-  const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
-  const lease = await held.acquire(OWNER_CONFIG, loopbackEndpoint(45_001));
-  const heldAnswer = held.inspect();
+  const never = openWorkspace(makeWorkspace(place, 'never'), { stateHome: place.stateHome });
+  const held = openWorkspace(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
+  const lease = await acquireWorkspace(held, OWNER_CONFIG, loopbackEndpoint(45_001));
+  const heldAnswer = inspectWorkspace(held);
   expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch, pid: process.pid, phase: 'idle' } });
-  expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: first.registration.epoch });
-  expect(never.inspect()).toEqual({ status: 'absent' });
+  expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: first.registration.epoch });
+  expect(inspectWorkspace(never)).toEqual({ status: 'absent' });
   return { stopped, stoppedEpoch: first.registration.epoch, never, held, lease, heldAnswer };
 }
 
@@ -85,11 +85,11 @@ function newReads(): Reads {
 function readOnce(place: TestPlace, readers: Readers, reads: Reads): void {
   reads.count += 1;
   if (pathExists(handPlaces(place.stateHome, '/').registryLock)) reads.withLockPresent += 1;
-  reads.stopped.push(readers.stopped.inspect());
-  reads.never.push(readers.never.inspect());
-  reads.held.push(readers.held.inspect());
+  reads.stopped.push(inspectWorkspace(readers.stopped));
+  reads.never.push(inspectWorkspace(readers.never));
+  reads.held.push(inspectWorkspace(readers.held));
   try {
-    reads.accessEpochs.push(readers.held.localAccess().epoch);
+    reads.accessEpochs.push(workspaceLocalAccess(readers.held).epoch);
     readers.lease.assert();
   } catch (error) {
     reads.thrown.push(error);
@@ -187,7 +187,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     expect(registry.list().entries.map((entry) => entry.root)).toEqual([readers.held.root]);
     readers.lease.assert();
     await readers.lease.release();
-    expect(readers.held.inspect()).toEqual({ status: 'stopped', epoch: readers.lease.registration.epoch });
+    expect(inspectWorkspace(readers.held)).toEqual({ status: 'stopped', epoch: readers.lease.registration.epoch });
   });
 
   it('a writer paused inside its transaction holds other workspaces only for the lock wait; once it is killed, its lock is taken over at once', async () => {
@@ -200,27 +200,27 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     expect(registry.readLock()).toMatchObject({ holder: 'live', lock: { pid: holder.pid, root: crashedRoot } });
 
     // Live: other writers wait out their bound, then `busy`, writing nothing; readers never wait.
-    const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 50 });
+    const waiting = openWorkspace(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 50 });
     const before = listingOutsideStaging(place.stateHome);
-    expect(await codeOfAsync(() => waiting.acquire(OWNER_CONFIG, loopbackEndpoint(45_002)))).toBe('busy');
+    expect(await codeOfAsync(() => acquireWorkspace(waiting, OWNER_CONFIG, loopbackEndpoint(45_002)))).toBe('busy');
     expect(listingOutsideStaging(place.stateHome)).toEqual(before);
     const reads = newReads();
     for (let read = 0; read < 5; read += 1) readOnce(place, readers, reads);
     expectTruthful(readers, reads);
-    expect(new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(openWorkspace(crashedRoot, { stateHome: place.stateHome }))).toEqual({ status: 'absent' });
 
     // Dead: the next writer of any workspace takes the lock over without waiting at all.
     await killAndReap(holder);
     expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: holder.pid, root: crashedRoot } });
-    const taker = new ServiceCoordination(waiting.root, { stateHome: place.stateHome, lockWaitMs: 0 });
-    const lease = await taker.acquire(OWNER_CONFIG, loopbackEndpoint(45_002));
+    const taker = openWorkspace(waiting.root, { stateHome: place.stateHome, lockWaitMs: 0 });
+    const lease = await acquireWorkspace(taker, OWNER_CONFIG, loopbackEndpoint(45_002));
     lease.assert();
     expect(registry.readLock()).toBeUndefined();
     expect(registry.readMarkers()).toEqual([]);
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
     expect(undecodableFiles(place.stateHome)).toEqual([]);
     // The killed writer had reserved nothing: its workspace is free.
-    const again = await new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).acquire(OWNER_CONFIG, loopbackEndpoint(45_003));
+    const again = await acquireWorkspace(openWorkspace(crashedRoot, { stateHome: place.stateHome }), OWNER_CONFIG, loopbackEndpoint(45_003));
     await again.release();
     await lease.release();
     readers.lease.assert();
@@ -270,8 +270,8 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       expectTruthful(readers, reads);
 
       // Another workspace's acquire takes it over without any wait, and removes it.
-      const other = new ServiceCoordination(makeWorkspace(place, 'other'), { stateHome: place.stateHome, lockWaitMs: 0 });
-      const lease = await other.acquire(OWNER_CONFIG, loopbackEndpoint(45_004));
+      const other = openWorkspace(makeWorkspace(place, 'other'), { stateHome: place.stateHome, lockWaitMs: 0 });
+      const lease = await acquireWorkspace(other, OWNER_CONFIG, loopbackEndpoint(45_004));
       lease.assert();
       expect(registry.readLock()).toBeUndefined();
       expect(registry.readMarkers()).toEqual([]);
@@ -280,9 +280,9 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       expect(registry.list().entries.map((entry) => entry.root).sort()).toEqual([readers.held.root, other.root].sort());
 
       // The killed writer had reserved nothing: its workspace reads absent and can be acquired.
-      const crashedCoordination = new ServiceCoordination(crashedRoot, { stateHome: place.stateHome });
-      expect(crashedCoordination.inspect()).toEqual({ status: 'absent' });
-      await (await crashedCoordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_005))).release();
+      const crashedCoordination = openWorkspace(crashedRoot, { stateHome: place.stateHome });
+      expect(inspectWorkspace(crashedCoordination)).toEqual({ status: 'absent' });
+      await (await acquireWorkspace(crashedCoordination, OWNER_CONFIG, loopbackEndpoint(45_005))).release();
       await lease.release();
       readers.lease.assert();
     });

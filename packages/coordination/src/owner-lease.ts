@@ -6,26 +6,11 @@ import {
   type LocalAccess,
   type Phase,
   type Registration,
-  type Reservation,
 } from '@leasehold/contracts';
-import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot, type PrivateFiles } from '@leasehold/private-files';
-import type { Registry } from '@leasehold/registry';
-import type { WorkspacePlaces } from './places.js';
+import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot } from '@leasehold/private-files';
 import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
-import { FILE_BYTES, SERVICE_FILES, documentOf, readServiceSnapshots, type ServiceFile } from './service-state.js';
-
-/** The reservation part of a registration: what the registry row must equal. */
-export function reservationOf(registration: Registration): Reservation {
-  const { root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken } = registration;
-  // Frozen, so that its canonical text, compared on every assert, is made once.
-  return Object.freeze({ root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken });
-}
-
-/** Two reservations are the same when their canonical encodings are. */
-export function sameReservation(a: Reservation | undefined, b: Reservation | undefined): boolean {
-  if (a === undefined || b === undefined || a === b) return a === b;
-  return Buffer.from(encode(a)).equals(Buffer.from(encode(b)));
-}
+import { FILE_BYTES, SERVICE_FILES, documentOf, readServiceSnapshots, reservationOf, sameReservation, type ServiceFile } from './service-state.js';
+import type { Workspace } from './workspace.js';
 
 /** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
 export type OwnedFiles = Record<ServiceFile, FileSnapshot | undefined>;
@@ -37,22 +22,18 @@ export type OwnedFiles = Record<ServiceFile, FileSnapshot | undefined>;
  * serving without touching anything.
  */
 export class OwnerLease {
-  readonly #places: WorkspacePlaces;
-  readonly #files: PrivateFiles;
-  readonly #registry: Registry;
+  readonly #workspace: Workspace;
   // The owner's fences as it last wrote them; once release has removed the row, it must be absent.
   readonly #held: HeldFences & { registration: Registration };
   readonly #writer: FenceWriter;
   #ended: ContractError | undefined;
   #stopWatching: (() => void) | undefined;
 
-  /** @internal Made by `ServiceCoordination.acquire`. */
-  constructor(places: WorkspacePlaces, files: PrivateFiles, registry: Registry, registration: Registration, owned: OwnedFiles) {
-    this.#places = places;
-    this.#files = files;
-    this.#registry = registry;
+  /** @internal Made by `acquireWorkspace`. */
+  constructor(workspace: Workspace, registration: Registration, owned: OwnedFiles) {
+    this.#workspace = workspace;
     this.#held = { snapshots: owned, registration, row: reservationOf(registration) };
-    this.#writer = new FenceWriter(files, places, owned, true);
+    this.#writer = new FenceWriter(workspace, owned, true);
   }
 
   /** The registration as this owner last wrote it (no secret in it). */
@@ -69,8 +50,8 @@ export class OwnerLease {
   localAccess(): LocalAccess {
     this.assert();
     const snapshot = this.#held.snapshots.capability;
-    if (snapshot === undefined) throw new ContractError('unavailable', `${this.#places.capability}: not held`);
-    const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, FILE_BYTES.capability, this.#places.capability);
+    if (snapshot === undefined) throw new ContractError('unavailable', `${this.#workspace.places.capability}: not held`);
+    const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, FILE_BYTES.capability, this.#workspace.places.capability);
     return { endpoint: this.#held.registration.endpoint, epoch: this.#held.registration.epoch, capability };
   }
 
@@ -107,8 +88,8 @@ export class OwnerLease {
    */
   fenceProcess(pid: number): void {
     this.assert();
-    if (this.#held.registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#places.root}: the lease is being released`);
-    const path = this.#places.companion;
+    if (this.#held.registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#workspace.places.root}: the lease is being released`);
+    const path = this.#workspace.places.companion;
     if (this.#held.snapshots.companion !== undefined) throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
     const identity = processIdentity(pid);
     if (identity === undefined) throw new ContractError('refused', `pid ${pid}: no such process on this host (gone, or never was)`);
@@ -128,12 +109,12 @@ export class OwnerLease {
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
-    await releaseInOrder(this.#files, this.#registry, this.#places, this.#held, {
+    await releaseInOrder(this.#workspace, this.#held, {
       check: () => this.assert(),
       settles: true,
       removesCheckout: true,
     });
-    this.#ended = new ContractError('unavailable', `${this.#places.root}: the lease was released`);
+    this.#ended = new ContractError('unavailable', `${this.#workspace.places.root}: the lease was released`);
   }
 
   /**
@@ -164,23 +145,23 @@ export class OwnerLease {
   #assertActive(): void {
     if (this.#ended !== undefined) throw this.#ended;
     if (this.#held.registration.pid !== process.pid) {
-      throw new ContractError('conflict', `${this.#places.registration}: names another process`);
+      throw new ContractError('conflict', `${this.#workspace.places.registration}: names another process`);
     }
   }
 
   #assertOnce(): void {
     // The row first: reading it checks the state home itself before anything below it.
-    const row = this.#registry.rowOf(this.#places.root).row;
+    const row = this.#workspace.registry.rowOf(this.#workspace.root).row;
     if (!sameReservation(row, this.#held.row)) {
-      throw new ContractError('conflict', `${this.#places.roots}: this owner's row changed`);
+      throw new ContractError('conflict', `${this.#workspace.places.roots}: this owner's row changed`);
     }
     // Every held snapshot was a valid document: only a file that differs is decoded, strictly, so
     // that a malformed one is `refused` and a valid new one is a change.
-    const current = readServiceSnapshots(this.#files, this.#places).snapshots;
+    const current = readServiceSnapshots(this.#workspace).snapshots;
     for (const key of SERVICE_FILES) {
       if (!sameSnapshot(current[key], this.#held.snapshots[key])) {
-        documentOf(key, this.#places[key], current[key]);
-        throw new ContractError('conflict', `${this.#places[key]}: changed under its owner`);
+        documentOf(key, this.#workspace.places[key], current[key]);
+        throw new ContractError('conflict', `${this.#workspace.places[key]}: changed under its owner`);
       }
     }
   }

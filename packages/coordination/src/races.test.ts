@@ -8,7 +8,7 @@ import {
   stepAt,
   type StepperPlan,
 } from '../test/process-helpers.js';
-import { ServiceCoordination } from './index.js';
+import { inspectWorkspace, openWorkspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -72,7 +72,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     const { entries } = registry.list();
     expect(entries).toHaveLength(1);
     expect(entries[0]).toMatchObject({ root, endpoint: winner.plan.endpoint, pid: winner.racer.pid });
-    expect(new ServiceCoordination(root, { stateHome: place.stateHome }).inspect()).toMatchObject({
+    expect(inspectWorkspace(openWorkspace(root, { stateHome: place.stateHome }))).toMatchObject({
       status: 'unavailable',
       owner: { pid: winner.racer.pid, endpoint: winner.plan.endpoint, phase: 'idle' },
     });
@@ -82,7 +82,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     expect(await winner.racer.closed).toMatchObject({ code: 0, signal: null });
     expect(registryOf(place).list().entries).toEqual([]);
     expect(registryOf(place).readLock()).toBeUndefined();
-    expect(new ServiceCoordination(root, { stateHome: place.stateHome }).inspect().status).toBe('stopped');
+    expect(inspectWorkspace(openWorkspace(root, { stateHome: place.stateHome })).status).toBe('stopped');
   });
 
   it(`${RACERS} processes acquiring ${RACERS} disjoint roots at once: all win, and all release cleanly`, async () => {
@@ -113,7 +113,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     expect(pathExists(places.registryLock)).toBe(false);
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
     for (const plan of plans) {
-      expect(new ServiceCoordination(plan.workspace, { stateHome: place.stateHome }).inspect().status).toBe('stopped');
+      expect(inspectWorkspace(openWorkspace(plan.workspace, { stateHome: place.stateHome })).status).toBe('stopped');
     }
   });
 
@@ -159,7 +159,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     expect(registry.readMarkers()).toEqual([]);
     // The dead writer's row still fences its root: only recovery lifts it.
     expect(registry.list().entries.map((entry) => entry.root)).toEqual([crashedRoot]);
-    expect(new ServiceCoordination(crashedRoot, { stateHome: place.stateHome }).inspect()).toEqual({
+    expect(inspectWorkspace(openWorkspace(crashedRoot, { stateHome: place.stateHome }))).toEqual({
       status: 'unavailable',
       reason: 'a registry row has no service state',
     });

@@ -2,7 +2,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, countsOf, loopbackEndpoint, handPlaces, makePlace, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
 import { OWNER_CONFIG, spawnCyclers } from '../test/process-helpers.js';
-import { ServiceCoordination, type Inspection } from './index.js';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, type Inspection } from './index.js';
 
 afterEach(cleanUp);
 
@@ -12,11 +12,11 @@ const ITERATIONS = 30;
 describe('readers racing writers', () => {
   it(`inspect, assert and watch stay truthful while ${WRITERS} processes acquire and release other roots`, async () => {
     const place = makePlace('process');
-    const held = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
-    const neverAcquired = new ServiceCoordination(makeWorkspace(place, 'never-acquired'), { stateHome: place.stateHome });
-    const lease = await held.acquire(OWNER_CONFIG, loopbackEndpoint(43_000));
+    const held = openWorkspace(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
+    const neverAcquired = openWorkspace(makeWorkspace(place, 'never-acquired'), { stateHome: place.stateHome });
+    const lease = await acquireWorkspace(held, OWNER_CONFIG, loopbackEndpoint(43_000));
     // What files alone can say of a live idle owner; other workspaces' transactions never change it.
-    const heldAnswer = held.inspect();
+    const heldAnswer = inspectWorkspace(held);
     expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, epoch: lease.registration.epoch, phase: 'idle' } });
     const lockPath = handPlaces(place.stateHome, '/').registryLock;
     const lost: unknown[] = [];
@@ -46,7 +46,7 @@ describe('readers racing writers', () => {
         [neverAcquired, otherAnswers],
       ] as const) {
         try {
-          answers.push(coordination.inspect());
+          answers.push(inspectWorkspace(coordination));
         } catch (error) {
           thrown.push(error);
         }
@@ -82,7 +82,7 @@ describe('readers racing writers', () => {
     stopWatching();
     lease.assert();
     await lease.release();
-    expect(held.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
-    expect(neverAcquired.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(held)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(neverAcquired)).toEqual({ status: 'absent' });
   });
 });

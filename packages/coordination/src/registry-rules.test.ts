@@ -21,12 +21,12 @@ import {
   unchangedCodeOf,
   writeRows,
 } from '../test/functional-helpers.js';
-import { Checkout, ServiceCoordination, type OwnerLease } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type OwnerLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
-function coordinationAt(place: TestPlace, root: string): ServiceCoordination {
-  return new ServiceCoordination(root, { stateHome: place.stateHome });
+function coordinationAt(place: TestPlace, root: string): Workspace {
+  return openWorkspace(root, { stateHome: place.stateHome });
 }
 
 describe('overlapping roots', () => {
@@ -34,10 +34,10 @@ describe('overlapping roots', () => {
     const place = makePlace('coordination');
     const outer = coordinationFor(place, 'a');
     const inner = coordinationFor(place, 'a/b');
-    const lease = await outer.acquire(ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => inner.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    const lease = await acquireWorkspace(outer, ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(inner, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([outer.root]);
-    expect(inner.inspect()).toEqual({ status: 'absent' });
+    expect(inspectWorkspace(inner)).toEqual({ status: 'absent' });
     lease.assert();
   });
 
@@ -45,8 +45,8 @@ describe('overlapping roots', () => {
     const place = makePlace('coordination');
     const inner = coordinationFor(place, 'a/b');
     const outer = coordinationFor(place, 'a');
-    const lease = await inner.acquire(ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => outer.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    const lease = await acquireWorkspace(inner, ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(outer, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([inner.root]);
     lease.assert();
   });
@@ -56,9 +56,9 @@ describe('overlapping roots', () => {
     const root = makeWorkspace(place, 'same');
     const first = coordinationAt(place, root);
     const second = coordinationAt(place, root);
-    const lease = await first.acquire(ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => first.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    const lease = await acquireWorkspace(first, ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(second, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(first, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     expect(registryRows(place.stateHome)).toHaveLength(1);
     lease.assert();
   });
@@ -67,8 +67,8 @@ describe('overlapping roots', () => {
     const place = makePlace('coordination');
     const ab = coordinationFor(place, 'a/b');
     const abc = coordinationFor(place, 'a/bc');
-    const first = await ab.acquire(ANY_PORT, BOUND);
-    const second = await abc.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    const first = await acquireWorkspace(ab, ANY_PORT, BOUND);
+    const second = await acquireWorkspace(abc, ANY_PORT, 'http://127.0.0.1:40002');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([ab.root, abc.root]);
     first.assert();
     second.assert();
@@ -84,12 +84,12 @@ describe('endpoints', () => {
     const place = makePlace('coordination');
     const first = coordinationFor(place, 'one');
     const second = coordinationFor(place, 'two');
-    await first.acquire(ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(ANY_PORT, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => second.acquire(configFor(BOUND)))).toBe('conflict');
-    expect(second.inspect()).toEqual({ status: 'absent' });
+    await acquireWorkspace(first, ANY_PORT, BOUND);
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(second, ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(second, configFor(BOUND)))).toBe('conflict');
+    expect(inspectWorkspace(second)).toEqual({ status: 'absent' });
     // Another port is fine.
-    const lease = await second.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    const lease = await acquireWorkspace(second, ANY_PORT, 'http://127.0.0.1:40002');
     lease.assert();
   });
 
@@ -97,9 +97,9 @@ describe('endpoints', () => {
     const place = makePlace('coordination');
     const first = coordinationFor(place, 'one');
     const second = coordinationFor(place, 'two');
-    const lease = await first.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(first, ANY_PORT, BOUND);
     await lease.release();
-    (await second.acquire(ANY_PORT, BOUND)).assert();
+    (await acquireWorkspace(second, ANY_PORT, BOUND)).assert();
   });
 });
 
@@ -117,8 +117,8 @@ describe('a full registry', () => {
     const list = await fill(place);
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
     const coordination = coordinationFor(place, 'one-too-many');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('capacity');
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('capacity');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     expect(registryRows(place.stateHome)).toEqual(list);
   });
 
@@ -127,15 +127,15 @@ describe('a full registry', () => {
     await fill(place);
     const nested = coordinationFor(place, 'unused');
     const inside = coordinationAt(place, join(place.base, 'full', 'r7', 'inside'));
-    expect(await unchangedCodeOf(place.stateHome, () => inside.acquire(ANY_PORT, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => nested.acquire(ANY_PORT, 'http://127.0.0.1:20005'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(inside, ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:20005'))).toBe('conflict');
   });
 
   it('admits a new owner again once one reservation is gone', async () => {
     const place = makePlace('coordination');
     const list = await fill(place);
     await writeRows(place, list.slice(1));
-    const lease = await coordinationFor(place, 'room').acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordinationFor(place, 'room'), ANY_PORT, BOUND);
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
     await lease.release();
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES - 1);
@@ -176,24 +176,24 @@ describe('a corrupt roots.json', () => {
     it(`with ${name}: inspect unavailable, acquire refused, no lock left, roots.json unchanged`, async () => {
       const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'workspace');
-      await (await coordination.acquire(ANY_PORT, BOUND)).release();
+      await (await acquireWorkspace(coordination, ANY_PORT, BOUND)).release();
       const paths = registryPaths(place.stateHome);
       replaceFile(place.base, paths.roots, bytes(place));
       const rootsBefore = readFileSync(paths.roots);
 
-      const inspection = coordination.inspect();
+      const inspection = inspectWorkspace(coordination);
       expect(inspection.status).toBe('unavailable');
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
       expect(inspection.reason.startsWith(`refused: ${paths.roots}: `)).toBe(true);
-      expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+      expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
 
       const before = stateTreeOf(place.stateHome);
-      expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
-      expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
       const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
       expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
       const other = coordinationFor(place, 'another');
-      expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('refused');
       expect(existsSync(paths.lock)).toBe(false);
       expect(readFileSync(paths.roots)).toEqual(rootsBefore);
       expect(stateTreeOf(place.stateHome)).toEqual(before);
@@ -205,28 +205,28 @@ describe('a registered workspace whose folder was deleted', () => {
   it('still fences its root, and the rest of the registry stays usable', async () => {
     const place = makePlace('coordination');
     const gone = coordinationFor(place, 'gone');
-    const lease = await gone.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(gone, ANY_PORT, BOUND);
     rmSync(gone.root, { recursive: true });
     expect(existsSync(gone.root)).toBe(false);
 
     const again = coordinationAt(place, gone.root);
-    const inspection = again.inspect();
+    const inspection = inspectWorkspace(again);
     expect(inspection).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
-    expect(await unchangedCodeOf(place.stateHome, () => again.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(again, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     const nested = coordinationAt(place, join(gone.root, 'inner'));
-    expect(await unchangedCodeOf(place.stateHome, () => nested.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
 
     const disjoint = coordinationFor(place, 'disjoint');
     for (let round = 0; round < 2; round += 1) {
-      const other = await disjoint.acquire(ANY_PORT, 'http://127.0.0.1:40003');
+      const other = await acquireWorkspace(disjoint, ANY_PORT, 'http://127.0.0.1:40003');
       other.assert();
       lease.assert();
       await other.release();
-      expect(disjoint.inspect()).toEqual({ status: 'stopped', epoch: other.registration.epoch });
+      expect(inspectWorkspace(disjoint)).toEqual({ status: 'stopped', epoch: other.registration.epoch });
     }
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
-    expect(again.inspect()).toEqual(inspection);
+    expect(inspectWorkspace(again)).toEqual(inspection);
   });
 });
 
@@ -237,32 +237,32 @@ describe('rows and locks the service state does not explain', () => {
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     // The row names this process, which is live: a passing state of its acquire, for all inspect can tell.
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row has no service state', inProgress: true });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('quarantine');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row has no service state', inProgress: true });
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('quarantine');
   });
 
   it('a row that outlived a stopped registration: inspect unavailable, acquire conflict', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'leftover-row');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const rows = registryRows(place.stateHome);
     await lease.release();
     await writeRows(place, rows);
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration', inProgress: true });
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration', inProgress: true });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
   });
 
   it('a row beside an initialised workspace without registration: inspect unavailable, acquire quarantine (its process is gone)', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'initialised-row');
-    await coordination.initialize(ANY_PORT);
+    await initializeWorkspace(coordination, ANY_PORT);
     const row = { ...reservationFor(place.stateHome, coordination.root, BOUND), ...goneHolder() };
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     // Its process is gone: no longer in progress, a fence for recovery.
-    expect(coordination.inspect()).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
   });
 
 });
@@ -276,28 +276,28 @@ describe('registry locks: a short hold of the table, never a fence', () => {
   it("a live holder's lock (another workspace's transaction in progress): inspect and localAccess unaffected; writers busy after the bound", async () => {
     const place = makePlace('coordination');
     const stopped = coordinationFor(place, 'stopped');
-    const stoppedEpoch = await stopped.acquire(ANY_PORT, 'http://127.0.0.1:40003').then(async (lease) => {
+    const stoppedEpoch = await acquireWorkspace(stopped, ANY_PORT, 'http://127.0.0.1:40003').then(async (lease) => {
       await lease.release();
       return lease.registration.epoch;
     });
-    const coordination = new ServiceCoordination(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 20 });
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
-    const held = coordination.inspect();
+    const coordination = openWorkspace(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 20 });
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
+    const held = inspectWorkspace(coordination);
     placeLock(place, currentProcess(), makeWorkspace(place, 'busy-elsewhere'));
 
     // Readers never look at the lock.
-    expect(coordination.inspect()).toEqual(held);
+    expect(inspectWorkspace(coordination)).toEqual(held);
     expect(held).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
-    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: stoppedEpoch });
-    expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: stoppedEpoch });
+    expect(workspaceLocalAccess(coordination).epoch).toBe(lease.registration.epoch);
     expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
     lease.assert();
     lease.phase('stopping');
     lease.assert();
 
     // Writers wait for the live holder, then give up: busy, with nothing written.
-    const waiting = new ServiceCoordination(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
-    expect(await unchangedCodeOf(place.stateHome, () => waiting.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('busy');
+    const waiting = openWorkspace(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(waiting, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('busy');
     expect(await unchangedCodeOf(place.stateHome, () => new Checkout(waiting.root, { stateHome: place.stateHome, lockWaitMs: 20 }).acquire())).toBe('busy');
     // Release stops at its registry transaction, every other fence already gone; the row and the
     // checkout lock stay, naming this live process: in progress.
@@ -306,20 +306,20 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     expect(existsSync(coordination.places.ownerLock)).toBe(false);
     expect(existsSync(coordination.places.checkoutLock)).toBe(true);
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', inProgress: true });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', inProgress: true });
 
     // Once the hold is over, the same release goes on from where it stopped.
     rmSync(registryPaths(place.stateHome).lock);
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
     expect(registryRows(place.stateHome)).toEqual([]);
-    (await waiting.acquire(ANY_PORT, 'http://127.0.0.1:40002')).assert();
+    (await acquireWorkspace(waiting, ANY_PORT, 'http://127.0.0.1:40002')).assert();
   });
 
   it("a dead holder's lock is taken over at once (no wait) by acquire, release, initialize and the checkout lock", async () => {
     const place = makePlace('coordination');
     const options = { stateHome: place.stateHome, lockWaitMs: 0 };
-    const coordination = new ServiceCoordination(makeWorkspace(place, 'taker'), options);
+    const coordination = openWorkspace(makeWorkspace(place, 'taker'), options);
     const lockPath = registryPaths(place.stateHome).lock;
     const registry = new Registry(place.stateHome);
     const takenOver = async (action: () => Promise<unknown>) => {
@@ -333,17 +333,17 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     };
     await new Registry(place.stateHome).transaction(place.base, () => undefined);
 
-    await takenOver(() => coordination.initialize(ANY_PORT));
+    await takenOver(() => initializeWorkspace(coordination, ANY_PORT));
     let lease: OwnerLease | undefined;
     await takenOver(async () => {
-      lease = await coordination.acquire(ANY_PORT, BOUND);
+      lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     });
     if (lease === undefined) throw new Error('unreachable');
     // A transaction that refuses takes the lock over too, and removes it all the same.
-    await takenOver(async () => expect(await codeOfAsync(() => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict'));
+    await takenOver(async () => expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict'));
     lease.assert();
     await takenOver(() => lease!.release());
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
     expect(registryRows(place.stateHome)).toEqual([]);
     const checkout = new Checkout(makeWorkspace(place, 'tool'), options);
     await takenOver(async () => (await checkout.acquire()).release());
@@ -354,31 +354,31 @@ describe('registry locks: a short hold of the table, never a fence', () => {
       const place = makePlace('coordination');
       const ambiguous = ambiguousHolders().find((candidate) => candidate.name === name)!.holder;
       const coordination = coordinationFor(place, 'held');
-      const lease = await coordination.acquire(ANY_PORT, BOUND);
-      const held = coordination.inspect();
+      const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
+      const held = inspectWorkspace(coordination);
       const other = coordinationFor(place, 'other');
       placeLock(place, ambiguous, makeWorkspace(place, 'elsewhere'));
 
-      expect(coordination.inspect()).toEqual(held);
-      expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+      expect(inspectWorkspace(coordination)).toEqual(held);
+      expect(workspaceLocalAccess(coordination).epoch).toBe(lease.registration.epoch);
       lease.assert();
-      expect(await unchangedCodeOf(place.stateHome, () => other.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
-      const error = await other.acquire(ANY_PORT, 'http://127.0.0.1:40002').catch((caught: unknown) => caught);
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+      const error = await acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002').catch((caught: unknown) => caught);
       // The error carries the lock as its path; the message names it and its holder, and no command (the CLI words the remedy).
       expect((error as ContractError).path).toBe(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(`pid ${ambiguous.pid} on ${ambiguous.host}`);
       expect(String((error as Error).message)).not.toContain('leasehold doctor');
-      expect(await unchangedCodeOf(place.stateHome, () => other.initialize(ANY_PORT))).toBe('quarantine');
+      expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(other, ANY_PORT))).toBe('quarantine');
       expect(await unchangedCodeOf(place.stateHome, () => new Checkout(other.root, { stateHome: place.stateHome }).acquire())).toBe('quarantine');
       // Release stops at its transaction; after an operator removed the lock it goes on.
       expect(await codeOfAsync(() => lease.release())).toBe('quarantine');
       expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
-      expect(coordination.inspect()).toMatchObject({ status: 'unavailable', inProgress: true });
+      expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', inProgress: true });
       rmSync(registryPaths(place.stateHome).lock);
       await lease.release();
-      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
-      (await other.acquire(ANY_PORT, 'http://127.0.0.1:40002')).assert();
+      expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+      (await acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002')).assert();
     });
   }
 });
@@ -387,20 +387,20 @@ describe('a live registration whose row is not its reservation', () => {
   it('inspects unavailable with the owner, gives no local access, and fences the lease', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'row-differs');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const [row] = registryRows(place.stateHome);
     if (row === undefined) throw new Error('expected a row');
     await writeRows(place, [{ ...row, endpoint: 'http://127.0.0.1:40002' }]);
-    expect(coordination.inspect()).toEqual({
+    expect(inspectWorkspace(coordination)).toEqual({
       status: 'unavailable',
       reason: 'the registry row is not the registration',
       owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' },
       // The row names this live process: for all the files tell, a passing state.
       inProgress: true,
     });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(codeOf(() => lease.assert())).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => lease.release())).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40003'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40003'))).toBe('conflict');
   });
 });

@@ -1,8 +1,7 @@
 import { ContractError, encode, sha256, type Registration, type Reservation } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles, PublishOptions } from '@leasehold/private-files';
-import type { Registry } from '@leasehold/registry';
-import type { WorkspacePlaces } from './places.js';
 import { FILE_BYTES, SYNCED_BY_LATER_CHANGE, bounded, type FileSnapshots } from './service-state.js';
+import type { Workspace } from './workspace.js';
 
 /**
  * What an owner's fences are as their releaser expects them. The release
@@ -51,14 +50,9 @@ type Removable = 'companion' | 'capability' | 'ownerLock' | 'checkoutLock';
  * release), `busy`/`quarantine` from the registry lock, or the I/O error of a write that did not
  * take effect.
  */
-export async function releaseInOrder(
-  files: PrivateFiles,
-  registry: Registry,
-  places: WorkspacePlaces,
-  held: HeldFences,
-  releaser: Releaser,
-): Promise<void> {
-  const writer = new FenceWriter(files, places, held.snapshots, releaser.settles);
+export async function releaseInOrder(workspace: Workspace, held: HeldFences, releaser: Releaser): Promise<void> {
+  const { registry } = workspace;
+  const writer = new FenceWriter(workspace, held.snapshots, releaser.settles);
   const check = () => releaser.check();
   // The companion first, with its own folder fsync, while the registration is still live (the one
   // state a companion is allowed in): at every crash point from here on the remaining fences still
@@ -82,7 +76,7 @@ export async function releaseInOrder(
   // The transaction's own first writes (taking over a dead holder's registry lock, completing an
   // interrupted initialisation of the table) are checked before like every other write.
   check();
-  await registry.transaction(places.root, (transaction) => {
+  await registry.transaction(workspace.root, (transaction) => {
     if (row !== undefined) {
       check();
       // unreserve proves the lock its own and swaps the table by compare-and-swap.
@@ -104,11 +98,11 @@ export async function releaseInOrder(
  */
 export class FenceWriter {
   readonly #files: PrivateFiles;
-  readonly #places: WorkspacePlaces;
+  readonly #places: Workspace['places'];
   readonly #snapshots: FileSnapshots;
   readonly #settles: boolean;
 
-  constructor(files: PrivateFiles, places: WorkspacePlaces, snapshots: FileSnapshots, settles: boolean) {
+  constructor({ files, places }: Workspace, snapshots: FileSnapshots, settles: boolean) {
     this.#files = files;
     this.#places = places;
     this.#snapshots = snapshots;

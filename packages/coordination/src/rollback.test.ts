@@ -35,7 +35,7 @@ import {
 } from '../test/crash-helpers.js';
 import { goneHolder, registryLockBytes } from '../test/functional-helpers.js';
 import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
-import { ServiceCoordination, type NewWorkspace, type OwnerLease } from './index.js';
+import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type NewWorkspace, type OwnerLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -110,7 +110,7 @@ interface Setup {
   readonly root: string;
   readonly injector: Injector;
   /** This process's coordination, with the injector's hooks. */
-  readonly coordination: ServiceCoordination;
+  readonly coordination: Workspace;
   /** The epoch of the stopped registration the acquire starts from, or null for a fresh workspace. */
   readonly stoppedEpoch: string | null;
   /** How often initializeNew was called. */
@@ -134,10 +134,10 @@ async function setUp(stopped: boolean): Promise<Setup> {
   const root = makeWorkspace(place, 'workspace');
   const injector = new Injector(place, root);
   // A live holder is never expected: a short wait makes a lock this process left fail fast.
-  const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, hooks: injector.hooks, lockWaitMs: 500 });
+  const coordination = openWorkspace(root, { stateHome: place.stateHome, hooks: injector.hooks, lockWaitMs: 500 });
   let stoppedEpoch: string | null = null;
   if (stopped) {
-    const lease = await coordination.acquire(OWNER_CONFIG, PREPARE_ENDPOINT);
+    const lease = await acquireWorkspace(coordination, OWNER_CONFIG, PREPARE_ENDPOINT);
     await lease.release();
     stoppedEpoch = lease.registration.epoch;
   }
@@ -145,7 +145,7 @@ async function setUp(stopped: boolean): Promise<Setup> {
 }
 
 function acquireOf(setup: Setup): Promise<OwnerLease> {
-  return setup.coordination.acquire(OWNER_CONFIG, ENDPOINT, (workspace: NewWorkspace) => {
+  return acquireWorkspace(setup.coordination, OWNER_CONFIG, ENDPOINT, (workspace: NewWorkspace) => {
     setup.initializeCalls += 1;
     workspace.writeHostConfig(POLICY);
   });
@@ -169,8 +169,8 @@ async function settled<T>(promise: Promise<T>): Promise<{ value: T } | { error: 
 function expectRolledBack(setup: Setup, before: Record<string, string>, label: string): void {
   const { place, root, coordination, stoppedEpoch } = setup;
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
-  expect(coordination.inspect(), label).toEqual(stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch });
-  expect(codeOf(() => coordination.localAccess()), label).toBe('unavailable');
+  expect(inspectWorkspace(coordination), label).toEqual(stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch });
+  expect(codeOf(() => workspaceLocalAccess(coordination)), label).toBe('unavailable');
   const after = contentListing(place.stateHome);
   const privateRoot = `v1/workspaces/${handPlaces(place.stateHome, root).privateRootName}`;
   const initialised = ['v1', 'v1/registry', 'v1/workspaces', privateRoot];
@@ -188,9 +188,9 @@ function expectRolledBack(setup: Setup, before: Record<string, string>, label: s
 /** The same process acquires again (no injection), and releases. */
 async function expectAcquiresAgain(setup: Setup, label: string): Promise<void> {
   const lease = await acquireOf(setup);
-  expect(setup.coordination.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: ENDPOINT, phase: 'idle' } });
+  expect(inspectWorkspace(setup.coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: ENDPOINT, phase: 'idle' } });
   await lease.release();
-  expect(setup.coordination.inspect(), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  expect(inspectWorkspace(setup.coordination), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);
   expect(namesIn(join(setup.place.stateHome, 'v1', 'registry')).filter((name) => name.endsWith('.lock')), `${label}: a lock or marker left`).toEqual([]);
 }
@@ -256,7 +256,7 @@ describe('acquire rolls back when one step fails with an I/O error (docs/ownersh
       const label = writeFirst ? 'after host-config.json' : 'before host-config.json';
       const setup = await setUp(false);
       const failure = new Error('the service could not initialise');
-      const attempt = setup.coordination.acquire(OWNER_CONFIG, ENDPOINT, async (workspace) => {
+      const attempt = acquireWorkspace(setup.coordination, OWNER_CONFIG, ENDPOINT, async (workspace) => {
         if (writeFirst) workspace.writeHostConfig(POLICY);
         expect(pathExists(handPlaces(setup.place.stateHome, setup.root).service), label).toBe(true);
         throw failure;
@@ -301,18 +301,18 @@ describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, 
           // Fenced by the row, which names this live process: inspect is neither absent nor stopped.
           const fences = serviceFences(setup.place.stateHome, setup.root);
           expect(fences, label).toContain('registry row');
-          expect(['absent', 'stopped'], label).not.toContain(setup.coordination.inspect().status);
+          expect(['absent', 'stopped'], label).not.toContain(inspectWorkspace(setup.coordination).status);
           if ('value' in result) {
             // The registration was published and its own undo failed: what is left is the whole
             // ownership, so the call completed and said so (it never rejects over an owner nobody holds).
             expect(failAt, label).toBeGreaterThan(registrationFrom);
             expect(codeOf(() => result.value.assert()), label).toBe('no error');
-            expect(setup.coordination.localAccess().epoch, label).toBe(result.value.registration.epoch);
+            expect(workspaceLocalAccess(setup.coordination).epoch, label).toBe(result.value.registration.epoch);
             completeOwnerships += 1;
           } else {
             expect(result, label).toEqual({ error: setup.injector.injected[0] });
             // A rejected acquire left no ownership anyone could reach.
-            expect(codeOf(() => setup.coordination.localAccess()), label).toBe('unavailable');
+            expect(codeOf(() => workspaceLocalAccess(setup.coordination)), label).toBe('unavailable');
           }
           // Another process's acquire is refused, and changes nothing.
           const listed = listingOutsideStaging(setup.place.stateHome);
@@ -332,7 +332,7 @@ describe('a release that failed part-way is finished by calling it again (docs/o
 
   it('the dry run reports exactly the steps written from docs/ownership.md', async () => {
     const dry = await setUp(false);
-    const dryLease = await dry.coordination.acquire(OWNER_CONFIG, ENDPOINT);
+    const dryLease = await acquireWorkspace(dry.coordination, OWNER_CONFIG, ENDPOINT);
     dry.injector.arm();
     await dryLease.release();
     dry.injector.disarm();
@@ -344,7 +344,7 @@ describe('a release that failed part-way is finished by calling it again (docs/o
     it(`an EIO at step ${failAt}: ${step}, then release again, then acquire`, async () => {
       const label = `release, EIO at step ${failAt}: ${step}`;
       const setup = await setUp(false);
-      const lease = await setup.coordination.acquire(OWNER_CONFIG, ENDPOINT);
+      const lease = await acquireWorkspace(setup.coordination, OWNER_CONFIG, ENDPOINT);
       setup.injector.arm(failAt);
       const result = await settled(lease.release());
       setup.injector.disarm();
@@ -356,13 +356,13 @@ describe('a release that failed part-way is finished by calling it again (docs/o
         outcomes.push('resolved');
       } else {
         expect(result, label).toEqual({ error: setup.injector.injected[0] });
-        expect(['absent', 'stopped'], label).not.toContain(setup.coordination.inspect().status);
+        expect(['absent', 'stopped'], label).not.toContain(inspectWorkspace(setup.coordination).status);
         expect(serviceFences(setup.place.stateHome, setup.root).length, label).toBeGreaterThan(0);
         await lease.release();
         outcomes.push('rejected, finished by the second call');
       }
       expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);
-      expect(setup.coordination.inspect(), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+      expect(inspectWorkspace(setup.coordination), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
       expect(codeOf(() => lease.assert()), label).toBe('unavailable');
       await expectAcquiresAgain(setup, label);
     });
@@ -375,7 +375,7 @@ describe('a rollback inside a transaction that lost the registry lock (docs/owne
     const root = makeWorkspace(place, 'workspace');
     const places = handPlaces(place.stateHome, root);
     // The folder this acquire would publish (a new workspace's carries no random token), then the workspace new again.
-    await new ServiceCoordination(root, { stateHome: place.stateHome }).initialize(OWNER_CONFIG);
+    await initializeWorkspace(openWorkspace(root, { stateHome: place.stateHome }), OWNER_CONFIG);
     const published = { 'format.json': readFileSync(places.format), 'config.json': readFileSync(places.config) };
     rmSync(places.service, { recursive: true });
     const foreignLock = registryLockBytes(goneHolder(), '/srv/other');
@@ -391,8 +391,8 @@ describe('a rollback inside a transaction that lost the registry lock (docs/owne
         for (const [name, bytes] of Object.entries(published)) writeFileSync(join(places.service, name), bytes, { mode: 0o600, flag: 'wx' });
       },
     };
-    const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, hooks, lockWaitMs: 500 });
-    expect(await codeOfAsync(coordination.acquire(OWNER_CONFIG, ENDPOINT))).toBe('conflict');
+    const coordination = openWorkspace(root, { stateHome: place.stateHome, hooks, lockWaitMs: 500 });
+    expect(await codeOfAsync(acquireWorkspace(coordination, OWNER_CONFIG, ENDPOINT))).toBe('conflict');
     expect(armed).toBe(false);
     expect(namesIn(places.service)).toEqual(['config.json', 'format.json']);
     for (const [name, bytes] of Object.entries(published)) expect(readFileSync(join(places.service, name))).toEqual(bytes);

@@ -1,8 +1,8 @@
 import { ContractError, sha256, type Reservation } from '@leasehold/contracts';
-import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
-import type { Registry, RegistryTransaction } from '@leasehold/registry';
-import type { WorkspacePlaces } from './places.js';
+import type { FileSnapshot } from '@leasehold/private-files';
+import type { RegistryTransaction } from '@leasehold/registry';
 import { FILE_BYTES, type ServiceFile } from './service-state.js';
+import type { Workspace } from './workspace.js';
 
 type Undo = (transaction: RegistryTransaction | undefined) => void;
 
@@ -19,16 +19,12 @@ type Undo = (transaction: RegistryTransaction | undefined) => void;
  * leaving the rest fenced by the row for `recover` once this process exits.
  */
 export class Rollback {
-  readonly #files: PrivateFiles;
-  readonly #registry: Registry;
-  readonly #places: WorkspacePlaces;
+  readonly #workspace: Workspace;
   readonly #reservation: Reservation;
   readonly #undo: Undo[] = [];
 
-  constructor(files: PrivateFiles, registry: Registry, places: WorkspacePlaces, reservation: Reservation) {
-    this.#files = files;
-    this.#registry = registry;
-    this.#places = places;
+  constructor(workspace: Workspace, reservation: Reservation) {
+    this.#workspace = workspace;
     this.#reservation = reservation;
   }
 
@@ -37,7 +33,7 @@ export class Rollback {
     this.#undo.push((transaction) => {
       if (transaction === undefined) throw new ContractError('conflict', 'the row is undone in a transaction');
       const { root, epoch } = this.#reservation;
-      if (transaction.rowOf(root)?.epoch === epoch || this.#registry.rowOf(root).row?.epoch === epoch) {
+      if (transaction.rowOf(root)?.epoch === epoch || this.#workspace.registry.rowOf(root).row?.epoch === epoch) {
         transaction.unreserve(root, epoch);
       }
     });
@@ -52,17 +48,17 @@ export class Rollback {
    */
   serviceFolder(bytes: { readonly format: Uint8Array; readonly config: Uint8Array }, policyIdentity: string): void {
     this.#undo.push((transaction) => {
-      const { service } = this.#places;
-      if (!this.#files.directory(service)) return;
+      const { service } = this.#workspace.places;
+      if (!this.#workspace.files.directory(service)) return;
       const format = this.#ours('format', bytes.format);
       const config = this.#ours('config', bytes.config);
-      const hostConfig = this.#files.read(this.#places.hostConfig, FILE_BYTES.hostConfig);
+      const hostConfig = this.#workspace.files.read(this.#workspace.places.hostConfig, FILE_BYTES.hostConfig);
       if (format === undefined || config === undefined || (hostConfig !== undefined && hostConfig.identity !== policyIdentity)) {
         throw new ContractError('conflict', `${service}: not the folder this acquire published`);
       }
       const expected: Record<string, FileSnapshot> = { 'format.json': format, 'config.json': config };
       if (hostConfig !== undefined) expected['host-config.json'] = hostConfig;
-      (transaction?.writer ?? this.#files).removeFolder(service, expected, FILE_BYTES.format);
+      (transaction?.writer ?? this.#workspace.files).removeFolder(service, expected, FILE_BYTES.format);
     });
   }
 
@@ -70,20 +66,20 @@ export class Rollback {
   file(key: ServiceFile, bytes: Uint8Array): void {
     this.#undo.push(() => {
       const current = this.#ours(key, bytes);
-      if (current !== undefined) this.#files.remove(this.#places[key], current, FILE_BYTES[key]);
+      if (current !== undefined) this.#workspace.files.remove(this.#workspace.places[key], current, FILE_BYTES[key]);
     });
   }
 
   /** The registration, created, or replacing a stopped one that is put back. */
   registration(bytes: Uint8Array, previous: FileSnapshot | undefined): void {
     this.#undo.push(() => {
-      const path = this.#places.registration;
+      const path = this.#workspace.places.registration;
       // Still the stopped registration it was to replace: the replace never happened.
-      if (previous !== undefined && this.#files.read(path, FILE_BYTES.registration)?.identity === previous.identity) return;
+      if (previous !== undefined && this.#workspace.files.read(path, FILE_BYTES.registration)?.identity === previous.identity) return;
       const current = this.#ours('registration', bytes);
       if (current === undefined) return;
-      if (previous === undefined) this.#files.remove(path, current, FILE_BYTES.registration);
-      else this.#files.replace(path, current, previous.bytes, FILE_BYTES.registration);
+      if (previous === undefined) this.#workspace.files.remove(path, current, FILE_BYTES.registration);
+      else this.#workspace.files.replace(path, current, previous.bytes, FILE_BYTES.registration);
     });
   }
 
@@ -105,7 +101,7 @@ export class Rollback {
     try {
       const row = this.#undo.shift();
       for (let undo = this.#undo.pop(); undo !== undefined; undo = this.#undo.pop()) undo(undefined);
-      if (row !== undefined) await this.#registry.transaction(this.#reservation.root, (transaction) => row(transaction));
+      if (row !== undefined) await this.#workspace.registry.transaction(this.#reservation.root, (transaction) => row(transaction));
       return true;
     } catch {
       // As in runWithin: a failed undo leaves the rest fenced.
@@ -116,9 +112,9 @@ export class Rollback {
 
   /** The file at `key` when it holds exactly `bytes`; undefined when absent; `conflict` when another file is there. */
   #ours(key: ServiceFile, bytes: Uint8Array): FileSnapshot | undefined {
-    const current = this.#files.read(this.#places[key], FILE_BYTES[key]);
+    const current = this.#workspace.files.read(this.#workspace.places[key], FILE_BYTES[key]);
     if (current === undefined) return undefined;
-    if (current.identity !== sha256(bytes)) throw new ContractError('conflict', `${this.#places[key]}: not the file this acquire wrote`);
+    if (current.identity !== sha256(bytes)) throw new ContractError('conflict', `${this.#workspace.places[key]}: not the file this acquire wrote`);
     return current;
   }
 }

@@ -12,7 +12,7 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, type Inspection, type OwnerLease, type ServiceCoordination } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type Inspection, type OwnerLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -37,7 +37,7 @@ function expectAbsent(secret: string, texts: readonly string[], what: string): v
 }
 
 /** The capability appears in no error caught so far, no inspection, no registration, and in no file but its own. */
-function expectSecretKept(place: TestPlace, coordination: ServiceCoordination, secret: string, seen: { inspections: Inspection[]; leases: OwnerLease[] }): void {
+function expectSecretKept(place: TestPlace, coordination: Workspace, secret: string, seen: { inspections: Inspection[]; leases: OwnerLease[] }): void {
   expect(caughtErrors.length).toBeGreaterThan(0);
   for (const error of caughtErrors) expectAbsent(secret, textsOfError(error), 'an error');
   expectAbsent(secret, seen.inspections.map((inspection) => JSON.stringify(inspection)), 'an inspection');
@@ -58,26 +58,26 @@ describe('the capability stays in its file', () => {
   it('through the whole life: held, stopping, quarantined, stopped, refused calls', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'life');
-    const inspections: Inspection[] = [coordination.inspect()];
+    const inspections: Inspection[] = [inspectWorkspace(coordination)];
     const leases: OwnerLease[] = [];
-    const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
     leases.push(lease);
-    const { capability } = coordination.localAccess();
+    const { capability } = workspaceLocalAccess(coordination);
     expect(readFileSync(coordination.places.capability, 'utf8')).toContain(capability);
-    inspections.push(coordination.inspect());
+    inspections.push(inspectWorkspace(coordination));
     lease.phase('stopping');
-    inspections.push(coordination.inspect());
+    inspections.push(inspectWorkspace(coordination));
     lease.phase('quarantined');
-    inspections.push(coordination.inspect());
+    inspections.push(inspectWorkspace(coordination));
     lease.phase('idle');
-    inspections.push(coordination.inspect());
+    inspections.push(inspectWorkspace(coordination));
 
     // Refusals while it is held.
     const other = configFor('http://127.0.0.1:0', 'another policy');
-    expect(await codeOfAsync(() => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
-    expect(await codeOfAsync(() => coordination.acquire(ANY_PORT))).toBe('conflict');
-    expect(await codeOfAsync(() => coordination.initialize(other))).toBe('conflict');
-    expect(await codeOfAsync(() => coordinationFor(place, 'neighbour').acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT))).toBe('conflict');
+    expect(await codeOfAsync(() => initializeWorkspace(coordination, other))).toBe('conflict');
+    expect(await codeOfAsync(() => acquireWorkspace(coordinationFor(place, 'neighbour'), ANY_PORT, BOUND))).toBe('conflict');
     const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
     expect(await codeOfAsync(() => checkout.acquire())).toBe('conflict');
     const held = checkout.inspect();
@@ -87,8 +87,8 @@ describe('the capability stays in its file', () => {
     expectSecretKept(place, coordination, capability, { inspections, leases });
 
     await lease.release();
-    inspections.push(coordination.inspect());
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    inspections.push(inspectWorkspace(coordination));
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(codeOf(() => lease.assert())).toBe('unavailable');
     expect(await codeOfAsync(() => lease.release())).toBe('unavailable');
     expectAbsent(capability, inspections.map((inspection) => JSON.stringify(inspection)), 'an inspection');
@@ -96,11 +96,11 @@ describe('the capability stays in its file', () => {
     expectAbsent(capability, [readFileSync(registryPaths(place.stateHome).roots, 'utf8'), readFileSync(coordination.places.registration, 'utf8')], 'a file');
 
     // A second life has a new capability, kept the same way.
-    const again = await coordination.acquire(ANY_PORT, BOUND);
+    const again = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     leases.push(again);
-    const second = coordination.localAccess().capability;
+    const second = workspaceLocalAccess(coordination).capability;
     expect(second).not.toBe(capability);
-    inspections.push(coordination.inspect());
+    inspections.push(inspectWorkspace(coordination));
     expectSecretKept(place, coordination, second, { inspections, leases });
   });
 
@@ -141,8 +141,8 @@ describe('the capability stays in its file', () => {
     it(`in no error or inspection when its file holds ${name}`, async () => {
       const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'damaged');
-      const lease = await coordination.acquire(ANY_PORT, BOUND);
-      const { capability, epoch } = coordination.localAccess();
+      const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
+      const { capability, epoch } = workspaceLocalAccess(coordination);
       const lost = new Promise<unknown>((resolve) => {
         lease.watch(10, resolve);
       });
@@ -150,13 +150,13 @@ describe('the capability stays in its file', () => {
       if (damaged === undefined) chmodSync(coordination.places.capability, 0o644);
       else replaceFile(place.base, coordination.places.capability, damaged);
 
-      const inspections = [coordination.inspect()];
+      const inspections = [inspectWorkspace(coordination)];
       expect(inspections[0]?.status).toBe('unavailable');
-      expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
-      expect(codeOf(() => coordination.configuration())).toBe('refused');
-      expect(await codeOfAsync(() => coordination.initialize(ANY_PORT))).toBe('refused');
+      expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
+      expect(codeOf(() => workspaceConfiguration(coordination))).toBe('refused');
+      expect(await codeOfAsync(() => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
       expect(await codeOfAsync(() => new Checkout(coordination.root, { stateHome: place.stateHome }).acquire())).toBe('refused');
-      expect(await codeOfAsync(() => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+      expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
       // The owner rereads its files strictly: a malformed or unsafe file is refused, a valid new one is a change.
       const lostCode = name === 'another epoch' ? 'conflict' : 'refused';
       const error = await lost;

@@ -16,7 +16,7 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, ServiceCoordination, type WorkspacePlaces } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type Workspace, type WorkspacePlaces } from './index.js';
 
 afterEach(cleanUp);
 
@@ -25,7 +25,7 @@ type Base = 'live' | 'stopped';
 /** A workspace acquired (with host-config.json), and for `stopped` released; the lease is never used again. */
 interface Broken {
   readonly place: TestPlace;
-  readonly coordination: ServiceCoordination;
+  readonly coordination: Workspace;
   readonly places: WorkspacePlaces;
   /** The registration as the files hold it once the base is made. */
   readonly registration: Registration;
@@ -34,7 +34,7 @@ interface Broken {
 async function makeBase(base: Base): Promise<Broken> {
   const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'workspace');
-  const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
   if (base === 'stopped') await lease.release();
   const registration = readJson(coordination.places.registration) as unknown as Registration;
   return { place, coordination, places: coordination.places, registration };
@@ -328,21 +328,21 @@ describe('a selected state that breaks a rule (docs/layout.md, "The selected sta
         const before = stateTreeOf(place.stateHome);
         const rowsBefore = registryRows(place.stateHome);
 
-        const inspection = coordination.inspect();
+        const inspection = inspectWorkspace(coordination);
         expect(inspection.status).toBe('unavailable');
         if (inspection.status !== 'unavailable') throw new Error('unreachable');
         expect(inspection.reason.startsWith(`refused: ${where(broken.places)}: `)).toBe(true);
-        expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
-        expect(codeOf(() => coordination.configuration())).toBe('refused');
+        expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
+        expect(codeOf(() => workspaceConfiguration(coordination))).toBe('refused');
 
-        expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, 'http://127.0.0.1:40002'))).toBe(ACQUIRE_CODE[base]);
-        expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+        expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe(ACQUIRE_CODE[base]);
+        expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
         const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
         expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
 
         // A second coordination of the same root sees the same thing.
-        const fresh = new ServiceCoordination(coordination.root, { stateHome: place.stateHome });
-        expect(fresh.inspect()).toEqual(inspection);
+        const fresh = openWorkspace(coordination.root, { stateHome: place.stateHome });
+        expect(inspectWorkspace(fresh)).toEqual(inspection);
         expect(stateTreeOf(place.stateHome)).toEqual(before);
         expect(registryRows(place.stateHome)).toEqual(rowsBefore);
       });
@@ -372,15 +372,15 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
     it(`refuses ${name} in an initialised service folder that has no registration`, async () => {
       const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'initialised');
-      await coordination.initialize(ANY_PORT);
-      expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: null });
+      await initializeWorkspace(coordination, ANY_PORT);
+      expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: null });
       replaceFile(place.base, path(coordination.places), bytes());
-      const inspection = coordination.inspect();
+      const inspection = inspectWorkspace(coordination);
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
       expect(inspection.reason.startsWith(`refused: ${path(coordination.places)}: `)).toBe(true);
-      expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
-      expect(await unchangedCodeOf(place.stateHome, () => coordination.initialize(ANY_PORT))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
     });
   }
 });
@@ -389,32 +389,32 @@ describe('what the rules allow', () => {
   it("allows a plain tool's own checkout lock under a stopped registration: stopped, and acquire is conflict", async () => {
     const { place, coordination } = await makeBase('stopped');
     const handle = await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: expect.any(String) as string });
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('conflict');
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: expect.any(String) as string });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict');
     handle.release();
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.assert();
   });
 
   it("never reads the service's own access-config.json, access.json and history/", async () => {
     for (const base of BOTH) {
       const { place, places, coordination } = await makeBase(base);
-      const before = coordination.inspect();
+      const before = inspectWorkspace(coordination);
       replaceFile(place.base, join(places.service, 'access-config.json'), bytesOf('not json at all'));
       replaceFile(place.base, join(places.service, 'access.json'), bytesOf('{"a":1,"a":2}'));
       mkdirSync(join(places.service, 'history'), { mode: 0o700 });
       replaceFile(place.base, join(places.service, 'history', 'anything'), bytesOf('{}'));
-      expect(coordination.inspect()).toEqual(before);
+      expect(inspectWorkspace(coordination)).toEqual(before);
     }
   });
 
   it('allows a service folder without host-config.json', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'no-host-config');
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
 });
 
@@ -422,18 +422,18 @@ describe('the acquire order around a valid state (docs/ownership.md, "Acquire")'
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
     replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('quarantine');
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('quarantine');
     // The state is read and checked before its phase is judged: a broken rule comes first.
     replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}'));
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(ANY_PORT, BOUND))).toBe('refused');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
   });
 
   it('answers conflict for a stopped workspace whose plain checkout lock is held and whose config differs', async () => {
     const { place, coordination } = await makeBase('stopped');
     await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
     const other = { ...ANY_PORT, endpoint: 'http://[::1]:0' };
-    expect(await unchangedCodeOf(place.stateHome, () => coordination.acquire(other, 'http://[::1]:40001'))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, 'http://[::1]:40001'))).toBe('conflict');
   });
 });

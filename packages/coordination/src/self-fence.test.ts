@@ -17,7 +17,7 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import type { OwnerLease, ServiceCoordination, WorkspacePlaces } from './index.js';
+import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type OwnerLease, type Workspace, type WorkspacePlaces } from './index.js';
 
 afterEach(cleanUp);
 
@@ -25,7 +25,7 @@ const INTERVAL_MS = 10;
 
 interface Owned {
   readonly place: TestPlace;
-  readonly coordination: ServiceCoordination;
+  readonly coordination: Workspace;
   readonly places: WorkspacePlaces;
   readonly lease: OwnerLease;
 }
@@ -33,7 +33,7 @@ interface Owned {
 async function owned(): Promise<Owned> {
   const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'owned');
-  const lease = await coordination.acquire(ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
   return { place, coordination, places: coordination.places, lease };
 }
 
@@ -127,7 +127,7 @@ describe('watch: the self-fence', () => {
     const others = [coordinationFor(place, 'other-1'), coordinationFor(place, 'other-2')];
     for (let round = 0; round < 4; round += 1) {
       for (const [index, other] of others.entries()) {
-        const otherLease = await other.acquire(ANY_PORT, `http://127.0.0.1:${41000 + index}`);
+        const otherLease = await acquireWorkspace(other, ANY_PORT, `http://127.0.0.1:${41000 + index}`);
         lease.assert();
         otherLease.phase('stopping');
         lease.assert();
@@ -144,7 +144,7 @@ describe('watch: the self-fence', () => {
       replaceFile(place.base, registryPaths(place.stateHome).lock, registryLockBytes(holder, others[0]!.root));
       lease.assert();
       expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
-      expect(coordination.localAccess().epoch).toBe(lease.registration.epoch);
+      expect(workspaceLocalAccess(coordination).epoch).toBe(lease.registration.epoch);
     }
     rmSync(registryPaths(place.stateHome).lock);
     lease.phase('stopping');
@@ -154,7 +154,7 @@ describe('watch: the self-fence', () => {
     expect(readJson(registryPaths(place.stateHome).roots).entries).toHaveLength(1);
     await lease.release();
     expect(calls).toEqual([]);
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
 
   it('stops watching on release, and a released lease is never reported lost', async () => {
@@ -162,7 +162,7 @@ describe('watch: the self-fence', () => {
     const { lease, coordination } = owner;
     const { calls } = watchOf(lease);
     await lease.release();
-    expect(coordination.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
     for (let attempt = 0; attempt < 5; attempt += 1) expect(codeOf(() => lease.assert())).toBe('unavailable');
     expect(calls).toEqual([]);
   });
@@ -170,24 +170,24 @@ describe('watch: the self-fence', () => {
 
 describe('the state home itself', () => {
   /** A stopped workspace next to the owned one, in the same state home. */
-  async function withStopped(owner: Owned): Promise<{ stopped: ServiceCoordination; epoch: string }> {
+  async function withStopped(owner: Owned): Promise<{ stopped: Workspace; epoch: string }> {
     const stopped = coordinationFor(owner.place, 'stopped');
-    const lease = await stopped.acquire(ANY_PORT, 'http://127.0.0.1:40002');
+    const lease = await acquireWorkspace(stopped, ANY_PORT, 'http://127.0.0.1:40002');
     await lease.release();
-    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
     return { stopped, epoch: lease.registration.epoch };
   }
 
   /** What an unsafe state home must give: unavailable reads, a refused lease, onLost once. */
-  async function expectFencedOut(owner: Owned, stopped: ServiceCoordination, watch: ReturnType<typeof watchOf>, problem: string): Promise<void> {
+  async function expectFencedOut(owner: Owned, stopped: Workspace, watch: ReturnType<typeof watchOf>, problem: string): Promise<void> {
     const { coordination, lease, place } = owner;
     for (const reader of [stopped, coordination]) {
-      const inspection = reader.inspect();
+      const inspection = inspectWorkspace(reader);
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
       expect(inspection.reason).toBe(`refused: ${place.stateHome}: ${problem}`);
-      expect(codeOf(() => reader.localAccess())).toBe('unavailable');
-      expect(codeOf(() => reader.configuration())).toBe('refused');
+      expect(codeOf(() => workspaceLocalAccess(reader))).toBe('unavailable');
+      expect(codeOf(() => workspaceConfiguration(reader))).toBe('refused');
     }
     const error = await watch.lost;
     expect(ContractError.is(error, 'refused')).toBe(true);
@@ -210,8 +210,8 @@ describe('the state home itself', () => {
     expect(stateTreeOf(owner.place.stateHome)).toEqual(before);
     // Safe again: the reads answer as before; the lost lease stays lost and touches nothing.
     chmodSync(owner.place.stateHome, 0o700);
-    expect(stopped.inspect()).toEqual({ status: 'stopped', epoch });
-    expect(owner.coordination.localAccess().epoch).toBe(owner.lease.registration.epoch);
+    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch });
+    expect(workspaceLocalAccess(owner.coordination).epoch).toBe(owner.lease.registration.epoch);
     expect(codeOf(() => owner.lease.assert())).toBe('refused');
   });
 

@@ -5,6 +5,7 @@ import {
   checkoutLockSchema,
   companionSchema,
   decodeBytes,
+  encode,
   localCapabilitySchema,
   ownerConfigSchema,
   ownerLockSchema,
@@ -16,16 +17,31 @@ import {
   type OwnerConfig,
   type OwnerLock,
   type Registration,
+  type Reservation,
   type ServiceFormat,
 } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
 import type { z } from 'zod';
 import { NAMESPACE_ENTRIES } from '@leasehold/registry';
 import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, type WorkspacePlaces } from './places.js';
+import type { Workspace } from './workspace.js';
 
 /** The files of one workspace that Leasehold reads; each key is also the name of its path in `WorkspacePlaces`. */
 export const SERVICE_FILES = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'companion', 'checkoutLock'] as const;
 export type ServiceFile = (typeof SERVICE_FILES)[number];
+
+/** The reservation part of a registration: what the registry row must equal. */
+export function reservationOf(registration: Registration): Reservation {
+  const { root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken } = registration;
+  // Frozen, so that its canonical text, compared on every assert, is made once.
+  return Object.freeze({ root, stateHome, configIdentity, endpoint, epoch, pid, host, processStart, ownerToken });
+}
+
+/** Two reservations are the same when their canonical encodings are. */
+export function sameReservation(a: Reservation | undefined, b: Reservation | undefined): boolean {
+  if (a === undefined || b === undefined || a === b) return a === b;
+  return Buffer.from(encode(a)).equals(Buffer.from(encode(b)));
+}
 
 /**
  * For a change to the service folder that a later change in the same call
@@ -98,11 +114,7 @@ export interface ServiceState {
 export type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
 
 /** One file of the workspace, strictly decoded, or undefined when it (or its folder) is absent. */
-export function readDocument<Key extends DecodedFile>(
-  files: PrivateFiles,
-  places: WorkspacePlaces,
-  key: Key,
-): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
+export function readDocument<Key extends DecodedFile>({ files, places }: Workspace, key: Key): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
   return readServiceFile(files, key, places[key]);
 }
 
@@ -135,7 +147,7 @@ export function documentOf(key: ServiceFile, path: string, snapshot: FileSnapsho
  * compares with the snapshots it wrote, decoding (`documentOf`) only a file that differs.
  * @throws ContractError `refused` (unexpected entry, unsafe file), `conflict` (a file changed while read).
  */
-export function readServiceSnapshots(files: PrivateFiles, places: WorkspacePlaces): { service: boolean; snapshots: Record<ServiceFile, FileSnapshot | undefined> } {
+export function readServiceSnapshots({ files, places }: Workspace): { service: boolean; snapshots: Record<ServiceFile, FileSnapshot | undefined> } {
   files.entries(places.namespace, NAMESPACE_ENTRIES);
   files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
   const checkoutLock = files.read(places.checkoutLock, FILE_BYTES.checkoutLock);
@@ -162,8 +174,9 @@ export function readServiceSnapshots(files: PrivateFiles, places: WorkspacePlace
  * names, every file safe and strictly decoded.
  * @throws ContractError `refused` (unexpected entry, unsafe or malformed file), `conflict` (a file changed while read).
  */
-export function readServiceState(files: PrivateFiles, places: WorkspacePlaces): ServiceState {
-  const { service, snapshots } = readServiceSnapshots(files, places);
+export function readServiceState(workspace: Workspace): ServiceState {
+  const { places } = workspace;
+  const { service, snapshots } = readServiceSnapshots(workspace);
   const decoded = <Key extends DecodedFile>(key: Key) => documentOf(key, places[key], snapshots[key]) as Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
   return {
     service,
@@ -198,7 +211,7 @@ export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapsh
  * its own bound.
  * @throws ContractError `conflict` (a file changed), `refused` (a file became unsafe).
  */
-export function assertFiles(files: PrivateFiles, places: WorkspacePlaces, expected: FileSnapshots): void {
+export function assertFiles({ files, places }: Workspace, expected: FileSnapshots): void {
   for (const key of SERVICE_FILES) {
     if (key in expected) files.assert(places[key], expected[key], FILE_BYTES[key]);
   }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, makePlace, modeOf, namesIn, type TestPlace } from '@leasehold/test-utils';
 import { ANY_PORT, BOUND, makeWorkspace } from '../test/functional-helpers.js';
-import { Checkout, ServiceCoordination } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess } from './index.js';
 
 afterEach(cleanUp);
 
@@ -16,27 +16,27 @@ function freshMachine(): { place: TestPlace; root: string; stateHome: string } {
 describe('a state home that does not exist yet, nor its parents', () => {
   it('reads as empty to every reader, which creates nothing', () => {
     const { place, root, stateHome } = freshMachine();
-    const coordination = new ServiceCoordination(root, { stateHome });
-    expect(coordination.inspect()).toEqual({ status: 'absent' });
-    expect(coordination.configuration()).toBeUndefined();
-    expect(codeOf(() => coordination.localAccess())).toBe('unavailable');
+    const coordination = openWorkspace(root, { stateHome });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
+    expect(workspaceConfiguration(coordination)).toBeUndefined();
+    expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(new Checkout(root, { stateHome }).inspect()).toBeUndefined();
     expect(namesIn(place.base)).toEqual(['workspaces']);
   });
 
   it('is made 0700 with its missing parents by acquire, and the lease works and releases', async () => {
     const { place, root, stateHome } = freshMachine();
-    const coordination = new ServiceCoordination(root, { stateHome });
-    const lease = await coordination.acquire(ANY_PORT, BOUND);
+    const coordination = openWorkspace(root, { stateHome });
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     for (const folder of [join(place.base, 'home'), join(place.base, 'home', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
     expect(lease.registration.phase).toBe('idle');
     await lease.release();
-    expect(coordination.inspect()).toMatchObject({ status: 'stopped' });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped' });
   });
 
   it('is made by initialize, and by a plain tool taking the checkout lock', async () => {
     const first = freshMachine();
-    await new ServiceCoordination(first.root, { stateHome: first.stateHome }).initialize(ANY_PORT);
+    await initializeWorkspace(openWorkspace(first.root, { stateHome: first.stateHome }), ANY_PORT);
     expect(modeOf(first.stateHome)).toBe(0o700);
     const second = freshMachine();
     const handle = await new Checkout(second.root, { stateHome: second.stateHome }).acquire();
@@ -57,10 +57,10 @@ describe('a state home that cannot be made', () => {
     const root = makeWorkspace(place, 'app');
     make(place.base);
     const stateHome = join(place.base, 'blocker', 'state');
-    const coordination = new ServiceCoordination(root, { stateHome });
-    await expect(coordination.acquire(ANY_PORT, BOUND)).rejects.toMatchObject({ code: 'refused', path: stateHome });
+    const coordination = openWorkspace(root, { stateHome });
+    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({ code: 'refused', path: stateHome });
     expect(await codeOfAsync(new Checkout(root, { stateHome }).acquire())).toBe('refused');
-    expect(coordination.inspect().status).toBe(inspect);
+    expect(inspectWorkspace(coordination).status).toBe(inspect);
     expect(namesIn(place.base)).toEqual(['blocker', 'workspaces']);
   });
 });

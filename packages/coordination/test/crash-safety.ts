@@ -31,7 +31,7 @@ import {
 } from './crash-helpers.js';
 import { FIXTURE_MODULES } from './functional-helpers.js';
 import { OWNER_CONFIG, stagingLeftovers, undecodableFiles } from './process-helpers.js';
-import { ServiceCoordination, type OwnerLease } from '../src/index.js';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, type OwnerLease } from '../src/index.js';
 
 // The crash-safety harness of src/crash-safety.test.ts (SIGKILL) and
 // src/io-errors.test.ts (an injected I/O error, then the process exits):
@@ -100,8 +100,8 @@ export const CASES: readonly OperationCase[] = [
     name: 'acquire over a stopped registration',
     operation: 'acquire',
     prepare: async (place, root) => {
-      const coordination = new ServiceCoordination(root, { stateHome: place.stateHome });
-      await (await coordination.acquire(OWNER_CONFIG, PREPARE_ENDPOINT)).release();
+      const coordination = openWorkspace(root, { stateHome: place.stateHome });
+      await (await acquireWorkspace(coordination, OWNER_CONFIG, PREPARE_ENDPOINT)).release();
       return [];
     },
     expectedSteps: ACQUIRE_OVER_STOPPED_STEPS,
@@ -173,7 +173,7 @@ function listingWithoutLocks(stateHome: string): Record<string, ListedEntry> {
 function checkInspect(prepared: Prepared, deadPids: readonly number[], label: string): { fences: string[]; status: string } {
   const { place, root } = prepared;
   const fences = serviceFences(place.stateHome, root);
-  const inspection = new ServiceCoordination(root, { stateHome: place.stateHome }).inspect();
+  const inspection = inspectWorkspace(openWorkspace(root, { stateHome: place.stateHome }));
   if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspection.status);
   const problems = undecodableFiles(place.stateHome);
   if (problems.length > 0) expect(inspection.status, `${label}: ${problems.join(', ')}`).toBe('unavailable');
@@ -189,11 +189,11 @@ function checkInspect(prepared: Prepared, deadPids: readonly number[], label: st
 async function checkAcquire(prepared: Prepared, label: string): Promise<string> {
   const { place, root } = prepared;
   const fences = serviceFences(place.stateHome, root);
-  const coordination = new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 1000 });
+  const coordination = openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 1000 });
   const before = listingWithoutLocks(place.stateHome);
   let lease: OwnerLease | undefined;
   const code = await codeOfAsync(
-    coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT).then((acquired) => {
+    acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT).then((acquired) => {
       lease = acquired;
     }),
   );
@@ -205,9 +205,9 @@ async function checkAcquire(prepared: Prepared, label: string): Promise<string> 
     return code;
   }
   expect(code, `${label}: no fence is left`).toBe('no error');
-  expect(coordination.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT } });
+  expect(inspectWorkspace(coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT } });
   await lease!.release();
-  expect(coordination.inspect(), label).toEqual({ status: 'stopped', epoch: lease!.registration.epoch });
+  expect(inspectWorkspace(coordination), label).toEqual({ status: 'stopped', epoch: lease!.registration.epoch });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   return 'won';
 }
@@ -219,11 +219,11 @@ async function checkAcquire(prepared: Prepared, label: string): Promise<string> 
 async function checkOtherWorkspace(prepared: Prepared, label: string): Promise<void> {
   const { place, root, otherRoot } = prepared;
   const fences = serviceFences(place.stateHome, root);
-  const other = new ServiceCoordination(otherRoot, { stateHome: place.stateHome, lockWaitMs: 1000 });
-  const lease = await other.acquire(OWNER_CONFIG, OTHER_ENDPOINT);
-  expect(other.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' } });
+  const other = openWorkspace(otherRoot, { stateHome: place.stateHome, lockWaitMs: 1000 });
+  const lease = await acquireWorkspace(other, OWNER_CONFIG, OTHER_ENDPOINT);
+  expect(inspectWorkspace(other), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' } });
   await lease.release();
-  expect(other.inspect(), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  expect(inspectWorkspace(other), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   expect(serviceFences(place.stateHome, otherRoot), label).toEqual([]);
   expect(serviceFences(place.stateHome, root), `${label}: another workspace's writer changed this root's fences`).toEqual(fences);
   expect(pathExists(registryLockOf(place)), `${label}: the dead writer's registry lock was not taken over`).toBe(false);

@@ -16,7 +16,7 @@ import {
   type TreeEntry,
 } from '@leasehold/test-utils';
 import { expect } from 'vitest';
-import { ServiceCoordination, resolveWorkspace } from '../src/index.js';
+import { openWorkspace, resolveWorkspace, type Workspace } from '../src/index.js';
 
 /** What the shared fixtures of @leasehold/test-utils load: the built package, resolved here (test-utils may not depend on it). */
 export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
@@ -29,8 +29,8 @@ export function makeWorkspace(place: TestPlace, name: string): string {
 }
 
 /** A coordination for a new workspace folder `name` in the place's state home. */
-export function coordinationFor(place: TestPlace, name: string): ServiceCoordination {
-  return new ServiceCoordination(makeWorkspace(place, name), { stateHome: place.stateHome });
+export function coordinationFor(place: TestPlace, name: string): Workspace {
+  return openWorkspace(makeWorkspace(place, name), { stateHome: place.stateHome });
 }
 
 /** Policy bytes for a label: the content of a host-config.json. */

@@ -86,7 +86,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     // The companion names the child, under the dead owner's epoch.
     const { schema, epoch, ...named } = jsonOf(places.companion) as { schema: string; epoch: string; pid: number };
     expect([schema, epoch, named.pid]).toEqual(['leasehold.companion/1', (jsonOf(places.registration) as { epoch: string }).epoch, child.pid]);
-    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', path: places.companion, holder: named });
+    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', where: places.companion, holder: named });
     expect(holdersOf(place, root)).toEqual([
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'live', ['companion']],

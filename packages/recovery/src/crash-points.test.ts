@@ -1,6 +1,7 @@
 import { unlinkSync } from 'node:fs';
 import { posix } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import {
   cleanUp,
   countsOf,
@@ -104,7 +105,7 @@ const CASES: readonly OperationCase[] = [
     name: 'acquire over a stopped registration (acquired and released before)',
     operation: 'acquire',
     prepare: async (place, root) => {
-      await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_000))).release();
+      await (await acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_000))).release();
     },
     expectedSteps: [...lockTaken, ...replaceSteps(`${REGISTRY}/roots.json`), ...lockRemoved, ...ownerFilesCreated, ...replaceSteps(`${SERVICE}/registration.json`)],
   },
@@ -141,7 +142,7 @@ async function recoverAndReacquire(place: TestPlace, root: string, label: string
   const places = handPlaces(place.stateHome, root);
   const snapshot = snapshotOf(place, root);
   // The registry lock is no fence: a dead writer's lock is for the next transaction to take over.
-  expect(snapshot.fences.map((fence) => fence.path), label).not.toContain(places.registryLock);
+  expect(snapshot.fences.map((fence) => fence.where), label).not.toContain(places.registryLock);
   if (!snapshot.clear) {
     for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
   } else {
@@ -166,13 +167,13 @@ async function recoverAndReacquire(place: TestPlace, root: string, label: string
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(pathExists(places.checkoutLock), `${label}: the dead owner's checkout lock`).toBe(false);
   const coordination = coordinationOf(place, root);
-  const after = coordination.inspect();
+  const after = inspectWorkspace(coordination);
   expect(['absent', 'stopped'], `${label}: ${JSON.stringify(after)}`).toContain(after.status);
 
-  const lease = await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
-  expect(coordination.inspect(), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT, phase: 'idle' } });
+  const lease = await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT);
+  expect(inspectWorkspace(coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT, phase: 'idle' } });
   await lease.release();
-  expect(coordination.inspect().status, label).toBe('stopped');
+  expect(inspectWorkspace(coordination).status, label).toBe('stopped');
   expect(namesIn(posix.dirname(places.registryLock)), label).toEqual(['format.json', 'roots.json']);
   return { inspected, recovery: snapshot.clear ? 'clear' : 'recovered' };
 }
@@ -321,7 +322,7 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
     const coordination = coordinationOf(place, root);
     const owner = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
     await messageOf(owner, 'held');
-    expect(coordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
     expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });
 
     const snapshot = snapshotOf(place, root);

@@ -1,11 +1,10 @@
-import { ContractError, recoverRemedy, type Reservation } from '@leasehold/contracts';
-import { assertFiles, releaseInOrder, snapshotsOf, type HeldFences, type WorkspacePlaces } from '@leasehold/coordination';
-import { ownerStatus, retryingReads, type PrivateFiles } from '@leasehold/private-files';
-import type { Registry } from '@leasehold/registry';
-import { internalsFor, rowIdentity, type RecoveryState } from './recovery-state.js';
+import { ContractError, recoverRemedy, type RecoveryView, type Reservation } from '@leasehold/contracts';
+import { assertFiles, releaseInOrder, snapshotsOf, type HeldFences, type Workspace } from '@leasehold/coordination';
+import { ownerStatus, retryingReads } from '@leasehold/private-files';
+import { rowIdentity, type RecoveryRead } from './recovery-state.js';
 
 /**
- * Releases a dead owner's fences as `state` saw them, in coordination's
+ * Releases a dead owner's fences as `read` saw them, in coordination's
  * release order (`releaseInOrder`), its one registry transaction taking over
  * a dead holder's lock like any other and completing an interrupted
  * initialisation. Before every effect it calls `guard()` (authority,
@@ -14,35 +13,29 @@ import { internalsFor, rowIdentity, type RecoveryState } from './recovery-state.
  * remaining fences in place: a write that failed is not judged, the next
  * recovery reads what is there.
  */
-export async function releaseDeadOwner(
-  files: PrivateFiles,
-  registry: Registry,
-  places: WorkspacePlaces,
-  state: RecoveryState,
-  guard: () => void,
-): Promise<void> {
-  const { service, row, initialisation, ownersCheckout } = internalsFor(state, places);
-  if (state.clear) return;
+export async function releaseDeadOwner(workspace: Workspace, read: RecoveryRead, guard: () => void): Promise<void> {
+  const { view, service, row, initialisation, ownersCheckout } = read;
+  if (view.clear) return;
   const held: HeldFences = {
     snapshots: snapshotsOf(service),
     registration: service.registration?.value,
     row,
     initialisation: initialisation !== undefined,
   };
-  await releaseInOrder(files, registry, places, held, {
+  await releaseInOrder(workspace, held, {
     check: () => {
       guard();
-      assertAbsent(state, places);
-      assertRow(registry, places, held.row);
-      assertFiles(files, places, held.snapshots);
+      assertAbsent(view, workspace);
+      assertRow(workspace, held.row);
+      assertFiles(workspace, held.snapshots);
     },
     settles: false,
     removesCheckout: ownersCheckout,
   });
 }
 
-function assertAbsent(state: RecoveryState, places: WorkspacePlaces): void {
-  for (const { holder } of state.holders) {
+function assertAbsent(view: RecoveryView, { places }: Workspace): void {
+  for (const { holder } of view.holders) {
     const status = ownerStatus(holder.pid, holder.host, holder.processStart);
     if (status !== 'absent') {
       throw new ContractError('quarantine', `${places.root}: process ${holder.pid} on ${holder.host} is ${status}`, {
@@ -52,7 +45,7 @@ function assertAbsent(state: RecoveryState, places: WorkspacePlaces): void {
   }
 }
 
-function assertRow(registry: Registry, places: WorkspacePlaces, expected: Reservation | undefined): void {
+function assertRow({ registry, places }: Workspace, expected: Reservation | undefined): void {
   // Outside the lock: another workspace's transaction may rename roots.json under this read.
   if (rowIdentity(retryingReads(() => registry.rowOf(places.root)).row) !== rowIdentity(expected)) {
     throw new ContractError('conflict', `${places.roots}: this root's row changed since the digest`);

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
+import { acquireWorkspace } from '@leasehold/coordination';
 import {
   cleanUp,
   codeOf,
@@ -74,7 +75,7 @@ function otherNamespaceHolder(): ProcessIdentity {
 /** A served-and-released workspace: a registry, a service folder and a stopped registration. */
 async function stoppedWorkspace(place: TestPlace, name: string, port: number): Promise<string> {
   const root = makeWorkspace(place, name);
-  await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(port))).release();
+  await (await acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(port))).release();
   return root;
 }
 
@@ -106,7 +107,7 @@ describe('diagnose: nothing to report', () => {
     expect(findingsOf(place)).toEqual([]);
 
     const served = makeWorkspace(place, 'served');
-    const lease = await coordinationOf(place, served).acquire(OWNER_CONFIG, loopbackEndpoint(45_102));
+    const lease = await acquireWorkspace(coordinationOf(place, served), OWNER_CONFIG, loopbackEndpoint(45_102));
     const tool = spawnSharedFixture('checkout-holder', { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome }, FIXTURE_MODULES);
     await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);

@@ -51,7 +51,7 @@ describe('fileRecovery', () => {
     const state = snapshotOf(place, root);
     expect(view.digest).toBe(state.digest);
     expect(view.clear).toBe(false);
-    expect(view.fences.map(({ kind, where }) => ({ kind, where }))).toEqual(state.fences.map(({ kind, path }) => ({ kind, where: path })));
+    expect(view.fences.map(({ kind, where }) => ({ kind, where }))).toEqual(state.fences.map(({ kind, where }) => ({ kind, where })));
     for (const { where } of view.fences) expect(pathExists(where), where).toBe(true);
     expect(view.holders).toEqual([{ holder: expect.objectContaining({ pid }) as unknown, status: 'absent', fences: state.holders[0]?.fences }]);
 
@@ -82,7 +82,7 @@ describe('fileRecovery', () => {
         digest: view.digest,
         recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         operator: { pid: process.pid, host: expect.any(String), user: expect.any(String) },
-        fences: state.fences.map(({ kind, path }) => ({ kind, path })),
+        fences: state.fences.map(({ kind, where }) => ({ kind, path: where })),
       },
     ]);
     expect(await recovery.journal(root)).toEqual(entries);

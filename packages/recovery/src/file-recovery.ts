@@ -1,26 +1,9 @@
-import type { FencedProcess, Holder, Recovery, RecoveryView } from '@leasehold/contracts';
+import type { FencedProcess, Holder, Recovery } from '@leasehold/contracts';
 import { defaultStateHome } from '@leasehold/coordination';
 import { ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
 import { stateHomeLayout } from '@leasehold/registry';
 import { Journal } from './journal.js';
 import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
-import type { RecoveryState } from './recovery-state.js';
-
-/** A snapshot as the seam shows it: a fence's file is where it is. */
-function viewOf(state: RecoveryState): RecoveryView {
-  return {
-    root: state.root,
-    fences: state.fences.map(({ kind, path, holder, phase }) => ({
-      kind,
-      where: path,
-      ...(holder === undefined ? {} : { holder }),
-      ...(phase === undefined ? {} : { phase }),
-    })),
-    holders: state.holders.map(({ holder, status, fences }) => ({ holder, status, fences })),
-    digest: state.digest,
-    clear: state.clear,
-  };
-}
 
 /** The process `holder` names, as this host shows it now: by the proofs recovery judges holders by. */
 function fencedProcessOf(holder: Holder): FencedProcess {
@@ -43,7 +26,7 @@ export function fileRecovery(options: RecoveryOptions = {}): Recovery {
   return {
     fencedProcess: fencedProcessOf,
     async snapshot(root) {
-      return viewOf(recoverySnapshot(root, options));
+      return recoverySnapshot(root, options);
     },
     async recover(root, request) {
       return recover(root, { ...options, ...request });

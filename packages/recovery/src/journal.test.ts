@@ -58,7 +58,7 @@ describe('the journal record', () => {
       { kind: 'checkout-lock', path: places.checkoutLock, holder: owner },
     ]);
     // The same fences the snapshot showed (which also gives the registration's phase).
-    expect(record.fences).toEqual(snapshot.fences.map(({ kind, path: where, holder }) => (holder === undefined ? { kind, path: where } : { kind, path: where, holder })));
+    expect(record.fences).toEqual(snapshot.fences.map(({ kind, where, holder }) => (holder === undefined ? { kind, path: where } : { kind, path: where, holder })));
     expect(snapshot.fences.find((fence) => fence.kind === 'registration')?.phase).toBe('idle');
   });
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { decodeBytes, encode, recoveryRecordSchema, type AutomaticRecovery, type Fence, type RecoveryJournalEntry, type RecoveryRecord } from '@leasehold/contracts';
 import type { StateHomeLayout } from '@leasehold/registry';
 import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
-import type { RecoveryState } from './recovery-state.js';
+import type { FileRecoveryView } from './recovery-state.js';
 
 /** Largest recovery record: 64 fences may each name a 4096-character path. */
 export const RECOVERY_RECORD_BYTES = 524288;
@@ -29,8 +29,9 @@ export function currentOperator(): RecoveryRecord['operator'] {
   return { pid: process.pid, host: hostname(), user: user === '' ? 'unknown' : user };
 }
 
-function fencesOf(state: RecoveryState): Fence[] {
-  return state.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder }));
+function fencesOf(state: FileRecoveryView): Fence[] {
+  // A record names each fence's file as `path`: the journal's format, older than the seam's `where`.
+  return state.fences.map(({ kind, where: path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder }));
 }
 
 /**
@@ -51,7 +52,7 @@ export class Journal {
    * Publishes the record of a recovery of `state`; `automatic` for one no person confirmed.
    * @throws ContractError `refused` (an unsafe journal folder, a record over its bound).
    */
-  record(state: RecoveryState, operator: RecoveryRecord['operator'], automatic?: AutomaticRecovery, now = new Date()): JournalRecord {
+  record(state: FileRecoveryView, operator: RecoveryRecord['operator'], automatic?: AutomaticRecovery, now = new Date()): JournalRecord {
     const record: RecoveryRecord = {
       schema: 'leasehold.recovery-record/1',
       root: state.root,

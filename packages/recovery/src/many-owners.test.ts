@@ -1,6 +1,7 @@
 import { lstatSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import {
   cleanUp,
   handPlaces,
@@ -82,7 +83,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     const churners = [churner(place, 'first', 45_100, 2), churner(place, 'second', 45_200, 2)];
     // A live owner of another root, added after the snapshot (held by this process).
     const heldRoot = makeWorkspace(place, 'held');
-    const held = await coordinationOf(place, heldRoot).acquire(OWNER_CONFIG, loopbackEndpoint(45_300));
+    const held = await acquireWorkspace(coordinationOf(place, heldRoot), OWNER_CONFIG, loopbackEndpoint(45_300));
     // Each churner completed two rounds after the snapshot: the table was rewritten many times.
     for (const child of churners) await roundAfter(child, 1);
     expect(lstatSync(places.roots).ino).not.toBe(tableBefore);
@@ -102,7 +103,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
       });
       let reads = 0;
       while (!settled || reads === 0) {
-        expect(coordination.inspect().status).toBe('stopped');
+        expect(inspectWorkspace(coordination).status).toBe('stopped');
         reads += 1;
         await new Promise((resolve) => setImmediate(resolve));
       }
@@ -113,7 +114,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     held.assert();
     expect(rowsOf(place.stateHome).map((row) => row.root)).toEqual([heldRoot]);
     expect(journalRecords(place.stateHome)).toHaveLength(1);
-    await (await coordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_301))).release();
+    await (await acquireWorkspace(coordination, OWNER_CONFIG, loopbackEndpoint(45_301))).release();
     await held.release();
   });
 
@@ -146,10 +147,10 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     // The dead writer's lock was taken over and is gone; its row is exactly as it was.
     expect(namesIn(dirname(otherPlaces.registryLock))).toEqual(['format.json', 'roots.json']);
     expect(rowsOf(place.stateHome)).toEqual([otherRow]);
-    expect(coordinationOf(place, other).inspect().status).toBe('unavailable');
+    expect(inspectWorkspace(coordinationOf(place, other)).status).toBe('unavailable');
     expect(serviceFences(place.stateHome, other)).toEqual(['registry row']);
 
     await finishRecovery(place, other);
-    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_401))).release();
+    await (await acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_401))).release();
   });
 });

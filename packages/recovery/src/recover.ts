@@ -1,24 +1,16 @@
-import { ContractError, hash, recoverRemedy, type AutomaticRecovery, type Backend } from '@leasehold/contracts';
-import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
-import { PrivateFiles, retryingReads, type PrivateFilesHooks } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
+import { ContractError, hash, recoverRemedy, type AutomaticRecovery, type RecoveryResult } from '@leasehold/contracts';
+import { openWorkspace, type CoordinationOptions, type Workspace } from '@leasehold/coordination';
+import { retryingReads } from '@leasehold/private-files';
 import { releaseDeadOwner } from './dead-owner-release.js';
 import { Journal, currentOperator } from './journal.js';
-import { readRecoveryState, type RecoveryState } from './recovery-state.js';
+import { readRecoveryState, type FileRecoveryView, type RecoveryRead } from './recovery-state.js';
 
-/** Where and how recovery reads and writes. */
-export interface RecoveryOptions {
-  /** Defaults to `defaultStateHome()`. */
-  readonly stateHome?: string;
-  /** Handed to every PrivateFiles recovery uses (tests only). */
-  readonly hooks?: PrivateFilesHooks;
-  /** Bound of the registry lock wait, in milliseconds (default 2000). */
-  readonly lockWaitMs?: number;
-  /**
-   * The backend this state home is used with (default the file backend), handed to the registry:
-   * recovery's transaction on a state home that records another is `refused`, with nothing written.
-   */
-  readonly backend?: Backend;
+/**
+ * Where and how recovery reads and writes: coordination's options (the state home, the registry
+ * lock's bound, the backend, whose registry refuses a recovery's transaction on a state home that
+ * records another, with nothing written, and the `hooks` of every file it writes), and one more.
+ */
+export interface RecoveryOptions extends CoordinationOptions {
   /**
    * `recoverySnapshot` only: remove dead writers' staging leftovers first
    * (default true). Without it a dead writer's second link reads `refused`.
@@ -29,7 +21,7 @@ export interface RecoveryOptions {
 /** A one-shot permission to release a dead owner's fences, as one snapshot saw them. */
 export interface RecoveryGrant {
   /** The snapshot the grant was made for. */
-  readonly state: RecoveryState;
+  readonly state: FileRecoveryView;
   /**
    * Releases the fences in release order; `assertDurable()` runs before every effect.
    * @throws ContractError `consumed-grant` on a second call; `quarantine` (a holder is no longer absent),
@@ -38,11 +30,6 @@ export interface RecoveryGrant {
    */
   release(assertDurable: () => void): Promise<void>;
 }
-
-/** What `recover` did. */
-export type RecoveryOutcome =
-  | { readonly recovered: false; readonly reason: 'clear' }
-  | { readonly recovered: true; readonly record: string };
 
 export interface RecoverOptions extends RecoveryOptions {
   /** The digest of the snapshot the operator reviewed. */
@@ -53,29 +40,8 @@ export interface RecoverOptions extends RecoveryOptions {
   readonly automatic?: AutomaticRecovery;
 }
 
-/** The files, registry and places recovery works with, built from its options. */
-interface Tools {
-  readonly places: WorkspacePlaces;
-  readonly files: PrivateFiles;
-  readonly registry: Registry;
-}
-
-function toolsOf(workspace: string, options: RecoveryOptions): Tools {
-  const places = workspacePlaces(workspace, options.stateHome ?? defaultStateHome());
-  const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
-  return {
-    places,
-    files: new PrivateFiles(places.namespace, hooks),
-    registry: new Registry(places.stateHome, {
-      ...hooks,
-      ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
-      ...(options.backend === undefined ? {} : { backend: options.backend }),
-    }),
-  };
-}
-
-function snapshotOf(tools: Tools, sweepStaging: boolean): RecoveryState {
-  return retryingReads(() => readRecoveryState(tools.files, tools.registry, tools.places, sweepStaging));
+function readOf(workspace: Workspace, sweepStaging: boolean): RecoveryRead {
+  return retryingReads(() => readRecoveryState(workspace, sweepStaging));
 }
 
 /**
@@ -84,14 +50,15 @@ function snapshotOf(tools: Tools, sweepStaging: boolean): RecoveryState {
  * but dead writers' staging leftovers.
  * @throws ContractError `refused` (unsafe or malformed file, invalid registry), `conflict` (files kept changing).
  */
-export function recoverySnapshot(workspace: string, options: RecoveryOptions = {}): RecoveryState {
-  return snapshotOf(toolsOf(workspace, options), options.sweepStaging ?? true);
+export function recoverySnapshot(root: string, options: RecoveryOptions = {}): FileRecoveryView {
+  return readOf(openWorkspace(root, options), options.sweepStaging ?? true).view;
 }
 
-function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => void): RecoveryGrant {
+function grantFor(workspace: Workspace, expectedDigest: string, assertAuthority: () => void): RecoveryGrant {
   if (!hash.safeParse(expectedDigest).success) throw new ContractError('refused', 'digest: not a SHA-256 hex digest');
   assertAuthority();
-  const state = snapshotOf(tools, true);
+  const read = readOf(workspace, true);
+  const state = read.view;
   if (state.digest !== expectedDigest) {
     throw new ContractError('conflict', `${state.root}: the state changed since the digest was taken; review it again`);
   }
@@ -101,7 +68,7 @@ function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => v
     // One that cannot be told from here is the harder case: its remedy covers a live one too.
     const untold = blocking.some(({ status }) => status === 'ambiguous');
     throw new ContractError('quarantine', `${state.root}: ${named.join('; ')}`, {
-      remedy: recoverRemedy(state.root, tools.places.stateHome, untold ? 'ambiguous' : 'live'),
+      remedy: recoverRemedy(state.root, workspace.places.stateHome, untold ? 'ambiguous' : 'live'),
     });
   }
   let used = false;
@@ -110,7 +77,7 @@ function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => v
     release: async (assertDurable) => {
       if (used) throw new ContractError('consumed-grant', `${state.root}: this recovery grant was already used`);
       used = true;
-      await releaseDeadOwner(tools.files, tools.registry, tools.places, state, () => {
+      await releaseDeadOwner(workspace, read, () => {
         assertAuthority();
         assertDurable();
       });
@@ -124,13 +91,8 @@ function grantFor(tools: Tools, expectedDigest: string, assertAuthority: () => v
  * @throws ContractError `refused` (malformed digest), `conflict` (the state changed since the digest),
  * `quarantine` (a holder is live or cannot be told, named in the message), and whatever `assertAuthority` throws.
  */
-export function prepareRecoveryRelease(
-  workspace: string,
-  expectedDigest: string,
-  assertAuthority: () => void,
-  options: RecoveryOptions = {},
-): RecoveryGrant {
-  return grantFor(toolsOf(workspace, options), expectedDigest, assertAuthority);
+export function prepareRecoveryRelease(root: string, expectedDigest: string, assertAuthority: () => void, options: RecoveryOptions = {}): RecoveryGrant {
+  return grantFor(openWorkspace(root, options), expectedDigest, assertAuthority);
 }
 
 /**
@@ -138,11 +100,11 @@ export function prepareRecoveryRelease(
  * after proving the record is still there unchanged.
  * @throws ContractError as `prepareRecoveryRelease` and `RecoveryGrant.release`.
  */
-export async function recover(workspace: string, options: RecoverOptions): Promise<RecoveryOutcome> {
-  const tools = toolsOf(workspace, options);
-  const grant = grantFor(tools, options.expectedDigest, options.assertAuthority);
+export async function recover(root: string, options: RecoverOptions): Promise<RecoveryResult> {
+  const workspace = openWorkspace(root, options);
+  const grant = grantFor(workspace, options.expectedDigest, options.assertAuthority);
   if (grant.state.clear) return { recovered: false, reason: 'clear' };
-  const journal = new Journal(tools.places, options.hooks);
+  const journal = new Journal(workspace.places, options.hooks);
   const record = journal.record(grant.state, currentOperator(), options.automatic);
   await grant.release(() => journal.assertDurable(record));
   return { recovered: true, record: record.path };

@@ -23,6 +23,7 @@ import {
   type TestPlace,
 } from '@leasehold/test-utils';
 import type { MutationStep } from '@leasehold/private-files';
+import { acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import {
   CHILD_ENDPOINT,
   FIXTURES,
@@ -132,7 +133,7 @@ async function deadOwnerPlace(deadOwnerCase: DeadOwnerCase): Promise<Place & { d
   expect(snapshot.clear).toBe(false);
   for (const { status } of snapshot.holders) expect(status).toBe('absent');
   // The registry lock is not a fence: only this workspace's files and row are.
-  expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+  expect(snapshot.fences.map((fence) => fence.where)).not.toContain(handPlaces(place.stateHome, root).registryLock);
   return { place, root, digest: snapshot.digest };
 }
 
@@ -151,7 +152,7 @@ async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
   expect(steps).toEqual(deadOwnerCase.expectedSteps);
   expect(done.steps).toBe(steps.length);
   expect(serviceFences(dry.place.stateHome, dry.root)).toEqual([]);
-  expect(['absent', 'stopped']).toContain(coordinationOf(dry.place, dry.root).inspect().status);
+  expect(['absent', 'stopped']).toContain(inspectWorkspace(coordinationOf(dry.place, dry.root)).status);
 }
 
 /** A recovery child killed before step `at`; the steps it reported are the expected list's up to there. */
@@ -217,10 +218,10 @@ async function judgeAndFinish(left: Place, label: string): Promise<Omit<PointRes
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(pathExists(files.checkoutLock), label).toBe(false);
   const coordination = coordinationOf(place, root);
-  expect(['absent', 'stopped'], label).toContain(coordination.inspect().status);
-  const lease = await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+  expect(['absent', 'stopped'], label).toContain(inspectWorkspace(coordination).status);
+  const lease = await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT);
   await lease.release();
-  expect(coordination.inspect().status, label).toBe('stopped');
+  expect(inspectWorkspace(coordination).status, label).toBe('stopped');
   expect(namesIn(join(place.stateHome, 'v1', 'registry')), label).toEqual(['format.json', 'roots.json']);
   return { asLeft, ...(lockAside === undefined ? {} : { lockAside }), second };
 }

@@ -1,67 +1,42 @@
 import {
-  ContractError,
   encode,
   sha256,
   type FenceKind,
   type Holder,
   type Phase,
   type Registration,
+  type RecoveryFenceView,
+  type RecoveryHolderView,
+  type RecoveryView,
   type Reservation,
 } from '@leasehold/contracts';
-import { readServiceState, type ServiceState, type WorkspacePlaces } from '@leasehold/coordination';
-import { ownerStatus, type FileSnapshot, type OwnerStatus, type PrivateFiles } from '@leasehold/private-files';
-import type { Registry } from '@leasehold/registry';
+import { readServiceState, type ServiceState, type Workspace } from '@leasehold/coordination';
+import { ownerStatus, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
 
-/** A file that fences the workspace, and the process it names (never a secret). */
-export interface RecoveryFence {
-  readonly kind: FenceKind;
-  readonly path: string;
-  readonly holder?: Holder;
-  readonly phase?: Phase;
-}
-
-/** A process some fence names, and whether it is still alive. */
-interface RecoveryHolder {
-  readonly holder: Holder;
-  readonly status: OwnerStatus;
-  readonly fences: readonly FenceKind[];
+/** The seam's `RecoveryView` as the files fill it: each fence one of `FENCE_KINDS`, each holder judged on this host. */
+export interface FileRecoveryView extends RecoveryView {
+  readonly fences: readonly (RecoveryFenceView & { readonly kind: FenceKind })[];
+  readonly holders: readonly (RecoveryHolderView & { readonly status: OwnerStatus })[];
 }
 
 /**
  * What recovery would act on, read without the cross-file rules of the
  * selected state (recovery exists for the states that break them), every
- * file still strictly decoded. `digest` covers this root's row (its canonical
- * bytes, or its absence) and the identity and stamp of every other file
- * listed, the capability by its stamp only; never the rest of the table or
- * the registry lock, so other workspaces coming and going never change it.
+ * file still strictly decoded: the seam's `view` (each fence a file, never
+ * a secret), and the snapshots behind it, which its release compares every
+ * file with and which never leave this package. `view.digest` covers this
+ * root's row (its canonical bytes, or its absence) and the identity and stamp
+ * of every other file listed, the capability by its stamp only; never the
+ * rest of the table or the registry lock, so other workspaces coming and
+ * going never change it. `view.clear`: nothing but the service format, config
+ * and a stopped registration remain, nothing to recover.
  */
-export interface RecoveryState {
-  readonly root: string;
-  readonly fences: readonly RecoveryFence[];
-  readonly holders: readonly RecoveryHolder[];
-  readonly digest: string;
-  /** True when nothing but the service format, config and a stopped registration remain: nothing to recover. */
-  readonly clear: boolean;
-}
-
-/** The snapshots behind a state handed out; they never leave this package. */
-export interface RecoveryInternals {
-  readonly places: WorkspacePlaces;
+export interface RecoveryRead {
+  readonly view: FileRecoveryView;
   readonly service: ServiceState;
   readonly row: Reservation | undefined;
   readonly initialisation: FileSnapshot | undefined;
   readonly ownersCheckout: boolean;
-}
-
-const internalsOf = new WeakMap<RecoveryState, RecoveryInternals>();
-
-/** The snapshots of a state read by `readRecoveryState` for `places`, or `refused`. */
-export function internalsFor(state: RecoveryState, places: WorkspacePlaces): RecoveryInternals {
-  const internals = internalsOf.get(state);
-  if (internals === undefined || internals.places.root !== places.root || internals.places.stateHome !== places.stateHome) {
-    throw new ContractError('refused', `${places.root}: not a recovery state read for this workspace`);
-  }
-  return internals;
 }
 
 /** Whether two fences name one process: the same pid, host and start time. */
@@ -77,7 +52,7 @@ export function holderOf(value: { pid: number; host: string; processStart?: stri
 }
 
 /** A fence that still holds the workspace: anything but its format, its config and a stopped registration. */
-export function holdsWorkspace(fence: RecoveryFence): boolean {
+export function holdsWorkspace(fence: RecoveryFenceView): boolean {
   return fence.kind !== 'service-format' && fence.kind !== 'service-config' && fence.phase !== 'stopped';
 }
 
@@ -98,7 +73,7 @@ function ownerOf(service: ServiceState, row: Holder | undefined): Holder | undef
   return row ?? (registration === undefined ? undefined : holderOf(registration));
 }
 
-function digestOf(places: WorkspacePlaces, row: Reservation | undefined, files: ReadonlyArray<[string, FileSnapshot | undefined, boolean]>): string {
+function digestOf(places: Workspace['places'], row: Reservation | undefined, files: ReadonlyArray<[string, FileSnapshot | undefined, boolean]>): string {
   const parts = files.map(([path, snapshot, secret]) =>
     snapshot === undefined
       ? { path, absent: true }
@@ -109,7 +84,7 @@ function digestOf(places: WorkspacePlaces, row: Reservation | undefined, files: 
   return sha256(encode({ root: places.root, stateHome: places.stateHome, row: rowIdentity(row), files: parts }));
 }
 
-function holdersOf(fences: readonly RecoveryFence[]): RecoveryHolder[] {
+function holdersOf(fences: FileRecoveryView['fences']): FileRecoveryView['holders'] {
   const byKey = new Map<string, { holder: Holder; fences: FenceKind[] }>();
   for (const fence of fences) {
     if (fence.holder === undefined) continue;
@@ -126,15 +101,16 @@ function holdersOf(fences: readonly RecoveryFence[]): RecoveryHolder[] {
 }
 
 /**
- * Reads what fences `places.root`. With `sweepStaging`, removes dead writers'
+ * Reads what fences the workspace. With `sweepStaging`, removes dead writers'
  * staging leftovers first (as every registry transaction does), so a crash
  * between a `link` and its temp's unlink reads as the whole file it published.
  */
-export function readRecoveryState(files: PrivateFiles, registry: Registry, places: WorkspacePlaces, sweepStaging: boolean): RecoveryState {
+export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): RecoveryRead {
+  const { files, registry, places } = workspace;
   if (sweepStaging) files.sweepStaging();
-  const view = registry.list();
-  const service = readServiceState(files, places);
-  const row = view.entries.find((entry) => entry.root === places.root);
+  const table = registry.list();
+  const service = readServiceState(workspace);
+  const row = table.entries.find((entry) => entry.root === places.root);
   const rowHolder = row === undefined ? undefined : holderOf(row);
   const owner = ownerOf(service, rowHolder);
   const registration: Registration | undefined = service.registration?.value;
@@ -147,10 +123,10 @@ export function readRecoveryState(files: PrivateFiles, registry: Registry, place
     (checkout.token === registration?.checkoutToken ||
       sameHolder(holderOf(checkout), owner) ||
       ownerStatus(checkout.pid, checkout.host, checkout.processStart) === 'absent');
-  const initialisation = view.roots === undefined ? view.format : undefined;
-  const fences: RecoveryFence[] = [];
-  const add = (kind: FenceKind, path: string, holder?: Holder, phase?: Phase) =>
-    fences.push({ kind, path, ...(holder === undefined ? {} : { holder }), ...(phase === undefined ? {} : { phase }) });
+  const initialisation = table.roots === undefined ? table.format : undefined;
+  const fences: (RecoveryFenceView & { kind: FenceKind })[] = [];
+  const add = (kind: FenceKind, where: string, holder?: Holder, phase?: Phase) =>
+    fences.push({ kind, where, ...(holder === undefined ? {} : { holder }), ...(phase === undefined ? {} : { phase }) });
   if (rowHolder !== undefined) add('registry-row', places.roots, rowHolder);
   if (initialisation !== undefined) add('registry-initialisation', places.registryFormat);
   if (service.format !== undefined) add('service-format', places.format);
@@ -181,7 +157,5 @@ export function readRecoveryState(files: PrivateFiles, registry: Registry, place
     [places.checkoutLock, service.checkoutLock?.snapshot, false],
   ]);
   const clear = !fences.some(holdsWorkspace);
-  const state: RecoveryState = { root: places.root, fences, holders: holdersOf(fences), digest, clear };
-  internalsOf.set(state, { places, service, row, initialisation, ownersCheckout });
-  return state;
+  return { view: { root: places.root, fences, holders: holdersOf(fences), digest, clear }, service, row, initialisation, ownersCheckout };
 }

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encode, recoverRemedy } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
+import { acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import {
   cleanUp,
   codeOf,
@@ -112,7 +113,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
 
     expect(stateListing(place.stateHome)).toEqual(before);
     expect(journalRecords(place.stateHome)).toEqual([]);
-    expect(coordinationOf(place, root).inspect()).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordinationOf(place, root))).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
   });
 
   const ambiguous = [
@@ -140,7 +141,7 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
       }
       expect(stateListing(place.stateHome)).toEqual(before);
       expect(journalRecords(place.stateHome)).toEqual([]);
-      expect(coordinationOf(place, root).inspect().status).toBe('unavailable');
+      expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('unavailable');
     });
   }
 });
@@ -152,12 +153,12 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
     lockByHand(place, '/elsewhere', { pid: process.pid, host: hostname(), processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}` });
     const snapshot = snapshotOf(place, root);
     // Neither a fence nor a holder of this workspace.
-    expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+    expect(snapshot.fences.map((fence) => fence.where)).not.toContain(handPlaces(place.stateHome, root).registryLock);
     expect(snapshot.holders.map(({ holder }) => holder.pid)).not.toContain(process.pid);
     expect(await recoverWith(place, root, snapshot.digest)).toMatchObject({ recovered: true });
     expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
-    await (await coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_030))).release();
+    await (await acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_030))).release();
   });
 
   // One test each way: each stands alone, with its own dead owner.
@@ -200,7 +201,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
         expect(outcome).toMatchObject({ message: 'recovered' });
         expect(crossings).toBe(3);
         expect(serviceFences(place.stateHome, root)).toEqual([]);
-        expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+        expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
       }
     });
   }
@@ -217,7 +218,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
     expect(serviceFences(place.stateHome, root)).toEqual(['registry row', "checkout.lock (a registration's)"]);
     expect(readFileSync(places.registryLock).equals(lockBytes)).toBe(true);
     expect(journalRecords(place.stateHome)).toHaveLength(1);
-    expect(coordinationOf(place, root).inspect().status).toBe('unavailable');
+    expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('unavailable');
     // The operator made sure that process is gone, and removed its lock (as `leasehold doctor` says).
     rmSync(places.registryLock);
     await finishRecovery(place, root);
@@ -271,7 +272,7 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
 
       // The new digest is the one to confirm.
       expect(await recoverWith(place, root, fresh)).toMatchObject({ recovered: true });
-      expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+      expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
     });
   }
 
@@ -311,8 +312,8 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
     {
       name: "another workspace's row added (a live owner, this process) and another's added and removed",
       make: async (place: TestPlace) => {
-        await coordinationOf(place, makeWorkspace(place, 'other')).acquire(OWNER_CONFIG, loopbackEndpoint(45_020));
-        await (await coordinationOf(place, makeWorkspace(place, 'third')).acquire(OWNER_CONFIG, loopbackEndpoint(45_021))).release();
+        await acquireWorkspace(coordinationOf(place, makeWorkspace(place, 'other')), OWNER_CONFIG, loopbackEndpoint(45_020));
+        await (await acquireWorkspace(coordinationOf(place, makeWorkspace(place, 'third')), OWNER_CONFIG, loopbackEndpoint(45_021))).release();
       },
     },
   ];
@@ -329,7 +330,7 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
         if (granted === undefined) expect(await recoverWith(place, root, digest)).toMatchObject({ recovered: true });
         else await granted.release(() => {});
         expect(serviceFences(place.stateHome, root)).toEqual([]);
-        expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+        expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
         // The other rows are exactly as they were.
         expect(rows()).toEqual(others);
         await cleanUp();
@@ -443,7 +444,7 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
       calls += 1;
     });
     expect(calls).toBe(Object.keys(REMAINING_AFTER).length);
-    expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+    expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
     const after = stateListing(place.stateHome);
     expect(await codeOfAsync(granted.release(() => {}))).toBe('consumed-grant');
     expect(stateListing(place.stateHome)).toEqual(after);
@@ -465,9 +466,9 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
       expect(calls, label).toBe(failAt);
       expect(serviceFences(place.stateHome, root), label).toEqual(REMAINING_AFTER[failAt]);
       expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), `${label}: the checkout lock goes last`).toBe(true);
-      expect(['absent', 'stopped'], label).not.toContain(coordinationOf(place, root).inspect().status);
+      expect(['absent', 'stopped'], label).not.toContain(inspectWorkspace(coordinationOf(place, root)).status);
       if (failAt === 1) expect(stateListing(place.stateHome), 'nothing written').toEqual(before);
-      expect(await codeOfAsync(coordinationOf(place, root).acquire(OWNER_CONFIG, loopbackEndpoint(45_030))), label).not.toBe('no error');
+      expect(await codeOfAsync(acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_030))), label).not.toBe('no error');
       await finishRecovery(place, root, label);
     });
   }
@@ -479,7 +480,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
     expect(outcome).toMatchObject({ message: 'completed' });
     expect(calls).toBe(6);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
-    expect(coordinationOf(place, root).inspect().status).toBe('stopped');
+    expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
   });
 
   for (const how of ['remove', 'rewrite'] as const) {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MutationStep } from '@leasehold/private-files';
+import { acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import {
   caughtErrors,
   cleanUp,
@@ -156,7 +157,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     expectNoSecret(leftovers, secrets, 'a file left under the state home');
 
     const coordination = coordinationOf(place, root);
-    expect(coordination.inspect().status).toBe('stopped');
-    await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
+    expect(inspectWorkspace(coordination).status).toBe('stopped');
+    await (await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT)).release();
   });
 });

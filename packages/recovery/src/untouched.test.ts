@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Checkout } from '@leasehold/coordination';
+import { Checkout, acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
 import { cleanUp, loopbackEndpoint, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
 import {
   FIXTURE_MODULES,
@@ -41,14 +41,14 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     await messageOf(deadTool, 'held');
     expect(await killAndReap(deadTool)).toMatchObject({ signal: 'SIGKILL' });
     const strayCoordination = coordinationOf(place, stray);
-    await (await strayCoordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_010))).release();
+    await (await acquireWorkspace(strayCoordination, OWNER_CONFIG, loopbackEndpoint(45_010))).release();
     writeByHand(join(handPlaces(place.stateHome, stray).privateRoot, 'notes.txt'), 'left here by hand\n');
     const heldCoordination = coordinationOf(place, held);
-    const heldLease = await heldCoordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+    const heldLease = await acquireWorkspace(heldCoordination, OWNER_CONFIG, PARENT_ENDPOINT);
 
     expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
     expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
-    expect(strayCoordination.inspect().status).toBe('unavailable');
+    expect(inspectWorkspace(strayCoordination).status).toBe('unavailable');
     const heldRow = rowsOf(place.stateHome).find((row) => row.root === held);
     expect(heldRow).toMatchObject({ pid: process.pid, endpoint: PARENT_ENDPOINT });
 
@@ -65,7 +65,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
         deadPlaces.ownerLock,
         deadPlaces.capability,
         deadPlaces.checkoutLock,
-      ]).toContain(fence.path);
+      ]).toContain(fence.where);
     }
     expect(snapshot.holders).toHaveLength(1);
     expect(snapshot.holders[0]?.status).toBe('absent');
@@ -90,15 +90,15 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     // roots.json changed only by losing the dead owner's row: the live owner's row is exactly as it was.
     expect(rowsOf(place.stateHome)).toEqual([heldRow]);
     heldLease.assert();
-    expect(heldCoordination.inspect()).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, phase: 'idle' } });
+    expect(inspectWorkspace(heldCoordination)).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, phase: 'idle' } });
     expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
     expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
-    expect(strayCoordination.inspect().status).toBe('unavailable');
+    expect(inspectWorkspace(strayCoordination).status).toBe('unavailable');
 
     // The recovered workspace is free again; the held one still is its owner's.
-    expect(coordination.inspect().status).toBe('stopped');
-    await (await coordination.acquire(OWNER_CONFIG, loopbackEndpoint(45_011))).release();
+    expect(inspectWorkspace(coordination).status).toBe('stopped');
+    await (await acquireWorkspace(coordination, OWNER_CONFIG, loopbackEndpoint(45_011))).release();
     await heldLease.release();
-    expect(heldCoordination.inspect().status).toBe('stopped');
+    expect(inspectWorkspace(heldCoordination).status).toBe('stopped');
   });
 });

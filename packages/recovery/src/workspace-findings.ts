@@ -7,7 +7,7 @@ import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import type { Finding } from './findings.js';
 import { outlivingProgram } from './outliving-program.js';
 import { recoverySnapshot } from './recover.js';
-import { holderOf, holdsWorkspace, sameHolder, type RecoveryState } from './recovery-state.js';
+import { holderOf, holdsWorkspace, sameHolder, type FileRecoveryView } from './recovery-state.js';
 import { rootExists } from './root-exists.js';
 
 // The findings of one workspace: its files read one by one, then its owner's fences or a plain
@@ -83,7 +83,7 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
     plainCheckout(diagnosis, read);
     return;
   }
-  let state: RecoveryState | undefined;
+  let state: FileRecoveryView | undefined;
   if (read.problems.length === 0 && registryReadable) {
     const options = { stateHome: diagnosis.stateHome, sweepStaging: false, ...(diagnosis.hooks === undefined ? {} : { hooks: diagnosis.hooks }) };
     state = diagnosis.guarded(
@@ -100,16 +100,16 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
  * a snapshot (a file above stops recovery from reading), the holders named
  * by the row, a registration that is not stopped and a companion. True when it reported one.
  */
-function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: string, state: RecoveryState | undefined): boolean {
+function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: string, state: FileRecoveryView | undefined): boolean {
   const deleted = read.row !== undefined && !rootExists(root);
   let holders: { holder: Holder; status: OwnerStatus; path: string }[];
-  let remaining: { kind: string; path: string }[] = [];
+  let remaining: { kind: string; where: string }[] = [];
   if (state !== undefined) {
     remaining = state.fences.filter(holdsWorkspace);
     holders = state.holders.map(({ holder, status }) => ({
       holder,
       status,
-      path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.path ?? read.paths.service,
+      path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.where ?? read.paths.service,
     }));
     if (state.clear && !deleted) return false;
     if (plainToolOnly(read, remaining)) return false;
@@ -169,7 +169,7 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
   const kinds = state === undefined ? [] : remaining.map((fence) => fence.kind);
   diagnosis.add({
     kind: 'dead-owner',
-    path: remaining[0]?.path ?? first?.path ?? read.paths.service,
+    path: remaining[0]?.where ?? first?.path ?? read.paths.service,
     workspace: root,
     problem:
       state === undefined

@@ -2,8 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { OwnerConfig } from '@leasehold/contracts';
-import { ServiceCoordination, workspacePlaces, type WorkspacePlaces } from '@leasehold/coordination';
+import type { OwnerConfig, RecoveryResult } from '@leasehold/contracts';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, workspacePlaces, type Workspace, type WorkspacePlaces } from '@leasehold/coordination';
 import type { MutationStep, PrivateFilesHooks } from '@leasehold/private-files';
 import {
   codeOfAsync,
@@ -25,8 +25,8 @@ import {
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant, type RecoveryOutcome } from '../src/recover.js';
-import type { RecoveryState } from '../src/recovery-state.js';
+import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant } from '../src/recover.js';
+import type { FileRecoveryView } from '../src/recovery-state.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
@@ -50,8 +50,8 @@ export const PARENT_ENDPOINT = loopbackEndpoint(45_002);
 const grant = (): void => {};
 
 /** The coordination the test process uses for `root` (no hooks; a short lock wait, since a live holder is never waited for). */
-export function coordinationOf(place: TestPlace, root: string): ServiceCoordination {
-  return new ServiceCoordination(root, { stateHome: place.stateHome, lockWaitMs: 200 });
+export function coordinationOf(place: TestPlace, root: string): Workspace {
+  return openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 200 });
 }
 
 /** The error `action` throws or rejects with (the test fails when it does not). */
@@ -189,12 +189,12 @@ export async function liveOwner(place: TestPlace, root: string): Promise<Spawned
 // ---- Recovery as an operator runs it. ----
 
 /** `recoverySnapshot` of `root` in the test's state home. */
-export function snapshotOf(place: TestPlace, root: string): RecoveryState {
+export function snapshotOf(place: TestPlace, root: string): FileRecoveryView {
   return recoverySnapshot(root, { stateHome: place.stateHome });
 }
 
 /** `recover` of `root` in the test's state home with `digest`, authority granted. */
-export function recoverWith(place: TestPlace, root: string, digest: string, options: { hooks?: PrivateFilesHooks } = {}): Promise<RecoveryOutcome> {
+export function recoverWith(place: TestPlace, root: string, digest: string, options: { hooks?: PrivateFilesHooks } = {}): Promise<RecoveryResult> {
   return recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: grant, ...options });
 }
 
@@ -215,9 +215,9 @@ export async function finishRecovery(place: TestPlace, root: string, label = roo
   expect(await recoverWith(place, root, snapshot.digest), label).toMatchObject({ recovered: true });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), label).toBe(false);
-  expect(['absent', 'stopped'], label).toContain(coordination.inspect().status);
-  await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
-  expect(coordination.inspect().status, label).toBe('stopped');
+  expect(['absent', 'stopped'], label).toContain(inspectWorkspace(coordination).status);
+  await (await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT)).release();
+  expect(inspectWorkspace(coordination).status, label).toBe('stopped');
 }
 
 // ---- What a dead writer left, judged by hand (docs/persistence.md, "Crash safety"). ----
@@ -253,7 +253,7 @@ function expectedAcquireCode(place: TestPlace, root: string): string {
 export async function judgeFenced(place: TestPlace, root: string, label: string): Promise<string> {
   const coordination = coordinationOf(place, root);
   const fences = serviceFences(place.stateHome, root);
-  const inspected = coordination.inspect().status;
+  const inspected = inspectWorkspace(coordination).status;
   if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspected);
   const registryFolder = dirname(handPlaces(place.stateHome, root).registryLock);
   if (namesIn(registryFolder).some((name) => name === 'registry.lock' || name.startsWith('takeover-'))) return inspected;
@@ -261,7 +261,7 @@ export async function judgeFenced(place: TestPlace, root: string, label: string)
   if (fences.length > 0) expect(expected, `${label}: fences ${fences.join(', ')}`).not.toBe('no error');
   if (expected === 'no error') return inspected;
   const before = listingOutsideStaging(place.stateHome);
-  const code = await codeOfAsync(coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT));
+  const code = await codeOfAsync(acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT));
   expect(code, `${label}: acquire with fences ${fences.join(', ')}`).toBe(expected);
   expect(listingOutsideStaging(place.stateHome), `${label}: the refused acquire changed the state`).toEqual(before);
   return inspected;

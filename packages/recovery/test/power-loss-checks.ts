@@ -1,11 +1,11 @@
 // The checks on one state a power loss may leave, with the real library (docs/persistence.md,
 // "Crash safety"): the state is written to disk, then recovered and acquired for real, and
 // every invariant it breaks is answered rather than thrown.
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, inspectWorkspace, openWorkspace } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
 import { codeOfAsync, materialise, serviceFences, type Tree } from '@leasehold/test-utils';
 import { recover, recoverySnapshot } from '../src/recover.js';
-import type { RecoveryState } from '../src/recovery-state.js';
+import type { FileRecoveryView } from '../src/recovery-state.js';
 import { OWNER_CONFIG, PARENT_ENDPOINT } from './helpers.js';
 import type { Case } from './power-loss.js';
 import { clashingRows, effectWithoutRecord, fencesIn } from './power-loss-tree-reads.js';
@@ -49,7 +49,7 @@ export async function checkState(where: Case, state: Tree, recoveryOf?: Tree): P
   const fenced = where.roots.map((root) => fencesIn(state, stateHome, root));
   const inspected = where.roots.map((root, index) => {
     const fences = fenced[index]!;
-    const status = new ServiceCoordination(root, { stateHome }).inspect().status;
+    const status = inspectWorkspace(openWorkspace(root, { stateHome })).status;
     if (fences.length > 0 && (status === 'absent' || status === 'stopped')) broken.push(`${root}: inspect answered ${status} with ${fences.join(', ')}`);
     return status;
   });
@@ -68,9 +68,9 @@ export async function checkState(where: Case, state: Tree, recoveryOf?: Tree): P
 
 /** While a fence of `root` remains, a new owner's acquire is refused (docs/persistence.md, "Crash safety"); answers how ('refused: <code>'), or 'acquired'. */
 async function refusedAcquire(stateHome: string, root: string, fences: readonly string[], broken: string[]): Promise<string> {
-  let lease: Awaited<ReturnType<ServiceCoordination['acquire']>> | undefined;
+  let lease: Awaited<ReturnType<typeof acquireWorkspace>> | undefined;
   const code = await codeOfAsync(async () => {
-    lease = await new ServiceCoordination(root, { stateHome }).acquire(OWNER_CONFIG, PARENT_ENDPOINT);
+    lease = await acquireWorkspace(openWorkspace(root, { stateHome }), OWNER_CONFIG, PARENT_ENDPOINT);
   });
   if (lease === undefined) return `refused: ${code}`;
   broken.push(`${root}: a new acquire succeeded with ${fences.join(', ')}`);
@@ -80,7 +80,7 @@ async function refusedAcquire(stateHome: string, root: string, fences: readonly 
 
 /** The snapshot, then `recover` with its digest: recovered or clear, and nothing fencing the root after it. */
 async function recovered(stateHome: string, root: string, broken: string[]): Promise<string> {
-  let snapshot: RecoveryState;
+  let snapshot: FileRecoveryView;
   try {
     snapshot = recoverySnapshot(root, { stateHome });
   } catch (error) {
@@ -97,20 +97,20 @@ async function recovered(stateHome: string, root: string, broken: string[]): Pro
   }
   const left = serviceFences(stateHome, root);
   if (left.length > 0) broken.push(`${root}: fences left after recovery: ${left.join(', ')}`);
-  const status = new ServiceCoordination(root, { stateHome }).inspect().status;
+  const status = inspectWorkspace(openWorkspace(root, { stateHome })).status;
   if (status !== 'absent' && status !== 'stopped') broken.push(`${root}: inspect answered ${status} after recovery`);
   return snapshot.clear ? 'clear' : 'recovered';
 }
 
 /** A fresh acquire by this process, released: the root is `stopped` after it. */
 async function reacquired(stateHome: string, root: string, broken: string[]): Promise<void> {
-  const coordination = new ServiceCoordination(root, { stateHome });
+  const coordination = openWorkspace(root, { stateHome });
   try {
-    await (await coordination.acquire(OWNER_CONFIG, PARENT_ENDPOINT)).release();
+    await (await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT)).release();
   } catch (error) {
     broken.push(`${root}: a fresh acquire and release failed (${failureOf(error)})`);
     return;
   }
-  const status = coordination.inspect().status;
+  const status = inspectWorkspace(coordination).status;
   if (status !== 'stopped') broken.push(`${root}: inspect answered ${status} after a fresh acquire and release`);
 }

@@ -5,7 +5,7 @@
 // Usage: node acquirer.mjs '<plan as JSON>' ({ workspace, stateHome, config, endpoint, lockWaitMs? }).
 import { writeSync } from 'node:fs';
 import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, openWorkspace } from '@leasehold/coordination';
 
 const plan = JSON.parse(process.argv[2]);
 
@@ -13,13 +13,13 @@ function say(message) {
   writeSync(1, `${JSON.stringify(message)}\n`);
 }
 
-const coordination = new ServiceCoordination(plan.workspace, {
+const workspace = openWorkspace(plan.workspace, {
   stateHome: plan.stateHome,
   ...(plan.lockWaitMs === undefined ? {} : { lockWaitMs: plan.lockWaitMs }),
 });
 let lease;
 try {
-  lease = await coordination.acquire(plan.config, plan.endpoint);
+  lease = await acquireWorkspace(workspace, plan.config, plan.endpoint);
 } catch (error) {
   if (!ContractError.is(error)) throw error;
   say({ acquire: error.code, message: error.message });

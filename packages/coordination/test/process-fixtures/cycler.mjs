@@ -6,7 +6,7 @@
 // Usage: node cycler.mjs '<plan as JSON>' (see CyclerPlan in ../../src/readers.test.ts).
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, openWorkspace } from '@leasehold/coordination';
 
 const plan = JSON.parse(process.argv[2]);
 
@@ -15,12 +15,12 @@ function say(message) {
 }
 
 const input = createInterface({ input: process.stdin });
-const coordination = new ServiceCoordination(plan.workspace, { stateHome: plan.stateHome, lockWaitMs: plan.lockWaitMs });
+const workspace = openWorkspace(plan.workspace, { stateHome: plan.stateHome, lockWaitMs: plan.lockWaitMs });
 say({ ready: true });
 for await (const line of input) if (line === 'go') break;
 input.close();
 for (let iteration = 1; iteration <= plan.iterations; iteration += 1) {
-  const lease = await coordination.acquire(plan.config, plan.endpoint);
+  const lease = await acquireWorkspace(workspace, plan.config, plan.endpoint);
   lease.assert();
   await lease.release();
   say({ iteration });

@@ -9,7 +9,7 @@
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { ContractError } from '@leasehold/contracts';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, openWorkspace } from '@leasehold/coordination';
 
 const plan = JSON.parse(process.argv[2]);
 
@@ -27,7 +27,7 @@ async function waitFor(expected) {
   }
 }
 
-const coordination = new ServiceCoordination(plan.workspace, {
+const workspace = openWorkspace(plan.workspace, {
   stateHome: plan.stateHome,
   ...(plan.lockWaitMs === undefined ? {} : { lockWaitMs: plan.lockWaitMs }),
 });
@@ -35,7 +35,7 @@ say({ ready: true });
 await waitFor('go');
 let lease;
 try {
-  lease = await coordination.acquire(plan.config, plan.endpoint);
+  lease = await acquireWorkspace(workspace, plan.config, plan.endpoint);
 } catch (error) {
   if (!ContractError.is(error)) throw error;
   say({ outcome: error.code, message: error.message });

@@ -11,7 +11,7 @@
 //
 // Usage: node stepper.mjs '<plan as JSON>' (see StepperPlan in ../process-helpers.ts).
 import { writeSync } from 'node:fs';
-import { ServiceCoordination } from '@leasehold/coordination';
+import { acquireWorkspace, openWorkspace } from '@leasehold/coordination';
 import { readLineSync } from '@leasehold/test-utils';
 
 const plan = JSON.parse(process.argv[2]);
@@ -46,12 +46,12 @@ const hooks = {
   },
 };
 
-const coordination = new ServiceCoordination(plan.workspace, {
+const workspace = openWorkspace(plan.workspace, {
   stateHome: plan.stateHome,
   hooks,
   ...(plan.lockWaitMs === undefined ? {} : { lockWaitMs: plan.lockWaitMs }),
 });
-const lease = await coordination.acquire(plan.config, plan.endpoint);
+const lease = await acquireWorkspace(workspace, plan.config, plan.endpoint);
 if (plan.during === 'acquire' && !stopped) {
   say({ missed: true });
   process.exit(1);
