@@ -153,6 +153,8 @@ function processesNaming(marker: string): string[] {
     .filter((commandLine) => commandLine.includes(marker));
 }
 
+/** A figure or count of results.json: its id, and fields the assertions check one by one. */
+type Row = { id: string } & Record<string, unknown>;
 const isNumber = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
 
 // One quick run serves every test below (it takes seconds to tens of seconds).
@@ -178,7 +180,7 @@ describe('pnpm bench --quick', () => {
     const result = JSON.parse(readFileSync(jsonPath, 'utf8'));
     expect(result.schema).toBe('leasehold.bench/2');
     expect(result.settings.quick).toBe(true);
-    const figures = new Map<string, Record<string, unknown>>(result.figures.map((figure: { id: string }) => [figure.id, figure]));
+    const figures = new Map<string, Row>(result.figures.map((figure: { id: string }) => [figure.id, figure]));
     expect([...figures.keys()].sort()).toEqual([...FIGURES].sort());
     for (const figure of figures.values()) {
       expect(isNumber(figure.median), `${figure.id} median`).toBe(true);
@@ -205,7 +207,7 @@ describe('pnpm bench --quick', () => {
     for (const row of COMMAND_ROWS) expect(stdout).toContain(row);
     const { command } = result;
     expect(command.figures.map((figure: { id: string }) => figure.id)).toEqual(COMMAND_FIGURES);
-    for (const figure of command.figures) {
+    for (const figure of command.figures as Row[]) {
       expect(isNumber(figure.ratio), `${figure.id} ratio`).toBe(true);
       expect(figure.samples, `${figure.id} samples`).toBe(command.rounds);
     }
@@ -222,7 +224,7 @@ describe('pnpm bench --quick', () => {
     for (const key of ['busy', 'failed', 'churnMs']) expect(isNumber(availability[key]), key).toBe(true);
     expect(isNumber(availability.inspect.median)).toBe(true);
 
-    const counts = new Map<string, Record<string, unknown>>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
+    const counts = new Map<string, Row>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
     expect([...counts.keys()].sort()).toEqual([...FSYNC_COUNTS].sort());
     for (const count of counts.values()) {
       for (const key of ['file', 'folder', 'total', 'publications', 'unsynced', 'previousRelease']) expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
@@ -280,7 +282,7 @@ describe('pnpm bench --quick', () => {
     expect(etcd.rounds).toBe(result.settings.rounds);
     expect(isNumber(etcd.durationMs)).toBe(true);
     expect(etcd.figures.map((figure: { id: string }) => figure.id)).toEqual(ETCD_FIGURES);
-    for (const figure of etcd.figures) {
+    for (const figure of etcd.figures as Row[]) {
       expect(isNumber(figure.ratio), `${figure.id} ratio`).toBe(true);
       expect(figure.samples, `${figure.id} samples`).toBe(etcd.rounds);
       expect(figure.target, `${figure.id} target`).toBeNull();

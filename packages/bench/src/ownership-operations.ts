@@ -15,7 +15,7 @@ const SCALES = [1, 64, 256] as const;
 export interface OwnershipSuite {
   readonly operations: Operation[];
   /** Releases the held leases and locks. */
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 /** What a cycle acquires: a lease it then releases. */

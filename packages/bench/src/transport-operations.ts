@@ -15,7 +15,7 @@ export interface TransportSuite {
   /** The owner's workspace and state home: it serves until `close`. */
   readonly owner: { readonly workspace: string; readonly stateHome: string };
   /** Stops the owner (a clean release) and closes the bare server. */
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 /** One GET with node's default agent, as `connect` makes them; resolves with the status once the body is read. */

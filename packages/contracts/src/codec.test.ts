@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -165,7 +166,7 @@ describe('encode', () => {
       10n,
       { big: 10n },
     ]) {
-      expect(codeOf(() => encode(value)), String(value)).toBe('refused');
+      expect(codeOf(() => encode(value)), inspect(value)).toBe('refused');
     }
   });
 

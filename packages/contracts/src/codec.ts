@@ -24,7 +24,7 @@ function canonical(value: unknown, depth: number): string {
     // Array.from visits holes too (map skips them, and join would then write `[1,,2]`).
     return `[${Array.from(value, (item) => (item === undefined ? refuseUndefined() : canonical(item, depth + 1))).join(',')}]`;
   }
-  const prototype = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  const prototype: unknown = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
   if (prototype !== Object.prototype && prototype !== null) {
     throw new ContractError('refused', 'encode: not a plain JSON value');
   }

@@ -132,7 +132,7 @@ export async function acquireWorkspace(
     if (whole === undefined) throw error;
     return new OwnerLease(workspace, registration, whole);
   }
-  return new OwnerLease(workspace, registration, { ...snapshotsOf(state), ...owned } as Required<FileSnapshots>);
+  return new OwnerLease(workspace, registration, { ...snapshotsOf(state), ...owned });
 }
 
 /**

@@ -68,7 +68,7 @@ interface Case {
   readonly bases: readonly Base[];
   /** The path the refusal must name: the file or folder that breaks the rule. */
   readonly where: (places: WorkspacePlaces) => string;
-  breakState(broken: Broken): void;
+  breakState: (broken: Broken) => void;
 }
 
 const BOTH: readonly Base[] = ['live', 'stopped'];

@@ -15,7 +15,7 @@ const authOf = (user: EtcdUser): EtcdAuth => ({ username: user.name, password: u
 
 const opened: { close(): void | Promise<void> }[] = [];
 afterEach(async () => {
-  await Promise.all(opened.splice(0).map((one) => one.close()));
+  await Promise.all(opened.splice(0).map((one) => Promise.resolve(one.close())));
 });
 afterAll(cleanUp);
 

@@ -54,7 +54,7 @@ export function rawClient(endpoints: readonly string[]): EtcdClient {
 }
 
 export async function closeAll(): Promise<void> {
-  await Promise.all(opened.splice(0).map((one) => one.close()));
+  await Promise.all(opened.splice(0).map((one) => Promise.resolve(one.close())));
 }
 
 /** The first of these messages the child prints, as `[key, value]`. */

@@ -52,6 +52,7 @@ function secretForms(capability: string, fileBytes: Uint8Array): string[] {
 function renderingsOf(error: unknown): string[] {
   const shown: string[] = [];
   for (let current: unknown = error, depth = 0; current !== undefined && depth < 8; depth += 1) {
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- String() of any value is one of the texts checked
     shown.push(String(current), JSON.stringify(current) ?? '', inspect(current, { depth: 8, showHidden: true }));
     if (current instanceof Error) {
       shown.push(current.message, current.stack ?? '');

@@ -97,7 +97,7 @@ export class Transaction implements RegistryTransaction {
     // lock: a caller that found its write took effect anyway (only the fsync failed) goes on.
     this.#refresh();
     this.#files.assert(this.#layout.registryLock, this.#lock);
-    this.#files.assert(this.#layout.roots, this.#roots!, REGISTRY_BYTES);
+    this.#files.assert(this.#layout.roots, this.#roots, REGISTRY_BYTES);
   }
 
   /**

@@ -350,10 +350,10 @@ describe('a lease lost while stopping', () => {
  * loss reaches serveOwner only through the interface (`watch`, `assert`), the
  * files stay exactly as the owner left them.
  */
-function revocable(place: Place): { ownership: Ownership; revoke: (error: unknown) => void; held: () => OwnershipLease | undefined } {
+function revocable(place: Place): { ownership: Ownership; revoke: (error: Error) => void; held: () => OwnershipLease | undefined } {
   const files = filesOf(place);
   const watchers = new Set<(error: unknown) => void>();
-  let revoked: unknown;
+  let revoked: Error | undefined;
   let held: OwnershipLease | undefined;
   const ownership: Ownership = {
     ...files,
@@ -384,7 +384,7 @@ function revocable(place: Place): { ownership: Ownership; revoke: (error: unknow
       };
     },
   };
-  const revoke = (error: unknown) => {
+  const revoke = (error: Error) => {
     revoked = error;
     for (const onLost of [...watchers]) onLost(error);
     watchers.clear();

@@ -93,10 +93,10 @@ for (const method of ['log', 'info', 'warn', 'error', 'debug', 'trace'] as const
 }
 for (const stream of [process.stdout, process.stderr]) {
   const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
-  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+  stream.write = (chunk: unknown, ...rest: unknown[]) => {
     seen.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8'));
     return write(chunk, ...rest);
-  }) as typeof stream.write;
+  };
 }
 
 const closers: (() => Promise<void>)[] = [];
