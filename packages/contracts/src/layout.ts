@@ -12,8 +12,11 @@ const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 export const STAGING_FOLDER = '.staging';
 /** The namespace folder below a state home; every file of the ownership protocol lives under it. */
 export const NAMESPACE_FOLDER = 'v1';
+const REGISTRY_FOLDER = 'registry';
+const JOURNAL_FOLDER = 'journal';
+const WORKSPACES_FOLDER = 'workspaces';
 /** The only names allowed in the namespace folder `<stateHome>/v1` (besides the staging folder). */
-export const NAMESPACE_ENTRIES = ['registry', 'journal', 'workspaces'] as const;
+export const NAMESPACE_ENTRIES = [REGISTRY_FOLDER, JOURNAL_FOLDER, WORKSPACES_FOLDER] as const;
 /** A take-over marker in the registry folder: `takeover-<token of the lock or marker it takes over>.lock`. */
 export const TAKEOVER_MARKER = new RegExp(`^takeover-${UUID}\\.lock$`);
 const REGISTRY_FILES = { format: 'format.json', roots: 'roots.json', lock: 'registry.lock' } as const;
@@ -86,7 +89,7 @@ function checkedPath(path: string, label: string): string {
 export function stateHomeLayout(stateHome: string): StateHomeLayout {
   checkedPath(stateHome, 'state home');
   const namespace = join(stateHome, NAMESPACE_FOLDER);
-  const registry = join(namespace, 'registry');
+  const registry = join(namespace, REGISTRY_FOLDER);
   return {
     stateHome,
     namespace,
@@ -95,8 +98,8 @@ export function stateHomeLayout(stateHome: string): StateHomeLayout {
     registryFormat: join(registry, REGISTRY_FILES.format),
     roots: join(registry, REGISTRY_FILES.roots),
     registryLock: join(registry, REGISTRY_FILES.lock),
-    journal: join(namespace, 'journal'),
-    workspaces: join(namespace, 'workspaces'),
+    journal: join(namespace, JOURNAL_FOLDER),
+    workspaces: join(namespace, WORKSPACES_FOLDER),
   };
 }
 
