@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess } from '@leasehold/coordination';
 import { PrivateFiles, type MutationStep } from '@leasehold/private-files';
 import { fileRecovery } from '@leasehold/recovery';
-import { Registry, currentProcess, stateHomeLayout } from '@leasehold/registry';
-import type { Reservation } from '@leasehold/contracts';
+import { Registry, currentProcess } from '@leasehold/registry';
+import { stateHomeLayout, type Reservation } from '@leasehold/contracts';
 import { PROVED_FSYNCS, fsyncBounds, type PowerLossProtocol } from '@leasehold/test-utils';
 import { CONFIG, boundEndpoint, documentBytes, type BenchPlace } from './fixtures.js';
 

@@ -1,7 +1,6 @@
-import { ContractError, recoverRemedy, sha256, type Reservation } from '@leasehold/contracts';
+import { ContractError, recoverRemedy, sha256, type Reservation, type WorkspacePlaces } from '@leasehold/contracts';
 import { describeHolder, ownerStatus } from '@leasehold/private-files';
 import type { RegistryTransaction } from '@leasehold/registry';
-import type { WorkspacePlaces } from './places.js';
 import { readDocument, type ServiceState } from './service-state.js';
 import type { Workspace } from './workspace.js';
 

@@ -7,6 +7,7 @@ import {
   encode,
   recoverRemedy,
   type CheckoutLock,
+  type WorkspacePlaces,
 } from '@leasehold/contracts';
 import {
   currentProcess,
@@ -17,7 +18,6 @@ import {
   type OwnerStatus,
   type PrivateFiles,
 } from '@leasehold/private-files';
-import type { WorkspacePlaces } from './places.js';
 import { checkServiceState, readServiceState } from './service-state.js';
 import { openWorkspace, type CoordinationOptions, type Workspace } from './workspace.js';
 

@@ -1,10 +1,9 @@
-import { join } from 'node:path';
-import { decodeBytes, serviceFormatSchema, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
+import { PRIVATE_ROOT_NAME, decodeBytes, privateRootPlaces, serviceFormatSchema, stateHomeLayout, workspacePlaces, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
 import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
-import { Registry, stateHomeLayout } from '@leasehold/registry';
+import { Registry } from '@leasehold/registry';
 import { acquireWorkspace } from './acquisition.js';
 import type { OwnerLease } from './owner-lease.js';
-import { PRIVATE_ROOT_NAME, defaultStateHome, workspacePlaces } from './places.js';
+import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
 import { openWorkspace, registryOptionsOf, type CoordinationOptions } from './workspace.js';
@@ -48,7 +47,7 @@ function knownRoots(stateHome: string): string[] {
   const layout = stateHomeLayout(stateHome);
   const files = new PrivateFiles(layout.namespace);
   const roots = files.entries(layout.workspaces, [PRIVATE_ROOT_NAME]).flatMap((name) => {
-    const path = join(layout.workspaces, name, 'service', 'format.json');
+    const path = privateRootPlaces(stateHome, name).format;
     const snapshot = files.read(path, FILE_BYTES.format);
     return snapshot === undefined ? [] : [decodeBytes(serviceFormatSchema, snapshot.bytes, FILE_BYTES.format, path).root];
   });

@@ -43,8 +43,6 @@ describe('the public entry point', () => {
       'OwnerSummary',
       'Ownership',
       'OwnershipLease',
-      'PRIVATE_ROOT_ENTRIES',
-      'PRIVATE_ROOT_NAME',
       'Phase',
       'PrivateFiles',
       'PrivateFilesHooks',
@@ -52,14 +50,11 @@ describe('the public entry point', () => {
       'Registry',
       'Releaser',
       'Reservation',
-      'SERVICE_ENTRIES',
       'SERVICE_FILES',
       'ServiceFile',
       'ServiceFormat',
       'ServiceState',
-      'StateHomeLayout',
       'Workspace',
-      'WorkspacePlaces',
       'acquireWorkspace',
       'assertFiles',
       'defaultStateHome',
@@ -74,7 +69,6 @@ describe('the public entry point', () => {
       'snapshotsOf',
       'workspaceConfiguration',
       'workspaceLocalAccess',
-      'workspacePlaces',
     ]);
   });
 

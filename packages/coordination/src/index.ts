@@ -30,19 +30,11 @@ export type {
   PrivateFiles,
   PrivateFilesHooks,
 } from '@leasehold/private-files';
-export type { Registry, StateHomeLayout } from '@leasehold/registry';
+export type { Registry } from '@leasehold/registry';
 export { acquireWorkspace } from './acquisition.js';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
 export { OwnerLease } from './owner-lease.js';
-export {
-  PRIVATE_ROOT_ENTRIES,
-  PRIVATE_ROOT_NAME,
-  SERVICE_ENTRIES,
-  defaultStateHome,
-  resolveWorkspace,
-  workspacePlaces,
-  type WorkspacePlaces,
-} from './places.js';
+export { defaultStateHome, resolveWorkspace } from './places.js';
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';
 export { initializeWorkspace } from './service-folder.js';

@@ -2,9 +2,9 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NAMESPACE_ENTRIES, stateHomeLayout } from '@leasehold/registry';
+import { NAMESPACE_ENTRIES, PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, stateHomeLayout, workspacePlaces } from '@leasehold/contracts';
 import { bytesOf, cleanUp, codeOf, handPlaces, makePlace, sha256Hex } from '@leasehold/test-utils';
-import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, defaultStateHome, resolveWorkspace, workspacePlaces } from './index.js';
+import { defaultStateHome, resolveWorkspace } from './index.js';
 
 afterEach(cleanUp);
 

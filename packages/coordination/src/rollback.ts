@@ -1,4 +1,4 @@
-import { ContractError, sha256, type Reservation } from '@leasehold/contracts';
+import { ContractError, SERVICE_FILE_NAMES, sha256, type Reservation } from '@leasehold/contracts';
 import type { FileSnapshot } from '@leasehold/private-files';
 import type { RegistryTransaction } from '@leasehold/registry';
 import { FILE_BYTES, type ServiceFile } from './service-state.js';
@@ -56,8 +56,8 @@ export class Rollback {
       if (format === undefined || config === undefined || (hostConfig !== undefined && hostConfig.identity !== policyIdentity)) {
         throw new ContractError('conflict', `${service}: not the folder this acquire published`);
       }
-      const expected: Record<string, FileSnapshot> = { 'format.json': format, 'config.json': config };
-      if (hostConfig !== undefined) expected['host-config.json'] = hostConfig;
+      const expected: Record<string, FileSnapshot> = { [SERVICE_FILE_NAMES.format]: format, [SERVICE_FILE_NAMES.config]: config };
+      if (hostConfig !== undefined) expected[SERVICE_FILE_NAMES.hostConfig] = hostConfig;
       (transaction?.writer ?? this.#workspace.files).removeFolder(service, expected, FILE_BYTES.format);
     });
   }

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { encode, type Registration } from '@leasehold/contracts';
+import { encode, type Registration, type WorkspacePlaces } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, rewriteJson, sha256Hex, type TestPlace } from '@leasehold/test-utils';
@@ -16,7 +16,7 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type Workspace, type WorkspacePlaces } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { chmodSync, cpSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { ContractError, encode, type Reservation } from '@leasehold/contracts';
+import { ContractError, encode, type Reservation, type WorkspacePlaces } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, replaceFile, rewriteJson, type TestPlace } from '@leasehold/test-utils';
@@ -17,7 +17,7 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type OwnerLease, type Workspace, type WorkspacePlaces } from './index.js';
+import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type OwnerLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 

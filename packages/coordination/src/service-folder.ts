@@ -1,4 +1,4 @@
-import { ContractError, decode, encode, ownerConfigSchema, recoverRemedy, sha256, type OwnerConfig } from '@leasehold/contracts';
+import { ContractError, SERVICE_FILE_NAMES, decode, encode, ownerConfigSchema, recoverRemedy, sha256, type OwnerConfig } from '@leasehold/contracts';
 import { ownerStatus, type FileSnapshot } from '@leasehold/private-files';
 import type { GuardedWriter } from '@leasehold/registry';
 import { FILE_BYTES, bounded, type FileSnapshots, type ServiceState } from './service-state.js';
@@ -57,7 +57,7 @@ export function publishServiceFolder(workspace: Workspace, configBytes: Uint8Arr
   const bytes = serviceFolderBytes(workspace, configBytes);
   // format.json and config.json appear together or not at all: a crash
   // here can never leave a half-initialised service folder.
-  writer.publishFolder(places.service, { 'format.json': bytes.format, 'config.json': bytes.config }, FILE_BYTES.format);
+  writer.publishFolder(places.service, { [SERVICE_FILE_NAMES.format]: bytes.format, [SERVICE_FILE_NAMES.config]: bytes.config }, FILE_BYTES.format);
   const format = files.read(places.format, FILE_BYTES.format);
   const config = files.read(places.config, FILE_BYTES.config);
   if (format === undefined || config === undefined) throw new ContractError('conflict', `${places.service}: changed while published`);
@@ -72,7 +72,12 @@ export function publishServiceFolder(workspace: Workspace, configBytes: Uint8Arr
  * registry transaction's `writer` removes it, after proving the lock.
  */
 export function unpublishServiceFolder(workspace: Workspace, state: ServiceState, writer: GuardedWriter): void {
-  const files = { 'format.json': state.format?.snapshot, 'config.json': state.config?.snapshot, 'host-config.json': state.hostConfig, 'registration.json': state.registration?.snapshot };
+  const files = {
+    [SERVICE_FILE_NAMES.format]: state.format?.snapshot,
+    [SERVICE_FILE_NAMES.config]: state.config?.snapshot,
+    [SERVICE_FILE_NAMES.hostConfig]: state.hostConfig,
+    [SERVICE_FILE_NAMES.registration]: state.registration?.snapshot,
+  };
   const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
   writer.removeFolder(workspace.places.service, expected, Math.max(...Object.values(FILE_BYTES)));
 }

@@ -19,11 +19,13 @@ import {
   type Registration,
   type Reservation,
   type ServiceFormat,
+  NAMESPACE_ENTRIES,
+  PRIVATE_ROOT_ENTRIES,
+  SERVICE_ENTRIES,
+  type WorkspacePlaces,
 } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
 import type { z } from 'zod';
-import { NAMESPACE_ENTRIES } from '@leasehold/registry';
-import { PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, type WorkspacePlaces } from './places.js';
 import type { Workspace } from './workspace.js';
 
 /** The files of one workspace that Leasehold reads; each key is also the name of its path in `WorkspacePlaces`. */

@@ -1,7 +1,7 @@
-import type { Backend } from '@leasehold/contracts';
+import { workspacePlaces, type Backend, type WorkspacePlaces } from '@leasehold/contracts';
 import { PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
 import { Registry, type RegistryOptions } from '@leasehold/registry';
-import { defaultStateHome, workspacePlaces, type WorkspacePlaces } from './places.js';
+import { defaultStateHome } from './places.js';
 
 export interface CoordinationOptions {
   /** Defaults to `defaultStateHome()`. */

@@ -1,10 +1,10 @@
 import { closeSync, constants, fstatSync, openSync, readdirSync, readSync, type BigIntStats } from 'node:fs';
-import { ContractError, sha256 } from '@leasehold/contracts';
+import { ContractError, STAGING_FOLDER, sha256 } from '@leasehold/contracts';
 import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
 import { isErrno } from './errno.js';
 import { conflict, unlessRemoved } from './file-errors.js';
 import { lookup, type FolderWalk } from './folder-walk.js';
-import { STAGING_FOLDER, type StagingFolder } from './staging-folder.js';
+import type { StagingFolder } from './staging-folder.js';
 
 /** One read of a file: its bytes, their SHA-256, and the incarnation of the file that held them. */
 export interface FileSnapshot {

@@ -1,5 +1,6 @@
 import { closeSync, constants, fsyncSync, openSync, readdirSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { STAGING_FOLDER } from '@leasehold/contracts';
 import { isErrno } from './errno.js';
 import { unlessGone, unlessRemoved } from './file-errors.js';
 import { checkDirectory, fsyncDirectory, lookup, type FolderWalk } from './folder-walk.js';
@@ -19,9 +20,6 @@ export interface StagingEntry {
   readonly path: string;
   readonly writer: OwnerStatus | 'unknown';
 }
-
-/** The name of the staging folder below the root; never listed by `entries`. */
-export const STAGING_FOLDER = '.staging';
 
 // libuv opens every descriptor close-on-exec, so child processes never inherit one.
 const TEMP_FLAGS =

@@ -1,10 +1,26 @@
 import { lstatSync, readdirSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, REGISTRY_BYTES, decodeBytes, registryFormatSchema, reservationTableSchema } from '@leasehold/contracts';
-import { PRIVATE_ROOT_ENTRIES, PRIVATE_ROOT_NAME, SERVICE_ENTRIES, workspacePlaces } from '@leasehold/coordination';
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  JOURNAL_RECORD_NAME,
+  NAMESPACE_ENTRIES,
+  PRIVATE_ROOT_ENTRIES,
+  PRIVATE_ROOT_NAME,
+  REGISTRY_BYTES,
+  REGISTRY_FOLDER_ENTRIES,
+  SERVICE_ENTRIES,
+  STAGING_FOLDER,
+  decodeBytes,
+  registryFormatSchema,
+  reservationTableSchema,
+  stateHomeLayout,
+  takeoverMarker,
+  workspacePlaces,
+  type StateHomeLayout,
+} from '@leasehold/contracts';
 import {
   PrivateFiles,
-  STAGING_FOLDER,
   UnsafeEntryError,
   entryTypeBreach,
   ownershipBreaches,
@@ -13,10 +29,9 @@ import {
   type StagingEntry,
   type UnsafeEntry,
 } from '@leasehold/private-files';
-import { NAMESPACE_ENTRIES, REGISTRY_FOLDER_ENTRIES, Registry, stateHomeLayout, takeoverMarker, type StateHomeLayout } from '@leasehold/registry';
+import { Registry } from '@leasehold/registry';
 import type { FindingRemedy } from './finding-remedy.js';
 import type { Finding } from './findings.js';
-import { JOURNAL_RECORD_NAME } from './journal.js';
 import { readWorkspace, workspaceFindings, type DiagnosisContext } from './workspace-findings.js';
 
 export interface DiagnoseOptions {

@@ -1,7 +1,6 @@
-import type { FencedProcess, Holder, Recovery } from '@leasehold/contracts';
+import { stateHomeLayout, type FencedProcess, type Holder, type Recovery } from '@leasehold/contracts';
 import { defaultStateHome } from '@leasehold/coordination';
 import { ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
-import { stateHomeLayout } from '@leasehold/registry';
 import { Journal } from './journal.js';
 import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
 

@@ -1,16 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { decodeBytes, encode, recoveryRecordSchema, type AutomaticRecovery, type Fence, type RecoveryJournalEntry, type RecoveryRecord } from '@leasehold/contracts';
-import type { StateHomeLayout } from '@leasehold/registry';
+import {
+  JOURNAL_RECORD_NAME,
+  decodeBytes,
+  encode,
+  journalRecord,
+  recoveryRecordSchema,
+  type AutomaticRecovery,
+  type Fence,
+  type RecoveryJournalEntry,
+  type RecoveryRecord,
+  type StateHomeLayout,
+} from '@leasehold/contracts';
 import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import type { FileRecoveryView } from './recovery-state.js';
 
 /** Largest recovery record: 64 fences may each name a 4096-character path. */
 export const RECOVERY_RECORD_BYTES = 524288;
-
-/** A record's name: the time it was made (so names sort oldest first), then a random UUID. */
-export const JOURNAL_RECORD_NAME = /^[0-9TZ]+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$/;
 
 /** One durable record in `<ns>/journal/`. */
 export interface JournalRecord {
@@ -41,10 +48,12 @@ function fencesOf(state: FileRecoveryView): Fence[] {
  */
 export class Journal {
   readonly folder: string;
+  readonly #layout: StateHomeLayout;
   readonly #files: PrivateFiles;
 
   constructor(layout: StateHomeLayout, hooks?: PrivateFilesHooks) {
     this.folder = layout.journal;
+    this.#layout = layout;
     this.#files = new PrivateFiles(layout.namespace, hooks === undefined ? {} : { hooks });
   }
 
@@ -63,8 +72,7 @@ export class Journal {
       ...(automatic === undefined ? {} : { automatic }),
     };
     this.#files.directory(this.folder, true);
-    const stamp = now.toISOString().replace(/[-:.]/g, '');
-    const path = join(this.folder, `${stamp}-${randomUUID()}.json`);
+    const path = journalRecord(this.#layout, now, randomUUID());
     return { path, snapshot: this.#files.create(path, encode(record), RECOVERY_RECORD_BYTES) };
   }
 

@@ -1,8 +1,7 @@
 import { join, relative } from 'node:path';
-import type { CheckoutLock, Companion, ContractError, Holder, Registration, Reservation } from '@leasehold/contracts';
-import { SERVICE_FILES, readServiceFile, workspacePlaces, type ServiceFile } from '@leasehold/coordination';
+import { workspacePlaces, type CheckoutLock, type Companion, type ContractError, type Holder, type Registration, type Reservation, type StateHomeLayout } from '@leasehold/contracts';
+import { SERVICE_FILES, readServiceFile, type ServiceFile } from '@leasehold/coordination';
 import { currentProcess, ownerStatus, processDetails, type OwnerStatus, type PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
-import type { StateHomeLayout } from '@leasehold/registry';
 import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import type { Finding } from './findings.js';
 import { outlivingProgram } from './outliving-program.js';

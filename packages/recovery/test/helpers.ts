@@ -2,8 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { OwnerConfig, RecoveryResult } from '@leasehold/contracts';
-import { acquireWorkspace, inspectWorkspace, openWorkspace, workspacePlaces, type Workspace, type WorkspacePlaces } from '@leasehold/coordination';
+import { workspacePlaces, type OwnerConfig, type RecoveryResult, type WorkspacePlaces } from '@leasehold/contracts';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, type Workspace } from '@leasehold/coordination';
 import type { MutationStep, PrivateFilesHooks } from '@leasehold/private-files';
 import {
   codeOfAsync,

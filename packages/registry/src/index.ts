@@ -25,16 +25,6 @@ export {
   type ProcessIdentity,
   type PublishOptions,
 } from '@leasehold/private-files';
-export {
-  NAMESPACE_ENTRIES,
-  NAMESPACE_FOLDER,
-  REGISTRY_FOLDER_ENTRIES,
-  TAKEOVER_MARKER,
-  isRegistryLockFile,
-  stateHomeLayout,
-  takeoverMarker,
-  type StateHomeLayout,
-} from './layout.js';
 export type { GuardedWriter } from './guarded-writer.js';
 export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
 export {

@@ -1,7 +1,18 @@
 import { join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, decodeBytes, registryLockSchema, sha256, shellQuote, type RegistryLock } from '@leasehold/contracts';
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  REGISTRY_FOLDER_ENTRIES,
+  TAKEOVER_MARKER,
+  decodeBytes,
+  registryLockSchema,
+  sha256,
+  shellQuote,
+  takeoverMarker,
+  type RegistryLock,
+  type StateHomeLayout,
+} from '@leasehold/contracts';
 import { HolderFiles, ownerStatus, type FileSnapshot, type OwnerStatus, type PrivateFiles } from '@leasehold/private-files';
-import { REGISTRY_FOLDER_ENTRIES, TAKEOVER_MARKER, takeoverMarker, type StateHomeLayout } from './layout.js';
 
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */
 export const DEFAULT_LOCK_WAIT_MS = 2000;
@@ -146,8 +157,8 @@ export class RegistryLockProtocol {
   dropFailedClaim(bytes: Uint8Array, token: string): void {
     try {
       for (const name of this.#files.entries(this.#layout.registry, REGISTRY_FOLDER_ENTRIES)) {
-        if (name !== 'registry.lock' && !TAKEOVER_MARKER.test(name)) continue;
         const path = join(this.#layout.registry, name);
+        if (path !== this.#layout.registryLock && !TAKEOVER_MARKER.test(name)) continue;
         const snapshot = this.#files.read(path);
         if (snapshot?.identity === sha256(bytes)) this.#files.remove(path, snapshot);
       }

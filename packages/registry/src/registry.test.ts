@@ -12,6 +12,13 @@ import {
   reservationTableSchema,
   type RegistryLock,
   type Reservation,
+  NAMESPACE_ENTRIES,
+  NAMESPACE_FOLDER,
+  REGISTRY_FOLDER_ENTRIES,
+  TAKEOVER_MARKER,
+  isRegistryLockFile,
+  stateHomeLayout,
+  takeoverMarker,
 } from '@leasehold/contracts';
 import { PrivateFiles, ownerStatus, sameSnapshot, type FileSnapshot, type MutationStep } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -46,14 +53,7 @@ import {
 } from '../test/helpers.js';
 import {
   DEFAULT_LOCK_WAIT_MS,
-  NAMESPACE_ENTRIES,
-  NAMESPACE_FOLDER,
-  REGISTRY_FOLDER_ENTRIES,
   Registry,
-  TAKEOVER_MARKER,
-  isRegistryLockFile,
-  stateHomeLayout,
-  takeoverMarker,
   type GuardedWriter,
   type RegistryTransaction,
 } from './index.js';

@@ -8,9 +8,11 @@ import {
   sameBackend,
   type Backend,
   type Reservation,
+  REGISTRY_FOLDER_ENTRIES,
+  stateHomeLayout,
+  type StateHomeLayout,
 } from '@leasehold/contracts';
 import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
-import { REGISTRY_FOLDER_ENTRIES, stateHomeLayout, type StateHomeLayout } from './layout.js';
 import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
 import { FILE_BACKEND, checkBackend, checkFormat, decodeRoots, encodeFormat, encodeTable, recordedBackend } from './registry-view.js';
 import { ensureStateHome, reachStateHome } from './state-home-setup.js';

@@ -1,6 +1,5 @@
-import { ContractError, type Backend } from '@leasehold/contracts';
+import { ContractError, REGISTRY_FOLDER_ENTRIES, stateHomeLayout, type Backend } from '@leasehold/contracts';
 import { PrivateFiles, isSystemError, setupErrnoMeaning, type PrivateFilesHooks } from '@leasehold/private-files';
-import { REGISTRY_FOLDER_ENTRIES, stateHomeLayout } from './layout.js';
 import { recordedBackend } from './registry-view.js';
 
 /** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */

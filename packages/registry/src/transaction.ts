@@ -1,7 +1,6 @@
-import { ContractError, REGISTRY_BYTES, type Reservation } from '@leasehold/contracts';
+import { ContractError, REGISTRY_BYTES, type Reservation, type StateHomeLayout } from '@leasehold/contracts';
 import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
 import { GuardedWriter } from './guarded-writer.js';
-import type { StateHomeLayout } from './layout.js';
 import { admitReservation, checkedRow, decodeRoots, encodeTable, rememberRoots } from './registry-view.js';
 
 /** What an operation inside `transaction` may do. */

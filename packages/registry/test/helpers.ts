@@ -3,7 +3,7 @@ import { chmodSync, lstatSync, readFileSync, rmSync, writeFileSync } from 'node:
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { RegistryLock, Reservation } from '@leasehold/contracts';
+import { stateHomeLayout, type RegistryLock, type Reservation } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import {
   codeOfAsync,
@@ -17,7 +17,7 @@ import {
   spawnPlanned,
   type SpawnedChild,
 } from '@leasehold/test-utils';
-import { Registry, stateHomeLayout } from '../src/index.js';
+import { Registry } from '../src/index.js';
 
 /** The folder of the child-process scripts; they import the built package by its name. */
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));

@@ -5,8 +5,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Backend } from '@leasehold/contracts';
-import { Registry, backendOf, stateHomeLayout } from '@leasehold/registry';
+import { stateHomeLayout, type Backend } from '@leasehold/contracts';
+import { Registry, backendOf } from '@leasehold/registry';
 import { cleanUp, makeTemporaryFolder, makeWorkspace, pathExists } from '@leasehold/test-utils';
 import { ContractError, StateHomeError, openStateHome, type OpenBackend } from './index.js';
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Backend } from '@leasehold/contracts';
-import { backendOf, stateHomeLayout } from '@leasehold/registry';
+import { stateHomeLayout, type Backend } from '@leasehold/contracts';
+import { backendOf } from '@leasehold/registry';
 import { cleanUp, etcdAvailable, makeTemporaryFolder, pathExists, startEtcd, treeOf } from '@leasehold/test-utils';
 import { ContractError, StateHomeError, openStateHome, recordBackend } from './index.js';
 

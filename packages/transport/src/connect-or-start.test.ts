@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { START_CLAIMS_FOLDER } from '@leasehold/contracts';
 import { currentProcess, ownerStatus } from '@leasehold/private-files';
 import {
   connectedClients,
@@ -23,7 +24,6 @@ import {
 } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIXTURES, capabilityOf, endTest, filesOf, inspectionOf, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
-import { START_CLAIMS_FOLDER } from './start-claim.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
 const POLICY = '{"policy":"connectOrStart tests"}';

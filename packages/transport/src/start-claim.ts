@@ -1,19 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import { basename, join } from 'node:path';
-import { ContractError, DOCUMENT_BYTES, absolutePath, decodeBytes, encode, holderSchema, id, text } from '@leasehold/contracts';
-import { workspacePlaces } from '@leasehold/coordination';
+import { join } from 'node:path';
+import {
+  ContractError,
+  DOCUMENT_BYTES,
+  START_CLAIM_MARKER_NAME,
+  START_CLAIM_NAME,
+  absolutePath,
+  decodeBytes,
+  encode,
+  holderSchema,
+  id,
+  startClaimMarker,
+  startClaimPlaces,
+  text,
+  type StartClaimPlaces,
+} from '@leasehold/contracts';
 import { HolderFiles, PrivateFiles, currentProcess, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
 
-/**
- * The folder of start claims, `<stateHome>/start-claims/`: beside the `v1` namespace, not in it.
- * Every folder under `v1` admits only the names coordination lists, and a live owner re-reads its
- * workspace's folders on every check: a claim there would make that owner fence itself.
- */
-export const START_CLAIMS_FOLDER = 'start-claims';
-
 const CLAIM_SCHEMA = 'leasehold.start-claim/1';
-const CLAIM_NAME = /^[0-9a-f]{32}\.json$/;
-const MARKER_NAME = /^[0-9a-f]{32}\.takeover-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$/;
 
 /** `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over markers hold the same document. */
 const claimSchema = holderSchema.extend({
@@ -64,32 +68,27 @@ type ClaimAttempt =
 
 /**
  * The start claim of one workspace in one state home, `<stateHome>/start-claims/<name>.json`,
- * `<name>` being the name of the workspace's private root (coordination's rule): at most one
+ * `<name>` being the name of the workspace's private root (contracts' layout): at most one
  * process at a time runs the workspace's `start`. A claim is made by an exclusive create, taken
  * over only from a maker proved `absent` (pid and start time), never because it is old, and
  * removed by its maker.
  */
 export class StartClaim {
-  readonly #path: string;
+  readonly #places: StartClaimPlaces;
   readonly #root: string;
-  readonly #name: string;
-  readonly #folder: string;
   readonly #home: PrivateFiles;
   readonly #files: PrivateFiles;
   readonly #claims: HolderFiles<ClaimDocument>;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised. */
   constructor(root: string, stateHome: string) {
-    const places = workspacePlaces(root, stateHome);
+    this.#places = startClaimPlaces(root, stateHome);
     this.#root = root;
-    this.#name = basename(places.privateRoot);
-    this.#folder = join(stateHome, START_CLAIMS_FOLDER);
-    this.#path = join(this.#folder, `${this.#name}.json`);
     this.#home = new PrivateFiles(stateHome);
-    this.#files = new PrivateFiles(this.#folder);
+    this.#files = new PrivateFiles(this.#places.folder);
     this.#claims = new HolderFiles(this.#files, {
       decode: decodeClaim,
-      markerOf: (token) => join(this.#folder, `${this.#name}.takeover-${token}.json`),
+      markerOf: (token) => startClaimMarker(this.#places, token),
       // A taker that lost connects to the owner the winner started, and may never hold the claim: it removes its own marker.
       markerRemovedBy: 'taker',
     });
@@ -101,17 +100,17 @@ export class StartClaim {
    * @throws ContractError `refused` (an unsafe folder or file, a malformed claim).
    */
   attempt(): ClaimAttempt {
-    this.#home.directory(this.#folder, true);
+    this.#home.directory(this.#places.folder, true);
     // A maker killed between the link and the unlink of its create left a second link: its claim
     // reads `refused` until its staged temp is gone.
     this.#files.sweepStaging();
     const bytes = encode({ schema: CLAIM_SCHEMA, token: randomUUID(), ...currentProcess(), root: this.#root, since: new Date().toISOString() });
     try {
-      return { kind: 'won', held: this.#files.create(this.#path, bytes), tookOver: false };
+      return { kind: 'won', held: this.#files.create(this.#places.claim, bytes), tookOver: false };
     } catch (error) {
       if (!ContractError.is(error, 'conflict')) throw error;
     }
-    const found = this.#claims.judge(this.#path);
+    const found = this.#claims.judge(this.#places.claim);
     if (found.kind === 'held') {
       const { holder: claim, status } = found.found;
       return { kind: 'wait', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, status } };
@@ -128,10 +127,10 @@ export class StartClaim {
    * @throws ContractError `refused` (an unsafe folder or file).
    */
   release(held: FileSnapshot): void {
-    const prefix = `${this.#name}.takeover-`;
-    for (const name of this.#files.entries(this.#folder, [CLAIM_NAME, MARKER_NAME])) {
-      if (!name.startsWith(prefix)) continue;
-      const marker = join(this.#folder, name);
+    const { folder, markerPrefix } = this.#places;
+    for (const name of this.#files.entries(folder, [START_CLAIM_NAME, START_CLAIM_MARKER_NAME])) {
+      if (!name.startsWith(markerPrefix)) continue;
+      const marker = join(folder, name);
       try {
         const snapshot = this.#files.read(marker);
         if (snapshot !== undefined) this.#files.remove(marker, snapshot);
@@ -140,6 +139,6 @@ export class StartClaim {
         if (!ContractError.is(error, 'conflict')) throw error;
       }
     }
-    this.#claims.removeIfUnchanged(this.#path, held);
+    this.#claims.removeIfUnchanged(this.#places.claim, held);
   }
 }
