@@ -163,12 +163,12 @@ class CompositeBackend implements EtcdBackend {
     return this.#local.capabilityFile(root);
   }
 
-  /** Every etcd fence, then this host's rows etcd does not fence (a local leftover). */
   /** This host's workspaces, from its files: another host's stopped workspaces leave nothing in etcd. */
   async workspaces(): Promise<string[]> {
     return this.#local.workspaces();
   }
 
+  /** Every etcd fence, then this host's rows etcd does not fence (a local leftover). */
   async list(): Promise<ListedOwner[]> {
     const fenced = (await this.#etcd.list()).map(({ root, fence, owner }): ListedOwner => ({
       root,
