@@ -161,22 +161,20 @@ function failedStart(workspace: string, stateHome: string, inspection: Inspectio
  */
 class Launched {
   readonly #started: StartedProcess;
+  readonly #pid: number | undefined;
   readonly #identity: ProcessIdentity | undefined;
 
   constructor(started: StartedProcess) {
     this.#started = started;
-    const pid = typeof started === 'number' ? started : started.pid;
-    this.#identity = pid === undefined || isChild(started) ? undefined : processIdentity(pid);
+    this.#pid = typeof started === 'number' ? started : started.pid;
+    this.#identity = this.#pid === undefined || isChild(started) ? undefined : processIdentity(this.#pid);
   }
 
   /** Whether it is gone (exited, a zombie, or never started) without handing over. */
   failed(): boolean {
     const started = this.#started;
-    if (isChild(started)) {
-      // A child of this process: how it ended is known once it is reaped.
-      const exit = exitOf(started);
-      return exit !== undefined && exit !== 'exited with code 0';
-    }
+    // A child of this process: how it ended is known once it is reaped.
+    if (isChild(started)) return started.signalCode !== null || (started.exitCode !== null && started.exitCode !== 0);
     const identity = this.#identity;
     return identity === undefined || ownerStatus(identity.pid, identity.host, identity.processStart) === 'absent';
   }
@@ -184,22 +182,20 @@ class Launched {
   /** It in words: its pid and, for a child of this process, how it exited. */
   toString(): string {
     const started = this.#started;
-    const pid = typeof started === 'number' ? started : started.pid;
-    const exit = typeof started === 'number' ? undefined : exitOf(started);
-    return `the process start() launched (pid ${pid ?? 'none'}) ${exit ?? 'exited'} before an owner answered`;
+    const exit = !isChild(started) ? 'exited' : started.signalCode !== null ? `was killed by ${started.signalCode}` : `exited with code ${started.exitCode}`;
+    return `the process start() launched (pid ${this.#pid ?? 'none'}) ${exit} before an owner answered`;
   }
 }
 
-/** Whether `started` is a child process of this one (a `ChildProcess`), whose exit this process learns. */
-function isChild(started: StartedProcess): started is { readonly pid?: number | undefined; readonly exitCode: number | null } {
-  return typeof started === 'object' && 'exitCode' in started;
+/** A child process of this one (a `ChildProcess`), whose exit this process learns once it reaps it. */
+interface StartedChild {
+  readonly pid?: number | undefined;
+  readonly exitCode: number | null;
+  readonly signalCode: NodeJS.Signals | null;
 }
 
-/** How a `ChildProcess` ended, when it is one and has. */
-function exitOf(child: object): string | undefined {
-  const { exitCode, signalCode } = child as { exitCode?: unknown; signalCode?: unknown };
-  if (typeof signalCode === 'string') return `was killed by ${signalCode}`;
-  return typeof exitCode === 'number' ? `exited with code ${exitCode}` : undefined;
+function isChild(started: StartedProcess): started is StartedChild {
+  return typeof started === 'object' && 'exitCode' in started && 'signalCode' in started;
 }
 
 function described(inspection: Inspection): string {
