@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveWorkspace } from '@leasehold/coordination';
-import { cleanUp, makeTemporaryFolder, spawnChild, type SpawnedChild } from '@leasehold/test-utils';
+import { cleanUp, makeTemporaryFolder, spawnChild, untilGone, type SpawnedChild } from '@leasehold/test-utils';
 
 afterEach(cleanUp);
 
@@ -70,16 +70,7 @@ async function helloEpochs(clients: readonly SpawnedChild[]): Promise<string[]> 
 /** Kills the daemon the way a crash does (it is no child of this process), and waits until it is gone. */
 async function killDaemon(pid: number): Promise<void> {
   process.kill(pid, 'SIGKILL');
-  for (;;) {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      return;
-    }
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return; // gone, not yet reaped by its new parent
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+  await untilGone(pid);
 }
 
 describe("the transport README's daemon and client, as printed, driven by real processes", () => {

@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import { rewriteJson, treeOf } from '@leasehold/test-utils';
+import { rewriteJson, treeOf, untilGone } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   BIN,
@@ -74,13 +74,6 @@ function gone(pid: number): boolean {
 }
 
 /** Resolves once `pid` is gone; bounded so that a program that stays fails its test. */
-async function untilGone(pid: number): Promise<void> {
-  for (let tries = 0; !gone(pid); tries += 1) {
-    if (tries > 3000) throw new Error(`pid ${pid} still runs`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** SIGKILL to the process group of every program still there, and a wait until each is gone. */
 async function killPrograms(): Promise<void> {
   for (const pid of programs) {

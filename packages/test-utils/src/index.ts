@@ -13,7 +13,7 @@ export { treeOf, type TreeEntry, type TreeOptions } from './file-tree.js';
 export { isMissing, jsonOf, modeOf, namesIn, pathExists, replaceFile } from './files-by-hand.js';
 export { fencesOf, handPlaces, serviceFences, type HandPlaces, type StateReader } from './hand-places.js';
 export { createFolderSteps, createSteps, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps, shownStep, type ShownPublish } from './shown-steps.js';
-export { killUnreaped, stopProcess } from './stopped-processes.js';
+export { killUnreaped, stopProcess, untilGone } from './stopped-processes.js';
 export { spawnFixture, spawnPlanned, type FixtureModules } from './spawn-fixture.js';
 export { processStartWith } from './process-starts.js';
 export { rewriteJson } from './rewrite-json.js';

@@ -26,6 +26,27 @@ export async function killUnreaped(pid: number): Promise<void> {
   while (stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')) !== 'Z') await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
 }
 
+/**
+ * Resolves once `pid` is gone: no such process, or a zombie (exited, not yet reaped by its parent,
+ * which is what a killed process whose parent is gone may stay on a machine whose init reaps late).
+ * Throws when it still runs after 30 s.
+ */
+export async function untilGone(pid: number): Promise<void> {
+  for (let tries = 0; !(await gone(pid)); tries += 1) {
+    if (tries > 30_000 / STOP_POLL_MS) throw new Error(`pid ${pid} still runs`);
+    await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
+  }
+}
+
+async function gone(pid: number): Promise<boolean> {
+  try {
+    return /^[ZX]$/.test(stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ESRCH') return true;
+    throw error;
+  }
+}
+
 /** Whether each thread of `pid` is in state T (stopped) or t (traced), or gone, from `/proc/<pid>/task/<tid>/stat`. */
 async function everyThreadStopped(pid: number): Promise<boolean> {
   const threads = await readdir(`/proc/${pid}/task`);
