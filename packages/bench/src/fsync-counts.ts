@@ -228,7 +228,7 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   for (const [id, label] of recoveries) {
     const crashed = place.workspace();
     await crash('owner', stateHome, crashed);
-    const { digest } = await fileRecovery({ stateHome }).snapshot(crashed);
+    const { digest } = await fileRecovery({ stateHome }).view(crashed);
     const outcome = await measure(id, label, () => fileRecovery({ stateHome, hooks }).recover(crashed, { expectedDigest: digest, assertAuthority }));
     if (!outcome.recovered) throw new Error('fsync count: the crashed owner had nothing to recover');
   }

@@ -46,7 +46,7 @@ interface Scene {
 const scenes: Scene[] = [];
 
 /** Whether a `leasehold serve` a client recorded is still that process (its pid and start time), as the seam judges a fenced process. */
-const isLive = (owner: LoggedProcess) => fileRecovery().fencedProcess(owner).status === 'live';
+const isLive = (owner: LoggedProcess) => fileRecovery().fencedProcess(owner).verdict === 'live';
 
 /** Every key and value under the host's prefix: what a refused start must leave as it was. */
 function etcdState(host: Scene['host']): Promise<string> {

@@ -34,13 +34,13 @@ export function outlivingProgramIn(recovery: Recovery, view: RecoveryView): Outl
 }
 
 /**
- * The outliving program of `root`, from a recovery snapshot (which changes nothing but dead
- * writers' staging leftovers); undefined too when the snapshot cannot be read: the command then
+ * The outliving program of `root`, from a recovery view (which changes nothing but dead
+ * writers' staging leftovers); undefined too when the view cannot be read: the command then
  * says what else it found.
  */
 export async function outlivingProgramOf(recovery: Recovery, root: string): Promise<OutlivingProgram | undefined> {
   try {
-    return outlivingProgramIn(recovery, await recovery.snapshot(root));
+    return outlivingProgramIn(recovery, await recovery.view(root));
   } catch {
     return undefined;
   }
@@ -88,7 +88,7 @@ const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(reso
 
 /** Whether `holder` is still that very process: live by pid and start time, as `recovery` judges it. */
 function provedLive(recovery: Recovery, holder: Holder): boolean {
-  return holder.processStart !== undefined && recovery.fencedProcess(holder).status === 'live';
+  return holder.processStart !== undefined && recovery.fencedProcess(holder).verdict === 'live';
 }
 
 /**

@@ -71,6 +71,7 @@ describe('the public entry point', () => {
       'StartClaimPlaces',
       'StateHomeLayout',
       'TAKEOVER_MARKER',
+      'Verdict',
       'WorkspacePlaces',
       'absolutePath',
       'anyPortEndpoint',

@@ -76,6 +76,7 @@ export {
   type RecoveryJournalEntry,
   type RecoveryResult,
   type RecoveryView,
+  type Verdict,
 } from './ownership.js';
 export {
   JOURNAL_RECORD_NAME,

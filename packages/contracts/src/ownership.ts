@@ -107,12 +107,16 @@ export interface ListedOwner {
   readonly epoch: string;
   readonly pid: number;
   readonly host: string;
-  /**
-   * `live`, `absent`, `ambiguous`: the named process, as this host can tell. `leased`: a live etcd
-   * lease holds it (on any host). `lease-ended`: its lease is gone and its fence stays, quarantined.
-   */
-  readonly holder: 'live' | 'absent' | 'ambiguous' | 'leased' | 'lease-ended';
+  /** What holds it, and whether that is still there. */
+  readonly verdict: Verdict;
 }
+
+/**
+ * What this host can tell of a holder. `live`, `absent`, `ambiguous`: its process, by pid and start
+ * time. `leased`: a live etcd lease holds it (on any host). `lease-ended`: its lease is gone and its
+ * fence stays, quarantined.
+ */
+export type Verdict = 'live' | 'absent' | 'ambiguous' | 'leased' | 'lease-ended';
 
 /** The ownership of workspaces in one state home, whichever backend keeps it. */
 export interface Ownership {
@@ -148,7 +152,7 @@ export interface Ownership {
 export interface RecoveryFenceView {
   readonly kind: string;
   /** The file's path, or `etcd:<key>`. */
-  readonly where: string;
+  readonly path: string;
   readonly holder?: Holder;
   readonly phase?: Phase;
 }
@@ -156,9 +160,9 @@ export interface RecoveryFenceView {
 /** A holder some fence names, and whether recovery may act for it (only `absent` and `lease-ended` may be recovered). */
 export interface RecoveryHolderView {
   readonly holder: Holder;
-  readonly status: ListedOwner['holder'];
+  readonly verdict: Verdict;
   /**
-   * For a holder whose `status` speaks of its lease (`leased`, `lease-ended`) and that names this
+   * For a holder whose `verdict` speaks of its lease (`leased`, `lease-ended`) and that names this
    * host: what this host can tell of its process. Absent otherwise.
    */
   readonly process?: 'live' | 'absent' | 'ambiguous';
@@ -212,12 +216,12 @@ export interface RecoveryJournalEntry {
  */
 export interface FencedProcess {
   /** That very process: by pid and start time when the fence records one (else by pid alone), on this host only. */
-  readonly status: 'live' | 'absent' | 'ambiguous';
+  readonly verdict: 'live' | 'absent' | 'ambiguous';
   /** Its arguments, program first, read while it is proved that process (pid and start time); null where this host cannot. */
   readonly commandLine: readonly string[] | null;
   /** Its process group (a signal to `-processGroup` reaches the whole group), read as `commandLine` is; null where it cannot be. */
   readonly processGroup: number | null;
-  /** Whether its pid names some process of this host now: another one when `status` is `absent` (the pid was reused). */
+  /** Whether its pid names some process of this host now: another one when `verdict` is `absent` (the pid was reused). */
   readonly pidInUse: boolean;
 }
 
@@ -226,14 +230,14 @@ export interface Recovery {
   /** What this host shows now of the process `holder` names (a fence's holder). Changes nothing; never throws. */
   fencedProcess(holder: Holder): FencedProcess;
   /** Changes nothing but dead writers' staging leftovers. */
-  snapshot(root: string): Promise<RecoveryView>;
+  view(root: string): Promise<RecoveryView>;
   /**
    * Every recovery journalled in this state home (or of `root` only), oldest first. Changes nothing.
    * @throws ContractError `refused` for a journal that is unsafe or holds what is not a record.
    */
   journal(root?: string): Promise<readonly RecoveryJournalEntry[]>;
   /**
-   * Releases a dead owner's fences, only with the digest of the current snapshot, journalled.
+   * Releases a dead owner's fences, only with the digest of the current view, journalled.
    * `assertAuthority` throws to deny; it runs first and before every effect.
    */
   recover(root: string, options: RecoverRequest): Promise<RecoveryResult>;
@@ -249,29 +253,29 @@ export interface RecoverRequest {
 
 /** Whether this host has proved the holder's process gone: `absent`, or a lease ended with its process `absent` here. */
 function provedGone(view: RecoveryHolderView): boolean {
-  return view.status === 'absent' || (view.status === 'lease-ended' && view.process === 'absent');
+  return view.verdict === 'absent' || (view.verdict === 'lease-ended' && view.process === 'absent');
 }
 
-/** The holders of a snapshot that this host has not proved gone: a recovery no person confirms needs none. */
+/** The holders of a view that this host has not proved gone: a recovery no person confirms needs none. */
 export function holdersNotProvedGone(view: RecoveryView): RecoveryHolderView[] {
   return view.holders.filter((holder) => !provedGone(holder));
 }
 
-function holderInWords({ holder, status, process }: RecoveryHolderView): string {
-  return `pid ${holder.pid} on host ${holder.host} (${status}${process === undefined ? '' : `, process ${process}`})`;
+function holderInWords({ holder, verdict, process }: RecoveryHolderView): string {
+  return `pid ${holder.pid} on host ${holder.host} (${verdict}${process === undefined ? '' : `, process ${process}`})`;
 }
 
 /**
  * The recovery a starting owner may run itself (opt-in): only when every process the workspace's
  * fences name is proved gone on this host, the ordinary digest-checked recovery of that very
- * snapshot, journalled as automatic with each proof. A live, ambiguous or other host's holder, or
+ * view, journalled as automatic with each proof. A live, ambiguous or other host's holder, or
  * a lease still running, is `quarantine` naming them, with nothing changed. Never by age. Answers
  * `clear` when there was nothing to recover, else the record and the proof it journalled.
  * @throws ContractError `quarantine` (a holder not proved gone), and whatever `recovery.recover` throws
- * (`conflict` when the state changed since the snapshot, so a racing recovery is never repeated).
+ * (`conflict` when the state changed since the view, so a racing recovery is never repeated).
  */
 export async function recoverProvedDead(recovery: Recovery, root: string): Promise<{ readonly recovered: false; readonly reason: 'clear' } | ProvedDeadRecovery> {
-  const view = await recovery.snapshot(root);
+  const view = await recovery.view(root);
   if (view.clear) return { recovered: false, reason: 'clear' };
   const blocking = holdersNotProvedGone(view);
   if (blocking.length > 0) {

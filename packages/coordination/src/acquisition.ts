@@ -14,7 +14,7 @@ import {
 } from '@leasehold/contracts';
 import { currentProcess, retryingReads, type PublishOptions } from '@leasehold/private-files';
 import { admitToTable, refuseState } from './acquire-refusals.js';
-import { OwnerLease } from './owner-lease.js';
+import { FileLease } from './file-lease.js';
 import { Rollback } from './rollback.js';
 import { publishServiceFolder, serviceFolderBytes, unpublishServiceFolder } from './service-folder.js';
 import {
@@ -65,7 +65,7 @@ export async function acquireWorkspace(
   boundEndpoint: string = config.endpoint,
   initializeNew?: (newWorkspace: NewWorkspace) => void | Promise<void>,
   options: { readonly epoch?: string; readonly replaceConfig?: boolean } = {},
-): Promise<OwnerLease> {
+): Promise<FileLease> {
   const { places, files, registry } = workspace;
   const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
   const epoch = options.epoch === undefined ? randomUUID() : decode(id, options.epoch, 'epoch');
@@ -130,9 +130,9 @@ export async function acquireWorkspace(
     // rather than reject and leave an owner that nobody holds.
     const whole = wholeOwnership(workspace, reservation, documents.registration);
     if (whole === undefined) throw error;
-    return new OwnerLease(workspace, registration, whole);
+    return new FileLease(workspace, registration, whole);
   }
-  return new OwnerLease(workspace, registration, { ...snapshotsOf(state), ...owned });
+  return new FileLease(workspace, registration, { ...snapshotsOf(state), ...owned });
 }
 
 /**

@@ -46,7 +46,7 @@ describe('fileOwnership', () => {
     // kill(pid, 0) still finds a zombie; its start time, and what it holds, are gone.
     expect(process.kill(pid, 0)).toBe(true);
     expect(await ownership.inspect(root)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
-    expect((await ownership.list()).map(({ pid: listed, holder }) => ({ listed, holder }))).toEqual([{ listed: pid, holder: 'absent' }]);
+    expect((await ownership.list()).map(({ pid: listed, verdict }) => ({ listed, verdict }))).toEqual([{ listed: pid, verdict: 'absent' }]);
   });
 
   it('acquires, is seen by inspect, writes its phase and releases to stopped', async () => {
@@ -124,11 +124,11 @@ describe('fileOwnership', () => {
     await writeRows(place, [gone, far]);
     const live = await ownership.acquire(makeWorkspace(place, 'live'), ANY_PORT, { boundEndpoint: BOUND });
     const rows = await ownership.list();
-    const summary = rows.map(({ root, endpoint, epoch, holder }) => ({ root, endpoint, epoch, holder }));
+    const summary = rows.map(({ root, endpoint, epoch, verdict }) => ({ root, endpoint, epoch, verdict }));
     expect(summary.sort((a, b) => a.root.localeCompare(b.root))).toEqual([
-      { root: far.root, endpoint: far.endpoint, epoch: far.epoch, holder: 'ambiguous' },
-      { root: gone.root, endpoint: gone.endpoint, epoch: gone.epoch, holder: 'absent' },
-      { root: live.root, endpoint: BOUND, epoch: live.owner.epoch, holder: 'live' },
+      { root: far.root, endpoint: far.endpoint, epoch: far.epoch, verdict: 'ambiguous' },
+      { root: gone.root, endpoint: gone.endpoint, epoch: gone.epoch, verdict: 'absent' },
+      { root: live.root, endpoint: BOUND, epoch: live.owner.epoch, verdict: 'live' },
     ]);
     expect(rows.find((row) => row.root === live.root)).toMatchObject({ pid: process.pid, host: currentProcess().host });
     await live.release();

@@ -2,15 +2,15 @@ import { PRIVATE_ROOT_NAME, decodeBytes, privateRootPlaces, serviceFormatSchema,
 import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { acquireWorkspace } from './acquisition.js';
-import type { OwnerLease } from './owner-lease.js';
+import type { FileLease } from './file-lease.js';
 import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
 import { openWorkspace, registryOptionsOf, type CoordinationOptions } from './workspace.js';
 import { inspectWorkspace, reasonOf, summaryOf, workspaceConfiguration, workspaceLocalAccess } from './workspace-reads.js';
 
-/** The files' `OwnerLease` behind the seam: the same proofs, as the seam's async calls. */
-function leaseOver(lease: OwnerLease, root: string): OwnershipLease {
+/** The files' `FileLease` behind the seam: the same proofs, as the seam's async calls. */
+function leaseOver(lease: FileLease, root: string): OwnershipLease {
   return {
     root,
     // A getter: the phase is the one this owner last wrote, not the one at acquire.
@@ -35,7 +35,7 @@ function listed(registry: Registry): ListedOwner[] {
     epoch,
     pid,
     host,
-    holder: ownerStatus(pid, host, processStart),
+    verdict: ownerStatus(pid, host, processStart),
   }));
 }
 

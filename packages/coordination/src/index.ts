@@ -33,7 +33,7 @@ export type {
 export type { Registry } from '@leasehold/registry';
 export { acquireWorkspace } from './acquisition.js';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
-export { OwnerLease } from './owner-lease.js';
+export { FileLease } from './file-lease.js';
 export { defaultStateHome, resolveWorkspace } from './places.js';
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';

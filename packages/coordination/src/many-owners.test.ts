@@ -33,7 +33,7 @@ import {
   undecodableFiles,
   type StepperPlan,
 } from '../test/process-helpers.js';
-import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type Inspection, type OwnerLease, type Workspace } from './index.js';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type Inspection, type FileLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -48,7 +48,7 @@ interface Readers {
   readonly stoppedEpoch: string;
   readonly never: Workspace;
   readonly held: Workspace;
-  readonly lease: OwnerLease;
+  readonly lease: FileLease;
   readonly heldAnswer: Inspection;
 }
 

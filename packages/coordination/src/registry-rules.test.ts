@@ -21,7 +21,7 @@ import {
   unchangedCodeOf,
   writeRows,
 } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type OwnerLease, type Workspace } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type FileLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -334,7 +334,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     await new Registry(place.stateHome).transaction(place.base, () => undefined);
 
     await takenOver(() => initializeWorkspace(coordination, ANY_PORT));
-    let lease: OwnerLease | undefined;
+    let lease: FileLease | undefined;
     await takenOver(async () => {
       lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     });

@@ -35,7 +35,7 @@ import {
 } from '../test/crash-helpers.js';
 import { goneHolder, registryLockBytes } from '../test/functional-helpers.js';
 import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
-import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type NewWorkspace, type OwnerLease, type Workspace } from './index.js';
+import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type NewWorkspace, type FileLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -144,7 +144,7 @@ async function setUp(stopped: boolean): Promise<Setup> {
   return { place, root, injector, coordination, stoppedEpoch, initializeCalls: 0 };
 }
 
-function acquireOf(setup: Setup): Promise<OwnerLease> {
+function acquireOf(setup: Setup): Promise<FileLease> {
   return acquireWorkspace(setup.coordination, OWNER_CONFIG, ENDPOINT, (workspace: NewWorkspace) => {
     setup.initializeCalls += 1;
     workspace.writeHostConfig(POLICY);
@@ -234,7 +234,7 @@ describe('acquire rolls back when one step fails with an I/O error (docs/ownersh
             // A failed removal of the registry lock leaves it (naming this live process), and the
             // transaction's work stands: the acquire goes on (docs/ownership.md, "The registry transaction", step 5).
             expect(result, label).toHaveProperty('value');
-            const lease = (result as { value: OwnerLease }).value;
+            const lease = (result as { value: FileLease }).value;
             lease.assert();
             await lease.release();
             expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);

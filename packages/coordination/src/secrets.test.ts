@@ -12,7 +12,7 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type Inspection, type OwnerLease, type Workspace } from './index.js';
+import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type Inspection, type FileLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -37,7 +37,7 @@ function expectAbsent(secret: string, texts: readonly string[], what: string): v
 }
 
 /** The capability appears in no error caught so far, no inspection, no registration, and in no file but its own. */
-function expectSecretKept(place: TestPlace, coordination: Workspace, secret: string, seen: { inspections: Inspection[]; leases: OwnerLease[] }): void {
+function expectSecretKept(place: TestPlace, coordination: Workspace, secret: string, seen: { inspections: Inspection[]; leases: FileLease[] }): void {
   expect(caughtErrors.length).toBeGreaterThan(0);
   for (const error of caughtErrors) expectAbsent(secret, textsOfError(error), 'an error');
   expectAbsent(secret, seen.inspections.map((inspection) => JSON.stringify(inspection)), 'an inspection');
@@ -59,7 +59,7 @@ describe('the capability stays in its file', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'life');
     const inspections: Inspection[] = [inspectWorkspace(coordination)];
-    const leases: OwnerLease[] = [];
+    const leases: FileLease[] = [];
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
     leases.push(lease);
     const { capability } = workspaceLocalAccess(coordination);

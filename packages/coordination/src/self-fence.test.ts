@@ -17,7 +17,7 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type OwnerLease, type Workspace } from './index.js';
+import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type FileLease, type Workspace } from './index.js';
 
 afterEach(cleanUp);
 
@@ -27,7 +27,7 @@ interface Owned {
   readonly place: TestPlace;
   readonly coordination: Workspace;
   readonly places: WorkspacePlaces;
-  readonly lease: OwnerLease;
+  readonly lease: FileLease;
 }
 
 async function owned(): Promise<Owned> {
@@ -38,7 +38,7 @@ async function owned(): Promise<Owned> {
 }
 
 /** Starts watching; `lost` resolves with the first onLost error, `calls` counts every call. */
-function watchOf(lease: OwnerLease): { calls: unknown[]; lost: Promise<unknown>; stop: () => void } {
+function watchOf(lease: FileLease): { calls: unknown[]; lost: Promise<unknown>; stop: () => void } {
   const calls: unknown[] = [];
   let resolveLost: (error: unknown) => void = () => {};
   const lost = new Promise<unknown>((resolve) => {

@@ -31,7 +31,7 @@ import {
 } from './crash-helpers.js';
 import { FIXTURE_MODULES } from './functional-helpers.js';
 import { OWNER_CONFIG, stagingLeftovers, undecodableFiles } from './process-helpers.js';
-import { acquireWorkspace, inspectWorkspace, openWorkspace, type OwnerLease } from '../src/index.js';
+import { acquireWorkspace, inspectWorkspace, openWorkspace, type FileLease } from '../src/index.js';
 
 // The crash-safety harness of src/crash-safety.test.ts (SIGKILL) and
 // src/io-errors.test.ts (an injected I/O error, then the process exits):
@@ -191,7 +191,7 @@ async function checkAcquire(prepared: Prepared, label: string): Promise<string> 
   const fences = serviceFences(place.stateHome, root);
   const coordination = openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 1000 });
   const before = listingWithoutLocks(place.stateHome);
-  let lease: OwnerLease | undefined;
+  let lease: FileLease | undefined;
   const code = await codeOfAsync(
     acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT).then((acquired) => {
       lease = acquired;

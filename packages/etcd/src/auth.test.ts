@@ -78,7 +78,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     const closedAt = performance.now();
     await until(async () => (await alice.inspect('/srv/auth')).status === 'quarantined');
     console.log(`closed with its lease held (TTL 3 s) to quarantined: ${Math.round(performance.now() - closedAt)} ms`);
-    const snapshot = await alice.recoverySnapshot('/srv/auth');
+    const snapshot = await alice.recoveryView('/srv/auth');
     const record = await alice.recover('/srv/auth', snapshot.digest, { user: 'operator' });
     expect(await alice.journal()).toEqual([record]);
     const next = await alice.acquire('/srv/auth', { endpoint: loopbackEndpoint(51002) });
@@ -111,7 +111,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))("etcd with authentication enabled and
     console.log(`role without the prefix: ${refusal.code}: ${refusal.message}`);
     expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining('etcdserver: permission denied') });
     expect(refusal.message).toContain('user "bob"');
-    expect(await failureOf(() => bob.recoverySnapshot('/srv/elsewhere'))).toMatchObject({ code: 'refused' });
+    expect(await failureOf(() => bob.recoveryView('/srv/elsewhere'))).toMatchObject({ code: 'refused' });
     expect(await keysUnderPrefix()).toEqual(before);
     expect(await leaseCount()).toBe('found 0 leases');
   });

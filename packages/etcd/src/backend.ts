@@ -29,10 +29,10 @@ import {
 } from '@leasehold/contracts';
 import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
-import type { EtcdOwnerLease, FencedOperation, Sequencer } from './etcd-owner-lease.js';
+import type { EtcdFence, FencedOperation, Sequencer } from './etcd-fence.js';
 import { keyLayout, type KeyLayout } from './keys.js';
 import type { EtcdBackendOptions } from './backend-options.js';
-import { EtcdOwnership, type EtcdInspection, type RecoverySnapshot } from './ownership.js';
+import { EtcdOwnership, type EtcdInspection, type EtcdRecoveryView } from './ownership.js';
 
 // The etcd backend behind the seam: the cross-host fence in etcd, composed with this host's own
 // file backend for what must never leave the host (the capability, the checkout lock, the owner
@@ -176,14 +176,14 @@ class CompositeBackend implements EtcdBackend {
       epoch: fence.epoch,
       pid: fence.pid,
       host: fence.host,
-      holder: owner === undefined ? 'lease-ended' : 'leased',
+      verdict: owner === undefined ? 'lease-ended' : 'leased',
     }));
     const roots = new Set(fenced.map((row) => row.root));
     return [...fenced, ...(await this.#local.list()).filter((row) => !roots.has(row.root))];
   }
 
-  async snapshot(root: string): Promise<RecoveryView> {
-    return (await this.#snapshots(root)).view;
+  async view(root: string): Promise<RecoveryView> {
+    return (await this.#views(root)).view;
   }
 
   /** A process of this host, as this host's files' recovery judges it: etcd knows nothing of processes. */
@@ -197,8 +197,8 @@ class CompositeBackend implements EtcdBackend {
    */
   async recover(root: string, options: RecoverRequest): Promise<RecoveryResult> {
     options.assertAuthority();
-    const { view, local, etcd } = await this.#snapshots(root);
-    if (view.digest !== options.expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
+    const { view, local, etcd } = await this.#views(root);
+    if (view.digest !== options.expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery view and its digest`);
     if (etcd.owner !== undefined) {
       throw new ContractError('quarantine', `${root} is held by a live etcd lease (host ${etcd.owner.host}, pid ${etcd.owner.pid}, epoch ${etcd.owner.epoch}): it is never recovered`);
     }
@@ -246,9 +246,9 @@ class CompositeBackend implements EtcdBackend {
     }
   }
 
-  /** Both backends' snapshots, and the one view (and digest) of them. */
-  async #snapshots(root: string): Promise<{ view: RecoveryView; local: RecoveryView; etcd: RecoverySnapshot }> {
-    const [local, etcd] = await Promise.all([this.#localRecovery.snapshot(root), this.#etcd.recoverySnapshot(root)]);
+  /** Both backends' views, and the one view (and digest) of them. */
+  async #views(root: string): Promise<{ view: RecoveryView; local: RecoveryView; etcd: EtcdRecoveryView }> {
+    const [local, etcd] = await Promise.all([this.#localRecovery.view(root), this.#etcd.recoveryView(root)]);
     const etcdViews = etcdFenceViews(etcd, this.#keys.fence(root), etcd.fence === undefined ? undefined : this.#etcd.processOf(etcd.fence.record));
     const view: RecoveryView = {
       root,
@@ -275,14 +275,14 @@ function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase, process: Own
  * The etcd fence as recovery shows it, and its holder: `leased` while an owner key is there,
  * `lease-ended` once it is gone; for a fence of this host, what this host can tell of its `process`.
  */
-function etcdFenceViews(snapshot: RecoverySnapshot, key: string, process: OwnerStatus | undefined): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
+function etcdFenceViews(snapshot: EtcdRecoveryView, key: string, process: OwnerStatus | undefined): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
   if (snapshot.fence === undefined) return { fences: [], holders: [] };
   const { pid, host, processStart } = snapshot.fence.record;
   const holder = { pid, host, ...(processStart === undefined ? {} : { processStart }) };
-  const where = `etcd:${key}`;
+  const path = `etcd:${key}`;
   return {
-    fences: [{ kind: 'etcd-fence', where, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) }],
-    holders: [{ holder, status: snapshot.owner === undefined ? 'lease-ended' : 'leased', ...(process === undefined ? {} : { process }), fences: [where] }],
+    fences: [{ kind: 'etcd-fence', path, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) }],
+    holders: [{ holder, verdict: snapshot.owner === undefined ? 'lease-ended' : 'leased', ...(process === undefined ? {} : { process }), fences: [path] }],
   };
 }
 
@@ -290,11 +290,11 @@ function etcdFenceViews(snapshot: RecoverySnapshot, key: string, process: OwnerS
 class CompositeLease implements EtcdBackendLease {
   readonly root: string;
   readonly sequencer: Sequencer;
-  readonly #fence: EtcdOwnerLease;
+  readonly #fence: EtcdFence;
   readonly #local: OwnershipLease;
   #localReleased = false;
 
-  constructor(fence: EtcdOwnerLease, local: OwnershipLease) {
+  constructor(fence: EtcdFence, local: OwnershipLease) {
     this.root = local.root;
     this.sequencer = fence.sequencer;
     this.#fence = fence;

@@ -2,7 +2,7 @@
 // thinly maintained, so everything Leasehold needs from etcd is named here, in etcd's own terms,
 // and nothing else of the library leaks out. The rest of the package imports the client from
 // here. Only its raw gRPC clients are used: keep-alives, watches and the loss decision are ours
-// (see etcd-owner-lease.ts), never the library's `lost` event. Which member a request goes to is
+// (see etcd-fence.ts), never the library's `lost` event. Which member a request goes to is
 // members.ts, hedging is hedging.ts, a watch that follows the members is watch.ts; the words
 // they all speak are etcd-client-types.ts.
 import { performance } from 'node:perf_hooks';

@@ -49,7 +49,7 @@ describe.skipIf(!etcdAvailable())('fencing gates: a resource admits a write only
     await stopProcess(owner.pid);
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     await until(async () => (await other.inspect(root)).status === 'quarantined');
-    await other.recover(root, (await other.recoverySnapshot(root)).digest);
+    await other.recover(root, (await other.recoveryView(root)).digest);
     const successor = await other.acquire(root, { endpoint: loopbackEndpoint(47101) });
     await etcdGate(gateKey).admit(successor.sequencer, [{ put: dataKey, value: 'successor' }]);
     new FileFencingGate(tokenFile).admit(successor.sequencer);

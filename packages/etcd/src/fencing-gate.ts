@@ -3,7 +3,7 @@ import { ContractError, decodeBytes, encode } from '@leasehold/contracts';
 import { PrivateFiles } from '@leasehold/private-files';
 import { RECORD_BYTES, admittedTokenSchema, type AdmittedToken } from './documents.js';
 import { connect, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue } from './etcd-client.js';
-import { MAX_FENCED_OPERATIONS, keyOf, operationsOf, type FencedOperation, type Sequencer } from './etcd-owner-lease.js';
+import { MAX_FENCED_OPERATIONS, keyOf, operationsOf, type FencedOperation, type Sequencer } from './etcd-fence.js';
 
 // The resource side of fencing (Chubby's sequencer check, Kleppmann's fencing token). An owner
 // paused past its lease (a GC pause, a SIGSTOP, a slow disk) wakes up believing it still owns the

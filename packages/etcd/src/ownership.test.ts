@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, startEtcd, stopProcess, type EtcdCluster } from '@leasehold/test-utils';
 import { acquiredOwner, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until } from '../test/helpers.js';
-import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-owner-lease.js';
+import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-fence.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 import type { EtcdOwnership } from './ownership.js';
 
@@ -93,7 +93,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
     const { child: owner } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 });
-    const whileLive = await other.recoverySnapshot(root);
+    const whileLive = await other.recoveryView(root);
     expect(await codeOfAsync(() => other.recover(root, whileLive.digest))).toBe('quarantine');
 
     await killAndReap(owner);
@@ -127,7 +127,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     expect(await other.journal()).toEqual([]);
     expect((await other.inspect(root)).status).toBe('quarantined');
 
-    const current = await other.recoverySnapshot(root);
+    const current = await other.recoveryView(root);
     const record = await other.recover(root, current.digest, { user: 'operator' });
     expect(record).toMatchObject({ root, digest: current.digest, fence: { root, host: 'host-a' }, operator: { host: 'host-b', user: 'operator' } });
     expect((await raw.range(`${prefix}/journal/${record.id}`)).kvs).toHaveLength(1);
@@ -155,7 +155,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
 
     // Cleaning up: the lease ended by hand, then the recovery a person would run once it had.
     await raw.revoke(ownerKv?.lease ?? expect.unreachable());
-    await sameHost.recover(root, (await sameHost.recoverySnapshot(root)).digest);
+    await sameHost.recover(root, (await sameHost.recoveryView(root)).digest);
   });
 
   it('an owner stopped (SIGSTOP) past its TTL reports the loss when resumed before any fenced write, and its old revision commits nothing', async () => {
@@ -170,7 +170,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
 
     await stopProcess(owner.pid);
     await until(async () => (await other.inspect(root)).status === 'quarantined');
-    await other.recover(root, (await other.recoverySnapshot(root)).digest);
+    await other.recover(root, (await other.recoveryView(root)).digest);
     const successor = await other.acquire(root, { endpoint: loopbackEndpoint(47001) });
     expect(BigInt(successor.sequencer.revision)).toBeGreaterThan(BigInt(oldRevision));
 

@@ -16,7 +16,7 @@ import {
 } from './documents.js';
 import type { EtcdBackendOptions } from './backend-options.js';
 import { connect, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
-import { KeptEtcdOwnerLease, type EtcdOwnerLease } from './etcd-owner-lease.js';
+import { EtcdFence } from './etcd-fence.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
@@ -56,7 +56,7 @@ export interface FencedRoot {
 }
 
 /** Exactly what `recover` acts on, and the digest that names it. */
-export interface RecoverySnapshot {
+export interface EtcdRecoveryView {
   readonly root: string;
   readonly fence: FenceState | undefined;
   readonly owner: OwnerRecord | undefined;
@@ -71,7 +71,7 @@ export class EtcdOwnership {
   readonly host: string;
   readonly #keys: KeyLayout;
   readonly #client: EtcdClient;
-  readonly #leases = new Set<KeptEtcdOwnerLease>();
+  readonly #leases = new Set<EtcdFence>();
 
   constructor(options: EtcdOwnershipOptions) {
     this.#keys = keyLayout(options.prefix);
@@ -112,7 +112,7 @@ export class EtcdOwnership {
    * Takes `root` in ONE transaction: no fence at any ancestor, none at the root or below, no key
    * for this host's endpoint; then the fence (durable), the owner and endpoint keys (on a new lease).
    */
-  async acquire(root: string, options: AcquireOptions): Promise<EtcdOwnerLease> {
+  async acquire(root: string, options: AcquireOptions): Promise<EtcdFence> {
     const ancestors = ancestorsOf(root);
     const endpoint = decode(endpointSchema, options.endpoint, 'endpoint');
     const ttlSeconds = options.ttlSeconds ?? DEFAULT_TTL_SECONDS;
@@ -163,7 +163,7 @@ export class EtcdOwnership {
       await this.#client.revoke(grant.id).catch(() => {});
       throw await this.#refusal(root, endpoint, result.ranges);
     }
-    const lease = new KeptEtcdOwnerLease(
+    const lease = new EtcdFence(
       { client: this.#client, keys: this.#keys, owner, sequencer: { root, cluster: result.cluster, revision: result.revision }, leaseId: grant.id, ttlMs, marginMs, grantSentAt },
       (ended) => this.#leases.delete(ended),
     );
@@ -179,7 +179,7 @@ export class EtcdOwnership {
   }
 
   /** The fence and owner of `root` and the digest `recover` checks: SHA-256 of their canonical encoding. */
-  async recoverySnapshot(root: string): Promise<RecoverySnapshot> {
+  async recoveryView(root: string): Promise<EtcdRecoveryView> {
     ancestorsOf(root);
     const { fence, owner, ownerKv } = await this.#read(root);
     const digest = sha256(
@@ -202,13 +202,13 @@ export class EtcdOwnership {
     expectedDigest: string,
     options: { readonly user?: string; readonly reviewedDigest?: string; readonly automatic?: AutomaticRecovery } = {},
   ): Promise<EtcdRecoveryRecord> {
-    const snapshot = await this.recoverySnapshot(root);
+    const snapshot = await this.recoveryView(root);
     const { fence, owner } = snapshot;
     if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
     if (owner !== undefined) {
       throw new ContractError('quarantine', `${root} is held by a live lease (host ${owner.host}, pid ${owner.pid}, epoch ${owner.epoch}): it is never recovered`);
     }
-    if (snapshot.digest !== expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery snapshot`);
+    if (snapshot.digest !== expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery view and its digest`);
     const identity = currentProcess();
     const record: EtcdRecoveryRecord = {
       schema: 'leasehold.etcd-recovery/1',
@@ -234,7 +234,7 @@ export class EtcdOwnership {
         { put: journalKey, value: recordBytes(record) },
       ],
     );
-    if (!succeeded) throw new ContractError('conflict', `${root} changed while it was recovered: nothing was written; take a new recovery snapshot`);
+    if (!succeeded) throw new ContractError('conflict', `${root} changed while it was recovered: nothing was written; take a new recovery view and its digest`);
     return record;
   }
 

@@ -89,7 +89,7 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
         // The lease ended: the fence stays, nothing is freed, and only a recovery lets another owner in.
         expect(await other.inspect(root)).toMatchObject({ status: 'quarantined', owner: undefined, fence: { root, host: 'host-a' } });
         expect(await codeOfAsync(() => other.acquire(root, { endpoint: loopbackEndpoint(port + 1) }))).toBe('quarantine');
-        await other.recover(root, (await other.recoverySnapshot(root)).digest);
+        await other.recover(root, (await other.recoveryView(root)).digest);
         const successor = await other.acquire(root, { endpoint: loopbackEndpoint(port + 1) });
         expect(BigInt(successor.sequencer.revision)).toBeGreaterThan(BigInt(oldRevision));
 

@@ -63,7 +63,7 @@ async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted,
   } else {
     await until(async () => (await claimant.inspect(root)).status === 'quarantined');
     expect(await claim()).toBe('quarantine');
-    await claimant.recover(root, (await claimant.recoverySnapshot(root)).digest);
+    await claimant.recover(root, (await claimant.recoveryView(root)).digest);
     await (await claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) })).release();
   }
   return { afterRestart, end };

@@ -3,7 +3,7 @@ import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { connect, type EtcdClient } from '../src/etcd-client.js';
-import type { Sequencer } from '../src/etcd-owner-lease.js';
+import type { Sequencer } from '../src/etcd-fence.js';
 import { EtcdOwnership } from '../src/ownership.js';
 
 /**

@@ -32,7 +32,7 @@ import {
   judgeFenced,
   ownerPlan,
   recoverWith,
-  snapshotOf,
+  viewOf,
   type OwnerPlan,
   type RecovererPlan,
 } from '../test/helpers.js';
@@ -62,9 +62,9 @@ async function ownerKilled(plan: (place: TestPlace, root: string) => OwnerPlan, 
   return { place, root, owner, places: handPlaces(place.stateHome, root) };
 }
 
-/** The holders of a snapshot as `[pid, status, fence kinds]`. */
+/** The holders of a snapshot as `[pid, verdict, fence kinds]`. */
 function holdersOf(place: TestPlace, root: string) {
-  return snapshotOf(place, root).holders.map(({ holder, status, fences }) => [holder.pid, status, fences]);
+  return viewOf(place, root).holders.map(({ holder, verdict, fences }) => [holder.pid, verdict, fences]);
 }
 
 describe('an owner killed (SIGKILL) while the process it fenced the workspace with lives', () => {
@@ -72,7 +72,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     const child = liveChild();
     const { place, root, owner, places } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
 
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     expect(snapshot.fences.map((fence) => fence.kind)).toEqual([
       'registry-row',
       'service-format',
@@ -86,7 +86,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     // The companion names the child, under the dead owner's epoch.
     const { schema, epoch, ...named } = jsonOf(places.companion) as { schema: string; epoch: string; pid: number };
     expect([schema, epoch, named.pid]).toEqual(['leasehold.companion/1', (jsonOf(places.registration) as { epoch: string }).epoch, child.pid]);
-    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', where: places.companion, holder: named });
+    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', path: places.companion, holder: named });
     expect(holdersOf(place, root)).toEqual([
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'live', ['companion']],
@@ -113,7 +113,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'absent', ['companion']],
     ]);
-    expect(outlivingProgram(snapshotOf(place, root))).toBeUndefined();
+    expect(outlivingProgram(viewOf(place, root))).toBeUndefined();
     expect(diagnose(place.stateHome).map((finding) => finding.kind)).toEqual(['dead-owner']);
     await finishRecovery(place, root);
     expect(pathExists(places.companion)).toBe(false);
@@ -127,7 +127,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     const { place, root } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
     await killAndReap(child);
     const steps: string[] = [];
-    const outcome = await recoverWith(place, root, snapshotOf(place, root).digest, { hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) } });
+    const outcome = await recoverWith(place, root, viewOf(place, root).digest, { hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) } });
     expect(outcome).toMatchObject({ recovered: true });
     expect(steps).toEqual([
       'directory mkdir state/v1/journal',
@@ -174,7 +174,7 @@ for (const { name, killBefore, companionLeft } of RELEASE_POINTS) describe(`an o
     const ownerFences = ['registry-row', 'registration', 'owner-lock', 'checkout-lock'];
     const expected = [[owner.pid, 'absent', ownerFences], ...(companionLeft ? [[child.pid, 'live', ['companion']]] : [])];
     expect(holdersOf(place, root)).toEqual(expected);
-    if (companionLeft) expect(await codeOfAsync(recoverWith(place, root, snapshotOf(place, root).digest))).toBe('quarantine');
+    if (companionLeft) expect(await codeOfAsync(recoverWith(place, root, viewOf(place, root).digest))).toBe('quarantine');
     await killAndReap(child);
     await judgeFenced(place, root, 'release with a companion');
     await finishRecovery(place, root);
@@ -187,7 +187,7 @@ describe('a recovery killed (SIGKILL) right after it removed the companion', () 
     const { place, root, owner, places } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
     await killAndReap(child);
     // The journal record's 7 steps, the companion's unlink and folder fsync: killed before the registration's.
-    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: snapshotOf(place, root).digest, killAt: 10 };
+    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: viewOf(place, root).digest, killAt: 10 };
     const recoverer = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await recoverer.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(messagesOf(recoverer, 'step').map((message) => shownStep(message, place, root)).slice(7)).toEqual([

@@ -37,7 +37,7 @@ import {
   judgeFenced,
   ownerPlan,
   recoverWith,
-  snapshotOf,
+  viewOf,
   runBatch,
   type OwnerPlan,
 } from '../test/helpers.js';
@@ -140,11 +140,11 @@ interface Outcome {
 async function recoverAndReacquire(place: TestPlace, root: string, label: string): Promise<Outcome> {
   const inspected = await judgeFenced(place, root, label);
   const places = handPlaces(place.stateHome, root);
-  const snapshot = snapshotOf(place, root);
+  const snapshot = viewOf(place, root);
   // The registry lock is no fence: a dead writer's lock is for the next transaction to take over.
-  expect(snapshot.fences.map((fence) => fence.where), label).not.toContain(places.registryLock);
+  expect(snapshot.fences.map((fence) => fence.path), label).not.toContain(places.registryLock);
   if (!snapshot.clear) {
-    for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
+    for (const { holder, verdict } of snapshot.holders) expect(verdict, `${label}: holder ${holder.pid}`).toBe('absent');
   } else {
     // Clear: nothing remains but the service format, config and a stopped registration, which name no holder.
     const kept = snapshot.fences.map((fence) => (fence.kind === 'registration' ? `registration:${fence.phase ?? ''}` : fence.kind));
@@ -325,7 +325,7 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
     expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
     expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });
 
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     expect(snapshot.clear).toBe(false);
     expect(snapshot.fences.map((fence) => fence.kind)).toEqual([
       'registry-row',
@@ -336,7 +336,7 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
       'capability',
       'checkout-lock',
     ]);
-    expect(snapshot.holders.map(({ holder, status }) => [holder.pid, status])).toEqual([[owner.pid, 'absent']]);
+    expect(snapshot.holders.map(({ holder, verdict }) => [holder.pid, verdict])).toEqual([[owner.pid, 'absent']]);
     expect(await recoverAndReacquire(place, root, 'kill -9 while idle')).toEqual({ inspected: 'unavailable', recovery: 'recovered' });
   });
 });

@@ -24,7 +24,7 @@ import {
   spawnSharedFixture,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, snapshotOf, writeByHand } from '../test/helpers.js';
+import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, viewOf, writeByHand } from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding, type FindingRemedy } from './index.js';
 
 afterEach(cleanUp);
@@ -319,7 +319,7 @@ describe('diagnose: owners', () => {
         remedy: recoverRemedy(place, root),
       },
     ]);
-    expect(await recoverWith(place, root, snapshotOf(place, root).digest)).toMatchObject({ recovered: true });
+    expect(await recoverWith(place, root, viewOf(place, root).digest)).toMatchObject({ recovered: true });
     expect(findingsOf(place)).toEqual([]);
   });
 
@@ -337,8 +337,8 @@ describe('diagnose: owners', () => {
     });
     rewriteJson(places.registration, otherNamespace);
     rewriteJson(places.checkoutLock, otherNamespace);
-    const snapshot = snapshotOf(place, root);
-    expect(snapshot.holders.map(({ status }) => status)).toEqual(['ambiguous']);
+    const snapshot = viewOf(place, root);
+    expect(snapshot.holders.map(({ verdict }) => verdict)).toEqual(['ambiguous']);
     expect(codeOf(() => grantOf(place, root, snapshot.digest))).toBe('quarantine');
 
     const { host } = currentProcess();
@@ -367,7 +367,7 @@ describe('diagnose: owners', () => {
         remedy: recoverRemedy(place, root),
       },
     ]);
-    expect(await recoverWith(place, root, snapshotOf(place, root).digest)).toMatchObject({ recovered: true });
+    expect(await recoverWith(place, root, viewOf(place, root).digest)).toMatchObject({ recovered: true });
     expect(findingsOf(place)).toEqual([]);
   });
 
@@ -460,7 +460,7 @@ describe('diagnose: unreadable files', () => {
         .sort(([x], [y]) => x!.localeCompare(y!))
         .map(([, workspace]) => ({ kind: 'dead-owner', workspace })),
     );
-    for (const root of [broken, healthy]) expect(await recoverWith(place, root, snapshotOf(place, root).digest)).toMatchObject({ recovered: true });
+    for (const root of [broken, healthy]) expect(await recoverWith(place, root, viewOf(place, root).digest)).toMatchObject({ recovered: true });
     expect(findingsOf(place)).toEqual([]);
   });
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileOwnership } from '@leasehold/coordination';
 import { cleanUp, codeOfAsync, killAndReap, spawnCommand, makePlace, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
-import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, snapshotOf } from '../test/helpers.js';
+import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, viewOf } from '../test/helpers.js';
 import { processIdentity } from '@leasehold/private-files';
 import { ContractError, fileRecovery } from './index.js';
 
@@ -17,7 +17,7 @@ describe('fileRecovery', () => {
     expect(await recovery.journal()).toEqual([]);
     const root = makeWorkspace(place, 'crashed');
     await deadOwner(place, root);
-    const view = await recovery.snapshot(root);
+    const view = await recovery.view(root);
     const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted });
     if (!result.recovered) throw new Error('it recovered nothing');
     replaceFile(place.base, result.record, new TextEncoder().encode('{"schema":"leasehold.recovery-record/1"}'));
@@ -33,7 +33,7 @@ describe('fileRecovery', () => {
     const place = makePlace('recovery');
     const root = makeWorkspace(place, 'never');
     const recovery = fileRecovery({ stateHome: place.stateHome });
-    const view = await recovery.snapshot(root);
+    const view = await recovery.view(root);
     expect(view).toMatchObject({ root, fences: [], holders: [], clear: true });
     expect(await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted })).toEqual({ recovered: false, reason: 'clear' });
   });
@@ -47,13 +47,13 @@ describe('fileRecovery', () => {
     // Its row still fences the root, and names its gone process: quarantine until recovered.
     expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe('quarantine');
 
-    const view = await recovery.snapshot(root);
-    const state = snapshotOf(place, root);
+    const view = await recovery.view(root);
+    const state = viewOf(place, root);
     expect(view.digest).toBe(state.digest);
     expect(view.clear).toBe(false);
-    expect(view.fences.map(({ kind, where }) => ({ kind, where }))).toEqual(state.fences.map(({ kind, where }) => ({ kind, where })));
-    for (const { where } of view.fences) expect(pathExists(where), where).toBe(true);
-    expect(view.holders).toEqual([{ holder: expect.objectContaining({ pid }) as unknown, status: 'absent', fences: state.holders[0]?.fences }]);
+    expect(view.fences.map(({ kind, path }) => ({ kind, path }))).toEqual(state.fences.map(({ kind, path }) => ({ kind, path })));
+    for (const { path } of view.fences) expect(pathExists(path), path).toBe(true);
+    expect(view.holders).toEqual([{ holder: expect.objectContaining({ pid }) as unknown, verdict: 'absent', fences: state.holders[0]?.fences }]);
 
     const wrong = '0'.repeat(64);
     expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: wrong, assertAuthority: granted }))).toBe('conflict');
@@ -71,7 +71,7 @@ describe('fileRecovery', () => {
     if (!result.recovered) throw new Error('unreachable');
     expect(journalRecords(place.stateHome).map((name) => result.record.endsWith(name))).toEqual([true]);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
-    expect((await recovery.snapshot(root)).clear).toBe(true);
+    expect((await recovery.view(root)).clear).toBe(true);
 
     // The journal reads the record back: when, which root, the digest reviewed, who, what it released.
     const entries = await recovery.journal();
@@ -82,7 +82,7 @@ describe('fileRecovery', () => {
         digest: view.digest,
         recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         operator: { pid: process.pid, host: expect.any(String), user: expect.any(String) },
-        fences: state.fences.map(({ kind, where }) => ({ kind, path: where })),
+        fences: state.fences.map(({ kind, path }) => ({ kind, path })),
       },
     ]);
     expect(await recovery.journal(root)).toEqual(entries);
@@ -99,8 +99,8 @@ describe('fileRecovery', () => {
     const root = makeWorkspace(place, 'alive');
     const child = await liveOwner(place, root);
     const recovery = fileRecovery({ stateHome: place.stateHome });
-    const view = await recovery.snapshot(root);
-    expect(view.holders.map(({ holder, status }) => ({ pid: holder.pid, status }))).toEqual([{ pid: child.pid, status: 'live' }]);
+    const view = await recovery.view(root);
+    expect(view.holders.map(({ holder, verdict }) => ({ pid: holder.pid, verdict }))).toEqual([{ pid: child.pid, verdict: 'live' }]);
     expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted }))).toBe('quarantine');
     expect(serviceFences(place.stateHome, root)).not.toEqual([]);
   });
@@ -112,15 +112,15 @@ describe('fileRecovery.fencedProcess', () => {
     const child = spawnCommand('sleep', ['1000']);
     const { host, processStart } = processIdentity(child.pid)!;
     const recorded = { pid: child.pid, host, processStart: processStart! };
-    expect(recovery.fencedProcess(recorded)).toEqual({ status: 'live', commandLine: ['sleep', '1000'], processGroup: expect.any(Number), pidInUse: true });
+    expect(recovery.fencedProcess(recorded)).toEqual({ verdict: 'live', commandLine: ['sleep', '1000'], processGroup: expect.any(Number), pidInUse: true });
     // Another start time under the same pid: a reused pid is absent, though the pid is in use.
     const reused = { ...recorded, processStart: recorded.processStart.replace(/:(\d+)$/, (_, time: string) => `:${BigInt(time) - 1n}`) };
-    expect(recovery.fencedProcess(reused)).toEqual({ status: 'absent', commandLine: null, processGroup: null, pidInUse: true });
+    expect(recovery.fencedProcess(reused)).toEqual({ verdict: 'absent', commandLine: null, processGroup: null, pidInUse: true });
     // Without a start time it is judged by its pid alone, and shows nothing it cannot prove.
-    expect(recovery.fencedProcess({ pid: child.pid, host })).toEqual({ status: 'live', commandLine: null, processGroup: null, pidInUse: true });
+    expect(recovery.fencedProcess({ pid: child.pid, host })).toEqual({ verdict: 'live', commandLine: null, processGroup: null, pidInUse: true });
     await killAndReap(child);
-    expect(recovery.fencedProcess(recorded)).toEqual({ status: 'absent', commandLine: null, processGroup: null, pidInUse: false });
-    expect(recovery.fencedProcess({ ...recorded, host: `${recorded.host}-elsewhere` })).toMatchObject({ status: 'ambiguous', commandLine: null, processGroup: null });
+    expect(recovery.fencedProcess(recorded)).toEqual({ verdict: 'absent', commandLine: null, processGroup: null, pidInUse: false });
+    expect(recovery.fencedProcess({ ...recorded, host: `${recorded.host}-elsewhere` })).toMatchObject({ verdict: 'ambiguous', commandLine: null, processGroup: null });
   });
 });
 

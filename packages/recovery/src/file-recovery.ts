@@ -2,13 +2,13 @@ import { stateHomeLayout, type FencedProcess, type Holder, type Recovery } from 
 import { defaultStateHome } from '@leasehold/coordination';
 import { ownerStatus, processDetails, processIdentity } from '@leasehold/private-files';
 import { Journal } from './journal.js';
-import { recover, recoverySnapshot, type RecoveryOptions } from './recover.js';
+import { recover, recoveryView, type RecoveryOptions } from './recover.js';
 
 /** The process `holder` names, as this host shows it now: by the proofs recovery judges holders by. */
 function fencedProcessOf(holder: Holder): FencedProcess {
   const details = processDetails(holder);
   return {
-    status: ownerStatus(holder.pid, holder.host, holder.processStart),
+    verdict: ownerStatus(holder.pid, holder.host, holder.processStart),
     commandLine: details?.commandLine ?? null,
     processGroup: details?.processGroup ?? null,
     pidInUse: processIdentity(holder.pid) !== undefined,
@@ -16,7 +16,7 @@ function fencedProcessOf(holder: Holder): FencedProcess {
 }
 
 /**
- * The file backend's recovery behind the seam: `recoverySnapshot` and
+ * The file backend's recovery behind the seam: `recoveryView` and
  * `recover` of this package, with these options, for any workspace of the
  * state home, and the records of its journal. The digest a snapshot shows is
  * the one `recover` checks.
@@ -24,8 +24,8 @@ function fencedProcessOf(holder: Holder): FencedProcess {
 export function fileRecovery(options: RecoveryOptions = {}): Recovery {
   return {
     fencedProcess: fencedProcessOf,
-    async snapshot(root) {
-      return recoverySnapshot(root, options);
+    async view(root) {
+      return recoveryView(root, options);
     },
     async recover(root, request) {
       return recover(root, { ...options, ...request });

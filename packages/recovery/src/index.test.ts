@@ -33,7 +33,7 @@ describe('the public entry point', () => {
       'RecoveryOptions',
       'RecoveryResult',
       'RecoveryView',
-      'SnapshotHolders',
+      'ViewHolders',
       'defaultStateHome',
       'diagnose',
       'fileRecovery',
@@ -59,7 +59,7 @@ describe('the README example', () => {
     const workspace = makeTemporaryFolder('leasehold-recovery-readme-');
     const stateHome = join(makeTemporaryFolder('leasehold-recovery-readme-state-'), 'fresh', 'state');
     const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
-    const { digest } = await recovery.fileRecovery({ stateHome }).snapshot(workspace);
+    const { digest } = await recovery.fileRecovery({ stateHome }).view(workspace);
     expect(run).toEqual({ code: 0, stdout: `fences: 0, digest: ${digest}\nnothing to recover (clear)\nfindings: 0\n`, stderr: '' });
     expect(pathExists(join(stateHome, '..'))).toBe(false);
   });

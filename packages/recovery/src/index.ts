@@ -2,7 +2,7 @@ export { diagnose, type DiagnoseOptions } from './diagnose.js';
 export { FINDING_KINDS, type Finding, type FindingKind } from './findings.js';
 export { type FindingRemedy, type ProcessGone } from './finding-remedy.js';
 export { fileRecovery } from './file-recovery.js';
-export { outlivingProgram, type SnapshotHolders } from './outliving-program.js';
+export { outlivingProgram, type ViewHolders } from './outliving-program.js';
 export { type RecoveryOptions } from './recover.js';
 export { rootExists } from './root-exists.js';
 // What a caller meets in this package's signatures and errors, and what names a root and a state

@@ -4,7 +4,7 @@ import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeBytes, encode, recoveryRecordSchema } from '@leasehold/contracts';
 import { cleanUp, codeOf, handPlaces, jsonOf, makePlace, makeWorkspace, replaceFile } from '@leasehold/test-utils';
-import { deadOwner, journalRecords, placesOf, recoverWith, snapshotOf } from '../test/helpers.js';
+import { deadOwner, journalRecords, placesOf, recoverWith, viewOf } from '../test/helpers.js';
 import { Journal, RECOVERY_RECORD_BYTES, currentOperator } from './journal.js';
 
 afterEach(cleanUp);
@@ -24,7 +24,7 @@ describe('the journal record', () => {
     expect(registration.pid).toBe(pid);
     const owner = { pid, host: registration.host, processStart: registration.processStart };
 
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     const outcome = await recoverWith(place, root, snapshot.digest);
 
     const names = journalRecords(place.stateHome);
@@ -58,7 +58,7 @@ describe('the journal record', () => {
       { kind: 'checkout-lock', path: places.checkoutLock, holder: owner },
     ]);
     // The same fences the snapshot showed (which also gives the registration's phase).
-    expect(record.fences).toEqual(snapshot.fences.map(({ kind, where, holder }) => (holder === undefined ? { kind, path: where } : { kind, path: where, holder })));
+    expect(record.fences).toEqual(snapshot.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder })));
     expect(snapshot.fences.find((fence) => fence.kind === 'registration')?.phase).toBe('idle');
   });
 });
@@ -69,7 +69,7 @@ describe('Journal (the durable bridge: docs/ownership.md, "The journal record")'
     const root = makeWorkspace(place, 'workspace');
     await deadOwner(place, root);
     const journal = new Journal(placesOf(place, root));
-    const state = snapshotOf(place, root);
+    const state = viewOf(place, root);
     expect(journal.folder).toBe(handPlaces(place.stateHome, root).journal);
 
     const kept = journal.record(state, currentOperator());
@@ -91,7 +91,7 @@ describe('Journal (the durable bridge: docs/ownership.md, "The journal record")'
     const journal = handPlaces(place.stateHome, root).journal;
     mkdirSync(journal, { mode: 0o700 });
     chmodSync(journal, 0o755);
-    expect(codeOf(() => new Journal(placesOf(place, root)).record(snapshotOf(place, root), currentOperator()))).toBe('refused');
+    expect(codeOf(() => new Journal(placesOf(place, root)).record(viewOf(place, root), currentOperator()))).toBe('refused');
     expect(journalRecords(place.stateHome)).toEqual([]);
   });
 });

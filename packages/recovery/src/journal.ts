@@ -37,8 +37,7 @@ export function currentOperator(): RecoveryRecord['operator'] {
 }
 
 function fencesOf(state: FileRecoveryView): Fence[] {
-  // A record names each fence's file as `path`: the journal's format, older than the seam's `where`.
-  return state.fences.map(({ kind, where: path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder }));
+  return state.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder }));
 }
 
 /**

@@ -29,7 +29,7 @@ import {
   ownerPlan,
   recoverWith,
   rowsOf,
-  snapshotOf,
+  viewOf,
 } from '../test/helpers.js';
 import { recover } from './recover.js';
 
@@ -77,7 +77,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
     const places = handPlaces(place.stateHome, root);
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     const tableBefore = lstatSync(places.roots).ino;
 
     const churners = [churner(place, 'first', 45_100, 2), churner(place, 'second', 45_200, 2)];
@@ -87,7 +87,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     // Each churner completed two rounds after the snapshot: the table was rewritten many times.
     for (const child of churners) await roundAfter(child, 1);
     expect(lstatSync(places.roots).ino).not.toBe(tableBefore);
-    expect(snapshotOf(place, root).digest).toBe(snapshot.digest);
+    expect(viewOf(place, root).digest).toBe(snapshot.digest);
 
     // Recovery with the first digest, while they go on (the lock wait bounds the short holds of their transactions).
     const during = churners.map(lastRound);
@@ -122,7 +122,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
     await deadOwner(place, root);
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
 
     // Another root's owner killed in its acquire's transaction, after its row, before its service folder was renamed into place.
     const other = makeWorkspace(place, 'other');
@@ -140,7 +140,7 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
     expect(jsonOf(otherPlaces.registryLock)).toMatchObject({ pid: crashed.pid, root: other });
     const otherRow = rowsOf(place.stateHome).find((row) => row.root === other);
     expect(otherRow).toMatchObject({ pid: crashed.pid });
-    expect(snapshotOf(place, root).digest).toBe(snapshot.digest);
+    expect(viewOf(place, root).digest).toBe(snapshot.digest);
 
     expect(await recoverWith(place, root, snapshot.digest)).toMatchObject({ recovered: true });
     expect(serviceFences(place.stateHome, root)).toEqual([]);

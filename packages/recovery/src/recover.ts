@@ -12,7 +12,7 @@ import { readRecoveryState, type FileRecoveryView, type RecoveryRead } from './r
  */
 export interface RecoveryOptions extends CoordinationOptions {
   /**
-   * `recoverySnapshot` only: remove dead writers' staging leftovers first
+   * `recoveryView` only: remove dead writers' staging leftovers first
    * (default true). Without it a dead writer's second link reads `refused`.
    */
   readonly sweepStaging?: boolean;
@@ -50,7 +50,7 @@ function readOf(workspace: Workspace, sweepStaging: boolean): RecoveryRead {
  * but dead writers' staging leftovers.
  * @throws ContractError `refused` (unsafe or malformed file, invalid registry), `conflict` (files kept changing).
  */
-export function recoverySnapshot(root: string, options: RecoveryOptions = {}): FileRecoveryView {
+export function recoveryView(root: string, options: RecoveryOptions = {}): FileRecoveryView {
   return readOf(openWorkspace(root, options), options.sweepStaging ?? true).view;
 }
 
@@ -62,11 +62,11 @@ function grantFor(workspace: Workspace, expectedDigest: string, assertAuthority:
   if (state.digest !== expectedDigest) {
     throw new ContractError('conflict', `${state.root}: the state changed since the digest was taken; review it again`);
   }
-  const blocking = state.holders.filter(({ status }) => status !== 'absent');
+  const blocking = state.holders.filter(({ verdict }) => verdict !== 'absent');
   if (blocking.length > 0) {
-    const named = blocking.map(({ holder, status }) => `process ${holder.pid} on ${holder.host} is ${status}`);
+    const named = blocking.map(({ holder, verdict }) => `process ${holder.pid} on ${holder.host} is ${verdict}`);
     // One that cannot be told from here is the harder case: its remedy covers a live one too.
-    const untold = blocking.some(({ status }) => status === 'ambiguous');
+    const untold = blocking.some(({ verdict }) => verdict === 'ambiguous');
     throw new ContractError('quarantine', `${state.root}: ${named.join('; ')}`, {
       remedy: recoverRemedy(state.root, workspace.places.stateHome, untold ? 'ambiguous' : 'live'),
     });

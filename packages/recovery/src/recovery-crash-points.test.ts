@@ -34,7 +34,7 @@ import {
   judgeFenced,
   recoverWith,
   runBatch,
-  snapshotOf,
+  viewOf,
   type RecovererPlan,
 } from '../test/helpers.js';
 
@@ -129,11 +129,11 @@ async function deadOwnerPlace(deadOwnerCase: DeadOwnerCase): Promise<Place & { d
   const place = makePlace('recovery');
   const root = makeWorkspace(place, 'workspace');
   await deadOwnerCase.kill([{ place, root }]);
-  const snapshot = snapshotOf(place, root);
+  const snapshot = viewOf(place, root);
   expect(snapshot.clear).toBe(false);
-  for (const { status } of snapshot.holders) expect(status).toBe('absent');
+  for (const { verdict } of snapshot.holders) expect(verdict).toBe('absent');
   // The registry lock is not a fence: only this workspace's files and row are.
-  expect(snapshot.fences.map((fence) => fence.where)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+  expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
   return { place, root, digest: snapshot.digest };
 }
 
@@ -192,8 +192,8 @@ async function judgedWithLockAside({ place, root }: Place, label: string): Promi
 
 /** A second recovery, with a new snapshot's digest, finishes what the dead one left (taking over a lock left behind). */
 async function secondRecovery({ place, root }: Place, label: string): Promise<'recovered' | 'clear'> {
-  const snapshot = snapshotOf(place, root);
-  for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
+  const snapshot = viewOf(place, root);
+  for (const { holder, verdict } of snapshot.holders) expect(verdict, `${label}: holder ${holder.pid}`).toBe('absent');
   const recordsBefore = journalRecords(place.stateHome).length;
   const outcome = await recoverWith(place, root, snapshot.digest).catch((error: unknown) => {
     throw new Error(`${label}: the second recovery failed (${String(error)})`, { cause: error });

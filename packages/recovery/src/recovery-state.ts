@@ -16,7 +16,7 @@ import { ownerStatus, type FileSnapshot, type OwnerStatus } from '@leasehold/pri
 /** The seam's `RecoveryView` as the files fill it: each fence one of `FENCE_KINDS`, each holder judged on this host. */
 export interface FileRecoveryView extends RecoveryView {
   readonly fences: readonly (RecoveryFenceView & { readonly kind: FenceKind })[];
-  readonly holders: readonly (RecoveryHolderView & { readonly status: OwnerStatus })[];
+  readonly holders: readonly (RecoveryHolderView & { readonly verdict: OwnerStatus })[];
 }
 
 /**
@@ -95,7 +95,7 @@ function holdersOf(fences: FileRecoveryView['fences']): FileRecoveryView['holder
   }
   return [...byKey.values()].map(({ holder, fences: named }) => ({
     holder,
-    status: ownerStatus(holder.pid, holder.host, holder.processStart),
+    verdict: ownerStatus(holder.pid, holder.host, holder.processStart),
     fences: named,
   }));
 }
@@ -125,8 +125,8 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
       ownerStatus(checkout.pid, checkout.host, checkout.processStart) === 'absent');
   const initialisation = table.roots === undefined ? table.format : undefined;
   const fences: (RecoveryFenceView & { kind: FenceKind })[] = [];
-  const add = (kind: FenceKind, where: string, holder?: Holder, phase?: Phase) =>
-    fences.push({ kind, where, ...(holder === undefined ? {} : { holder }), ...(phase === undefined ? {} : { phase }) });
+  const add = (kind: FenceKind, path: string, holder?: Holder, phase?: Phase) =>
+    fences.push({ kind, path, ...(holder === undefined ? {} : { holder }), ...(phase === undefined ? {} : { phase }) });
   if (rowHolder !== undefined) add('registry-row', places.roots, rowHolder);
   if (initialisation !== undefined) add('registry-initialisation', places.registryFormat);
   if (service.format !== undefined) add('service-format', places.format);

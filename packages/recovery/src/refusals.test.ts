@@ -37,7 +37,7 @@ import {
   ownerPlan,
   recoverWith,
   rowsOf,
-  snapshotOf,
+  viewOf,
   writeByHand,
 } from '../test/helpers.js';
 import { recover, type RecoveryGrant } from './recover.js';
@@ -100,8 +100,8 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
     const place = makePlace('recovery');
     const root = makeWorkspace(place, 'workspace');
     const owner = await liveOwner(place, root);
-    const snapshot = snapshotOf(place, root);
-    expect(snapshot.holders.map(({ holder, status }) => [holder.pid, status])).toEqual([[owner.pid, 'live']]);
+    const snapshot = viewOf(place, root);
+    expect(snapshot.holders.map(({ holder, verdict }) => [holder.pid, verdict])).toEqual([[owner.pid, 'live']]);
     const before = stateListing(place.stateHome);
 
     const prepared = await errorOf(() => grantOf(place, root, snapshot.digest));
@@ -129,9 +129,9 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
       const registration = handPlaces(place.stateHome, root).registration;
       rewriteJson(registration, change, { scratch: place.base });
       const named = jsonOf(registration) as { host: string };
-      const snapshot = snapshotOf(place, root);
+      const snapshot = viewOf(place, root);
       expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({ holder: { pid, host: named.host } });
-      expect(snapshot.holders.map(({ status }) => status)).toContain('ambiguous');
+      expect(snapshot.holders.map(({ verdict }) => verdict)).toContain('ambiguous');
       const before = stateListing(place.stateHome);
 
       for (const attempt of [() => grantOf(place, root, snapshot.digest), () => recoverWith(place, root, snapshot.digest)]) {
@@ -151,9 +151,9 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
     const { place, root } = await deadOwnerPlace();
     const { pidNamespace, startTime } = processStartParts();
     lockByHand(place, '/elsewhere', { pid: process.pid, host: hostname(), processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}` });
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     // Neither a fence nor a holder of this workspace.
-    expect(snapshot.fences.map((fence) => fence.where)).not.toContain(handPlaces(place.stateHome, root).registryLock);
+    expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
     expect(snapshot.holders.map(({ holder }) => holder.pid)).not.toContain(process.pid);
     expect(await recoverWith(place, root, snapshot.digest)).toMatchObject({ recovered: true });
     expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
@@ -180,7 +180,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
       const places = handPlaces(place.stateHome, root);
       expect(jsonOf(places.registryLock)).toMatchObject({ pid: owner.pid, root });
       expect(serviceFences(place.stateHome, root)).toEqual(['registry row', "checkout.lock (a registration's)"]);
-      const granted = grantOf(place, root, snapshotOf(place, root).digest);
+      const granted = grantOf(place, root, viewOf(place, root).digest);
       let crossings = 0;
       const down = new BridgeDown('journal unreachable');
       const outcome = await errorOf(async () => {
@@ -210,7 +210,7 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
     const { place, root } = await deadOwnerPlace();
     const places = handPlaces(place.stateHome, root);
     const lockBytes = lockByHand(place, '/elsewhere', { pid: 4242, host: 'elsewhere.invalid' });
-    const snapshot = snapshotOf(place, root);
+    const snapshot = viewOf(place, root);
     const error = await errorOf(() => recoverWith(place, root, snapshot.digest));
     expect(error).toMatchObject({ code: 'quarantine' });
     expect((error as Error).message).toContain('pid 4242 on elsewhere.invalid');
@@ -257,9 +257,9 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
   for (const { name, make } of staleMakers) {
     it(`is stale (conflict) once ${name}, and nothing changes`, async () => {
       const { place, root } = await deadOwnerPlace();
-      const stale = snapshotOf(place, root).digest;
+      const stale = viewOf(place, root).digest;
       make(place, root);
-      const fresh = snapshotOf(place, root).digest;
+      const fresh = viewOf(place, root).digest;
       expect(fresh).not.toBe(stale);
       const before = stateListing(place.stateHome);
       const fences = serviceFences(place.stateHome, root);
@@ -279,7 +279,7 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
   for (const { name, make } of staleMakers) {
     it(`is checked again before every effect: ${name} between the grant and its release is conflict, before any effect`, async () => {
       const { place, root } = await deadOwnerPlace();
-      const granted = grantOf(place, root, snapshotOf(place, root).digest);
+      const granted = grantOf(place, root, viewOf(place, root).digest);
       make(place, root);
       const before = stateListing(place.stateHome);
       const fences = serviceFences(place.stateHome, root);
@@ -321,12 +321,12 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
     it(`is not stale when ${name}: the first digest recovers, also when it happens between the grant and its release`, async () => {
       for (const between of [false, true]) {
         const { place, root } = await deadOwnerPlace();
-        const digest = snapshotOf(place, root).digest;
+        const digest = viewOf(place, root).digest;
         const granted = between ? grantOf(place, root, digest) : undefined;
         const rows = () => rowsOf(place.stateHome).filter((row) => row.root !== root);
         await make(place);
         const others = rows();
-        expect(snapshotOf(place, root).digest).toBe(digest);
+        expect(viewOf(place, root).digest).toBe(digest);
         if (granted === undefined) expect(await recoverWith(place, root, digest)).toMatchObject({ recovered: true });
         else await granted.release(() => {});
         expect(serviceFences(place.stateHome, root)).toEqual([]);
@@ -340,7 +340,7 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
 
   it('a malformed digest is refused before authority is asked, and nothing changes', async () => {
     const { place, root } = await deadOwnerPlace();
-    const digest = snapshotOf(place, root).digest;
+    const digest = viewOf(place, root).digest;
     const before = stateListing(place.stateHome);
     let asked = 0;
     const counted = () => {
@@ -394,7 +394,7 @@ async function releaseFailingAt(granted: RecoveryGrant, failAt: number): Promise
 describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant and release")', () => {
   it('authority denied: the operator tool error itself, and nothing changes', async () => {
     const { place, root } = await deadOwnerPlace();
-    const digest = snapshotOf(place, root).digest;
+    const digest = viewOf(place, root).digest;
     const before = stateListing(place.stateHome);
     const denial = new AuthorityDenied('not allowed to recover this workspace');
     const deny = () => {
@@ -415,7 +415,7 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
       calls += 1;
       if (calls === 4) throw denial;
     };
-    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: snapshotOf(place, root).digest, assertAuthority: withdrawn }))).toBe(denial);
+    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: viewOf(place, root).digest, assertAuthority: withdrawn }))).toBe(denial);
     expect(serviceFences(place.stateHome, root)).toEqual(REMAINING_AFTER[3]);
     expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
     await finishRecovery(place, root);
@@ -423,7 +423,7 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
 
   it('a grant is used once: a second release is consumed-grant, after a success or a failure', async () => {
     const { place, root } = await deadOwnerPlace();
-    const digest = snapshotOf(place, root).digest;
+    const digest = viewOf(place, root).digest;
 
     // A failure consumes it too.
     const failing = grantOf(place, root, digest);
@@ -438,7 +438,7 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
     expect(await codeOfAsync(failing.release(() => {}))).toBe('consumed-grant');
     expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
 
-    const granted = grantOf(place, root, snapshotOf(place, root).digest);
+    const granted = grantOf(place, root, viewOf(place, root).digest);
     let calls = 0;
     await granted.release(() => {
       calls += 1;
@@ -458,7 +458,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
     it(`at crossing ${failAt} (${CROSSINGS[failAt]}): stops there, the remaining fences stay, its registry lock is removed, and this process recovers at once`, async () => {
       const label = `fails at ${failAt}`;
       const { place, root } = await deadOwnerPlace();
-      const granted = grantOf(place, root, snapshotOf(place, root).digest);
+      const granted = grantOf(place, root, viewOf(place, root).digest);
       const before = stateListing(place.stateHome);
       const { outcome, calls, down } = await releaseFailingAt(granted, failAt);
       expect(registryFolder(place), label).toEqual(['format.json', 'roots.json']);
@@ -475,7 +475,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
 
   it('at a seventh crossing: there is none, the recovery completes after six, and its registry lock is removed', async () => {
     const { place, root } = await deadOwnerPlace();
-    const { outcome, calls } = await releaseFailingAt(grantOf(place, root, snapshotOf(place, root).digest), 7);
+    const { outcome, calls } = await releaseFailingAt(grantOf(place, root, viewOf(place, root).digest), 7);
     expect(registryFolder(place), 'fails at 7').toEqual(['format.json', 'roots.json']);
     expect(outcome).toMatchObject({ message: 'completed' });
     expect(calls).toBe(6);
@@ -506,7 +506,7 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
           }
         },
       };
-      expect(await codeOfAsync(recoverWith(place, root, snapshotOf(place, root).digest, { hooks }))).toBe('conflict');
+      expect(await codeOfAsync(recoverWith(place, root, viewOf(place, root).digest, { hooks }))).toBe('conflict');
       expect(tampered).toBe(true);
       expect(serviceFences(place.stateHome, root)).toEqual(REMAINING_AFTER[2]);
       expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);

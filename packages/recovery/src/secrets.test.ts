@@ -30,7 +30,7 @@ import {
   journalRecords,
   liveOwner,
   recoverWith,
-  snapshotOf,
+  viewOf,
   type RecovererPlan,
 } from '../test/helpers.js';
 
@@ -82,18 +82,18 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     const snapshots: string[] = [];
 
     // While the owner lives: quarantine.
-    const live = snapshotOf(place, root);
+    const live = viewOf(place, root);
     snapshots.push(JSON.stringify(live));
     errors.push({ what: 'quarantine (prepare)', error: await errorOf(() => grantOf(place, root, live.digest)) });
     errors.push({ what: 'quarantine (recover)', error: await errorOf(() => recoverWith(place, root, live.digest)) });
     expect(await killAndReap(owner)).toMatchObject({ signal: 'SIGKILL' });
 
     // The digest covers the capability by its stamp: rewritten with identical bytes, the digest changes.
-    const dead = snapshotOf(place, root);
+    const dead = viewOf(place, root);
     snapshots.push(JSON.stringify(dead));
     const grantedBefore = grantOf(place, root, dead.digest);
     replaceFile(place.base, places.capability, readFileSync(places.capability));
-    const rewritten = snapshotOf(place, root);
+    const rewritten = viewOf(place, root);
     snapshots.push(JSON.stringify(rewritten));
     expect(rewritten.digest).not.toBe(dead.digest);
     expect(rewritten.fences).toEqual(dead.fences);
@@ -118,7 +118,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
         if (step.operation === 'remove' && step.path === places.capability) throw ioError(step);
       },
     };
-    errors.push({ what: 'EIO at the capability', error: await errorOf(() => recoverWith(place, root, snapshotOf(place, root).digest, { hooks: failing })) });
+    errors.push({ what: 'EIO at the capability', error: await errorOf(() => recoverWith(place, root, viewOf(place, root).digest, { hooks: failing })) });
     expect(errors.map(({ error }) => (error as { code?: string }).code)).toEqual([
       'quarantine',
       'quarantine',
@@ -132,7 +132,7 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
     expect(pathExists(places.capability)).toBe(true);
 
     // A recovery in a child, whose every output line and error output is searched too.
-    const last = snapshotOf(place, root);
+    const last = viewOf(place, root);
     snapshots.push(JSON.stringify(last));
     const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: last.digest };
     const child = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);

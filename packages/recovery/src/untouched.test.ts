@@ -12,7 +12,7 @@ import {
   journalRecords,
   recoverWith,
   rowsOf,
-  snapshotOf,
+  viewOf,
   writeByHand,
 } from '../test/helpers.js';
 
@@ -53,7 +53,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     expect(heldRow).toMatchObject({ pid: process.pid, endpoint: PARENT_ENDPOINT });
 
     const coordination = coordinationOf(place, dead);
-    const snapshot = snapshotOf(place, dead);
+    const snapshot = viewOf(place, dead);
     const deadPlaces = handPlaces(place.stateHome, dead);
     // Only the dead owner's files and its row are fences of this workspace.
     for (const fence of snapshot.fences) {
@@ -65,10 +65,10 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
         deadPlaces.ownerLock,
         deadPlaces.capability,
         deadPlaces.checkoutLock,
-      ]).toContain(fence.where);
+      ]).toContain(fence.path);
     }
     expect(snapshot.holders).toHaveLength(1);
-    expect(snapshot.holders[0]?.status).toBe('absent');
+    expect(snapshot.holders[0]?.verdict).toBe('absent');
 
     const before = stateListing(place.stateHome);
     expect(await recoverWith(place, dead, snapshot.digest)).toMatchObject({ recovered: true });

@@ -5,7 +5,7 @@ import { currentProcess, ownerStatus, processDetails, type OwnerStatus, type Pri
 import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import type { Finding } from './findings.js';
 import { outlivingProgram } from './outliving-program.js';
-import { recoverySnapshot } from './recover.js';
+import { recoveryView } from './recover.js';
 import { holderOf, holdsWorkspace, sameHolder, type FileRecoveryView } from './recovery-state.js';
 import { rootExists } from './root-exists.js';
 
@@ -86,7 +86,7 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
   if (read.problems.length === 0 && registryReadable) {
     const options = { stateHome: diagnosis.stateHome, sweepStaging: false, ...(diagnosis.hooks === undefined ? {} : { hooks: diagnosis.hooks }) };
     state = diagnosis.guarded(
-      () => recoverySnapshot(root, options),
+      () => recoveryView(root, options),
       (error) => diagnosis.unreadable(error, read.privateRoot, root),
     );
   }
@@ -101,29 +101,29 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
  */
 function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: string, state: FileRecoveryView | undefined): boolean {
   const deleted = read.row !== undefined && !rootExists(root);
-  let holders: { holder: Holder; status: OwnerStatus; path: string }[];
-  let remaining: { kind: string; where: string }[] = [];
+  let holders: { holder: Holder; verdict: OwnerStatus; path: string }[];
+  let remaining: { kind: string; path: string }[] = [];
   if (state !== undefined) {
     remaining = state.fences.filter(holdsWorkspace);
-    holders = state.holders.map(({ holder, status }) => ({
+    holders = state.holders.map(({ holder, verdict }) => ({
       holder,
-      status,
-      path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.where ?? read.paths.service,
+      verdict,
+      path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.path ?? read.paths.service,
     }));
     if (state.clear && !deleted) return false;
     if (plainToolOnly(read, remaining)) return false;
   } else {
     holders = [];
-    if (read.row !== undefined) holders.push({ holder: holderOf(read.row), status: 'absent', path: diagnosis.layout.roots });
+    if (read.row !== undefined) holders.push({ holder: holderOf(read.row), verdict: 'absent', path: diagnosis.layout.roots });
     if (read.registration !== undefined && read.registration.phase !== 'stopped') {
-      holders.push({ holder: holderOf(read.registration), status: 'absent', path: read.paths.registration });
+      holders.push({ holder: holderOf(read.registration), verdict: 'absent', path: read.paths.registration });
     }
-    if (read.companion !== undefined) holders.push({ holder: holderOf(read.companion), status: 'absent', path: read.paths.companion });
-    holders = holders.map((entry) => ({ ...entry, status: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart) }));
+    if (read.companion !== undefined) holders.push({ holder: holderOf(read.companion), verdict: 'absent', path: read.paths.companion });
+    holders = holders.map((entry) => ({ ...entry, verdict: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart) }));
     if (holders.length === 0 && !deleted) return false;
   }
-  const live = holders.find(({ status }) => status === 'live');
-  const ambiguous = holders.find(({ status }) => status === 'ambiguous');
+  const live = holders.find(({ verdict }) => verdict === 'live');
+  const ambiguous = holders.find(({ verdict }) => verdict === 'ambiguous');
   const first = holders[0];
   const named = (holder: Holder) => `pid ${holder.pid} on ${holder.host}`;
   const recoverHere: FindingRemedy = { kind: 'recover', workspace: root, stateHome: diagnosis.stateHome };
@@ -134,7 +134,7 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
   const pending = state === undefined ? '; recovery reads every file strictly: fix the findings above first' : '';
   if (deleted) {
     const shown = live ?? ambiguous ?? first;
-    const owner = shown === undefined ? 'unknown' : `${named(shown.holder)} is ${shown.status === 'absent' ? 'not live' : shown.status}`;
+    const owner = shown === undefined ? 'unknown' : `${named(shown.holder)} is ${shown.verdict === 'absent' ? 'not live' : shown.verdict}`;
     let remedy: FindingRemedy = recoverHere;
     if (live !== undefined) remedy = { kind: 'stop', workspace: root, stateHome: diagnosis.stateHome };
     else if (ambiguous !== undefined) remedy = ambiguousRemedy(ambiguous.holder);
@@ -168,7 +168,7 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
   const kinds = state === undefined ? [] : remaining.map((fence) => fence.kind);
   diagnosis.add({
     kind: 'dead-owner',
-    path: remaining[0]?.where ?? first?.path ?? read.paths.service,
+    path: remaining[0]?.path ?? first?.path ?? read.paths.service,
     workspace: root,
     problem:
       state === undefined

@@ -25,7 +25,7 @@ import {
   type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { prepareRecoveryRelease, recover, recoverySnapshot, type RecoveryGrant } from '../src/recover.js';
+import { prepareRecoveryRelease, recover, recoveryView, type RecoveryGrant } from '../src/recover.js';
 import type { FileRecoveryView } from '../src/recovery-state.js';
 
 /** The folder of the child-process scripts; they import the built packages by name. */
@@ -188,9 +188,9 @@ export async function liveOwner(place: TestPlace, root: string): Promise<Spawned
 
 // ---- Recovery as an operator runs it. ----
 
-/** `recoverySnapshot` of `root` in the test's state home. */
-export function snapshotOf(place: TestPlace, root: string): FileRecoveryView {
-  return recoverySnapshot(root, { stateHome: place.stateHome });
+/** `recoveryView` of `root` in the test's state home. */
+export function viewOf(place: TestPlace, root: string): FileRecoveryView {
+  return recoveryView(root, { stateHome: place.stateHome });
 }
 
 /** `recover` of `root` in the test's state home with `digest`, authority granted. */
@@ -210,8 +210,8 @@ export function grantOf(place: TestPlace, root: string, digest: string, assertAu
  */
 export async function finishRecovery(place: TestPlace, root: string, label = root): Promise<void> {
   const coordination = coordinationOf(place, root);
-  const snapshot = snapshotOf(place, root);
-  for (const { holder, status } of snapshot.holders) expect(status, `${label}: holder ${holder.pid}`).toBe('absent');
+  const snapshot = viewOf(place, root);
+  for (const { holder, verdict } of snapshot.holders) expect(verdict, `${label}: holder ${holder.pid}`).toBe('absent');
   expect(await recoverWith(place, root, snapshot.digest), label).toMatchObject({ recovered: true });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), label).toBe(false);

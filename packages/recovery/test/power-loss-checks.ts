@@ -4,7 +4,7 @@
 import { acquireWorkspace, inspectWorkspace, openWorkspace } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
 import { codeOfAsync, materialise, serviceFences, type Tree } from '@leasehold/test-utils';
-import { recover, recoverySnapshot } from '../src/recover.js';
+import { recover, recoveryView } from '../src/recover.js';
 import type { FileRecoveryView } from '../src/recovery-state.js';
 import { OWNER_CONFIG, PARENT_ENDPOINT } from './helpers.js';
 import type { Case } from './power-loss.js';
@@ -82,12 +82,12 @@ async function refusedAcquire(stateHome: string, root: string, fences: readonly 
 async function recovered(stateHome: string, root: string, broken: string[]): Promise<string> {
   let snapshot: FileRecoveryView;
   try {
-    snapshot = recoverySnapshot(root, { stateHome });
+    snapshot = recoveryView(root, { stateHome });
   } catch (error) {
-    broken.push(`${root}: recoverySnapshot refused (${failureOf(error)})`);
+    broken.push(`${root}: recoveryView refused (${failureOf(error)})`);
     return 'unreadable';
   }
-  for (const { holder, status } of snapshot.holders) if (status !== 'absent') broken.push(`${root}: holder ${holder.pid} reads ${status}`);
+  for (const { holder, verdict } of snapshot.holders) if (verdict !== 'absent') broken.push(`${root}: holder ${holder.pid} reads ${verdict}`);
   try {
     const outcome = await recover(root, { stateHome, expectedDigest: snapshot.digest, assertAuthority: () => {} });
     if (outcome.recovered === snapshot.clear) broken.push(`${root}: recover answered ${JSON.stringify(outcome)} for a snapshot with clear ${snapshot.clear}`);

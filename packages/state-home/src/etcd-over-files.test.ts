@@ -143,10 +143,10 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     const epoch = lease.owner.epoch;
     const listed = await hostB.list();
     expect(listed.find((row) => row.root === root)?.epoch).toBe(epoch);
-    expect(listed.map(({ root: at, host, endpoint, pid, holder }) => ({ at, host, endpoint, pid, holder })).sort((a, b) => a.at.localeCompare(b.at))).toEqual(
+    expect(listed.map(({ root: at, host, endpoint, pid, verdict }) => ({ at, host, endpoint, pid, verdict })).sort((a, b) => a.at.localeCompare(b.at))).toEqual(
       [
-        { at: root, host: 'host-a', endpoint: BOUND, pid: process.pid, holder: 'leased' },
-        { at: other, host: 'host-b', endpoint: BOUND, pid: process.pid, holder: 'leased' },
+        { at: root, host: 'host-a', endpoint: BOUND, pid: process.pid, verdict: 'leased' },
+        { at: other, host: 'host-b', endpoint: BOUND, pid: process.pid, verdict: 'leased' },
       ].sort((a, b) => a.at.localeCompare(b.at)),
     );
     expect(await hostA.list()).toEqual(listed);
@@ -248,9 +248,9 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(codeOfError(losses[0])).toBe('conflict');
 
     // Nothing of host A's files is left to recover: host B recovers the etcd fence alone.
-    const snapshot = await hostB.snapshot(root);
+    const snapshot = await hostB.view(root);
     expect(snapshot.fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);
-    expect(await hostA.snapshot(root)).toMatchObject({ clear: false, holders: [{ status: 'lease-ended' }] });
+    expect(await hostA.view(root)).toMatchObject({ clear: false, holders: [{ verdict: 'lease-ended' }] });
     const result = await hostB.recover(root, { expectedDigest: snapshot.digest, assertAuthority: () => {} });
     expect(result).toMatchObject({ recovered: true });
     const next = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
@@ -277,16 +277,16 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(await hostA.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'absent' } });
     expect(await codeOfAsync(() => hostB.acquire(root, CONFIG, { boundEndpoint: BOUND }))).toBe('quarantine');
 
-    const snapshot = await hostA.snapshot(root);
+    const snapshot = await hostA.view(root);
     const where = `etcd:${place.prefix}/fence${root}/`;
     expect(snapshot.clear).toBe(false);
     expect(snapshot.fences.filter((fence) => fence.kind !== 'etcd-fence').length).toBeGreaterThan(0);
-    expect(snapshot.fences.filter((fence) => fence.kind === 'etcd-fence')).toEqual([{ kind: 'etcd-fence', where, holder: expect.objectContaining({ pid: killed, host: 'host-a' }) }]);
+    expect(snapshot.fences.filter((fence) => fence.kind === 'etcd-fence')).toEqual([{ kind: 'etcd-fence', path: where, holder: expect.objectContaining({ pid: killed, host: 'host-a' }) }]);
     // Host A can tell more of its own fence: the lease ended, and its process is gone (what --recover-dead needs).
-    expect(snapshot.holders).toContainEqual({ holder: expect.objectContaining({ pid: killed, host: 'host-a' }), status: 'lease-ended', process: 'absent', fences: [where] });
-    expect(snapshot.holders.filter((holder) => holder.status !== 'lease-ended').map((holder) => holder.status)).toEqual(['absent']);
+    expect(snapshot.holders).toContainEqual({ holder: expect.objectContaining({ pid: killed, host: 'host-a' }), verdict: 'lease-ended', process: 'absent', fences: [where] });
+    expect(snapshot.holders.filter((holder) => holder.verdict !== 'lease-ended').map((holder) => holder.verdict)).toEqual(['absent']);
     // The same state on the other host shows only the etcd fence: host A's files are out of its reach.
-    expect((await hostB.snapshot(root)).fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);
+    expect((await hostB.view(root)).fences.map((fence) => fence.kind)).toEqual(['etcd-fence']);
 
     const denied = new Error('denied');
     expect(await codeOfAsync(() => hostA.recover(root, { expectedDigest: '0'.repeat(64), assertAuthority: () => {} }))).toBe('conflict');
@@ -300,10 +300,10 @@ describe.skipIf(!etcdAvailable())('the etcd backend over each host’s file back
     expect(result).toEqual({ recovered: true, record: key?.slice(journals.length) });
     expect(JSON.parse(value!)).toMatchObject({ root, fence: { epoch: owner.epoch, endpoint: BOUND, pid: killed, host: 'host-a' } });
     // What stays is a stopped workspace's service folder, which fences nothing: no etcd fence, no holder.
-    const after = await hostA.snapshot(root);
+    const after = await hostA.view(root);
     expect(after).toMatchObject({ holders: [], clear: true });
     expect(after.fences.filter((fence) => fence.kind === 'etcd-fence' || fence.holder !== undefined)).toEqual([]);
-    expect(await hostA.recover(root, { expectedDigest: (await hostA.snapshot(root)).digest, assertAuthority: () => {} })).toEqual({ recovered: false, reason: 'clear' });
+    expect(await hostA.recover(root, { expectedDigest: (await hostA.view(root)).digest, assertAuthority: () => {} })).toEqual({ recovered: false, reason: 'clear' });
     expect(await hostB.inspect(root)).toEqual({ status: 'absent' });
     expect(await hostA.inspect(root)).toMatchObject({ status: 'stopped' });
 

@@ -65,7 +65,7 @@ describe('a state home on the file backend', () => {
     const backend = await open(home);
     expect(backend.backend).toEqual({ kind: 'files' });
     expect(backend.ownership).toMatchObject({ stateHome: home, backend: { kind: 'files' } });
-    expect(await backend.recovery.snapshot(makeWorkspace({ base }, 'ws'))).toMatchObject({ clear: true, fences: [] });
+    expect(await backend.recovery.view(makeWorkspace({ base }, 'ws'))).toMatchObject({ clear: true, fences: [] });
   });
 
   it('opens one whose format document cannot be read on the file backend, which then refuses to work on it, naming the file', async () => {

@@ -26,7 +26,7 @@ function diagnosed(stateHome: string): Found[] {
 /** On etcd: every fence whose owner's lease ended, quarantined until an operator recovers it. */
 async function etcdFindings({ backend, ownership, stateHome }: OpenBackend): Promise<Found[]> {
   if (backend.kind !== 'etcd') return [];
-  const ended = (await ownership.list()).filter((entry: ListedOwner) => entry.holder === 'lease-ended');
+  const ended = (await ownership.list()).filter((entry: ListedOwner) => entry.verdict === 'lease-ended');
   return ended.map((entry) => ({
     path: `etcd:${backend.prefix}`,
     problem: `${entry.root} is fenced in etcd by host ${entry.host} (pid ${entry.pid}, epoch ${entry.epoch}), whose lease ended without a release: it stays quarantined`,

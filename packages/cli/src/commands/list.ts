@@ -1,4 +1,4 @@
-import type { ListedOwner } from '@leasehold/contracts';
+import type { ListedOwner, Verdict } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { withBackend } from '../backend.js';
 import type { CommandContext } from '../context.js';
@@ -6,7 +6,7 @@ import { programInWords, programRemedy } from '../outliving-program.js';
 import { statusOf } from './status.js';
 
 /** The process column for a person: what this host can tell of the owner's process (`gone`, never status's `absent`). */
-const PROCESS_WORDS: Record<ListedOwner['holder'], string> = {
+const PROCESS_WORDS: Record<Verdict, string> = {
   live: 'live',
   absent: 'gone',
   ambiguous: 'ambiguous',
@@ -36,7 +36,7 @@ export async function list(context: CommandContext): Promise<number> {
         epoch: fence?.epoch ?? report.epoch,
         pid: fence?.pid ?? null,
         host: fence?.host ?? null,
-        ownerStatus: fence?.holder ?? null,
+        ownerStatus: fence?.verdict ?? null,
         rootExists: rootExists(root),
         // Another host's workspace on etcd keeps its config in that host's files: null here.
         configIdentity: report.config?.identity ?? null,

@@ -11,7 +11,7 @@ import { RemedyError } from '../remedies.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
 function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
-  const statuses = state.holders.map(({ status }) => status);
+  const statuses = state.holders.map(({ verdict }) => verdict);
   if (statuses.includes('live') || statuses.includes('leased')) return 'live';
   if (statuses.includes('ambiguous')) return 'ambiguous';
   return 'absent';
@@ -24,8 +24,8 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
     digest: state.digest,
     ownerStatus,
     // `path`: the file, or `etcd:<key>` for a fence kept in etcd.
-    fences: state.fences.map(({ where, ...fence }) => ({ ...fence, path: where })),
-    holders: state.holders.map(({ holder, status, fences }) => ({ ...holder, status, fences })),
+    fences: state.fences,
+    holders: state.holders.map(({ holder, verdict, fences }) => ({ ...holder, status: verdict, fences })),
     ...(program === undefined ? {} : { program: program.record }),
   });
   if (state.clear) {
@@ -35,10 +35,10 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
   const programOf = (pid: number) => (pid === program?.holder.pid ? `, the program its gone owner ran: ${commandInWords(program.record)}` : '');
   context.output.say(
     `fences of ${state.root}:`,
-    ...table(state.fences.map((fence) => [fence.kind, fence.where])).map((line) => `  ${line}`),
+    ...table(state.fences.map((fence) => [fence.kind, fence.path])).map((line) => `  ${line}`),
     '',
     'processes they name:',
-    ...state.holders.map(({ holder, status }) => `  pid ${holder.pid} on ${holder.host}: ${status}${programOf(holder.pid)}`),
+    ...state.holders.map(({ holder, verdict }) => `  pid ${holder.pid} on ${holder.host}: ${verdict}${programOf(holder.pid)}`),
     '',
     `digest  ${state.digest}`,
     '',
@@ -119,12 +119,12 @@ function authorityOver(stateHome: string): () => void {
 async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    describe(context, recovery, await recovery.snapshot(root), stateHome);
+    describe(context, recovery, await recovery.view(root), stateHome);
     return 0;
   }
   const review = `leasehold recover ${placeOptions(root, stateHome)}`;
   // Looked at first, for the words only: the recovery itself compares the digest again, atomically.
-  const now = await recovery.snapshot(root);
+  const now = await recovery.view(root);
   if (now.clear) return nothingToRecover(context, root);
   if (now.digest !== digest) {
     throw new RemedyError('conflict', `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`, `see the current state and its digest: ${review}`);
@@ -156,11 +156,11 @@ function nothingToRecover(context: CommandContext, root: string): number {
 /** Every fenced workspace of the state home whose holders this host has all proved gone, by root. */
 async function deadWorkspaces(ownership: Ownership, recovery: Recovery): Promise<RecoveryView[]> {
   const roots = [...new Set((await ownership.list()).map(({ root }) => root))].sort();
-  const views = await Promise.all(roots.map((root) => recovery.snapshot(root)));
+  const views = await Promise.all(roots.map((root) => recovery.view(root)));
   return views.filter((view) => !view.clear && holdersNotProvedGone(view).length === 0);
 }
 
-/** One digest over the dead workspaces: each root with the digest of its own snapshot. */
+/** One digest over the dead workspaces: each root with the digest of its own view. */
 function digestOfAll(views: readonly RecoveryView[]): string {
   return sha256(encode({ schema: 'leasehold.all-dead-digest/1', workspaces: views.map(({ root, digest }) => ({ root, digest })) }));
 }

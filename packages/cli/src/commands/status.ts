@@ -1,4 +1,4 @@
-import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
+import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type Verdict, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -42,7 +42,7 @@ export interface StatusReport {
   /** The program its gone owner fenced the workspace with, still running (`program-outlives-owner`). */
   readonly program?: ProgramRecord;
   /** The fenced workspaces inside the folder, when it is above them: a serve of the folder would overlap them. */
-  readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: ListedOwner['holder'] }>;
+  readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: Verdict }>;
 }
 
 /** A config by its identity (the SHA-256 of its canonical bytes, as the registry row records it) and its parts. */
@@ -177,7 +177,7 @@ export async function status(context: CommandContext): Promise<number> {
     const report = {
       ...(await statusOf({ ownership, recovery }, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),
-      ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.holder })) }),
+      ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.verdict })) }),
     };
     return reported(context, stateHome, report);
   });

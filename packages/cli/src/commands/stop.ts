@@ -84,7 +84,7 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
 async function endOutlivingProgram(context: CommandContext, root: string, { recovery, stateHome, stopTimeoutMs }: StopPlace): Promise<number | undefined> {
   let view: RecoveryView;
   try {
-    view = await recovery.snapshot(root);
+    view = await recovery.view(root);
   } catch {
     return undefined; // unreadable: what the files say is `cannotStop`'s
   }

@@ -21,7 +21,7 @@ export type OwnedFiles = Record<ServiceFile, FileSnapshot | undefined>;
  * an owner whose files changed under it has lost its lease and must stop
  * serving without touching anything.
  */
-export class OwnerLease {
+export class FileLease {
   readonly #workspace: Workspace;
   // The owner's fences as it last wrote them; once release has removed the row, it must be absent.
   readonly #held: HeldFences & { registration: Registration };

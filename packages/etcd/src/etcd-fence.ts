@@ -22,7 +22,7 @@ export const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
 export type FencedOperation = { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
 
 /** What a lease is built from; `acquire` makes it. */
-export interface LeaseGrant {
+export interface FenceGrant {
   readonly client: EtcdClient;
   readonly keys: KeyLayout;
   readonly owner: OwnerRecord;
@@ -39,42 +39,15 @@ export interface LeaseGrant {
  * local monotonic deadline (send time of the last acknowledged keep-alive + TTL - margin), a watch
  * event on its owner key that it did not write, a keep-alive answering TTL <= 0, or the watch
  * ending. From then on `assert`, `setPhase`, `fencedTxn` and `release` throw without writing.
+ * Made and kept by `EtcdOwnership.acquire` (keep-alives, the local deadline, the watch on its owner
+ * key); the etcd half of an `EtcdBackendLease`, whose other half is this host's files.
  */
-export interface EtcdOwnerLease {
-  readonly root: string;
-  /** A fresh random id for this one ownership. */
-  readonly epoch: string;
-  readonly endpoint: string;
-  readonly sequencer: Sequencer;
-  /** The phase this owner last wrote. */
-  readonly phase: OwnerPhase;
-  /** Calls `onLost(error)` once when this lease is lost (at once if it already is); the answer unsubscribes. */
-  watch(onLost: (error: ContractError) => void): () => void;
-  /** Proves, with a linearizable read, that the owner key is still this lease's. */
-  assert(): Promise<void>;
-  /** Writes the phase into the owner key, fenced like any write. */
-  setPhase(phase: OwnerPhase): Promise<void>;
-  /**
-   * Applies `operations` in one transaction that commits only while this ownership holds, at most
-   * once however many members it is sent to. This lease's writes run one at a time, in call order.
-   */
-  fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }>;
-  /** `fencedTxn` of one put. */
-  fencedPut(key: string, value: string | Uint8Array): Promise<{ readonly revision: string }>;
-  /** Deletes owner, endpoint, fence and write-sequence keys in one transaction that compares the owner key, then revokes the lease. */
-  release(): Promise<void>;
-}
-
-/**
- * The `EtcdOwnerLease` that `EtcdOwnership.acquire` makes and keeps: keep-alives, the local deadline
- * and the watch on its owner key. Not coordination's `OwnerLease` (a file-backend ownership).
- */
-export class KeptEtcdOwnerLease implements EtcdOwnerLease {
+export class EtcdFence {
   readonly root: string;
   readonly epoch: string;
   readonly endpoint: string;
   readonly sequencer: Sequencer;
-  readonly #grant: LeaseGrant;
+  readonly #grant: FenceGrant;
   readonly #listeners = new Set<(error: ContractError) => void>();
   /** The owner values this lease wrote (its phases): a watch event carrying one of them is its own. */
   readonly #written = new Set<string>();
@@ -92,9 +65,9 @@ export class KeptEtcdOwnerLease implements EtcdOwnerLease {
   #committed = 0;
   /** The best-effort revoke after a loss (settled, never rejected). */
   #revoked: Promise<void> = Promise.resolve();
-  readonly #onEnd: (lease: KeptEtcdOwnerLease) => void;
+  readonly #onEnd: (lease: EtcdFence) => void;
 
-  constructor(grant: LeaseGrant, onEnd: (lease: KeptEtcdOwnerLease) => void) {
+  constructor(grant: FenceGrant, onEnd: (lease: EtcdFence) => void) {
     this.#grant = grant;
     this.#onEnd = onEnd;
     this.root = grant.owner.root;
