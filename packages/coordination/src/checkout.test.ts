@@ -35,7 +35,7 @@ describe('the plain checkout lock', () => {
     expect(checkout.inspect()).toBeUndefined();
     const handle = await checkout.acquire();
     const found = inspected(checkout);
-    expect(found.holder).toBe('live');
+    expect(found.verdict).toBe('live');
     expect(found.lock).toEqual({ schema: 'leasehold.checkout-lock/1', token: handle.token, ...currentProcess() });
     expect(modeOf(checkout.places.checkoutLock)).toBe(0o600);
     handle.assertOwner();
@@ -86,7 +86,7 @@ describe('the plain checkout lock', () => {
     const checkout = checkoutOf(place, coordination.root);
     expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
     const found = inspected(checkout);
-    expect(found.holder).toBe('live');
+    expect(found.verdict).toBe('live');
     expect(found.lock.token).toBe(lease.registration.checkoutToken);
     lease.phase('stopping');
     expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
@@ -121,7 +121,7 @@ describe('the plain checkout lock and a service row', () => {
     await child.line((line) => line.startsWith('{"held"'));
     await killAndReap(child);
     const dead = inspected(checkout);
-    expect(dead.holder).toBe('absent');
+    expect(dead.verdict).toBe('absent');
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('quarantine');
@@ -139,12 +139,12 @@ describe('breakIfAbsent', () => {
     const alive = inspected(checkout);
     expect(alive.lock.token).toBe(token);
     expect(alive.lock.pid).toBe(child.pid);
-    expect(alive.holder).toBe('live');
+    expect(alive.verdict).toBe('live');
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(alive.snapshot))).toBe('conflict');
 
     await killAndReap(child);
     const dead = inspected(checkout);
-    expect(dead.holder).toBe('absent');
+    expect(dead.verdict).toBe('absent');
     expect(dead.snapshot).toEqual(alive.snapshot);
     // A dead tool's lock still blocks a service: nothing expires by itself. Its holder is gone, so the word is quarantine.
     expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('quarantine');
@@ -155,7 +155,7 @@ describe('breakIfAbsent', () => {
     expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(dead.snapshot))).toBe('conflict');
 
     const current = inspected(checkout);
-    expect(current.holder).toBe('absent');
+    expect(current.verdict).toBe('absent');
     await checkout.breakIfAbsent(current.snapshot);
     expect(checkout.inspect()).toBeUndefined();
     expect(existsSync(checkout.places.checkoutLock)).toBe(false);

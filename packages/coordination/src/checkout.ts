@@ -25,7 +25,7 @@ import { openWorkspace, type CoordinationOptions, type Workspace } from './works
 export interface CheckoutHolder {
   readonly snapshot: FileSnapshot;
   readonly lock: CheckoutLock;
-  readonly holder: OwnerStatus;
+  readonly verdict: OwnerStatus;
 }
 
 /** A checkout lock this process holds. */
@@ -118,7 +118,7 @@ export class Checkout {
     const snapshot = this.#files.read(this.places.checkoutLock);
     if (snapshot === undefined) return undefined;
     const lock = decodeBytes(checkoutLockSchema, snapshot.bytes, DOCUMENT_BYTES, this.places.checkoutLock);
-    return { snapshot, lock, holder: ownerStatus(lock.pid, lock.host, lock.processStart) };
+    return { snapshot, lock, verdict: ownerStatus(lock.pid, lock.host, lock.processStart) };
   }
 
   /**
@@ -139,11 +139,11 @@ export class Checkout {
       const ofService = transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
       if (ofService) {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`, {
-          remedy: recoverRemedy(this.places.root, this.places.stateHome, found.holder),
+          remedy: recoverRemedy(this.places.root, this.places.stateHome, found.verdict),
         });
       }
-      if (found.holder === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
-      if (found.holder === 'ambiguous') {
+      if (found.verdict === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
+      if (found.verdict === 'ambiguous') {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`, {
           remedy: `once a person made sure pid ${found.lock.pid} on host ${found.lock.host} is gone, break the lock from its own host or PID namespace, the one place that proves it gone`,
         });

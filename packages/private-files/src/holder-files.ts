@@ -16,7 +16,7 @@ export interface HeldFile<T extends HolderDocument> {
   readonly path: string;
   readonly snapshot: FileSnapshot;
   readonly holder: T;
-  readonly status: OwnerStatus;
+  readonly verdict: OwnerStatus;
 }
 
 /** What is at a held file's place (or a take-over marker's), judged once. */
@@ -42,7 +42,7 @@ export interface HolderFilesOptions<T extends HolderDocument> {
    */
   readonly markerRemovedBy: 'taker' | 'holder';
   /** What this host can tell of a holder; by default `ownerStatus` of its process. */
-  status?(holder: T): OwnerStatus;
+  verdict?(holder: T): OwnerStatus;
   /** The error `judge` throws for a holder that cannot be told (`ambiguous`); without it, that file is `held`. */
   refuseAmbiguous?(found: HeldFile<T>): Error;
 }
@@ -69,8 +69,8 @@ export class HolderFiles<T extends HolderDocument> {
     const snapshot = this.#files.read(path);
     if (snapshot === undefined) return undefined;
     const holder = this.#options.decode(path, snapshot.bytes);
-    const status = this.#options.status?.(holder) ?? ownerStatus(holder.pid, holder.host, holder.processStart);
-    return { path, snapshot, holder, status };
+    const verdict = this.#options.verdict?.(holder) ?? ownerStatus(holder.pid, holder.host, holder.processStart);
+    return { path, snapshot, holder, verdict };
   }
 
   /**
@@ -86,8 +86,8 @@ export class HolderFiles<T extends HolderDocument> {
       throw error;
     }
     if (found === undefined) return { kind: 'free' };
-    if (found.status === 'ambiguous' && this.#options.refuseAmbiguous !== undefined) throw this.#options.refuseAmbiguous(found);
-    if (found.status !== 'absent') return { kind: 'held', found };
+    if (found.verdict === 'ambiguous' && this.#options.refuseAmbiguous !== undefined) throw this.#options.refuseAmbiguous(found);
+    if (found.verdict !== 'absent') return { kind: 'held', found };
     // A holder that removed its file and exited between our read and the liveness check reads
     // `absent` too: only a file still there, unchanged, after its holder was seen gone was left behind.
     if (!this.unchanged(path, found.snapshot)) return { kind: 'changing' };

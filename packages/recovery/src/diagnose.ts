@@ -262,9 +262,9 @@ class Diagnosis implements DiagnosisContext {
   registryLocks(): void {
     const onError = (fallback: string) => (error: ContractError) => this.unreadable(error, fallback, undefined);
     const lock = this.guarded(() => this.registry.readLock(), onError(this.layout.registryLock));
-    if (lock === undefined || lock.holder === 'live') return;
+    if (lock === undefined || lock.verdict === 'live') return;
     const blocked = 'every acquire, release and recovery answers quarantine';
-    if (lock.holder === 'ambiguous') {
+    if (lock.verdict === 'ambiguous') {
       this.add({
         kind: 'ambiguous-registry-lock',
         path: lock.path,
@@ -277,8 +277,8 @@ class Diagnosis implements DiagnosisContext {
     // A writer taking over the dead lock links `takeover-<its token>.lock`; a dead marker is taken over the same way.
     for (let token = lock.lock.token, seen = 0; seen < markers.length; seen += 1) {
       const marker = markers.find((found) => found.path === takeoverMarker(this.layout, token));
-      if (marker === undefined || marker.holder === 'live') return;
-      if (marker.holder === 'ambiguous') {
+      if (marker === undefined || marker.verdict === 'live') return;
+      if (marker.verdict === 'ambiguous') {
         this.add({
           kind: 'ambiguous-takeover-marker',
           path: marker.path,

@@ -46,8 +46,8 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     const heldCoordination = coordinationOf(place, held);
     const heldLease = await acquireWorkspace(heldCoordination, OWNER_CONFIG, PARENT_ENDPOINT);
 
-    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
-    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
+    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.verdict).toBe('live');
+    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.verdict).toBe('absent');
     expect(inspectWorkspace(strayCoordination).status).toBe('unavailable');
     const heldRow = rowsOf(place.stateHome).find((row) => row.root === held);
     expect(heldRow).toMatchObject({ pid: process.pid, endpoint: PARENT_ENDPOINT });
@@ -91,8 +91,8 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     expect(rowsOf(place.stateHome)).toEqual([heldRow]);
     heldLease.assert();
     expect(inspectWorkspace(heldCoordination)).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, phase: 'idle' } });
-    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.holder).toBe('live');
-    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.holder).toBe('absent');
+    expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.verdict).toBe('live');
+    expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.verdict).toBe('absent');
     expect(inspectWorkspace(strayCoordination).status).toBe('unavailable');
 
     // The recovered workspace is free again; the held one still is its owner's.

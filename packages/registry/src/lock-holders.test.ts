@@ -37,7 +37,7 @@ describe('a live holder', () => {
     const holder = await spawnHolder(stateHome, '/srv/holder');
     const state = registry.readLock();
     expect(state?.lock).toMatchObject({ pid: holder.pid, root: '/srv/holder' });
-    expect(state?.holder).toBe('live');
+    expect(state?.verdict).toBe('live');
     const lock = bytesOf(registry.layout.registryLock);
 
     const waiter = new Registry(stateHome, { lockWaitMs: 200 });
@@ -81,7 +81,7 @@ describe('a live holder', () => {
     await reserveAll(registry, rows);
     const before = registry.list();
     const holder = await spawnHolder(stateHome, '/srv/workspace-1');
-    expect(registry.readLock()?.holder).toBe('live');
+    expect(registry.readLock()?.verdict).toBe('live');
     const reader = new Registry(stateHome, { lockWaitMs: 0 });
     expect(reader.list()).toEqual(before);
     expect(reader.rowOf('/srv/workspace-1').row).toEqual(rows[1]);
@@ -98,13 +98,13 @@ describe('a dead holder', () => {
     const rows = reservations(stateHome, 2);
     await reserveAll(registry, rows);
     const holder = await spawnHolder(stateHome, '/srv/workspace-0');
-    expect(registry.readLock()?.holder).toBe('live');
+    expect(registry.readLock()?.verdict).toBe('live');
     const end = await killAndReap(holder);
     expect(end.signal).toBe('SIGKILL');
 
     const state = registry.readLock();
     expect(state?.lock).toMatchObject({ pid: holder.pid, root: '/srv/workspace-0' });
-    expect(state?.holder).toBe('absent');
+    expect(state?.verdict).toBe('absent');
     // Readers go on as before.
     expect(registry.list().entries).toEqual(rows);
     // A dead holder's lock is no short hold: even a writer that waits not at all takes it over, for another root.
@@ -117,7 +117,7 @@ describe('a dead holder', () => {
     });
     expect(seen?.lock).toMatchObject({ pid: process.pid, host: hostname(), root: added.root });
     expect(seen?.lock.token).not.toBe(state?.lock.token);
-    expect(seen?.holder).toBe('live');
+    expect(seen?.verdict).toBe('live');
     expect(registry.list().entries).toEqual([...rows, added]);
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
     expect(namesIn(registry.layout.staging)).toEqual([]);

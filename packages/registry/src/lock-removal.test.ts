@@ -48,7 +48,7 @@ describe('a failed removal of the lock', () => {
     expect(left?.lock).toMatchObject({ pid: process.pid, host: hostname(), processStart: myProcessStart(), root: row.root });
     // Its holder is live, but within this process the lock is known to guard nothing: readLock tells it apart.
     expect(ownerStatus(left!.lock.pid, left!.lock.host, left!.lock.processStart)).toBe('live');
-    expect(left?.holder).toBe('absent');
+    expect(left?.verdict).toBe('absent');
     const lock = bytesOf(registry.layout.registryLock);
 
     // Another process cannot tell it from a live hold: it waits, then answers busy, running nothing.
@@ -100,7 +100,7 @@ describe('a failed removal of the lock', () => {
     expect((await child.closed).code).toBe(0);
     expect(messagesOf(child, 'done')).toHaveLength(1);
     expect(lockAt(registry.layout.registryLock)).toMatchObject({ pid: child.pid, root: row.root });
-    expect(registry.readLock()?.holder).toBe('absent');
+    expect(registry.readLock()?.verdict).toBe('absent');
     const next = reservation(stateHome, 2);
     await new Registry(stateHome, { lockWaitMs: 0 }).transaction(next.root, (transaction) => transaction.reserve(next));
     expect(registry.list().entries).toEqual([row, next]);

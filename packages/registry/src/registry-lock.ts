@@ -32,7 +32,7 @@ export interface RegistryLockState {
   readonly path: string;
   readonly snapshot: FileSnapshot;
   readonly lock: RegistryLock;
-  readonly holder: OwnerStatus;
+  readonly verdict: OwnerStatus;
 }
 
 // Lock tokens this process left behind because their removal failed. Such a
@@ -43,7 +43,7 @@ const abandonedTokens = new Set<string>();
 const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
 /** What this host can tell of a lock's holder; a lock this process abandoned guards nothing, so its holder is `absent`. */
-function holderStatus(lock: RegistryLock): OwnerStatus {
+function lockVerdict(lock: RegistryLock): OwnerStatus {
   if (lock.pid === process.pid && abandonedTokens.has(lock.token)) return 'absent';
   return ownerStatus(lock.pid, lock.host, lock.processStart);
 }
@@ -69,7 +69,7 @@ export class RegistryLockProtocol {
       markerOf: (token) => takeoverMarker(layout, token),
       // Every taker goes on waiting for the lock, and sweeps the markers once it holds it (sweepMarkers).
       markerRemovedBy: 'holder',
-      status: holderStatus,
+      verdict: lockVerdict,
       // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
       refuseAmbiguous: ({ path, holder }) =>
         new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, {
@@ -190,6 +190,6 @@ export class RegistryLockProtocol {
 
   #readHolder(path: string): RegistryLockState | undefined {
     const found = this.#locks.read(path);
-    return found === undefined ? undefined : { path, snapshot: found.snapshot, lock: found.holder, holder: found.status };
+    return found === undefined ? undefined : { path, snapshot: found.snapshot, lock: found.holder, verdict: found.verdict };
   }
 }

@@ -284,7 +284,7 @@ describe('transaction basics', () => {
         processStart: myProcessStart(),
         root: '/srv/workspace-5',
       });
-      expect(state?.holder).toBe('live');
+      expect(state?.verdict).toBe('live');
       expect(modeOf(registry.layout.registryLock)).toBe(0o600);
       expect(await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }))).toBe(
         'no error',
@@ -533,8 +533,8 @@ describe('the names in the registry folder', () => {
     expect(registry.list().entries.map((entry) => entry.root)).toEqual(['/srv/workspace-1']);
     expect(registry.rowOf('/srv/workspace-1').row?.root).toBe('/srv/workspace-1');
     const markers = registry.readMarkers();
-    expect(markers.map(({ path: found, lock, holder }) => ({ found, lock, holder }))).toEqual([
-      { found: path, lock: marker, holder: 'absent' },
+    expect(markers.map(({ path: found, lock, verdict }) => ({ found, lock, verdict }))).toEqual([
+      { found: path, lock: marker, verdict: 'absent' },
     ]);
     expect(registry.readLock()).toBeUndefined();
     expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
@@ -657,14 +657,14 @@ describe('locks left by hand', () => {
     const processStart = withChangedField(myProcessStart(), 3);
     const lock = writeLock(registry, { processStart });
     expect(ownerStatus(process.pid, hostname(), processStart)).toBe('absent');
-    expect(registry.readLock()?.holder).toBe('absent');
+    expect(registry.readLock()?.verdict).toBe('absent');
     await takesOver(registry, stateHome, lock);
   });
 
   it('a lock of another boot is absent: taken over', async () => {
     const { stateHome, registry } = await initialised();
     const lock = writeLock(registry, { processStart: withChangedField(myProcessStart(), 1) });
-    expect(registry.readLock()?.holder).toBe('absent');
+    expect(registry.readLock()?.verdict).toBe('absent');
     await takesOver(registry, stateHome, lock);
   });
 
@@ -675,7 +675,7 @@ describe('locks left by hand', () => {
     const withoutStart: RegistryLock = lockDocument({ pid: child.pid });
     delete withoutStart.processStart;
     writePrivateFile(registry.layout.registryLock, encode(withoutStart));
-    expect(registry.readLock()?.holder).toBe('absent');
+    expect(registry.readLock()?.verdict).toBe('absent');
     await takesOver(registry, stateHome, withoutStart);
   });
 
@@ -687,7 +687,7 @@ describe('locks left by hand', () => {
     await registry.transaction(TEST_ROOT, (transaction) => transaction.reserve(reservation(stateHome, 1)));
     const lock = writeLock(registry, fields());
     expect(ownerStatus(lock.pid, lock.host, lock.processStart)).toBe('ambiguous');
-    expect(registry.readLock()?.holder).toBe('ambiguous');
+    expect(registry.readLock()?.verdict).toBe('ambiguous');
     const before = stateOf(registry);
     let ran = false;
     const operation = () => {
@@ -727,13 +727,13 @@ describe('locks left by hand', () => {
     expect(refusal.message).toContain(markerPath(registry, dead.token));
     expect(refusal.path).toBe(markerPath(registry, dead.token));
     expect(stateOf(registry)).toEqual(before);
-    expect(registry.readMarkers().map((found) => found.holder)).toEqual(['ambiguous']);
+    expect(registry.readMarkers().map((found) => found.verdict)).toEqual(['ambiguous']);
   });
 
   it('a live lock (this process, no failed removal of its own) is a short hold: busy after the wait, and it stays', async () => {
     const { stateHome, registry } = await initialised();
     writeLock(registry, {});
-    expect(registry.readLock()?.holder).toBe('live');
+    expect(registry.readLock()?.verdict).toBe('live');
     const before = stateOf(registry);
     let ran = false;
     const attempt = new Registry(stateHome, { lockWaitMs: 50 }).transaction(TEST_ROOT, () => {

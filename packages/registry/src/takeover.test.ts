@@ -210,7 +210,7 @@ describe('a take-over marker whose own holder died', () => {
     const marker = lockAt(join(registry.layout.registry, markerName))!;
     expect(markerName).toBe(`takeover-${dead.token}.lock`);
     expect(marker).toMatchObject({ pid: taker.pid, root: '/srv/taker' });
-    expect(registry.readMarkers().map((found) => found.holder)).toEqual(['absent']);
+    expect(registry.readMarkers().map((found) => found.verdict)).toEqual(['absent']);
     expect(lockAt(registry.layout.registryLock)?.pid).toBe(dead.pid);
 
     const steps: MutationStep[] = [];

@@ -300,7 +300,7 @@ class StartOnDemand {
       this.#waitedOver = stateKey(seen);
       if (attempt.holder === undefined) return this.#bound.pause('the start claim, which was changing');
       this.#bound.claimHolder(attempt.holder);
-      return this.#bound.pause(`the start claim of ${describeHolder(attempt.holder, attempt.holder.status)}, made at ${attempt.holder.since}`);
+      return this.#bound.pause(`the start claim of ${describeHolder(attempt.holder, attempt.holder.verdict)}, made at ${attempt.holder.since}`);
     }
     try {
       // Looked at again under the claim: whoever held it before may have brought its owner up.

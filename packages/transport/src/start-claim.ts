@@ -55,7 +55,7 @@ export interface ClaimHolder {
   readonly pid: number;
   readonly host: string;
   readonly since: string;
-  readonly status: OwnerStatus;
+  readonly verdict: OwnerStatus;
 }
 
 /**
@@ -112,8 +112,8 @@ export class StartClaim {
     }
     const found = this.#claims.judge(this.#places.claim);
     if (found.kind === 'held') {
-      const { holder: claim, status } = found.found;
-      return { kind: 'wait', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, status } };
+      const { holder: claim, verdict } = found.found;
+      return { kind: 'wait', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, verdict } };
     }
     if (found.kind !== 'dead') return { kind: 'wait' };
     const taken = this.#claims.takeOver(found, bytes);
