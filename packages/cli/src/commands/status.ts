@@ -1,4 +1,4 @@
-import { encode, placeOptions, sha256, shellQuote, type Inspection, type ListedOwner, type Verdict, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
+import { encode, placeOptions, sha256, shellQuote, type Inspection, type Verdict, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
