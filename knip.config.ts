@@ -20,7 +20,11 @@ export default {
     // `leasehold` is src/bin.ts, bundled by rolldown.config.ts (knip reads it) into dist/leasehold.cjs. The tests read listening sockets with the system's `ss`.
     // @leasehold/etcd is imported by no file of the command, but the bundle inlines @leasehold/state-home and keeps its
     // `import('@leasehold/etcd')` outside, so it is resolved from the command's own folder: it must be the command's dependency.
-    'packages/cli': { entry: [library, tests, fixtures, 'src/bin.ts'], ignoreBinaries: ['ss'], ignoreDependencies: ['@leasehold/etcd'] },
+    'packages/cli': {
+      entry: [library, tests, fixtures, 'src/bin.ts'],
+      ignoreBinaries: ['ss'],
+      ignoreDependencies: ['@leasehold/etcd'],
+    },
     'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
     'packages/etcd': { entry: [library, tests, fixtures] },
     // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.

@@ -13,7 +13,10 @@ async function getReleaseLine(changeset) {
 /** One entry for the Leasehold packages this release moved to, or nothing when there are none. */
 async function getDependencyReleaseLine(changesets, dependenciesUpdated) {
   if (dependenciesUpdated.length === 0) return '';
-  return ['- Updated dependencies:', ...dependenciesUpdated.map((dependency) => `  - ${dependency.name}@${dependency.newVersion}`)].join('\n');
+  return [
+    '- Updated dependencies:',
+    ...dependenciesUpdated.map((dependency) => `  - ${dependency.name}@${dependency.newVersion}`),
+  ].join('\n');
 }
 
 module.exports = { getReleaseLine, getDependencyReleaseLine };

@@ -13,7 +13,21 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', AbortController: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly', SharedArrayBuffer: 'readonly', Atomics: 'readonly' },
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        AbortController: 'readonly',
+        TextEncoder: 'readonly',
+        TextDecoder: 'readonly',
+        SharedArrayBuffer: 'readonly',
+        Atomics: 'readonly',
+      },
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
@@ -36,7 +50,10 @@ export default tseslint.config(
       '@typescript-eslint/no-unnecessary-boolean-literal-compare': 'error',
       // Numbers, booleans and a nullable value (messages print a missing pid or signal on purpose) read as
       // meant; an object or an `any` in a template is the bug this rule is for.
-      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true, allowNullish: true, allowRegExp: true, allowAny: false }],
+      '@typescript-eslint/restrict-template-expressions': [
+        'error',
+        { allowNumber: true, allowBoolean: true, allowNullish: true, allowRegExp: true, allowAny: false },
+      ],
     },
   },
   {

@@ -29,17 +29,22 @@ export class TestTimesReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     const wallMs = performance.now() - this.started;
     const root = testModules[0]?.project.config.root ?? process.cwd();
-    const tests = testModules.flatMap((testModule) => [...testModule.children.allTests()].map((testCase): TimedTest => {
-      // The bound a test ran under is its own (`it(name, fn, ms)`) or the project's; vitest keeps it on the task only.
-      const task = (testCase as unknown as { task?: { timeout?: number } }).task;
-      return {
-        file: relative(root, testModule.moduleId),
-        name: testCase.fullName,
-        state: testCase.result().state,
-        durationMs: testCase.diagnostic()?.duration ?? 0,
-        timeoutMs: task?.timeout ?? testCase.project.config.testTimeout,
-      };
-    }));
-    writeFileSync(join(root, TEST_TIMES_FILE), `${JSON.stringify({ package: basename(root), wallMs, tests }, null, 1)}\n`);
+    const tests = testModules.flatMap((testModule) =>
+      [...testModule.children.allTests()].map((testCase): TimedTest => {
+        // The bound a test ran under is its own (`it(name, fn, ms)`) or the project's; vitest keeps it on the task only.
+        const task = (testCase as unknown as { task?: { timeout?: number } }).task;
+        return {
+          file: relative(root, testModule.moduleId),
+          name: testCase.fullName,
+          state: testCase.result().state,
+          durationMs: testCase.diagnostic()?.duration ?? 0,
+          timeoutMs: task?.timeout ?? testCase.project.config.testTimeout,
+        };
+      }),
+    );
+    writeFileSync(
+      join(root, TEST_TIMES_FILE),
+      `${JSON.stringify({ package: basename(root), wallMs, tests }, null, 1)}\n`,
+    );
   }
 }

@@ -67,7 +67,17 @@ export const helpers = {
   'package-checks': [],
   // The bench starts real etcd members with test-utils' starter, the one copy of it.
   // It measures the built command as a whole process, found through the cli package's manifest.
-  bench: ['contracts', 'private-files', 'registry', 'coordination', 'recovery', 'transport', 'etcd', 'cli', 'test-utils'],
+  bench: [
+    'contracts',
+    'private-files',
+    'registry',
+    'coordination',
+    'recovery',
+    'transport',
+    'etcd',
+    'cli',
+    'test-utils',
+  ],
 };
 
 /**
@@ -89,7 +99,9 @@ export function layerMapProblems(layerMap, helperMap = {}) {
       } else {
         const missing = layerMap[lower].filter((name) => !below.includes(name));
         if (missing.length > 0) {
-          problems.push(`layer ${layer} may use ${lower} but not what ${lower} may use: ${missing.join(', ')} (the map must be transitively closed)`);
+          problems.push(
+            `layer ${layer} may use ${lower} but not what ${lower} may use: ${missing.join(', ')} (the map must be transitively closed)`,
+          );
         }
       }
     }
@@ -102,7 +114,8 @@ export function layerMapProblems(layerMap, helperMap = {}) {
       } else if (Object.hasOwn(helperMap, name)) {
         // A helper on a helper must allow all the other allows, so no two helpers can close a cycle.
         const missing = helperMap[name].filter((lower) => !uses.includes(lower));
-        if (missing.length > 0) problems.push(`helper ${helper} may use ${name} but not what ${name} may use: ${missing.join(', ')}`);
+        if (missing.length > 0)
+          problems.push(`helper ${helper} may use ${name} but not what ${name} may use: ${missing.join(', ')}`);
       } else if (!Object.hasOwn(layerMap, name)) {
         problems.push(`helper ${helper} may use ${name}, which is neither a layer nor a helper`);
       }
@@ -121,7 +134,9 @@ export function layerMapProblems(layerMap, helperMap = {}) {
 export function seamProblems(seamMap, layerMap) {
   return Object.entries(seamMap).flatMap(([layer, below]) =>
     Object.hasOwn(layerMap, layer)
-      ? below.filter((name) => !layerMap[layer].includes(name)).map((name) => `${layer} has ${name} below its seam, which it may not use anyway`)
+      ? below
+          .filter((name) => !layerMap[layer].includes(name))
+          .map((name) => `${layer} has ${name} below its seam, which it may not use anyway`)
       : [`${layer} has a seam but is not a layer`],
   );
 }

@@ -4,7 +4,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { belowTheSeam, checkLayers, describeLayers, helpers, layerMapProblems, layers, seamProblems } from './check-layers.mjs';
+import {
+  belowTheSeam,
+  checkLayers,
+  describeLayers,
+  helpers,
+  layerMapProblems,
+  layers,
+  seamProblems,
+} from './check-layers.mjs';
 import { findImportSpecifiers } from './check-layers/import-specifiers.mjs';
 
 const scriptFile = fileURLToPath(new URL('./check-layers.mjs', import.meta.url));
@@ -80,21 +88,27 @@ function cleanPackages() {
           "import { encode } from '@leasehold/contracts';",
           "import type { Registration } from '@leasehold/contracts';",
           "// import { parse } from '@leasehold/contracts/src/json-parser.js';",
-          "const example = \"import x from '@leasehold/contracts/src/codec.js'\";",
+          'const example = "import x from \'@leasehold/contracts/src/codec.js\'";',
           'export { encode, example };',
           'export type { Registration };',
           '',
         ].join('\n'),
-        'test/files.test.ts': "import { temporaryRoot } from '@leasehold/test-utils';\nimport { encode } from '../src/index.js';\n",
+        'test/files.test.ts':
+          "import { temporaryRoot } from '@leasehold/test-utils';\nimport { encode } from '../src/index.js';\n",
       },
     },
     registry: {
       manifest: { dependencies: { '@leasehold/contracts': 'workspace:^', '@leasehold/private-files': 'workspace:^' } },
-      files: { 'src/index.ts': "export * from '@leasehold/private-files';\nexport const load = () => import('@leasehold/contracts');\n" },
+      files: {
+        'src/index.ts':
+          "export * from '@leasehold/private-files';\nexport const load = () => import('@leasehold/contracts');\n",
+      },
     },
     'test-utils': {
       manifest: { private: true, dependencies: { '@leasehold/contracts': 'workspace:^' } },
-      files: { 'src/index.ts': "export { encode } from '@leasehold/contracts';\nexport const temporaryRoot = () => '/tmp';\n" },
+      files: {
+        'src/index.ts': "export { encode } from '@leasehold/contracts';\nexport const temporaryRoot = () => '/tmp';\n",
+      },
     },
   };
 }
@@ -125,7 +139,9 @@ describe('checkLayers on a fake repository', () => {
 
     const { violations } = checkLayers(makeRepository(packages));
 
-    expect(violations).toContain('@leasehold/registry packages/registry/package.json: depends on itself (dependencies)');
+    expect(violations).toContain(
+      '@leasehold/registry packages/registry/package.json: depends on itself (dependencies)',
+    );
     expect(violations).toContain(
       '@leasehold/private-files packages/private-files/package.json: depends on @leasehold/coordination (devDependencies), which is not below it in the layers (private-files may use: contracts)',
     );
@@ -249,7 +265,10 @@ describe('checkLayers on a fake repository', () => {
 
   it('refuses a symbolic link to a source file or folder, which the check cannot follow', () => {
     const root = makeRepository(cleanPackages());
-    symlinkSync(join(root, 'packages', 'contracts', 'src', 'codec.ts'), join(root, 'packages', 'registry', 'src', 'codec.ts'));
+    symlinkSync(
+      join(root, 'packages', 'contracts', 'src', 'codec.ts'),
+      join(root, 'packages', 'registry', 'src', 'codec.ts'),
+    );
 
     const { violations } = checkLayers(root);
 
@@ -281,10 +300,14 @@ describe('checkLayers on a fake repository', () => {
 function dagPackages() {
   const packages = cleanPackages();
   const runtime = (...names) => Object.fromEntries(names.map((name) => [`@leasehold/${name}`, 'workspace:^']));
-  const importing = (...names) => names.map((name, index) => `export * as l${index} from '@leasehold/${name}';\n`).join('');
+  const importing = (...names) =>
+    names.map((name, index) => `export * as l${index} from '@leasehold/${name}';\n`).join('');
   const layer = (...names) => ({
     manifest: { dependencies: runtime(...names), devDependencies: { '@leasehold/test-utils': 'workspace:*' } },
-    files: { 'src/index.ts': importing(...names), 'test/index.test.ts': "import { temporaryRoot } from '@leasehold/test-utils';\n" },
+    files: {
+      'src/index.ts': importing(...names),
+      'test/index.test.ts': "import { temporaryRoot } from '@leasehold/test-utils';\n",
+    },
   });
   packages.coordination = layer('contracts', 'private-files', 'registry');
   packages.recovery = layer('contracts', 'coordination');
@@ -302,8 +325,12 @@ describe('the seam', () => {
 
   it('refuses a layer above it that imports or depends at runtime on a layer below it', () => {
     const packages = dagPackages();
-    Object.assign(packages.cli.manifest.dependencies, { '@leasehold/coordination': 'workspace:^', '@leasehold/private-files': 'workspace:^' });
-    packages.cli.files['src/status.ts'] = "import { workspacePlaces } from '@leasehold/coordination';\nimport { isErrno } from '@leasehold/private-files';\n";
+    Object.assign(packages.cli.manifest.dependencies, {
+      '@leasehold/coordination': 'workspace:^',
+      '@leasehold/private-files': 'workspace:^',
+    });
+    packages.cli.files['src/status.ts'] =
+      "import { workspacePlaces } from '@leasehold/coordination';\nimport { isErrno } from '@leasehold/private-files';\n";
     packages.transport.manifest.dependencies['@leasehold/registry'] = 'workspace:^';
     packages.transport.files['src/claim.ts'] = "import { Registry } from '@leasehold/registry';\n";
     const because = (layer) =>
@@ -321,7 +348,10 @@ describe('the seam', () => {
 
   it("passes its tests' imports of them as devDependencies, and transport's of private-files and coordination", () => {
     const packages = dagPackages();
-    Object.assign(packages.cli.manifest.devDependencies, { '@leasehold/registry': 'workspace:*', '@leasehold/private-files': 'workspace:*' });
+    Object.assign(packages.cli.manifest.devDependencies, {
+      '@leasehold/registry': 'workspace:*',
+      '@leasehold/private-files': 'workspace:*',
+    });
     packages.cli.files['src/liveness.test.ts'] = "import { processIdentity } from '@leasehold/private-files';\n";
     packages.cli.files['test/fixtures/writer.mjs'] = "import { Registry } from '@leasehold/registry';\n";
 
@@ -345,7 +375,8 @@ describe('the layer DAG', () => {
   it('refuses transport importing its sibling recovery', () => {
     const packages = dagPackages();
     packages.transport.manifest.dependencies['@leasehold/recovery'] = 'workspace:^';
-    packages.transport.files['src/recover.ts'] = "import { recover } from '@leasehold/recovery';\nexport { recover };\n";
+    packages.transport.files['src/recover.ts'] =
+      "import { recover } from '@leasehold/recovery';\nexport { recover };\n";
 
     const { violations } = checkLayers(makeRepository(packages));
 
@@ -399,7 +430,10 @@ describe('the layer DAG', () => {
   it('passes while transport does not exist or is only a folder, and refuses a dependency on it then', () => {
     const packages = dagPackages();
     delete packages.transport;
-    packages.cli = { manifest: { dependencies: { '@leasehold/recovery': 'workspace:^' } }, files: { 'src/index.ts': "export * from '@leasehold/recovery';\n" } };
+    packages.cli = {
+      manifest: { dependencies: { '@leasehold/recovery': 'workspace:^' } },
+      files: { 'src/index.ts': "export * from '@leasehold/recovery';\n" },
+    };
     const root = makeRepository(packages);
     writeFile(join(root, 'packages', 'transport', 'src', 'index.ts'), "import '@leasehold/recovery';\n");
 
@@ -437,7 +471,14 @@ describe('the layer map', () => {
   it('refuses a map that is not closed, has a cycle, or names a package that is not a layer', () => {
     expect(
       layerMapProblems(
-        { contracts: [], registry: ['private-files'], 'private-files': ['contracts', 'private-files'], cli: ['registry'], a: ['b'], b: ['a'] },
+        {
+          contracts: [],
+          registry: ['private-files'],
+          'private-files': ['contracts', 'private-files'],
+          cli: ['registry'],
+          a: ['b'],
+          b: ['a'],
+        },
         { 'test-utils': ['metrics'], bench: ['bench', 'test-utils'], probe: ['contracts'], loop: ['probe'] },
       ),
     ).toEqual([
@@ -457,7 +498,9 @@ describe('the layer map', () => {
 describe('the package-checks helper', () => {
   it('may be a devDependency of any layer, contracts included, and may use no layer itself', () => {
     const packages = cleanPackages();
-    packages['package-checks'] = { manifest: { private: true, dependencies: { '@leasehold/contracts': 'workspace:^' } } };
+    packages['package-checks'] = {
+      manifest: { private: true, dependencies: { '@leasehold/contracts': 'workspace:^' } },
+    };
     packages.contracts.manifest = { devDependencies: { '@leasehold/package-checks': 'workspace:*' } };
     packages.contracts.files['src/index.test.ts'] = "import { publicNames } from '@leasehold/package-checks';\n";
 
@@ -476,12 +519,18 @@ describe('examples', () => {
     return {
       daemon: {
         manifest: {
-          dependencies: { '@leasehold/coordination': 'workspace:^', '@leasehold/transport': 'workspace:^', '@leasehold/cli': 'workspace:^' },
+          dependencies: {
+            '@leasehold/coordination': 'workspace:^',
+            '@leasehold/transport': 'workspace:^',
+            '@leasehold/cli': 'workspace:^',
+          },
           devDependencies: { '@leasehold/test-utils': 'workspace:*' },
         },
         files: {
-          'src/daemon.ts': "import { acquire } from '@leasehold/coordination';\nimport { serve } from '@leasehold/transport';\nexport { acquire, serve };\n",
-          'src/daemon.test.ts': "import { temporaryRoot } from '@leasehold/test-utils';\nconst cli = import.meta.resolve('@leasehold/cli/package.json');\n",
+          'src/daemon.ts':
+            "import { acquire } from '@leasehold/coordination';\nimport { serve } from '@leasehold/transport';\nexport { acquire, serve };\n",
+          'src/daemon.test.ts':
+            "import { temporaryRoot } from '@leasehold/test-utils';\nconst cli = import.meta.resolve('@leasehold/cli/package.json');\n",
           'vitest.config.ts': "export { default } from '../../tooling/vitest.shared.js';\n",
         },
       },
@@ -489,7 +538,11 @@ describe('examples', () => {
   }
 
   it('passes an example that uses any layer through its entry point, without an exports map', () => {
-    expect(checkLayers(makeRepository(dagPackages(), daemonExample()))).toEqual({ violations: [], packages: 10, files: 21 });
+    expect(checkLayers(makeRepository(dagPackages(), daemonExample()))).toEqual({
+      violations: [],
+      packages: 10,
+      files: 21,
+    });
   });
 
   it('refuses deep and relative imports, wrong ranges, a runtime helper, and a published or misnamed example', () => {
@@ -538,7 +591,7 @@ describe('findImportSpecifiers', () => {
   it('finds every form of import and nothing in comments, strings, regular expressions or templates', () => {
     const source = [
       "import a from 'static';",
-      "import type { B } from \"type-only\";",
+      'import type { B } from "type-only";',
       "import 'side-effect';",
       "export * from 're-export';",
       "export type { C } from 'type-re-export';",
@@ -550,7 +603,7 @@ describe('findImportSpecifiers', () => {
       'const g = import(`template-no-substitution`);',
       "// import x from 'line-comment';",
       "/* export * from 'block-comment'; */",
-      "const quote = /['\"]/g; const text = \"import y from 'in-a-string'\";",
+      'const quote = /[\'"]/g; const text = "import y from \'in-a-string\'";',
       "const template = `${a ? `import z from 'nested'` : ''} from 'in-template'`;",
       "const h = Array.from('not-a-module');",
       "vi.mock('mocked');",
@@ -616,7 +669,10 @@ describe('findImportSpecifiers, reading a file as TypeScript does', () => {
     ].join('\n');
 
     for (const fileName of ['help.tsx', 'help.jsx']) {
-      expect(findImportSpecifiers(source, fileName).map(({ specifier }) => specifier)).toEqual(['renderer', 'lazy-view']);
+      expect(findImportSpecifiers(source, fileName).map(({ specifier }) => specifier)).toEqual([
+        'renderer',
+        'lazy-view',
+      ]);
     }
   });
 
@@ -663,8 +719,13 @@ describe('the real repository', () => {
 
   it('checks every workspace package, examples and package-checks included', () => {
     const withManifest = (parent) =>
-      readdirSync(join(realRepoRoot, parent)).filter((folder) => existsSync(join(realRepoRoot, parent, folder, 'package.json')));
-    const workspacePackages = [...withManifest('packages').map((folder) => `packages/${folder}`), ...withManifest('examples').map((folder) => `examples/${folder}`)];
+      readdirSync(join(realRepoRoot, parent)).filter((folder) =>
+        existsSync(join(realRepoRoot, parent, folder, 'package.json')),
+      );
+    const workspacePackages = [
+      ...withManifest('packages').map((folder) => `packages/${folder}`),
+      ...withManifest('examples').map((folder) => `examples/${folder}`),
+    ];
 
     expect(workspacePackages).toContain('examples/daemon');
     expect(workspacePackages).toContain('packages/package-checks');

@@ -24,7 +24,10 @@ export function collisions(exports) {
   }
   return [...byName]
     .filter(([, places]) => places.size > 1)
-    .map(([name, places]) => `${name}: ${[...places].map(([declaredAt, packages]) => `${packages.join(', ')} (${declaredAt.replace(/^.*\/packages\//, '')})`).join(' vs ')}`);
+    .map(
+      ([name, places]) =>
+        `${name}: ${[...places].map(([declaredAt, packages]) => `${packages.join(', ')} (${declaredAt.replace(/^.*\/packages\//, '')})`).join(' vs ')}`,
+    );
 }
 
 /** The collisions of the public packages under `root`, and how many names they export. */
@@ -37,6 +40,8 @@ export function checkNames(root) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { problems, names, packages } = checkNames(resolve(process.argv[2] ?? '.'));
   for (const problem of problems) console.error(`check-names: ${problem}`);
-  console.log(`check-names: ${problems.length === 0 ? 'OK' : 'FAILED'}, ${names} names over ${packages} packages, ${problems.length} exported for two things`);
+  console.log(
+    `check-names: ${problems.length === 0 ? 'OK' : 'FAILED'}, ${names} names over ${packages} packages, ${problems.length} exported for two things`,
+  );
   process.exitCode = problems.length === 0 ? 0 : 1;
 }

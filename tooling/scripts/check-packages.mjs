@@ -16,7 +16,16 @@
 // Prints a line per package and check, then each tarball's size and files;
 // exits 1 when anything failed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,15 +63,23 @@ export function tarballProblems(dir, files) {
   if (statSync(join(dir, 'CHANGELOG.md'), { throwIfNoEntry: false }) !== undefined && !files.includes('CHANGELOG.md')) {
     problems.push('CHANGELOG.md is missing');
   }
-  for (const file of files) if (/(^|\/)(test|fixtures)\/|\.test\.[cm]?[jt]s(\.map)?$/.test(file)) problems.push(`${file} is a test file`);
+  for (const file of files)
+    if (/(^|\/)(test|fixtures)\/|\.test\.[cm]?[jt]s(\.map)?$/.test(file)) problems.push(`${file} is a test file`);
   return problems;
 }
 
 /** Packs `dir` into `destination`: the tarball's path, its size in bytes and the files it holds. */
 function pack(dir, destination) {
-  const output = execFileSync('pnpm', ['pack', '--json', '--pack-destination', destination], { cwd: dir, encoding: 'utf8' });
+  const output = execFileSync('pnpm', ['pack', '--json', '--pack-destination', destination], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
   const report = JSON.parse(output.slice(output.indexOf('\n{') + 1));
-  return { tarball: report.filename, bytes: statSync(report.filename).size, files: report.files.map((file) => file.path) };
+  return {
+    tarball: report.filename,
+    bytes: statSync(report.filename).size,
+    files: report.files.map((file) => file.path),
+  };
 }
 
 /**
@@ -74,7 +91,14 @@ function pack(dir, destination) {
 function consumerProject(folder, name, tarballs) {
   mkdirSync(folder, { recursive: true });
   const local = Object.fromEntries(Object.entries(tarballs).map(([pkg, file]) => [pkg, `file:${file}`]));
-  const manifest = { name: 'consumer', private: true, type: 'module', dependencies: { [name]: local[name] }, overrides: local, pnpm: { overrides: local } };
+  const manifest = {
+    name: 'consumer',
+    private: true,
+    type: 'module',
+    dependencies: { [name]: local[name] },
+    overrides: local,
+    pnpm: { overrides: local },
+  };
   writeFileSync(join(folder, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 }
 
@@ -96,8 +120,14 @@ function checksFor(project, name, root, runFolder, compilers) {
   const example = readmeExample(join(installed, 'README.md'));
   writeFileSync(join(project, 'example.ts'), example);
   writeFileSync(join(project, 'example.mjs'), exampleAsModule(example));
-  writeFileSync(join(project, 'required.cjs'), `const api = require(${JSON.stringify(name)});\nif (Object.keys(api).length === 0) throw new Error('require() gave no exports');\n`);
-  writeFileSync(join(project, 'required.cts'), `import api = require(${JSON.stringify(name)});\nexport const names: string[] = Object.keys(api);\n`);
+  writeFileSync(
+    join(project, 'required.cjs'),
+    `const api = require(${JSON.stringify(name)});\nif (Object.keys(api).length === 0) throw new Error('require() gave no exports');\n`,
+  );
+  writeFileSync(
+    join(project, 'required.cts'),
+    `import api = require(${JSON.stringify(name)});\nexport const names: string[] = Object.keys(api);\n`,
+  );
   const types = ['--types', 'node', '--typeRoots', join(root, 'node_modules', '@types')];
   const strict = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022', '--skipLibCheck', 'false', ...types];
   const state = join(runFolder, 'fresh', 'state');
@@ -105,15 +135,58 @@ function checksFor(project, name, root, runFolder, compilers) {
   const run = (command, args, options = {}) => {
     execFileSync(command, args, { cwd: project, encoding: 'utf8', stdio: 'pipe', ...options });
   };
-  const runExample = (env) => run(process.execPath, [join(project, 'example.mjs')], { cwd: runFolder, env: { ...process.env, LEASEHOLD_STATE_HOME: state, ...env } });
+  const runExample = (env) =>
+    run(process.execPath, [join(project, 'example.mjs')], {
+      cwd: runFolder,
+      env: { ...process.env, LEASEHOLD_STATE_HOME: state, ...env },
+    });
   const commands = Object.keys(JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).bin ?? {});
   return [
-    ...commands.map((command) => [`the ${command} command`, () => runCommand(join(project, 'node_modules', '.bin', command), runFolder)]),
+    ...commands.map((command) => [
+      `the ${command} command`,
+      () => runCommand(join(project, 'node_modules', '.bin', command), runFolder),
+    ]),
     ['README example (ESM)', () => (needsEtcd(example) ? withEtcd(runExample) : runExample({}))],
     ['require()', () => run(process.execPath, ['required.cjs'])],
-    [`tsc ${TYPESCRIPT_FLOORS.esm} nodenext`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'example.ts'])],
-    [`tsc ${TYPESCRIPT_FLOORS.esm} bundler`, () => run(process.execPath, [compilers.esm, ...strict, '--module', 'esnext', '--moduleResolution', 'bundler', 'example.ts'])],
-    [`tsc ${TYPESCRIPT_FLOORS.cts} .cts nodenext`, () => run(process.execPath, [compilers.cts, ...strict, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'required.cts'])],
+    [
+      `tsc ${TYPESCRIPT_FLOORS.esm} nodenext`,
+      () =>
+        run(process.execPath, [
+          compilers.esm,
+          ...strict,
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          'example.ts',
+        ]),
+    ],
+    [
+      `tsc ${TYPESCRIPT_FLOORS.esm} bundler`,
+      () =>
+        run(process.execPath, [
+          compilers.esm,
+          ...strict,
+          '--module',
+          'esnext',
+          '--moduleResolution',
+          'bundler',
+          'example.ts',
+        ]),
+    ],
+    [
+      `tsc ${TYPESCRIPT_FLOORS.cts} .cts nodenext`,
+      () =>
+        run(process.execPath, [
+          compilers.cts,
+          ...strict,
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          'required.cts',
+        ]),
+    ],
   ];
 }
 
@@ -125,15 +198,23 @@ function runCommand(command, runFolder) {
   const workspace = join(runFolder, 'command-workspace');
   mkdirSync(workspace);
   const absent = (stateHome, env = {}) => {
-    const result = spawnSync(command, ['status', '--json', '--workspace', workspace, '--state-home', stateHome], { encoding: 'utf8', env: { ...process.env, ...env } });
-    if (result.status !== 3 || !result.stdout.includes('"absent"')) throw new Error(`status: exit ${result.status}: ${result.stdout}${result.stderr}`);
+    const result = spawnSync(command, ['status', '--json', '--workspace', workspace, '--state-home', stateHome], {
+      encoding: 'utf8',
+      env: { ...process.env, ...env },
+    });
+    if (result.status !== 3 || !result.stdout.includes('"absent"'))
+      throw new Error(`status: exit ${result.status}: ${result.stdout}${result.stderr}`);
   };
   execFileSync(command, ['--version'], { encoding: 'utf8', stdio: 'pipe' });
   absent(join(runFolder, 'command-files'));
   return withEtcd((env) => {
     const stateHome = join(runFolder, 'command-etcd');
     const host = { LEASEHOLD_HOST: 'check' };
-    execFileSync(command, ['init', '--state-home', stateHome, '--etcd-endpoints', env[ETCD_ENDPOINTS], '--etcd-prefix', '/check'], { encoding: 'utf8', stdio: 'pipe', env: { ...process.env, ...host } });
+    execFileSync(
+      command,
+      ['init', '--state-home', stateHome, '--etcd-endpoints', env[ETCD_ENDPOINTS], '--etcd-prefix', '/check'],
+      { encoding: 'utf8', stdio: 'pipe', env: { ...process.env, ...host } },
+    );
     absent(stateHome, host);
   });
 }
@@ -216,7 +297,9 @@ async function main(root) {
         for (const [check, runCheck] of checks) {
           try {
             const skipped = await runCheck();
-            console.log(`${skipped === undefined ? 'ok  ' : 'skip'} ${name} (${installer}): ${check}${skipped === undefined ? '' : ` (${skipped})`}`);
+            console.log(
+              `${skipped === undefined ? 'ok  ' : 'skip'} ${name} (${installer}): ${check}${skipped === undefined ? '' : ` (${skipped})`}`,
+            );
           } catch (error) {
             failures += 1;
             console.log(`FAIL ${name} (${installer}): ${check}\n      ${failureText(error)}`);
@@ -224,7 +307,8 @@ async function main(root) {
         }
       }
     }
-    for (const { name, bytes, files } of packed) console.log(`tarball ${name}: ${(bytes / 1024).toFixed(1)} KiB, ${files.length} files`);
+    for (const { name, bytes, files } of packed)
+      console.log(`tarball ${name}: ${(bytes / 1024).toFixed(1)} KiB, ${files.length} files`);
   } finally {
     await cleanUp();
     rmSync(scratch, { recursive: true, force: true });

@@ -37,7 +37,14 @@ describe('what a tarball must hold', () => {
   });
 
   it('refuses test files, test folders and fixtures', () => {
-    const files = [...SHIPPED, 'src/codec.test.ts', 'dist/codec.test.js.map', 'test/helpers.ts', 'fixtures/crasher.mjs', 'src/codec.ts'];
+    const files = [
+      ...SHIPPED,
+      'src/codec.test.ts',
+      'dist/codec.test.js.map',
+      'test/helpers.ts',
+      'fixtures/crasher.mjs',
+      'src/codec.ts',
+    ];
     expect(tarballProblems(packageFolder({}), files)).toEqual([
       'src/codec.test.ts is a test file',
       'dist/codec.test.js.map is a test file',

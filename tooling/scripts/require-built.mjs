@@ -14,7 +14,8 @@ function* sourcesOf(folder, dist) {
   for (const entry of readdirSync(folder, { withFileTypes: true })) {
     const path = join(folder, entry.name);
     if (entry.isDirectory()) yield* sourcesOf(path, join(dist, entry.name));
-    else if (/\.ts$/.test(entry.name) && !/\.(test|d)\.ts$/.test(entry.name)) yield { path, built: join(dist, entry.name.replace(/\.ts$/, '.js')) };
+    else if (/\.ts$/.test(entry.name) && !/\.(test|d)\.ts$/.test(entry.name))
+      yield { path, built: join(dist, entry.name.replace(/\.ts$/, '.js')) };
   }
 }
 
@@ -23,7 +24,8 @@ export function unbuiltSources(packageDir) {
   const problems = [];
   for (const { path, built } of sourcesOf(join(packageDir, 'src'), join(packageDir, 'dist'))) {
     if (!existsSync(built)) problems.push(`${relative(packageDir, built)} is missing`);
-    else if (statSync(path).mtimeMs > statSync(built).mtimeMs) problems.push(`${relative(packageDir, path)} is newer than its build`);
+    else if (statSync(path).mtimeMs > statSync(built).mtimeMs)
+      problems.push(`${relative(packageDir, path)} is newer than its build`);
   }
   return problems;
 }

@@ -33,13 +33,17 @@ export function report(runs) {
   const near = tests.filter((test) => test.durationMs > test.timeoutMs * NEAR);
   return [
     `test times: ${runs.length} packages, ${tests.length} tests`,
-    ...[...runs].sort((a, b) => b.wallMs - a.wallMs).map((run) => `  ${run.package.padEnd(16)} ${seconds(run.wallMs).padStart(9)}  ${run.tests.length} tests`),
+    ...[...runs]
+      .sort((a, b) => b.wallMs - a.wallMs)
+      .map((run) => `  ${run.package.padEnd(16)} ${seconds(run.wallMs).padStart(9)}  ${run.tests.length} tests`),
     `the ${slowest.length} slowest tests (time / bound):`,
     ...slowest.map((test) => {
       const share = `${Math.round((100 * test.durationMs) / test.timeoutMs)}%`;
       return `  ${seconds(test.durationMs).padStart(9)} / ${seconds(test.timeoutMs)} ${share.padStart(4)}${test.durationMs > test.timeoutMs * NEAR ? ' NEAR ITS BOUND' : ''}  ${test.package} ${test.file} > ${test.name}`;
     }),
-    near.length === 0 ? 'no test above a third of its bound' : `${near.length} test(s) above a third of their bound: split them`,
+    near.length === 0
+      ? 'no test above a third of its bound'
+      : `${near.length} test(s) above a third of their bound: split them`,
   ];
 }
 

@@ -21,7 +21,13 @@ function repositoryWith(runs) {
   return root;
 }
 
-const test = (name, durationMs, timeoutMs = 120_000) => ({ file: 'src/a.test.ts', name, state: 'passed', durationMs, timeoutMs });
+const test = (name, durationMs, timeoutMs = 120_000) => ({
+  file: 'src/a.test.ts',
+  name,
+  state: 'passed',
+  durationMs,
+  timeoutMs,
+});
 
 describe('the test times report', () => {
   it('lists each package by wall time and the ten slowest tests, each against its bound', () => {
@@ -32,7 +38,10 @@ describe('the test times report', () => {
     ]);
     const lines = report(readRuns(repository));
     expect(lines[0]).toBe('test times: 2 packages, 13 tests');
-    expect(lines.slice(1, 3)).toEqual([expect.stringMatching(/^ {2}slow +90\.0 s {2}12 tests$/), expect.stringMatching(/^ {2}fast +2\.0 s {2}1 tests$/)]);
+    expect(lines.slice(1, 3)).toEqual([
+      expect.stringMatching(/^ {2}slow +90\.0 s {2}12 tests$/),
+      expect.stringMatching(/^ {2}fast +2\.0 s {2}1 tests$/),
+    ]);
     const slowest = lines.slice(4, 14);
     expect(slowest).toHaveLength(10);
     expect(slowest[0]).toMatch(/12\.0 s \/ 120\.0 s +10% {2}slow src\/a\.test\.ts > case 11$/);
@@ -41,9 +50,18 @@ describe('the test times report', () => {
   });
 
   it('marks a test above a third of its bound, and counts them', () => {
-    const repository = repositoryWith([{ package: 'p', wallMs: 60_000, tests: [test('near', 41_000), test('own bound', 5_000, 10_000), test('fine', 39_000)] }]);
+    const repository = repositoryWith([
+      {
+        package: 'p',
+        wallMs: 60_000,
+        tests: [test('near', 41_000), test('own bound', 5_000, 10_000), test('fine', 39_000)],
+      },
+    ]);
     const lines = report(readRuns(repository));
-    expect(lines.filter((line) => line.includes('NEAR ITS BOUND'))).toEqual([expect.stringContaining('> near'), expect.stringContaining('> own bound')]);
+    expect(lines.filter((line) => line.includes('NEAR ITS BOUND'))).toEqual([
+      expect.stringContaining('> near'),
+      expect.stringContaining('> own bound'),
+    ]);
     expect(lines.at(-1)).toBe('2 test(s) above a third of their bound: split them');
   });
 });

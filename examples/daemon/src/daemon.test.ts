@@ -9,13 +9,27 @@ import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { fileOwnership, resolveWorkspace } from '@leasehold/coordination';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, codeOfAsync, etcdAvailable, handPlaces, makeTemporaryFolder, replaceFile, sha256Hex, spawnChild, startEtcd } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOfAsync,
+  etcdAvailable,
+  handPlaces,
+  makeTemporaryFolder,
+  replaceFile,
+  sha256Hex,
+  spawnChild,
+  startEtcd,
+} from '@leasehold/test-utils';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
 const DAEMON = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
 // The built `leasehold` command (a devDependency, so turbo builds it first): the operator's tool.
-const LEASEHOLD = join(dirname(createRequire(import.meta.url).resolve('@leasehold/cli/package.json')), 'dist', 'leasehold.cjs');
+const LEASEHOLD = join(
+  dirname(createRequire(import.meta.url).resolve('@leasehold/cli/package.json')),
+  'dist',
+  'leasehold.cjs',
+);
 
 interface Place {
   readonly tmp: string;
@@ -151,7 +165,11 @@ async function leaseholdWith(env: NodeJS.ProcessEnv, place: Place, ...args: stri
 }
 
 /** Runs `node SCRIPT ARGS` (the real `leasehold`, or the daemon) to its end. */
-async function runScript(script: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<Command> {
+async function runScript(
+  script: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Command> {
   const child = spawnChild(script, args, { env });
   const { code, stderr } = await child.closed;
   return { code, stdout: child.lines.map((line) => `${line}\n`).join(''), stderr };
@@ -183,15 +201,21 @@ const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
 /** The README's transcript: its one `text` block. */
 function readmeTranscript(): string {
-  const blocks = [...readFileSync(README, 'utf8').matchAll(/^```text\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
-  if (blocks.length !== 1) throw new Error(`${README}: wants exactly one text block (the transcript), found ${blocks.length}`);
+  const blocks = [...readFileSync(README, 'utf8').matchAll(/^```text\n([\s\S]*?)^```$/gm)].map(
+    (match) => match[1] ?? '',
+  );
+  if (blocks.length !== 1)
+    throw new Error(`${README}: wants exactly one text block (the transcript), found ${blocks.length}`);
   return blocks[0]!;
 }
 
 /** Puts `transcript` in the README in place of its transcript (LEASEHOLD_UPDATE_README=1, after a change of what the commands print). */
 function writeReadmeTranscript(transcript: string): void {
   const readme = readFileSync(README, 'utf8');
-  writeFileSync(README, readme.replace(`\`\`\`text\n${readmeTranscript()}\`\`\``, () => `\`\`\`text\n${transcript}\`\`\``));
+  writeFileSync(
+    README,
+    readme.replace(`\`\`\`text\n${readmeTranscript()}\`\`\``, () => `\`\`\`text\n${transcript}\`\`\``),
+  );
 }
 
 /** What varies from run to run, and the value the README shows for it. */
@@ -207,7 +231,10 @@ interface Varying {
 function normalised(text: string, { place, endpoint, epoch, pid, digest }: Varying): string {
   const host = hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return text
-    .replace(/journal\/\d{8}T\d{9}Z-[0-9a-f-]{36}\.json/g, 'journal/20250301T101500000Z-1f0c3a5e-8d2b-4c41-9a7e-2b6d0c4e9f13.json')
+    .replace(
+      /journal\/\d{8}T\d{9}Z-[0-9a-f-]{36}\.json/g,
+      'journal/20250301T101500000Z-1f0c3a5e-8d2b-4c41-9a7e-2b6d0c4e9f13.json',
+    )
     .replaceAll(digest, 'cb6748830ae9a12784a6258612f61e01cf4837ae8094dbd773aeeb68b4175b10')
     .replaceAll(epoch, 'd2ec2568-64d1-409d-b924-6c036ef5928b')
     .replace(/\/workspaces\/[0-9a-f]{32}\//g, '/workspaces/6b1e4a0f2c9d8e7f3a5b4c2d1e0f9a8b/')
@@ -246,7 +273,10 @@ describe('the example daemon', () => {
     expect((await get(access.endpoint, '/hello', { ...bearer, host: 'attacker.example' })).status).toBe(421);
     expect((await get(access.endpoint, '/elsewhere', bearer)).status).toBe(404);
     // Files alone cannot prove an idle owner is live: inspect says so, and names whom to ask.
-    expect(await ownership.inspect(place.workspace)).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch, phase: 'idle' } });
+    expect(await ownership.inspect(place.workspace)).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch: ready.epoch, phase: 'idle' },
+    });
 
     // A second daemon on the same workspace is not the owner.
     const second = startDaemon(place);
@@ -289,7 +319,15 @@ describe('the example daemon', () => {
 
     const status = await leasehold(place, 'status', '--json');
     expect(status.code).toBe(0);
-    expect(jsonLine(status)).toEqual({ status: 'running', root: place.workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(jsonLine(status)).toEqual({
+      status: 'running',
+      root: place.workspace,
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: daemon.child.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     const human = await leasehold(place, 'status');
     expect(human.code).toBe(0);
     expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
@@ -309,8 +347,14 @@ describe('the example daemon', () => {
     expect(await daemon.exited).toEqual({ code: 0, signal: null });
     const stopped = await leasehold(place, 'status', '--json');
     expect(stopped.code).toBe(3);
-    expect(jsonLine(stopped)).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
-    for (const output of [daemon.output(), status.stdout, human.stdout, stop.stdout, stop.stderr]) expect(output).not.toContain(capability);
+    expect(jsonLine(stopped)).toEqual({
+      status: 'stopped',
+      root: place.workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
+    for (const output of [daemon.output(), status.stdout, human.stdout, stop.stdout, stop.stderr])
+      expect(output).not.toContain(capability);
   });
 
   it('after kill -9 reads unavailable to `leasehold status`, and `leasehold recover` brings it to stopped', async () => {
@@ -338,7 +382,9 @@ describe('the example daemon', () => {
     const blocked = startDaemon(place);
     expect(await blocked.next()).toEqual({ event: 'refused', code: 'quarantine' });
     expect(await blocked.exited).toEqual({ code: 1, signal: null });
-    expect(blocked.output()).toContain(`then review and release what it left with \`leasehold recover --workspace ${place.workspace} --state-home ${place.stateHome}\``);
+    expect(blocked.output()).toContain(
+      `then review and release what it left with \`leasehold recover --workspace ${place.workspace} --state-home ${place.stateHome}\``,
+    );
 
     const review = await leasehold(place, 'recover', '--json');
     expect(review.code).toBe(0);
@@ -347,14 +393,23 @@ describe('the example daemon', () => {
     const recovered = await leasehold(place, 'recover', '--json', '--digest', digest as string, '--yes');
     expect(recovered.code).toBe(0);
     expect(jsonLine(recovered)).toEqual({ recovered: true });
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({
+      status: 'stopped',
+      root: place.workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
 
     // And it serves again, with a new epoch.
     const again = startDaemon(place);
     const next = await again.next();
     expect(next).toMatchObject({ event: 'ready' });
     expect(next.epoch).not.toBe(ready.epoch);
-    expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({ stopped: true, root: place.workspace, epoch: next.epoch });
+    expect(jsonLine(await leasehold(place, 'stop', '--json'))).toEqual({
+      stopped: true,
+      root: place.workspace,
+      epoch: next.epoch,
+    });
     expect(await again.exited).toEqual({ code: 0, signal: null });
   });
 
@@ -381,7 +436,13 @@ describe('the example daemon', () => {
     await step('leasehold', LEASEHOLD, ['recover', ...where, '--digest', digest, '--yes'], 0);
     await step('leasehold', LEASEHOLD, ['status', ...where], 3);
 
-    const observed = normalised(transcript, { place, endpoint: ready.endpoint as string, epoch: ready.epoch as string, pid: ready.pid as number, digest });
+    const observed = normalised(transcript, {
+      place,
+      endpoint: ready.endpoint as string,
+      epoch: ready.epoch as string,
+      pid: ready.pid as number,
+      digest,
+    });
     if (process.env.LEASEHOLD_UPDATE_README === '1') writeReadmeTranscript(observed);
     expect(observed).toBe(readmeTranscript());
   });
@@ -400,7 +461,10 @@ describe('the example daemon', () => {
     readies.forEach((ready, index) => expect(ready).toMatchObject({ event: 'ready', pid: daemons[index]!.child.pid }));
     const ownership = fileOwnership({ stateHome: place.stateHome });
     for (const [index, workspace] of roots.entries()) {
-      expect(await ownership.localAccess(workspace)).toMatchObject({ endpoint: readies[index]!.endpoint, epoch: readies[index]!.epoch });
+      expect(await ownership.localAccess(workspace)).toMatchObject({
+        endpoint: readies[index]!.endpoint,
+        epoch: readies[index]!.epoch,
+      });
     }
     // A workspace nobody serves reads absent while the others run.
     expect(await ownership.inspect(resolveWorkspace(untouched))).toEqual({ status: 'absent' });
@@ -408,7 +472,9 @@ describe('the example daemon', () => {
     for (const daemon of daemons) daemon.child.kill('SIGTERM');
     const released = await Promise.all(daemons.map((daemon) => daemon.next()));
     expect(released).toEqual(readies.map((ready) => ({ event: 'released', epoch: ready.epoch })));
-    expect(await Promise.all(daemons.map((daemon) => daemon.exited))).toEqual(roots.map(() => ({ code: 0, signal: null })));
+    expect(await Promise.all(daemons.map((daemon) => daemon.exited))).toEqual(
+      roots.map(() => ({ code: 0, signal: null })),
+    );
     for (const [index, workspace] of roots.entries()) {
       expect(await ownership.inspect(workspace)).toEqual({ status: 'stopped', epoch: readies[index]!.epoch });
     }
@@ -432,7 +498,10 @@ describe('the example daemon', () => {
     expect(await daemon.exited).toEqual({ code: 2, signal: null });
     // A lost owner touches nothing: every fence is still there, exactly as it was.
     expect(treeOf(place.stateHome)).toEqual(before);
-    expect(await ownership.inspect(place.workspace)).toMatchObject({ status: 'unavailable', owner: { epoch: ready.epoch } });
+    expect(await ownership.inspect(place.workspace)).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch: ready.epoch },
+    });
     expect(daemon.output()).not.toContain(capability);
   });
 
@@ -487,7 +556,12 @@ describe('the example daemon', () => {
     expect(review).toMatchObject({ ownerStatus: 'absent', digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
     const recovered = await leasehold(place, 'recover', '--json', '--digest', review.digest as string, '--yes');
     expect(recovered.code).toBe(0);
-    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({ status: 'stopped', root: place.workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({
+      status: 'stopped',
+      root: place.workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it('reports a workspace that is not a folder as refused, and exits 1', async () => {
@@ -506,16 +580,44 @@ describe.skipIf(!etcdAvailable())('the example daemon on the etcd backend', () =
     const hostA = { ...process.env, LEASEHOLD_HOST: 'host-a' };
     const hostB = { ...process.env, LEASEHOLD_HOST: 'host-b' };
     const prefix = `/leasehold/daemon-${process.pid}`;
-    for (const [at, env] of [[place, hostA], [other, hostB]] as const) {
-      expect((await leaseholdWith(env, at, 'init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix, '--json')).code).toBe(0);
+    for (const [at, env] of [
+      [place, hostA],
+      [other, hostB],
+    ] as const) {
+      expect(
+        (
+          await leaseholdWith(
+            env,
+            at,
+            'init',
+            '--etcd-endpoints',
+            cluster.endpoints.join(','),
+            '--etcd-prefix',
+            prefix,
+            '--json',
+          )
+        ).code,
+      ).toBe(0);
     }
 
     const daemon = startDaemon(place, [], hostA);
     const ready = await daemon.next();
     expect(ready).toMatchObject({ event: 'ready', pid: daemon.child.pid });
-    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({ status: 'running', root: place.workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: daemon.child.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({
+      status: 'running',
+      root: place.workspace,
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: daemon.child.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     // Another host sees who serves it, and cannot take it: not with `leasehold serve`, nor with a daemon of its own.
-    expect(jsonLine(await leaseholdWith(hostB, other, 'status', '--json'))).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: 'served on host host-a' });
+    expect(jsonLine(await leaseholdWith(hostB, other, 'status', '--json'))).toMatchObject({
+      status: 'unavailable',
+      epoch: ready.epoch,
+      reason: 'served on host host-a',
+    });
     const rival = startDaemon(other, [], hostB);
     expect(await rival.next()).toEqual({ event: 'refused', code: 'conflict' });
 

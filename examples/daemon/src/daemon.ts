@@ -66,7 +66,8 @@ try {
       'watch-ms': { type: 'string', default: '1000' },
     },
   }).values;
-  if (!/^[1-9][0-9]{0,6}$/.test(options['watch-ms'])) throw new TypeError('--watch-ms: a whole number of milliseconds, from 1');
+  if (!/^[1-9][0-9]{0,6}$/.test(options['watch-ms']))
+    throw new TypeError('--watch-ms: a whole number of milliseconds, from 1');
 } catch (error) {
   console.error(`example-daemon: ${(error as Error).message}`);
   process.exit(64); // EX_USAGE

@@ -19,7 +19,8 @@ function readmeExamples(): { daemon: string; client: string } {
   const readme = readFileSync(TRANSPORT_README, 'utf8');
   const section = readme.slice(readme.indexOf('## A daemon to ship, and its client'));
   const [daemon, client] = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  if (daemon === undefined || client === undefined) throw new Error(`${TRANSPORT_README}: no daemon and client example`);
+  if (daemon === undefined || client === undefined)
+    throw new Error(`${TRANSPORT_README}: no daemon and client example`);
   return { daemon, client };
 }
 
@@ -54,7 +55,10 @@ function runClient(place: Place): SpawnedChild {
 }
 
 /** The real `leasehold ARGS --workspace W --json`, with the state home in its environment, to its end. */
-async function leasehold(place: Place, ...args: string[]): Promise<{ code: number | null; json: Record<string, unknown> }> {
+async function leasehold(
+  place: Place,
+  ...args: string[]
+): Promise<{ code: number | null; json: Record<string, unknown> }> {
   const child = spawnChild(LEASEHOLD, [...args, '--workspace', place.workspace, '--json'], { env: place.env });
   const { code } = await child.closed;
   return { code, json: JSON.parse(child.lines.join('\n')) as Record<string, unknown> };
@@ -63,8 +67,14 @@ async function leasehold(place: Place, ...args: string[]): Promise<{ code: numbe
 /** The epoch each client printed once it called the owner's route, after every one ended (exit 0). */
 async function helloEpochs(clients: readonly SpawnedChild[]): Promise<string[]> {
   const ends = await Promise.all(clients.map((client) => client.closed));
-  expect(ends.map(({ code, stderr }) => ({ code, stderr: stderr.replace(/^waiting for .*\n/gm, '') }))).toEqual(clients.map(() => ({ code: 0, stderr: '' })));
-  return clients.map((client) => /^GET \/hello: 200, from the owner of epoch (\S+)$/.exec(client.lines.join('\n'))?.[1] ?? `no hello in ${client.lines.join('|')}`);
+  expect(ends.map(({ code, stderr }) => ({ code, stderr: stderr.replace(/^waiting for .*\n/gm, '') }))).toEqual(
+    clients.map(() => ({ code: 0, stderr: '' })),
+  );
+  return clients.map(
+    (client) =>
+      /^GET \/hello: 200, from the owner of epoch (\S+)$/.exec(client.lines.join('\n'))?.[1] ??
+      `no hello in ${client.lines.join('|')}`,
+  );
 }
 
 /** Kills the daemon the way a crash does (it is no child of this process), and waits until it is gone. */
@@ -88,7 +98,12 @@ describe("the transport README's daemon and client, as printed, driven by real p
     expect(new Set(epochs).size).toBe(1);
     expect(epochs[0]).not.toBe(first);
     const journal = await leasehold(place, 'journal');
-    expect(journal.json.entries).toEqual([expect.objectContaining({ root: place.workspace, automatic: expect.objectContaining({ reason: 'owner-proved-dead' }) })]);
+    expect(journal.json.entries).toEqual([
+      expect.objectContaining({
+        root: place.workspace,
+        automatic: expect.objectContaining({ reason: 'owner-proved-dead' }),
+      }),
+    ]);
     // The daemon's output is kept where the client's start put it.
     const log = readFileSync(join(place.workspace, 'hello-daemon.log'), 'utf8');
     expect(log).toContain(`serving ${place.workspace} at http://127.0.0.1:`);

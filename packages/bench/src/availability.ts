@@ -47,14 +47,20 @@ function answerOf(inspection: Inspection, epoch: string): string {
  * is under way before the first read (every writer finished a cycle) and
  * stops after the last.
  */
-export async function measureAvailability(place: BenchPlace, pool: ContentionPool, writers: number, reads: number): Promise<AvailabilityResult> {
+export async function measureAvailability(
+  place: BenchPlace,
+  pool: ContentionPool,
+  writers: number,
+  reads: number,
+): Promise<AvailabilityResult> {
   const ownership = fileOwnership({ stateHome: pool.stateHome });
   const root = place.workspace();
   const lease = await ownership.acquire(root, CONFIG, { boundEndpoint: boundEndpoint() });
   const { epoch } = lease.owner;
   await lease.release();
   const before = await ownership.inspect(root);
-  if (answerOf(before, epoch) !== 'stopped') throw new Error(`availability: the quiet workspace reads ${before.status} before the churn`);
+  if (answerOf(before, epoch) !== 'stopped')
+    throw new Error(`availability: the quiet workspace reads ${before.status} before the churn`);
 
   const answers = new Map<string, number>();
   const wrongReasons = new Set<string>();
@@ -68,7 +74,8 @@ export async function measureAvailability(place: BenchPlace, pool: ContentionPoo
       times.push(elapsed(start));
       const answer = answerOf(inspection, epoch);
       answers.set(answer, (answers.get(answer) ?? 0) + 1);
-      if (answer !== 'stopped' && wrongReasons.size < 3) wrongReasons.add('reason' in inspection ? inspection.reason : answer);
+      if (answer !== 'stopped' && wrongReasons.size < 3)
+        wrongReasons.add('reason' in inspection ? inspection.reason : answer);
     }
   } finally {
     counts = await churn.stop();

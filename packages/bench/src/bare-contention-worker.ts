@@ -35,7 +35,11 @@ function parseSequence(sequence: string): Step[] {
     const match = /^(?:(lock|table):)?([crdCRD])$/.exec(token);
     if (match === null) throw new Error(`bare contention worker: cannot replay the publication ${token}`);
     const letter = match[2]!;
-    return { on: (match[1] as 'lock' | 'table' | undefined) ?? 'own', kind: letter.toLowerCase() as Step['kind'], syncFolder: letter !== letter.toLowerCase() };
+    return {
+      on: (match[1] as 'lock' | 'table' | undefined) ?? 'own',
+      kind: letter.toLowerCase() as Step['kind'],
+      syncFolder: letter !== letter.toLowerCase(),
+    };
   });
   let created = 0;
   for (const step of steps) {

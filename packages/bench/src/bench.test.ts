@@ -118,7 +118,11 @@ const FSYNC_COUNTS = [
 
 /** Section 9 (etcd), when etcd is on PATH: the single node and the cluster against the file backend beside them. */
 const ETCD_FIGURES = ['etcd.single/file', 'etcd.cluster/file', 'etcd.cluster/single'];
-const ETCD_SERIES = ['etcd.file', 'etcd.single', 'etcd.cluster'].flatMap((id) => [id, `${id}:acquire`, `${id}:release`]);
+const ETCD_SERIES = ['etcd.file', 'etcd.single', 'etcd.cluster'].flatMap((id) => [
+  id,
+  `${id}:acquire`,
+  `${id}:release`,
+]);
 const ETCD_ROWS = [
   "acquire + release of one root, etcd single node over this host's files",
   "acquire + release of one root, etcd 3-member cluster over this host's files",
@@ -127,14 +131,36 @@ const ETCD_ROWS = [
 ];
 
 /** Section 10: the built command as a whole process, against node -e 0 in the same rounds. */
-const COMMAND_FIGURES = ['command.version/node', 'command.status-stopped/node', 'command.status-running/node', 'command.list/node'];
-const COMMAND_ROWS = ['10. The leasehold command', 'leasehold --version', 'leasehold status, a stopped workspace (exit 3)', 'leasehold status, a running owner', 'leasehold list, one running owner', 'node -e 0, a whole process'];
+const COMMAND_FIGURES = [
+  'command.version/node',
+  'command.status-stopped/node',
+  'command.status-running/node',
+  'command.list/node',
+];
+const COMMAND_ROWS = [
+  '10. The leasehold command',
+  'leasehold --version',
+  'leasehold status, a stopped workspace (exit 3)',
+  'leasehold status, a running owner',
+  'leasehold list, one running owner',
+  'node -e 0, a whole process',
+];
 
 function runBench(): Promise<{ code: number | null; stdout: string; stderr: string; pid: number }> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BENCH, '--quick', '--json', jsonPath], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr, pid: child.pid ?? -1 });
-    });
+    const child = execFile(
+      process.execPath,
+      [BENCH, '--quick', '--json', jsonPath],
+      { maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        resolve({
+          code: error === null ? 0 : typeof error.code === 'number' ? error.code : null,
+          stdout,
+          stderr,
+          pid: child.pid ?? -1,
+        });
+      },
+    );
   });
 }
 
@@ -175,7 +201,9 @@ describe('pnpm bench --quick', () => {
     expect(stdout).toMatch(/^ {2}operation +file +folder +measured +proved minimum +publications +previous release$/m);
     expect(stdout).toMatch(/^ {2}acquire, reused workspace +\d+ +\d+ +\d+ +\d+(\.\.\d+)?( \(\+\d+\))? +\d+ +\d+/m);
     expect(stdout).toMatch(/Contention: busy answers \d+ of \d+/);
-    expect(stdout).toMatch(/^Targets: \d+ of \d+ met; busy \d+ \((met|MISSED)\); readers [\d.]+ % stopped \((met|MISSED)\)\.$/m);
+    expect(stdout).toMatch(
+      /^Targets: \d+ of \d+ met; busy \d+ \((met|MISSED)\); readers [\d.]+ % stopped \((met|MISSED)\)\.$/m,
+    );
 
     const result = JSON.parse(readFileSync(jsonPath, 'utf8'));
     expect(result.schema).toBe('leasehold.bench/2');
@@ -192,16 +220,22 @@ describe('pnpm bench --quick', () => {
     expect(result.contention.cycles).toBe(result.contention.processes * result.contention.trials);
     expect(figures.get('contention/serial')?.target).toBe(0.5);
     // The machine's own floor beside it, from the same trials: Leasehold's ratio is printed against the bare one.
-    expect(stdout).toMatch(/^bare fsync floor: 16 at once \/ one at a time = \d+\.\d{2}x; Leasehold \d+\.\d{2}x, \d+\.\d{2}x the floor\.$/m);
+    expect(stdout).toMatch(
+      /^bare fsync floor: 16 at once \/ one at a time = \d+\.\d{2}x; Leasehold \d+\.\d{2}x, \d+\.\d{2}x the floor\.$/m,
+    );
     expect(figures.get('contention.bare/serial')?.samples).toBe(result.contention.trials);
     const { bareFloor } = result.contention;
     expect(bareFloor.ratio).toBe(figures.get('contention.bare/serial')?.ratio);
     expect(bareFloor.leasehold).toBe(figures.get('contention/serial')?.ratio);
     expect(bareFloor.overFloor).toBeCloseTo(bareFloor.leasehold / bareFloor.ratio);
     // The bare workers replay the reused cycle's publications as table 7 saw them: the same number.
-    const reused = ['acquire.reused', 'release.reused'].map((id) => result.fsyncs.find((count: { id: string }) => count.id === id));
+    const reused = ['acquire.reused', 'release.reused'].map((id) =>
+      result.fsyncs.find((count: { id: string }) => count.id === id),
+    );
     const replayed = reused.map((count: { sequence: string }) => count.sequence.split(' ').length);
-    expect(replayed.reduce((sum: number, length: number) => sum + length, 0)).toBe(reused.reduce((sum: number, count: { publications: number }) => sum + count.publications, 0));
+    expect(replayed.reduce((sum: number, length: number) => sum + length, 0)).toBe(
+      reused.reduce((sum: number, count: { publications: number }) => sum + count.publications, 0),
+    );
 
     // Section 10: each figure measured in every kept round of its own (each sample ran the command to the exit status it expects).
     for (const row of COMMAND_ROWS) expect(stdout).toContain(row);
@@ -217,7 +251,10 @@ describe('pnpm bench --quick', () => {
     const { availability } = result;
     expect(availability.writers).toBe(8);
     expect(availability.reads).toBe(result.settings.availabilityReads);
-    const answered = Object.values(availability.answers as Record<string, number>).reduce((sum, count) => sum + count, 0);
+    const answered = Object.values(availability.answers as Record<string, number>).reduce(
+      (sum, count) => sum + count,
+      0,
+    );
     expect(answered).toBe(availability.reads);
     expect(availability.stopped).toBe(availability.answers.stopped ?? 0);
     expect(availability.cycles).toBeGreaterThanOrEqual(availability.writers);
@@ -227,7 +264,8 @@ describe('pnpm bench --quick', () => {
     const counts = new Map<string, Row>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
     expect([...counts.keys()].sort()).toEqual([...FSYNC_COUNTS].sort());
     for (const count of counts.values()) {
-      for (const key of ['file', 'folder', 'total', 'publications', 'unsynced', 'previousRelease']) expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
+      for (const key of ['file', 'folder', 'total', 'publications', 'unsynced', 'previousRelease'])
+        expect(isNumber(count[key]), `${count.id} ${key}`).toBe(true);
       expect(count.total, `${count.id}`).toBe((count.file as number) + (count.folder as number));
       expect(count.previousRelease, `${count.id}`).toBe((count.total as number) + (count.unsynced as number));
     }
@@ -240,13 +278,23 @@ describe('pnpm bench --quick', () => {
     expect(counts.get('registry.takeover')?.unsynced).toBe(1);
     for (const id of ['acquire.first', 'acquire.fresh', 'acquire.reused']) expect(counts.get(id)?.unsynced, id).toBe(3);
     expect(counts.get('registry.reservation')?.unsynced).toBe(2);
-    for (const id of ['release.fresh', 'release.reused', 'recovery.first', 'recovery']) expect(counts.get(id)?.unsynced, id).toBe(4);
-    for (const id of ['files.create', 'files.replace', 'files.remove', 'phase']) expect(counts.get(id)?.unsynced, id).toBe(0);
+    for (const id of ['release.fresh', 'release.reused', 'recovery.first', 'recovery'])
+      expect(counts.get(id)?.unsynced, id).toBe(4);
+    for (const id of ['files.create', 'files.replace', 'files.remove', 'phase'])
+      expect(counts.get(id)?.unsynced, id).toBe(0);
     // The counts with a proved minimum are the explored protocols step for step: this run makes exactly the fsyncs
     // the exploration's trace made, and never fewer than it proved needed.
     const proved = [...counts.values()].filter((count) => count.proved !== undefined);
     expect(proved.map((count) => count.id).sort()).toEqual(
-      ['acquire.first', 'acquire.reused', 'phase', 'release.fresh', 'release.reused', 'recovery.first', 'registry.reservation'].sort(),
+      [
+        'acquire.first',
+        'acquire.reused',
+        'phase',
+        'release.fresh',
+        'release.reused',
+        'recovery.first',
+        'registry.reservation',
+      ].sort(),
     );
     for (const count of proved) {
       const bounds = count.proved as { fsyncs: number; lower: number; upper: number };

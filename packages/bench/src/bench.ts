@@ -43,7 +43,15 @@ interface Options {
 }
 
 function parseOptions(argv: readonly string[]): Options {
-  const options: Options = { quick: false, json: undefined, rounds: undefined, reads: undefined, profile: undefined, samples: 200, profileOut: undefined };
+  const options: Options = {
+    quick: false,
+    json: undefined,
+    rounds: undefined,
+    reads: undefined,
+    profile: undefined,
+    samples: 200,
+    profileOut: undefined,
+  };
   const count = (value: string | undefined, flag: string): number => {
     const parsed = Number(value);
     if (!Number.isInteger(parsed) || parsed < 1) throw new Error(`${flag} needs a positive whole number`);
@@ -126,7 +134,9 @@ function progress(label: string): (done: number, total: number) => void {
 async function profile(options: Options, operations: readonly Operation[]): Promise<void> {
   const operation = operations.find((candidate) => candidate.id === options.profile);
   if (operation === undefined) {
-    throw new Error(`no operation ${options.profile}; one of: ${operations.map((candidate) => candidate.id).join(', ')}`);
+    throw new Error(
+      `no operation ${options.profile}; one of: ${operations.map((candidate) => candidate.id).join(', ')}`,
+    );
   }
   for (let index = 0; index < 20; index += 1) await operation.sample(() => undefined);
   const summary = await profileOperation(operation, options.samples, options.profileOut);
@@ -186,7 +196,9 @@ async function main(): Promise<void> {
     const trials: ContentionTrial[] = [];
     const bareTrials: ContentionTrial[] = [];
     const trialRounds = new Set(
-      Array.from({ length: settings.contentionTrials }, (_, trial) => Math.floor(((trial + 0.5) * settings.rounds) / settings.contentionTrials)),
+      Array.from({ length: settings.contentionTrials }, (_, trial) =>
+        Math.floor(((trial + 0.5) * settings.rounds) / settings.contentionTrials),
+      ),
     );
     const series = await runInterleaved(operations, {
       rounds: settings.rounds,
@@ -198,7 +210,9 @@ async function main(): Promise<void> {
       },
       progress: progress(settings.quick ? 'bench --quick' : 'bench'),
     });
-    process.stderr.write(`readers under churn: ${settings.availabilityReads} inspect() calls, ${CHURNING_WRITERS} writers\n`);
+    process.stderr.write(
+      `readers under churn: ${settings.availabilityReads} inspect() calls, ${CHURNING_WRITERS} writers\n`,
+    );
     const availability = await measureAvailability(place, pool, CHURNING_WRITERS, settings.availabilityReads);
     await pool.stop();
     pool = undefined;
@@ -213,14 +227,31 @@ async function main(): Promise<void> {
     // In rounds of their own, fewer: each sample is a whole process (about Node's start-up, tens of ms).
     const commandRounds = { rounds: options.quick ? 5 : 40, warmupRounds: options.quick ? 1 : 3 };
     const commands = await commandOperations(place, { running: transport.owner });
-    const commandSeries = await runInterleaved(commands, { ...commandRounds, progress: progress(settings.quick ? 'bench --quick, the command' : 'bench, the command') });
+    const commandSeries = await runInterleaved(commands, {
+      ...commandRounds,
+      progress: progress(settings.quick ? 'bench --quick, the command' : 'bench, the command'),
+    });
     for (const [id, values] of commandSeries) series.set(id, values);
 
-    series.set('contention.wall', trials.map((trial) => trial.wall));
-    series.set('contention.serial', trials.map((trial) => trial.serial));
-    series.set('contention.bare.wall', bareTrials.map((trial) => trial.wall));
-    series.set('contention.bare.serial', bareTrials.map((trial) => trial.serial));
-    const labels = new Map<string, string>([...operations, ...commands].map((operation) => [operation.id, operation.label]));
+    series.set(
+      'contention.wall',
+      trials.map((trial) => trial.wall),
+    );
+    series.set(
+      'contention.serial',
+      trials.map((trial) => trial.serial),
+    );
+    series.set(
+      'contention.bare.wall',
+      bareTrials.map((trial) => trial.wall),
+    );
+    series.set(
+      'contention.bare.serial',
+      bareTrials.map((trial) => trial.serial),
+    );
+    const labels = new Map<string, string>(
+      [...operations, ...commands].map((operation) => [operation.id, operation.label]),
+    );
     for (const operation of ownership.operations) {
       if (!operation.id.startsWith('cycle.')) continue;
       labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
@@ -229,14 +260,17 @@ async function main(): Promise<void> {
     for (const [id, label] of etcd.labels) labels.set(id, label);
     labels.set('contention.wall', `${PROCESSES} disjoint owners acquire + release at once, wall time`);
     labels.set('contention.serial', `the same ${PROCESSES} one at a time (sum)`);
-    labels.set('contention.bare.wall', `bare fsync floor: ${PROCESSES} processes replay a reused cycle's publications at once, wall time`);
+    labels.set(
+      'contention.bare.wall',
+      `bare fsync floor: ${PROCESSES} processes replay a reused cycle's publications at once, wall time`,
+    );
     labels.set('contention.bare.serial', `the same ${PROCESSES} bare replays one at a time (sum)`);
-    const [acquireFresh, releaseFresh, acquireReused, releaseReused] = ['acquire.fresh', 'release.fresh', 'acquire.reused', 'release.reused'].map((id) => counted(fsyncs, id)) as [
-      FsyncCount,
-      FsyncCount,
-      FsyncCount,
-      FsyncCount,
-    ];
+    const [acquireFresh, releaseFresh, acquireReused, releaseReused] = [
+      'acquire.fresh',
+      'release.fresh',
+      'acquire.reused',
+      'release.reused',
+    ].map((id) => counted(fsyncs, id)) as [FsyncCount, FsyncCount, FsyncCount, FsyncCount];
     const publications = {
       fresh: acquireFresh.publications + releaseFresh.publications,
       reused: acquireReused.publications + releaseReused.publications,
@@ -257,7 +291,9 @@ async function main(): Promise<void> {
       unit: 'ms',
       settings,
       machine: describeMachine(),
-      series: Object.fromEntries([...summaries].map(([id, summary]) => [id, { label: labels.get(id) ?? id, ...summary }])),
+      series: Object.fromEntries(
+        [...summaries].map(([id, summary]) => [id, { label: labels.get(id) ?? id, ...summary }]),
+      ),
       figures,
       contention: {
         processes: PROCESSES,
@@ -269,7 +305,10 @@ async function main(): Promise<void> {
         serial: summarize(trials.map((trial) => trial.serial)),
         lockHeld: summarize(trials.map((trial) => trial.lockHeld)),
         serialLockHeld: summarize(trials.map((trial) => trial.serialLockHeld)),
-        hold: { uncontended: median(trials.flatMap((trial) => trial.serialLockHolds)), contended: median(trials.flatMap((trial) => trial.lockHolds)) },
+        hold: {
+          uncontended: median(trials.flatMap((trial) => trial.serialLockHolds)),
+          contended: median(trials.flatMap((trial) => trial.lockHolds)),
+        },
         transactions: Math.max(...trials.map((trial) => trial.transactions)),
         idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
         bareFloor: bareFloorOf(figures),

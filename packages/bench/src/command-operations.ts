@@ -41,14 +41,29 @@ export interface CommandPlaces {
 export async function commandOperations(place: BenchPlace, { running }: CommandPlaces): Promise<Operation[]> {
   const bin = leaseholdBin();
   const stopped = { workspace: place.workspace(), stateHome: join(place.root, 'state-command') };
-  const at = ({ workspace, stateHome }: { workspace: string; stateHome: string }) => ['--workspace', workspace, '--state-home', stateHome];
+  const at = ({ workspace, stateHome }: { workspace: string; stateHome: string }) => [
+    '--workspace',
+    workspace,
+    '--state-home',
+    stateHome,
+  ];
   await node([bin, 'run', ...at(stopped), '--', 'true'], 0);
-  const operation = (id: string, label: string, args: readonly string[], exitCode = 0) => timedAsync(id, label, { run: () => node(args, exitCode) });
+  const operation = (id: string, label: string, args: readonly string[], exitCode = 0) =>
+    timedAsync(id, label, { run: () => node(args, exitCode) });
   return [
     operation('node.bare', 'node -e 0, a whole process', ['-e', '0']),
     operation('command.version', 'leasehold --version', [bin, '--version']),
-    operation('command.status-stopped', 'leasehold status, a stopped workspace (exit 3)', [bin, 'status', ...at(stopped)], 3),
-    operation('command.status-running', 'leasehold status, a running owner proved live over its transport', [bin, 'status', ...at(running)]),
+    operation(
+      'command.status-stopped',
+      'leasehold status, a stopped workspace (exit 3)',
+      [bin, 'status', ...at(stopped)],
+      3,
+    ),
+    operation('command.status-running', 'leasehold status, a running owner proved live over its transport', [
+      bin,
+      'status',
+      ...at(running),
+    ]),
     operation('command.list', 'leasehold list, one running owner', [bin, 'list', '--state-home', running.stateHome]),
   ];
 }

@@ -5,10 +5,7 @@
  * release without pause until told to stop (`churn`, `stop-churn`); or leave.
  */
 export type WorkerCommand =
-  | { readonly type: 'go' }
-  | { readonly type: 'churn' }
-  | { readonly type: 'stop-churn' }
-  | { readonly type: 'exit' };
+  { readonly type: 'go' } | { readonly type: 'churn' } | { readonly type: 'stop-churn' } | { readonly type: 'exit' };
 
 /** What one worker's churn did, from `churn` to `stop-churn`. */
 export interface ChurnCounts {
@@ -54,7 +51,8 @@ function argumentsOf<Name extends string>(worker: string, names: readonly Name[]
   return {
     argv: (options: Readonly<Record<Name, string>>): string[] => names.map((name) => options[name]),
     parse: (argv: readonly string[]): Record<Name, string> => {
-      if (argv.length < names.length) throw new Error(`${worker}: expected ${names.map((name) => `<${name}>`).join(' ')}`);
+      if (argv.length < names.length)
+        throw new Error(`${worker}: expected ${names.map((name) => `<${name}>`).join(' ')}`);
       return Object.fromEntries(names.map((name, index) => [name, argv[index]!])) as Record<Name, string>;
     },
   };
@@ -85,7 +83,11 @@ export interface BareWorkerArguments {
   readonly sequence: string;
 }
 
-const bareWorkerArguments = argumentsOf<keyof BareWorkerArguments>('bare contention worker', ['folder', 'shared', 'sequence']);
+const bareWorkerArguments = argumentsOf<keyof BareWorkerArguments>('bare contention worker', [
+  'folder',
+  'shared',
+  'sequence',
+]);
 
 /** `BareWorkerArguments` as command-line arguments. */
 export const bareWorkerArgv: (options: BareWorkerArguments) => string[] = bareWorkerArguments.argv;

@@ -38,7 +38,8 @@ function send(report: WorkerReport): void {
 
 function codeOf(error: unknown): string {
   if (ContractError.is(error)) {
-    if (error.code !== 'busy') process.stderr.write(`contention worker ${process.pid}: ${error.code}: ${error.message}\n`);
+    if (error.code !== 'busy')
+      process.stderr.write(`contention worker ${process.pid}: ${error.code}: ${error.message}\n`);
     return error.code;
   }
   process.stderr.write(`contention worker ${process.pid}: ${String(error)}\n`);

@@ -1,7 +1,13 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bareWorkerArgv, workerArgv, type ChurnCounts, type WorkerCommand, type WorkerReport } from './contention-protocol.js';
+import {
+  bareWorkerArgv,
+  workerArgv,
+  type ChurnCounts,
+  type WorkerCommand,
+  type WorkerReport,
+} from './contention-protocol.js';
 import { boundEndpoint, type BenchPlace } from './fixtures.js';
 import { elapsed, now } from './harness.js';
 
@@ -28,8 +34,13 @@ export interface ContentionTrial {
 }
 
 /** Milliseconds of lock holding in `reports`: in all, and each transaction's. */
-function heldMilliseconds(reports: readonly Extract<WorkerReport, { type: 'done' }>[]): { milliseconds: number; holds: number[] } {
-  const holds = reports.flatMap((report) => report.held).map(([linked, unlinked]) => Number(BigInt(unlinked) - BigInt(linked)) / 1e6);
+function heldMilliseconds(reports: readonly Extract<WorkerReport, { type: 'done' }>[]): {
+  milliseconds: number;
+  holds: number[];
+} {
+  const holds = reports
+    .flatMap((report) => report.held)
+    .map(([linked, unlinked]) => Number(BigInt(unlinked) - BigInt(linked)) / 1e6);
   return { milliseconds: holds.reduce((sum, hold) => sum + hold, 0), holds };
 }
 
@@ -60,7 +71,10 @@ async function nextDone(worker: Worker): Promise<Extract<WorkerReport, { type: '
   return report;
 }
 
-async function nextOf<T extends WorkerReport['type']>(worker: Worker, type: T): Promise<Extract<WorkerReport, { type: T }>> {
+async function nextOf<T extends WorkerReport['type']>(
+  worker: Worker,
+  type: T,
+): Promise<Extract<WorkerReport, { type: T }>> {
   const report = await nextReport(worker);
   if (report.type !== type) throw new Error(`contention worker: expected ${type}, got ${report.type}`);
   return report as Extract<WorkerReport, { type: T }>;
@@ -95,7 +109,9 @@ export class ContentionPool {
    */
   static async start(place: BenchPlace, count: number, warmupPasses: number): Promise<ContentionPool> {
     const stateHome = join(place.root, 'state-contention');
-    const argvs = Array.from({ length: count }, () => workerArgv({ stateHome, workspace: place.workspace(), endpoint: boundEndpoint() }));
+    const argvs = Array.from({ length: count }, () =>
+      workerArgv({ stateHome, workspace: place.workspace(), endpoint: boundEndpoint() }),
+    );
     return ContentionPool.#start(WORKER, argvs, stateHome, warmupPasses);
   }
 
@@ -104,13 +120,25 @@ export class ContentionPool {
    * `sequence` (a cycle's publications) with plain node:fs in a folder of
    * their own, on one shared table and lock; warmed up the same way.
    */
-  static async startBare(place: BenchPlace, count: number, warmupPasses: number, sequence: string): Promise<ContentionPool> {
+  static async startBare(
+    place: BenchPlace,
+    count: number,
+    warmupPasses: number,
+    sequence: string,
+  ): Promise<ContentionPool> {
     const shared = place.folder('bare-contention', 'shared');
-    const argvs = Array.from({ length: count }, (_, index) => bareWorkerArgv({ folder: place.folder('bare-contention', `worker-${index}`), shared, sequence }));
+    const argvs = Array.from({ length: count }, (_, index) =>
+      bareWorkerArgv({ folder: place.folder('bare-contention', `worker-${index}`), shared, sequence }),
+    );
     return ContentionPool.#start(BARE_WORKER, argvs, shared, warmupPasses);
   }
 
-  static async #start(script: string, argvs: readonly string[][], stateHome: string, warmupPasses: number): Promise<ContentionPool> {
+  static async #start(
+    script: string,
+    argvs: readonly string[][],
+    stateHome: string,
+    warmupPasses: number,
+  ): Promise<ContentionPool> {
     const workers = argvs.map((argv): Worker => {
       const child = fork(script, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const worker: Worker = { process: child, reports: [], waiting: undefined, exited: undefined };
@@ -156,7 +184,8 @@ export class ContentionPool {
    */
   async churn(count: number): Promise<Churn> {
     const churners = this.#workers.slice(0, count);
-    if (churners.length !== count) throw new Error(`contention pool: ${count} churners asked, ${this.#workers.length} workers`);
+    if (churners.length !== count)
+      throw new Error(`contention pool: ${count} churners asked, ${this.#workers.length} workers`);
     for (const worker of churners) command(worker, { type: 'churn' });
     await Promise.all(churners.map((worker) => nextOf(worker, 'churning')));
     return {
@@ -197,12 +226,24 @@ export class ContentionPool {
     return { total, lockHeld: milliseconds, lockHolds: holds };
   }
 
-  async #concurrent(): Promise<{ wall: number; outcomes: string[]; lockHeld: number; lockHolds: number[]; transactions: number }> {
+  async #concurrent(): Promise<{
+    wall: number;
+    outcomes: string[];
+    lockHeld: number;
+    lockHolds: number[];
+    transactions: number;
+  }> {
     const start = now();
     for (const worker of this.#workers) command(worker, { type: 'go' });
     const reports = await Promise.all(this.#workers.map((worker) => nextDone(worker)));
     const wall = elapsed(start);
     const { milliseconds, holds } = heldMilliseconds(reports);
-    return { wall, outcomes: reports.map((report) => report.outcome), lockHeld: milliseconds, lockHolds: holds, transactions: holds.length };
+    return {
+      wall,
+      outcomes: reports.map((report) => report.outcome),
+      lockHeld: milliseconds,
+      lockHolds: holds,
+      transactions: holds.length,
+    };
   }
 }

@@ -52,7 +52,13 @@ interface EtcdSuite {
  * etcd fence over this host's own files), warmed by one untimed cycle (the first gRPC connection),
  * measured as `id`.
  */
-async function etcdCycle(place: BenchPlace, members: EtcdCluster, id: string, label: string, opened: EtcdBackend[]): Promise<Operation> {
+async function etcdCycle(
+  place: BenchPlace,
+  members: EtcdCluster,
+  id: string,
+  label: string,
+  opened: EtcdBackend[],
+): Promise<Operation> {
   const prefix = '/leasehold/bench';
   const backend: Backend = { kind: 'etcd', endpoints: [...members.endpoints], prefix };
   const stateHome = join(place.root, `state-${id}`);
@@ -67,7 +73,12 @@ async function etcdCycle(place: BenchPlace, members: EtcdCluster, id: string, la
   const root = place.workspace();
   const endpoint = boundEndpoint();
   await (await ownership.acquire(root, CONFIG, { boundEndpoint: endpoint })).release();
-  return cycle(id, label, () => undefined, () => ownership.acquire(root, CONFIG, { boundEndpoint: endpoint }));
+  return cycle(
+    id,
+    label,
+    () => undefined,
+    () => ownership.acquire(root, CONFIG, { boundEndpoint: endpoint }),
+  );
 }
 
 /** Starts both clusters and builds the file cycle and the two etcd cycles. */
@@ -88,9 +99,27 @@ async function etcdSuite(place: BenchPlace): Promise<EtcdSuite> {
     const [files, reused, fileEndpoint] = [fileOwnership({ stateHome: fileHome }), place.workspace(), boundEndpoint()];
     await (await files.acquire(reused, CONFIG, { boundEndpoint: fileEndpoint })).release();
     const operations = [
-      seamCycle('etcd.file', 'acquire + release of one root, file backend (reused workspace)', files, () => reused, () => fileEndpoint),
-      await etcdCycle(place, single!, 'etcd.single', "acquire + release of one root, etcd single node over this host's files", opened),
-      await etcdCycle(place, cluster!, 'etcd.cluster', `acquire + release of one root, etcd ${CLUSTER_MEMBERS}-member cluster over this host's files`, opened),
+      seamCycle(
+        'etcd.file',
+        'acquire + release of one root, file backend (reused workspace)',
+        files,
+        () => reused,
+        () => fileEndpoint,
+      ),
+      await etcdCycle(
+        place,
+        single!,
+        'etcd.single',
+        "acquire + release of one root, etcd single node over this host's files",
+        opened,
+      ),
+      await etcdCycle(
+        place,
+        cluster!,
+        'etcd.cluster',
+        `acquire + release of one root, etcd ${CLUSTER_MEMBERS}-member cluster over this host's files`,
+        opened,
+      ),
     ];
     return { operations, close };
   } catch (error) {

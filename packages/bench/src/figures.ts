@@ -51,7 +51,12 @@ export interface CyclePublications {
   readonly fresh: number;
   readonly reused: number;
   /** The reused cycle's publications by kind, and how many of them skip their folder fsync. */
-  readonly reusedKinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly unsynced: number };
+  readonly reusedKinds: {
+    readonly create: number;
+    readonly replace: number;
+    readonly remove: number;
+    readonly unsynced: number;
+  };
 }
 
 /** Every figure of sections 1 to 6, with their targets. */
@@ -66,18 +71,62 @@ export function figureSpecs(publications: CyclePublications, processes: number):
     { id: 'floor.replace', section: floors, series: 'floor.replace', baseline: bothFsyncs, baselineLabel: bothLabel },
     { id: 'floor.remove', section: floors, series: 'floor.remove', baseline: [part('floor.fsync-folder')] },
 
-    { id: 'files.create/floor', section: files, series: 'files.create', baseline: [part('floor.create')], target: 1.15 },
-    { id: 'files.create/write-file-atomic-durable', section: files, series: 'files.create', baseline: [part('write-file-atomic.create-durable')] },
-    { id: 'files.create/write-file-atomic', section: files, series: 'files.create', baseline: [part('write-file-atomic.create')] },
-    { id: 'files.replace/floor', section: files, series: 'files.replace', baseline: [part('floor.replace')], target: 1.15 },
-    { id: 'files.replace/write-file-atomic-durable', section: files, series: 'files.replace', baseline: [part('write-file-atomic.replace-durable')] },
-    { id: 'files.replace/write-file-atomic', section: files, series: 'files.replace', baseline: [part('write-file-atomic.replace')] },
+    {
+      id: 'files.create/floor',
+      section: files,
+      series: 'files.create',
+      baseline: [part('floor.create')],
+      target: 1.15,
+    },
+    {
+      id: 'files.create/write-file-atomic-durable',
+      section: files,
+      series: 'files.create',
+      baseline: [part('write-file-atomic.create-durable')],
+    },
+    {
+      id: 'files.create/write-file-atomic',
+      section: files,
+      series: 'files.create',
+      baseline: [part('write-file-atomic.create')],
+    },
+    {
+      id: 'files.replace/floor',
+      section: files,
+      series: 'files.replace',
+      baseline: [part('floor.replace')],
+      target: 1.15,
+    },
+    {
+      id: 'files.replace/write-file-atomic-durable',
+      section: files,
+      series: 'files.replace',
+      baseline: [part('write-file-atomic.replace-durable')],
+    },
+    {
+      id: 'files.replace/write-file-atomic',
+      section: files,
+      series: 'files.replace',
+      baseline: [part('write-file-atomic.replace')],
+    },
     { id: 'files.remove/floor', section: files, series: 'files.remove', baseline: [part('floor.remove')] },
     { id: 'files.read/read', section: files, series: 'files.read', baseline: [part('fs.read')] },
     { id: 'files.read/read-hash', section: files, series: 'files.read', baseline: [part('fs.read-hash')], target: 1.5 },
 
-    { id: 'cycle.fresh/floor', section: cycle, series: 'cycle.fresh', baseline: [part('floor.create', publications.fresh)], target: 1.2 },
-    { id: 'cycle.reused/floor', section: cycle, series: 'cycle.1', baseline: [part('floor.create', publications.reused)], target: 1.2 },
+    {
+      id: 'cycle.fresh/floor',
+      section: cycle,
+      series: 'cycle.fresh',
+      baseline: [part('floor.create', publications.fresh)],
+      target: 1.2,
+    },
+    {
+      id: 'cycle.reused/floor',
+      section: cycle,
+      series: 'cycle.1',
+      baseline: [part('floor.create', publications.reused)],
+      target: 1.2,
+    },
     {
       id: 'cycle.reused/exact-floor',
       section: cycle,
@@ -103,7 +152,12 @@ export function figureSpecs(publications: CyclePublications, processes: number):
 
     { id: 'inspect/proper-lockfile', section: hot, series: 'inspect.1', baseline: [part('proper-lockfile.check')] },
     { id: 'inspect/reads', section: hot, series: 'inspect.1', baseline: [part('files.read', 10)], target: 1 },
-    { id: 'local-access/proper-lockfile', section: hot, series: 'local-access', baseline: [part('proper-lockfile.check')] },
+    {
+      id: 'local-access/proper-lockfile',
+      section: hot,
+      series: 'local-access',
+      baseline: [part('proper-lockfile.check')],
+    },
     { id: 'local-access/reads', section: hot, series: 'local-access', baseline: [part('files.read', 10)] },
     {
       id: 'connect/http-get',
@@ -111,13 +165,25 @@ export function figureSpecs(publications: CyclePublications, processes: number):
       series: 'transport.connect',
       baseline: [part('http.get')],
       target: 2,
-      note: "connect() reads localAccess() (inspecting only when it finds no owner), then makes one Host- and bearer-checked round trip, which the owner answers after re-asserting its lease, against one bare round trip",
+      note: 'connect() reads localAccess() (inspecting only when it finds no owner), then makes one Host- and bearer-checked round trip, which the owner answers after re-asserting its lease, against one bare round trip',
     },
 
     { id: 'scale.cycle.64', section: scale, series: 'cycle.64', baseline: [part('cycle.1')] },
     { id: 'scale.cycle.256', section: scale, series: 'cycle.256', baseline: [part('cycle.1')], target: 1.5 },
-    { id: 'scale.acquire.256', section: scale, series: 'cycle.256:acquire', baseline: [part('cycle.1:acquire')], target: 1.5 },
-    { id: 'scale.release.256', section: scale, series: 'cycle.256:release', baseline: [part('cycle.1:release')], target: 1.5 },
+    {
+      id: 'scale.acquire.256',
+      section: scale,
+      series: 'cycle.256:acquire',
+      baseline: [part('cycle.1:acquire')],
+      target: 1.5,
+    },
+    {
+      id: 'scale.release.256',
+      section: scale,
+      series: 'cycle.256:release',
+      baseline: [part('cycle.1:release')],
+      target: 1.5,
+    },
     { id: 'scale.inspect.64', section: scale, series: 'inspect.64', baseline: [part('inspect.1')] },
     { id: 'scale.inspect.256', section: scale, series: 'inspect.256', baseline: [part('inspect.1')], target: 1.5 },
 
@@ -149,7 +215,8 @@ export function figureSpecs(publications: CyclePublications, processes: number):
 }
 
 /** Section 9's title. */
-export const ETCD_SECTION = '9. etcd backend (acquire + release of one root on a real etcd, against the file backend, interleaved in rounds of their own)';
+export const ETCD_SECTION =
+  '9. etcd backend (acquire + release of one root on a real etcd, against the file backend, interleaved in rounds of their own)';
 
 /** Section 9: acquire + release on etcd against the file backend's reused cycle measured beside it, and the cluster against the node. */
 export function etcdFigureSpecs(): FigureSpec[] {
@@ -168,7 +235,8 @@ export function etcdFigureSpecs(): FigureSpec[] {
 }
 
 /** Section 10's title. */
-const COMMAND_SECTION = '10. The leasehold command (a whole process, spawn to exit, against node -e 0 in the same rounds)';
+const COMMAND_SECTION =
+  '10. The leasehold command (a whole process, spawn to exit, against node -e 0 in the same rounds)';
 
 /** The built command against a bare Node process: what a shell prompt or a script pays per call, beyond Node's own start-up. */
 export function commandFigureSpecs(): FigureSpec[] {
@@ -219,7 +287,11 @@ export function computeFigures(
       median: measured.median,
       p99: measured.p99,
       samples: measured.samples,
-      baseline: { label: spec.baselineLabel ?? labelOf(spec.baseline, labels), median: baselineMedian, p99: baselineP99 },
+      baseline: {
+        label: spec.baselineLabel ?? labelOf(spec.baseline, labels),
+        median: baselineMedian,
+        p99: baselineP99,
+      },
       ratio,
       target: spec.target ?? null,
       met: spec.target === undefined ? null : ratio <= spec.target,

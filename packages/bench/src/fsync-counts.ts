@@ -21,7 +21,7 @@ const CRASH_WORKER = fileURLToPath(new URL('./crash-worker.js', import.meta.url)
 export const FSYNC_PROOF =
   'the previous release fsynced the folder after every publication; this one skips it (private-files PublishOptions { syncFolder: false }) ' +
   'right after registry.lock is linked and unlinked (registry LOCK_PUBLISH); in an acquire, after owner.lock is published, whose folder ' +
-  'the capability\'s publication fsyncs next; in a release and a recovery, after the registration is written stopped and the capability ' +
+  "the capability's publication fsyncs next; in a release and a recovery, after the registration is written stopped and the capability " +
   'removed, whose folder owner.lock\'s removal fsyncs next (docs/persistence.md, "Publishing without the folder fsync"). ' +
   'packages/recovery/src/power-loss.test.ts explores every crash state of all six protocols without them and finds nothing.';
 
@@ -55,7 +55,12 @@ export interface FsyncCount {
   /** Durable publications: links, renames, removals and folder creations. */
   readonly publications: number;
   /** The publications by kind: what their exact floor is made of. */
-  readonly kinds: { readonly create: number; readonly replace: number; readonly remove: number; readonly folder: number };
+  readonly kinds: {
+    readonly create: number;
+    readonly replace: number;
+    readonly remove: number;
+    readonly folder: number;
+  };
   /** The publications that no folder fsync of their own call followed (see `FSYNC_PROOF`). */
   readonly unsynced: number;
   /**
@@ -67,7 +72,12 @@ export interface FsyncCount {
   /** What the previous release made for the same operation: `total` plus one folder fsync per `unsynced`. */
   readonly previousRelease: number;
   /** The explored protocol this operation is, and the bounds its exploration proved (see `FSYNC_MINIMUM`). */
-  readonly proved?: { readonly protocol: PowerLossProtocol; readonly fsyncs: number; readonly lower: number; readonly upper: number };
+  readonly proved?: {
+    readonly protocol: PowerLossProtocol;
+    readonly fsyncs: number;
+    readonly lower: number;
+    readonly upper: number;
+  };
 }
 
 /** Whether a step publishes an entry durably (its folder is fsynced after it, unless asked not to be). */
@@ -132,27 +142,47 @@ function countOf(id: string, label: string, steps: readonly MutationStep[], regi
       create: steps.filter((step) => step.operation === 'create' && step.action === 'link').length,
       replace: steps.filter((step) => step.operation === 'replace' && step.action === 'rename').length,
       remove: steps.filter((step) => step.operation === 'remove' && step.action === 'unlink').length,
-      folder: steps.filter((step) => (step.operation === 'directory' && step.action === 'mkdir') || (step.operation === 'create-folder' && step.action === 'rename')).length,
+      folder: steps.filter(
+        (step) =>
+          (step.operation === 'directory' && step.action === 'mkdir') ||
+          (step.operation === 'create-folder' && step.action === 'rename'),
+      ).length,
     },
     unsynced,
     sequence: sequenceOf(steps, registry),
     previousRelease: file + folder + unsynced,
-    ...(protocol === undefined ? {} : { proved: { protocol, fsyncs: PROVED_FSYNCS[protocol].fsyncs, ...fsyncBounds(PROVED_FSYNCS[protocol]) } }),
+    ...(protocol === undefined
+      ? {}
+      : { proved: { protocol, fsyncs: PROVED_FSYNCS[protocol].fsyncs, ...fsyncBounds(PROVED_FSYNCS[protocol]) } }),
   };
 }
 
 /** A reservation of `root` as an owner of this process would make it, for a transaction to reserve on its own. */
 function reservationOf(root: string, stateHome: string, configIdentity: string): Reservation {
   const { pid, host, processStart } = currentProcess();
-  return { root, stateHome, configIdentity, endpoint: boundEndpoint(), epoch: randomUUID(), pid, host, ...(processStart === undefined ? {} : { processStart }), ownerToken: randomUUID() };
+  return {
+    root,
+    stateHome,
+    configIdentity,
+    endpoint: boundEndpoint(),
+    epoch: randomUUID(),
+    pid,
+    host,
+    ...(processStart === undefined ? {} : { processStart }),
+    ownerToken: randomUUID(),
+  };
 }
 
 /** Runs the crash worker in `mode` to its end: it dies holding what `mode` says. */
 function crash(mode: 'owner' | 'registry-writer', stateHome: string, workspace: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = fork(CRASH_WORKER, [mode, stateHome, workspace, boundEndpoint()], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(CRASH_WORKER, [mode, stateHome, workspace, boundEndpoint()], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     child.once('error', reject);
-    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`crash worker (${mode}) exited ${signal ?? code}`))));
+    child.once('exit', (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`crash worker (${mode}) exited ${signal ?? code}`)),
+    );
   });
 }
 
@@ -200,20 +230,32 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
   const files = new PrivateFiles(place.folder('counted-files'), { hooks });
   const documents = place.folder('counted-files', 'documents');
   files.create(join(documents, 'warm-up'), bytes);
-  const created = await measure('files.create', 'private-files create', () => files.create(join(documents, 'counted'), bytes));
-  const replaced = await measure('files.replace', 'private-files replace', () => files.replace(join(documents, 'counted'), created, bytes));
+  const created = await measure('files.create', 'private-files create', () =>
+    files.create(join(documents, 'counted'), bytes),
+  );
+  const replaced = await measure('files.replace', 'private-files replace', () =>
+    files.replace(join(documents, 'counted'), created, bytes),
+  );
   await measure('files.read', 'private-files read', () => files.read(join(documents, 'counted')));
   await measure('files.remove', 'private-files remove', () => files.remove(join(documents, 'counted'), replaced));
 
   const options = { stateHome, hooks };
   const first = openWorkspace(place.workspace(), options);
-  await (await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () => acquireWorkspace(first, CONFIG, boundEndpoint()))).release();
+  await (
+    await measure('acquire.first', 'acquire, fresh workspace in a fresh state home', () =>
+      acquireWorkspace(first, CONFIG, boundEndpoint()),
+    )
+  ).release();
 
   const workspace = openWorkspace(place.workspace(), options);
   const endpoint = boundEndpoint();
-  const fresh = await measure('acquire.fresh', 'acquire, fresh workspace', () => acquireWorkspace(workspace, CONFIG, endpoint));
+  const fresh = await measure('acquire.fresh', 'acquire, fresh workspace', () =>
+    acquireWorkspace(workspace, CONFIG, endpoint),
+  );
   await measure('release.fresh', 'release, fresh workspace', () => fresh.release());
-  const reused = await measure('acquire.reused', 'acquire, reused workspace', () => acquireWorkspace(workspace, CONFIG, endpoint));
+  const reused = await measure('acquire.reused', 'acquire, reused workspace', () =>
+    acquireWorkspace(workspace, CONFIG, endpoint),
+  );
   await measure('inspect', 'inspect() of a held workspace', () => inspectWorkspace(workspace));
   await measure('local-access', 'localAccess() of a held workspace', () => workspaceLocalAccess(workspace));
   await measure('phase', 'phase(stopping), reused workspace', () => reused.phase('stopping'));
@@ -229,21 +271,27 @@ export async function countFsyncs(place: BenchPlace): Promise<FsyncCount[]> {
     const crashed = place.workspace();
     await crash('owner', stateHome, crashed);
     const { digest } = await fileRecovery({ stateHome }).view(crashed);
-    const outcome = await measure(id, label, () => fileRecovery({ stateHome, hooks }).recover(crashed, { expectedDigest: digest, assertAuthority }));
+    const outcome = await measure(id, label, () =>
+      fileRecovery({ stateHome, hooks }).recover(crashed, { expectedDigest: digest, assertAuthority }),
+    );
     if (!outcome.recovered) throw new Error('fsync count: the crashed owner had nothing to recover');
   }
 
   // A registry transaction that writes nothing, one that reserves a root beside another's row, then one after a writer died inside one.
   const registry = new Registry(stateHome, { hooks });
   const root = place.workspace();
-  await measure('registry.transaction', 'registry transaction, nothing written', () => registry.transaction(root, () => undefined));
+  await measure('registry.transaction', 'registry transaction, nothing written', () =>
+    registry.transaction(root, () => undefined),
+  );
   const reserved = reservationOf(place.workspace(), stateHome, reused.registration.configIdentity);
   await measure('registry.reservation', 'registry transaction, one reservation', () =>
     registry.transaction(reserved.root, (transaction) => transaction.reserve(reserved)),
   );
   await registry.transaction(reserved.root, (transaction) => transaction.unreserve(reserved.root, reserved.epoch));
   await crash('registry-writer', stateHome, place.workspace());
-  await measure('registry.takeover', 'registry transaction, a dead writer’s lock taken over', () => registry.transaction(root, () => undefined));
+  await measure('registry.takeover', 'registry transaction, a dead writer’s lock taken over', () =>
+    registry.transaction(root, () => undefined),
+  );
 
   const order: readonly string[] = FSYNC_COUNT_IDS;
   return counts.sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id));

@@ -15,7 +15,9 @@ export interface Machine {
 
 function filesystemOf(folder: string): string {
   try {
-    const lines = execFileSync('df', ['-T', folder], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split('\n');
+    const lines = execFileSync('df', ['-T', folder], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+      .trim()
+      .split('\n');
     const fields = lines[lines.length - 1]!.split(/\s+/);
     return `${fields[1]} (${fields[0]}, mounted on ${fields[fields.length - 1]})`;
   } catch {

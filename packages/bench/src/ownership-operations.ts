@@ -28,7 +28,12 @@ interface Releasable {
  * `<id>:release`; `prepare` runs off the clock. The etcd section measures
  * its cycles with it too, so that both backends are timed alike.
  */
-export function cycle<State>(id: string, label: string, prepare: () => State, acquire: (state: State) => Promise<Releasable>): Operation {
+export function cycle<State>(
+  id: string,
+  label: string,
+  prepare: () => State,
+  acquire: (state: State) => Promise<Releasable>,
+): Operation {
   return timedAsync(id, label, {
     prepare,
     run: async (state, record) => {
@@ -43,8 +48,19 @@ export function cycle<State>(id: string, label: string, prepare: () => State, ac
 }
 
 /** A cycle of `root` as a daemon runs one, through the seam: `root` and `endpoint` are called off the clock. */
-export function seamCycle(id: string, label: string, ownership: Ownership, root: () => string, endpoint: () => string): Operation {
-  return cycle(id, label, () => ({ root: root(), endpoint: endpoint() }), (state) => ownership.acquire(state.root, CONFIG, { boundEndpoint: state.endpoint }));
+export function seamCycle(
+  id: string,
+  label: string,
+  ownership: Ownership,
+  root: () => string,
+  endpoint: () => string,
+): Operation {
+  return cycle(
+    id,
+    label,
+    () => ({ root: root(), endpoint: endpoint() }),
+    (state) => ownership.acquire(state.root, CONFIG, { boundEndpoint: state.endpoint }),
+  );
 }
 
 /** An inspect() of a held workspace: phase idle, so the answer is `unavailable` after every check ran. */
@@ -73,7 +89,9 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
   // A first cycle makes the registry and the workspaces folder, so "fresh" means a new workspace only.
   const fresh = fileOwnership({ stateHome: freshHome });
   await (await fresh.acquire(place.workspace(), CONFIG, { boundEndpoint: boundEndpoint() })).release();
-  operations.push(seamCycle('cycle.fresh', 'acquire + release, fresh workspace', fresh, () => place.workspace(), boundEndpoint));
+  operations.push(
+    seamCycle('cycle.fresh', 'acquire + release, fresh workspace', fresh, () => place.workspace(), boundEndpoint),
+  );
 
   const inspected = new Map<number, { ownership: Ownership; root: string }>();
   for (const scale of SCALES) {
@@ -84,7 +102,15 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
     const endpoint = boundEndpoint();
     await (await cycled.acquire(reused, CONFIG, { boundEndpoint: endpoint })).release();
     const where = scale === 1 ? 'reused workspace' : `reused workspace, ${scale - 1} other reservations`;
-    operations.push(seamCycle(`cycle.${scale}`, `acquire + release, ${where}`, cycled, () => reused, () => endpoint));
+    operations.push(
+      seamCycle(
+        `cycle.${scale}`,
+        `acquire + release, ${where}`,
+        cycled,
+        () => reused,
+        () => endpoint,
+      ),
+    );
 
     const inspectHome = join(place.root, `state-inspect-${scale}`);
     await fillRegistry(inspectHome, join(others, `inspect-${scale}`), scale - 1);
@@ -99,7 +125,8 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
   operations.push(
     timedAsync('local-access', 'localAccess() of a held workspace', {
       run: async () => {
-        if ((await hot.ownership.localAccess(hot.root)).capability.length === 0) throw new Error('localAccess: no capability');
+        if ((await hot.ownership.localAccess(hot.root)).capability.length === 0)
+          throw new Error('localAccess: no capability');
       },
     }),
   );

@@ -67,7 +67,11 @@ function ranked(totals: Map<string, number>, total: number, limit: number): Prof
  * With `output`, also writes the raw `.cpuprofile` (open it in Chrome
  * DevTools or speedscope).
  */
-export async function profileOperation(operation: Operation, samples: number, output?: string): Promise<ProfileSummary> {
+export async function profileOperation(
+  operation: Operation,
+  samples: number,
+  output?: string,
+): Promise<ProfileSummary> {
   const session = new Session();
   session.connect();
   try {
@@ -94,7 +98,13 @@ export async function profileOperation(operation: Operation, samples: number, ou
       const area = areaOf(node.callFrame);
       areas.set(area, (areas.get(area) ?? 0) + milliseconds);
     });
-    return { operation: operation.id, samples, totalMs: total, functions: ranked(functions, total, 25), areas: ranked(areas, total, 15) };
+    return {
+      operation: operation.id,
+      samples,
+      totalMs: total,
+      functions: ranked(functions, total, 25),
+      areas: ranked(areas, total, 15),
+    };
   } finally {
     session.disconnect();
   }
@@ -102,7 +112,8 @@ export async function profileOperation(operation: Operation, samples: number, ou
 
 /** The summary as text: areas, then the functions with the most self time. */
 export function formatProfile(summary: ProfileSummary): string {
-  const line = (entry: ProfileEntry) => `  ${entry.percent.toFixed(1).padStart(5)}%  ${entry.self.toFixed(1).padStart(9)} ms  ${entry.name}`;
+  const line = (entry: ProfileEntry) =>
+    `  ${entry.percent.toFixed(1).padStart(5)}%  ${entry.self.toFixed(1).padStart(9)} ms  ${entry.name}`;
   return [
     `Profile of ${summary.operation}: ${summary.samples} whole samples (untimed preparation and clean-up included), ` +
       `${summary.totalMs.toFixed(0)} ms on the CPU or in system calls (idle excluded)`,

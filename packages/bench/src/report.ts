@@ -126,17 +126,32 @@ function formatAvailability(availability: AvailabilityResult): string[] {
   const wrong = Object.entries(answers).filter(([answer]) => answer !== 'stopped');
   const rows = [
     ['measure', 'this run', 'target'],
-    [`inspect() of the untouched workspace answered stopped`, `${stopped} of ${reads} (${percent(stopped, reads)})`, `100 % ${stopped === reads ? 'met' : 'MISSED'}`],
-    [`busy answers to the writers (acquire or release)`, `${busy} of ${cycles} cycles`, `0 ${busy === 0 ? 'met' : 'MISSED'}`],
+    [
+      `inspect() of the untouched workspace answered stopped`,
+      `${stopped} of ${reads} (${percent(stopped, reads)})`,
+      `100 % ${stopped === reads ? 'met' : 'MISSED'}`,
+    ],
+    [
+      `busy answers to the writers (acquire or release)`,
+      `${busy} of ${cycles} cycles`,
+      `0 ${busy === 0 ? 'met' : 'MISSED'}`,
+    ],
     [`other failures of the writers`, `${failed} of ${cycles} cycles`, ''],
-    [`inspect() under the churn, median / p99`, `${formatDuration(availability.inspect.median)} / ${formatDuration(availability.inspect.p99)}`, ''],
+    [
+      `inspect() under the churn, median / p99`,
+      `${formatDuration(availability.inspect.median)} / ${formatDuration(availability.inspect.p99)}`,
+      '',
+    ],
     [`writers' cycles per second (all ${writers})`, (cycles / (availability.churnMs / 1000)).toFixed(0), ''],
   ];
   const lines = [
     `8. Readers under churn (${writers} processes acquire + release their own workspaces without pause; this process inspects a 9th, stopped, untouched one)`,
     ...table(rows, new Set()).map((line) => `  ${line}`),
   ];
-  if (wrong.length > 0) lines.push(`  wrong answers: ${wrong.map(([answer, count]) => `${answer} ${count}`).join(', ')}; e.g. ${availability.wrongReasons.join(' | ')}`);
+  if (wrong.length > 0)
+    lines.push(
+      `  wrong answers: ${wrong.map(([answer, count]) => `${answer} ${count}`).join(', ')}; e.g. ${availability.wrongReasons.join(' | ')}`,
+    );
   return lines;
 }
 
@@ -177,7 +192,11 @@ function figureTable(figures: readonly Figure[]): string[] {
 function noteLines(figures: readonly Figure[]): string[] {
   const notes = figures.filter((figure) => figure.note !== null);
   if (notes.length === 0) return [];
-  return ['', 'Notes:', ...notes.map((figure) => `  ${figure.label} against ${figure.baseline.label}: ${figure.note}.`)];
+  return [
+    '',
+    'Notes:',
+    ...notes.map((figure) => `  ${figure.label} against ${figure.baseline.label}: ${figure.note}.`),
+  ];
 }
 
 /** Section 9: its figures in a table of their own, then each cycle's halves; or the plain reason it was skipped. */
@@ -185,11 +204,17 @@ function formatEtcd(etcd: EtcdSection, series: BenchResult['series']): string[] 
   if (etcd.status === 'skipped') return [`${ETCD_SECTION}: skipped: ${etcd.reason}.`];
   // figureTable gives the header, a blank line and the one section title, then the rows.
   const [header, , title, ...rows] = figureTable(etcd.figures);
-  const names = { 'etcd.file': 'file backend', 'etcd.single': 'etcd single node', 'etcd.cluster': `etcd ${etcd.members.cluster}-member cluster` };
+  const names = {
+    'etcd.file': 'file backend',
+    'etcd.single': 'etcd single node',
+    'etcd.cluster': `etcd ${etcd.members.cluster}-member cluster`,
+  };
   const halves = Object.entries(names).map(([id, name]) => {
     const acquire = series[`${id}:acquire`];
     const release = series[`${id}:release`];
-    return acquire === undefined || release === undefined ? `${name} -` : `${name} ${formatDuration(acquire.median)} / ${formatDuration(release.median)}`;
+    return acquire === undefined || release === undefined
+      ? `${name} -`
+      : `${name} ${formatDuration(acquire.median)} / ${formatDuration(release.median)}`;
   });
   return [
     title!,
@@ -248,17 +273,25 @@ export function formatReport(result: BenchResult): string {
       String(count.total),
       provedMinimum(count),
       String(count.publications),
-      count.previousRelease === count.total ? String(count.previousRelease) : `${count.previousRelease} (-${count.previousRelease - count.total})`,
+      count.previousRelease === count.total
+        ? String(count.previousRelease)
+        : `${count.previousRelease} (-${count.previousRelease - count.total})`,
     ]),
   ];
   lines.push(...table(fsyncRows, new Set([1, 2, 3, 4, 5, 6])).map((line) => `  ${line}`));
-  lines.push('  measured: the fsyncs this release makes (file + folder), each a contents fsync before a publication or a folder fsync after one.');
+  lines.push(
+    '  measured: the fsyncs this release makes (file + folder), each a contents fsync before a publication or a folder fsync after one.',
+  );
   lines.push(`  proved minimum: ${FSYNC_MINIMUM}`);
   lines.push(`  previous release: ${FSYNC_PROOF}`);
 
   lines.push('', ...formatAvailability(result.availability));
   lines.push('', ...formatEtcd(result.etcd, result.series));
-  lines.push('', ...figureTable(result.command.figures), `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`);
+  lines.push(
+    '',
+    ...figureTable(result.command.figures),
+    `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`,
+  );
 
   const targeted = [...result.figures, ...result.command.figures].filter((figure) => figure.target !== null);
   const missed = targeted.filter((figure) => figure.met === false);
@@ -271,7 +304,9 @@ export function formatReport(result: BenchResult): string {
       `readers ${percent(availability.stopped, availability.reads)} stopped (${available ? 'met' : 'MISSED'}).`,
   );
   for (const figure of missed) {
-    lines.push(`  missed: ${figure.label} against ${figure.baseline.label}: ${figure.ratio.toFixed(2)}x, target <= ${figure.target!.toFixed(2)}x`);
+    lines.push(
+      `  missed: ${figure.label} against ${figure.baseline.label}: ${figure.ratio.toFixed(2)}x, target <= ${figure.target!.toFixed(2)}x`,
+    );
   }
   return lines.join('\n');
 }

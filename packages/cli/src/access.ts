@@ -34,14 +34,22 @@ export function accessProblem(stateHome: string, creates: boolean): AccessProble
   } catch (error) {
     const denied = permissionErrno(error);
     if (denied !== undefined) {
-      return { path: stateHome, problem: `permission denied (${denied}): this user may not enter a folder above it`, remedy: `run leasehold as the user whose state home it is, ${OWN}` };
+      return {
+        path: stateHome,
+        problem: `permission denied (${denied}): this user may not enter a folder above it`,
+        remedy: `run leasehold as the user whose state home it is, ${OWN}`,
+      };
     }
     if (isErrno(error, 'ENOENT') && creates) return creationProblem(stateHome);
     return undefined; // missing (read as empty), or a file in the way: the commands say so themselves
   }
   const me = process.geteuid?.();
   if (me === undefined || uid === me) return undefined;
-  return { path: stateHome, problem: `it belongs to uid ${uid}, not to this user (uid ${me})`, remedy: `run leasehold as uid ${uid}, the user whose daemons it holds, ${OWN}` };
+  return {
+    path: stateHome,
+    problem: `it belongs to uid ${uid}, not to this user (uid ${me})`,
+    remedy: `run leasehold as uid ${uid}, the user whose daemons it holds, ${OWN}`,
+  };
 }
 
 /** The nearest existing folder above a missing state home, when this user may not create in it. */
@@ -73,5 +81,6 @@ function tryLstat(path: string): unknown {
 /** Throws the access problem of `stateHome`, if any, as `refused` with its path and remedy. */
 export function assertAccess(stateHome: string, creates: boolean): void {
   const problem = accessProblem(stateHome, creates);
-  if (problem !== undefined) throw new RemedyError('refused', `${problem.path}: ${problem.problem}`, problem.remedy, { path: problem.path });
+  if (problem !== undefined)
+    throw new RemedyError('refused', `${problem.path}: ${problem.problem}`, problem.remedy, { path: problem.path });
 }

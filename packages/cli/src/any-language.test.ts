@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { capabilityLeaks, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
+import { killAll, removeSandboxes, sandbox } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 // The transport README's client for other languages (`leasehold status --json`, python3 and curl),
 // run line for line as it is printed there against a live owner served by the built binary.
@@ -50,7 +51,8 @@ describe('a client in another language, as the transport README shows it', () =>
     const workspace = box.workspace('app');
     const { ready } = await box.serve(workspace);
     const port = new URL(ready.endpoint).port;
-    const code = async (...args: string[]) => (await box.shell(`curl -s -o /dev/null -w '%{http_code}' ${args.join(' ')}`)).stdout;
+    const code = async (...args: string[]) =>
+      (await box.shell(`curl -s -o /dev/null -w '%{http_code}' ${args.join(' ')}`)).stdout;
     expect(await code('-H "Authorization: Bearer not-the-capability"', `${ready.endpoint}/v1/status`)).toBe('401');
     expect(await code(`-H "Host: localhost:${port}"`, `${ready.endpoint}/v1/status`)).toBe('421');
   });

@@ -9,14 +9,21 @@ import { stateHomeOf, type CommandContext } from './context.js';
  * @throws ContractError `refused` with the path and a remedy about permissions when it is not;
  * what `openStateHome` throws otherwise (its `StateHomeError` gets its command-line remedy in `problemOf`).
  */
-export async function openBackend(context: CommandContext, { ttlSeconds, creates = false }: { ttlSeconds?: number | undefined; creates?: boolean } = {}): Promise<OpenBackend> {
+export async function openBackend(
+  context: CommandContext,
+  { ttlSeconds, creates = false }: { ttlSeconds?: number | undefined; creates?: boolean } = {},
+): Promise<OpenBackend> {
   const stateHome = stateHomeOf(context);
   assertAccess(stateHome, creates);
   return openStateHome(stateHome, { env: context.env, ...(ttlSeconds === undefined ? {} : { ttlSeconds }) });
 }
 
 /** Runs `use` on the state home's backend (or the one `opening` opens), and closes it whatever happens. */
-export async function withBackend<T>(context: CommandContext, use: (opened: OpenBackend) => Promise<T>, opening: OpenBackend | Promise<OpenBackend> = openBackend(context)): Promise<T> {
+export async function withBackend<T>(
+  context: CommandContext,
+  use: (opened: OpenBackend) => Promise<T>,
+  opening: OpenBackend | Promise<OpenBackend> = openBackend(context),
+): Promise<T> {
   const opened = await opening;
   try {
     return await use(opened);

@@ -27,7 +27,10 @@ export function stateHomeOf(context: CommandContext): string {
   if (typeof given !== 'string') return defaultStateHomeOf(context.env);
   const path = resolve(context.cwd, given);
   if (!absolutePath.safeParse(path).success) {
-    throw new SetupError('--state-home: not a usable path', 'pass --state-home a folder path (absolute, or relative to the current folder)');
+    throw new SetupError(
+      '--state-home: not a usable path',
+      'pass --state-home a folder path (absolute, or relative to the current folder)',
+    );
   }
   return path;
 }
@@ -37,7 +40,11 @@ function defaultStateHomeOf(env: NodeJS.ProcessEnv): string {
     return defaultStateHome(env);
   } catch (error) {
     if (!ContractError.is(error, 'refused')) throw error;
-    throw new SetupError(error.message, 'set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR', { cause: error });
+    throw new SetupError(
+      error.message,
+      'set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR',
+      { cause: error },
+    );
   }
 }
 
@@ -57,10 +64,18 @@ export function workspaceOf(context: CommandContext, mayBeGone = false): string 
     // A folder this user may not see is no missing folder: say so, whatever the command.
     const denied = permissionErrno(error.cause);
     if (denied !== undefined) {
-      throw new SetupError(`${path}: permission denied (${denied}): this user may not see that folder`, 'run leasehold as a user who may read the workspace, or give this user access to it', { path, cause: error });
+      throw new SetupError(
+        `${path}: permission denied (${denied}): this user may not see that folder`,
+        'run leasehold as a user who may read the workspace, or give this user access to it',
+        { path, cause: error },
+      );
     }
     if (mayBeGone && absolutePath.safeParse(path).success) return path;
-    throw new SetupError(error.message, 'pass an existing folder with --workspace (default: the current folder), or create it first', { path, cause: error });
+    throw new SetupError(
+      error.message,
+      'pass an existing folder with --workspace (default: the current folder), or create it first',
+      { path, cause: error },
+    );
   }
 }
 

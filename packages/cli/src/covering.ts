@@ -22,7 +22,9 @@ export function unfenced(inspection: Inspection): boolean {
  */
 export async function coveringOf(ownership: Ownership, folder: string, inspection: Inspection): Promise<Covering> {
   if (!unfenced(inspection)) return { root: folder, inside: [] };
-  const overlapping = (await ownership.list()).filter((entry) => entry.root !== folder && rootsOverlap(entry.root, folder));
+  const overlapping = (await ownership.list()).filter(
+    (entry) => entry.root !== folder && rootsOverlap(entry.root, folder),
+  );
   // Overlapping and shorter: an ancestor folder of this one.
   const around = overlapping.find((entry) => entry.root.length < folder.length);
   return around === undefined ? { root: folder, inside: overlapping } : { root: around.root, inside: [] };

@@ -6,8 +6,6 @@ import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts
 import { cleanUp, killAndReap, rewriteJson } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  capabilitiesSeen,
-  capabilityLeaks,
   checkoutHolder,
   cli,
   deadPid,
@@ -19,6 +17,7 @@ import {
   type Result,
   type Sandbox,
 } from '../test/helpers.js';
+import { capabilitiesSeen, capabilityLeaks } from '../test/transcript.js';
 
 afterEach(async () => {
   await killAll();
@@ -73,7 +72,9 @@ async function applyFix(box: Sandbox, suggested: string): Promise<void> {
   const first = await box.shell(fix);
   expectOk(first, fix);
   if (!fix.startsWith('leasehold recover ')) return;
-  const next = /^Every holder is gone\. To recover: (leasehold recover .* --digest [0-9a-f]{64} --yes)$/m.exec(first.stdout)?.[1];
+  const next = /^Every holder is gone\. To recover: (leasehold recover .* --digest [0-9a-f]{64} --yes)$/m.exec(
+    first.stdout,
+  )?.[1];
   expect(next, first.stdout).toBeDefined();
   const second = await box.shell(next!);
   expectOk(second, next!);
@@ -83,7 +84,11 @@ async function applyFix(box: Sandbox, suggested: string): Promise<void> {
 /** Serves `workspace` and stops it, so that the state home holds a registry and a stopped service. */
 async function servedAndStopped(box: Sandbox, workspace: string): Promise<string> {
   const { server, ready } = await box.serve(workspace);
-  expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
+  expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({
+    stopped: true,
+    root: workspace,
+    epoch: ready.epoch,
+  });
   expect((await server.exit()).code).toBe(0);
   return ready.epoch;
 }
@@ -147,7 +152,12 @@ describe('leasehold doctor', () => {
     expect(blocked.code).toBe(1);
     expect(json(blocked).error).toBe('quarantine');
     // Readers never look at the lock.
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch,
+      config: expect.any(Object),
+    });
 
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
@@ -161,7 +171,13 @@ describe('leasehold doctor', () => {
       },
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
-    expect(human.stdout.split('\n')).toEqual([lockPath, `  problem:   ${findings[0]!.problem}`, `  fix:       ${PROVISO}rm ${lockPath}`, '', '']);
+    expect(human.stdout.split('\n')).toEqual([
+      lockPath,
+      `  problem:   ${findings[0]!.problem}`,
+      `  fix:       ${PROVISO}rm ${lockPath}`,
+      '',
+      '',
+    ]);
 
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
@@ -175,7 +191,11 @@ describe('leasehold doctor', () => {
     await servedAndStopped(box, workspace);
     // A dead writer's lock, which a writer of another host began to take over.
     const registry = join(box.namespace, 'registry');
-    const deadToken = writeLock(join(registry, 'registry.lock'), { pid: await deadPid(), host: hostname(), root: box.workspace('crashed') });
+    const deadToken = writeLock(join(registry, 'registry.lock'), {
+      pid: await deadPid(),
+      host: hostname(),
+      root: box.workspace('crashed'),
+    });
     const markerPath = join(registry, `takeover-${deadToken}.lock`);
     writeLock(markerPath, { pid: 4242, host: OTHER_HOST, root: box.workspace('elsewhere') });
 
@@ -217,13 +237,22 @@ describe('leasehold doctor', () => {
     expect(held.pid).toBe(writer.pid);
     await expectClean(box);
     // Readers never look at the lock: status and list answer while it is held.
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'stopped', root: workspace, epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch,
+      config: expect.any(Object),
+    });
     expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
 
     // Killed inside the transaction: its lock stays, naming a process that is gone. A second
     // writer that died while taking it over left its marker too.
     expect((await writer.kill9()).signal).toBe('SIGKILL');
-    writeLock(join(box.namespace, 'registry', `takeover-${held.token}.lock`), { pid: await deadPid(), host: hostname(), root: workspace });
+    writeLock(join(box.namespace, 'registry', `takeover-${held.token}.lock`), {
+      pid: await deadPid(),
+      host: hostname(),
+      root: workspace,
+    });
     expect(registryFolder(box)).toEqual(['format.json', 'registry.lock', 'roots.json', `takeover-${held.token}.lock`]);
     await expectClean(box);
 
@@ -237,13 +266,23 @@ describe('leasehold doctor', () => {
     const workspace = box.workspace('ws');
     await servedAndStopped(box, workspace);
     const hostTag = sha256(new TextEncoder().encode(hostname())).slice(0, 16);
-    const leftover = join(box.namespace, '.staging', `${await deadPid()}.${hostTag}.-.${randomBytes(8).toString('hex')}.tmp`);
+    const leftover = join(
+      box.namespace,
+      '.staging',
+      `${await deadPid()}.${hostTag}.-.${randomBytes(8).toString('hex')}.tmp`,
+    );
     writeFileSync(leftover, '{"half":"written"', { mode: 0o600, flag: 'wx' });
 
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { kind: 'staging-leftover', file: leftover, workspace: null, problem: expect.stringContaining('staging leftover'), fix: `rm -r ${leftover}` },
+      {
+        kind: 'staging-leftover',
+        file: leftover,
+        workspace: null,
+        problem: expect.stringContaining('staging leftover'),
+        fix: `rm -r ${leftover}`,
+      },
     ]);
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
@@ -276,7 +315,10 @@ describe('leasehold doctor', () => {
     // Still blocked, now by a gone process: quarantine, naming it (recover would clear it too).
     const stillBlocked = await cli(['serve', ...box.place(workspace), '--json']);
     expect(stillBlocked.code).toBe(1);
-    expect(json(stillBlocked)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${holder.pid} on host ${hostname()} (absent)`) });
+    expect(json(stillBlocked)).toMatchObject({
+      error: 'quarantine',
+      message: expect.stringContaining(`pid ${holder.pid} on host ${hostname()} (absent)`),
+    });
 
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
@@ -300,8 +342,20 @@ describe('leasehold doctor', () => {
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { kind: 'open-mode', file: service!, workspace: null, problem: expect.stringContaining('mode 755'), fix: `chmod 700 ${service!}` },
-      { kind: 'open-mode', file: registration, workspace: null, problem: expect.stringContaining('mode 644'), fix: `chmod 600 ${registration}` },
+      {
+        kind: 'open-mode',
+        file: service!,
+        workspace: null,
+        problem: expect.stringContaining('mode 755'),
+        fix: `chmod 700 ${service!}`,
+      },
+      {
+        kind: 'open-mode',
+        file: registration,
+        workspace: null,
+        problem: expect.stringContaining('mode 644'),
+        fix: `chmod 600 ${registration}`,
+      },
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
     expect(human.code).toBe(3);
@@ -333,7 +387,9 @@ describe('leasehold doctor', () => {
     rmSync(workspace, { recursive: true, force: true });
 
     const listed = await cli(['list', '--state-home', box.stateHome, '--json']);
-    expect(json(listed)).toMatchObject({ entries: [{ root: workspace, pid: server.pid, ownerStatus: 'absent', rootExists: false }] });
+    expect(json(listed)).toMatchObject({
+      entries: [{ root: workspace, pid: server.pid, ownerStatus: 'absent', rootExists: false }],
+    });
     const humanList = await cli(['list', '--state-home', box.stateHome]);
     expect(humanList.stdout).toContain(`${workspace}  `);
     expect(humanList.stdout).toContain('gone  (owner-gone)  (folder no longer exists)');
@@ -369,8 +425,20 @@ describe('leasehold doctor', () => {
     expect(findings).toHaveLength(2);
     expect(findings).toEqual(
       expect.arrayContaining([
-        { kind: 'stray-entry', file: strayInNamespace, workspace: null, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInNamespace}` },
-        { kind: 'stray-entry', file: strayInService, workspace, problem: expect.stringContaining('stray'), fix: `rm -r ${strayInService}` },
+        {
+          kind: 'stray-entry',
+          file: strayInNamespace,
+          workspace: null,
+          problem: expect.stringContaining('stray'),
+          fix: `rm -r ${strayInNamespace}`,
+        },
+        {
+          kind: 'stray-entry',
+          file: strayInService,
+          workspace,
+          problem: expect.stringContaining('stray'),
+          fix: `rm -r ${strayInService}`,
+        },
       ]),
     );
     for (const finding of findings) await applyFix(box, finding.fix);
@@ -400,7 +468,12 @@ describe('leasehold doctor', () => {
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
     const status = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(status)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(status)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
     await servesAgain(box, workspace);
   });
 
@@ -417,32 +490,66 @@ describe('leasehold doctor', () => {
     writeFileSync(stray, 'x', { mode: 0o600, flag: 'wx' });
 
     const roots = join(box.namespace, 'registry', 'roots.json');
-    const recoverFix = (workspace: string) => `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`;
+    const recoverFix = (workspace: string) =>
+      `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`;
     const perWorkspace = new Map([
       [
         privateRootOf(box, broken),
         [
-          { kind: 'unreadable', file: format, workspace: broken, problem: expect.stringContaining('byte-order mark'), fix: expect.stringContaining(`repair or restore ${format} by hand`) },
-          { kind: 'dead-owner', file: roots, workspace: broken, problem: expect.stringContaining('fix the findings above first'), fix: recoverFix(broken) },
+          {
+            kind: 'unreadable',
+            file: format,
+            workspace: broken,
+            problem: expect.stringContaining('byte-order mark'),
+            fix: expect.stringContaining(`repair or restore ${format} by hand`),
+          },
+          {
+            kind: 'dead-owner',
+            file: roots,
+            workspace: broken,
+            problem: expect.stringContaining('fix the findings above first'),
+            fix: recoverFix(broken),
+          },
         ],
       ],
-      [privateRootOf(box, other), [{ kind: 'dead-owner', file: roots, workspace: other, problem: expect.stringContaining(`the owner of ${other} is gone`), fix: recoverFix(other) }]],
+      [
+        privateRootOf(box, other),
+        [
+          {
+            kind: 'dead-owner',
+            file: roots,
+            workspace: other,
+            problem: expect.stringContaining(`the owner of ${other} is gone`),
+            fix: recoverFix(other),
+          },
+        ],
+      ],
     ]);
     const { code, findings } = await doctor(box);
     expect(code).toBe(3);
     expect(findings).toEqual([
-      { kind: 'stray-entry', file: stray, workspace: broken, problem: expect.stringContaining('stray'), fix: `rm -r ${stray}` },
+      {
+        kind: 'stray-entry',
+        file: stray,
+        workspace: broken,
+        problem: expect.stringContaining('stray'),
+        fix: `rm -r ${stray}`,
+      },
       ...[...perWorkspace.keys()].sort().flatMap((key) => perWorkspace.get(key)!),
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
-    expect(human.stdout).toContain(`${format}\n  workspace: ${broken}\n  problem:   ${findings.find(({ file }) => file === format)!.problem}\n`);
+    expect(human.stdout).toContain(
+      `${format}\n  workspace: ${broken}\n  problem:   ${findings.find(({ file }) => file === format)!.problem}\n`,
+    );
 
     // Repaired by hand, as the fix says: then both are ordinary crashed owners, and recover.
     await applyFix(box, findings[0]!.fix); // the stray's rm
     writeFileSync(format, formatBytes);
     const repaired = await doctor(box);
     expect(repaired.findings.map(({ kind, workspace }) => ({ kind, workspace }))).toEqual(
-      [...perWorkspace.keys()].sort().map((key) => ({ kind: 'dead-owner', workspace: key === privateRootOf(box, broken) ? broken : other })),
+      [...perWorkspace.keys()]
+        .sort()
+        .map((key) => ({ kind: 'dead-owner', workspace: key === privateRootOf(box, broken) ? broken : other })),
     );
     for (const finding of repaired.findings) await applyFix(box, finding.fix);
     await expectClean(box);
@@ -461,7 +568,8 @@ describe('leasehold doctor', () => {
     const roots = join(box.namespace, 'registry', 'roots.json');
     const privateRoot = privateRootOf(box, workspace);
     rewriteJson(roots, (value) => {
-      for (const entry of value.entries as Record<string, unknown>[]) if (entry.root === workspace) inOtherNamespace(entry);
+      for (const entry of value.entries as Record<string, unknown>[])
+        if (entry.root === workspace) inOtherNamespace(entry);
     });
     rewriteJson(join(privateRoot, 'service', 'registration.json'), inOtherNamespace);
     rewriteJson(join(privateRoot, 'checkout.lock'), inOtherNamespace);
@@ -477,7 +585,9 @@ describe('leasehold doctor', () => {
         kind: 'ambiguous-owner',
         file: roots,
         workspace,
-        problem: expect.stringContaining(`fenced by pid ${server.pid} on ${hostname()}, which this host cannot tell live or gone`),
+        problem: expect.stringContaining(
+          `fenced by pid ${server.pid} on ${hostname()}, which this host cannot tell live or gone`,
+        ),
         fix: `make sure pid ${server.pid} on ${hostname()} is gone, then, from inside the PID namespace (the container) it ran in: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
       },
     ]);

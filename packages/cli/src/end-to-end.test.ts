@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { treeOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  capabilityLeaks,
   cleanEnv,
   cli,
   json,
@@ -17,6 +16,7 @@ import {
   sandbox,
   type Sandbox,
 } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ENDPOINT = /^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/;
@@ -48,12 +48,25 @@ describe('leasehold, end to end through the built binary', () => {
 
     // serve --json: the ready line names the bound endpoint, a fresh epoch and the server's pid.
     const { server: first, ready: firstReady } = await box.serve(workspace);
-    expect(firstReady).toEqual({ event: 'ready', endpoint: expect.stringMatching(ENDPOINT), epoch: expect.stringMatching(ID), pid: first.pid });
+    expect(firstReady).toEqual({
+      event: 'ready',
+      endpoint: expect.stringMatching(ENDPOINT),
+      epoch: expect.stringMatching(ID),
+      pid: first.pid,
+    });
 
     // status --json: running, proved over the transport.
     const running = await cli(['status', ...place, '--json']);
     expect(running.code).toBe(0);
-    expect(json(running)).toEqual({ status: 'running', root: workspace, epoch: firstReady.epoch, endpoint: firstReady.endpoint, pid: first.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(json(running)).toEqual({
+      status: 'running',
+      root: workspace,
+      epoch: firstReady.epoch,
+      endpoint: firstReady.endpoint,
+      pid: first.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     expect(running.stderr).toBe('');
 
     // A second serve on the same folder, and on a nested one, is refused.
@@ -84,7 +97,9 @@ describe('leasehold, end to end through the built binary', () => {
       remedy: expect.stringContaining('leasehold recover'),
     });
     const blockedHuman = await cli(['serve', ...place]);
-    expect(blockedHuman.stderr).toMatch(new RegExp(`^leasehold: quarantine: .*pid ${first.pid} on host .* \\(absent\\)`));
+    expect(blockedHuman.stderr).toMatch(
+      new RegExp(`^leasehold: quarantine: .*pid ${first.pid} on host .* \\(absent\\)`),
+    );
 
     // recover --json shows the fences, an absent owner and the digest; it changes nothing.
     const beforeReview = treeOf(box.stateHome);
@@ -98,9 +113,7 @@ describe('leasehold, end to end through the built binary', () => {
       expect.arrayContaining(['capability', 'checkout-lock', 'owner-lock', 'registration', 'registry-row']),
     );
     expect(JSON.stringify(reviewed.fences)).not.toContain('registry-lock');
-    expect(reviewed.holders).toEqual([
-      expect.objectContaining({ pid: first.pid, host: hostname(), status: 'absent' }),
-    ]);
+    expect(reviewed.holders).toEqual([expect.objectContaining({ pid: first.pid, host: hostname(), status: 'absent' })]);
     const digest = reviewed.digest as string;
     // A review may sweep dead writers' staging leftovers; there are none here, so nothing changed.
     expect(treeOf(box.stateHome)).toEqual(beforeReview);
@@ -118,7 +131,11 @@ describe('leasehold, end to end through the built binary', () => {
     // Not a digest at all: a usage error, found before anything is read.
     const malformed = await cli(['recover', ...place, '--digest', 'D', '--yes', '--json']);
     expect(malformed.code).toBe(2);
-    expect(json(malformed)).toEqual({ error: 'usage', message: '--digest D: not a digest (64 lowercase hex digits)', remedy: expect.stringContaining('`leasehold recover`') });
+    expect(json(malformed)).toEqual({
+      error: 'usage',
+      message: '--digest D: not a digest (64 lowercase hex digits)',
+      remedy: expect.stringContaining('`leasehold recover`'),
+    });
     // The right digest without a confirmation, with no terminal to ask on: a usage error, nothing changed.
     const unconfirmed = await cli(['recover', ...place, '--digest', digest, '--json']);
     expect(unconfirmed.code).toBe(2);
@@ -151,7 +168,12 @@ describe('leasehold, end to end through the built binary', () => {
     // stopped, with the dead server's epoch.
     const stopped = await cli(['status', ...place, '--json']);
     expect(stopped.code).toBe(3);
-    expect(json(stopped)).toEqual({ status: 'stopped', root: workspace, epoch: firstReady.epoch, config: expect.any(Object) });
+    expect(json(stopped)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: firstReady.epoch,
+      config: expect.any(Object),
+    });
     const nothingLeft = await cli(['recover', ...place]);
     expect(nothingLeft.code).toBe(0);
     expect(nothingLeft.stdout).toBe(`nothing to recover: no fence remains for ${workspace}\n`);
@@ -208,13 +230,20 @@ describe('leasehold, end to end through the built binary', () => {
     const ended = await second.exit();
     expect(ended.code).toBe(0);
     expect(ended.signal).toBe(null);
-    expect(ended.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([
-      secondReady,
-      { event: 'stopped', epoch: secondReady.epoch },
-    ]);
+    expect(
+      ended.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual([secondReady, { event: 'stopped', epoch: secondReady.epoch }]);
     const final = await cli(['status', ...place, '--json']);
     expect(final.code).toBe(3);
-    expect(json(final)).toEqual({ status: 'stopped', root: workspace, epoch: secondReady.epoch, config: expect.any(Object) });
+    expect(json(final)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: secondReady.epoch,
+      config: expect.any(Object),
+    });
     const humanStopped = await cli(['status', ...place]);
     expect(humanStopped.code).toBe(3);
     expect(humanStopped.stdout.split('\n')).toEqual([
@@ -240,12 +269,26 @@ describe('leasehold, end to end through the built binary', () => {
     expect(lines[0]).toMatch(new RegExp(`^[a-z]+ +${workspace}$`));
     expect(lines[0]).not.toMatch(/^(running|stopped|absent) /);
     expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^epoch +${ready.epoch}$`))]));
-    expect(lines.at(-2)).toBe(`Its owner's process is gone; review what it left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
+    expect(lines.at(-2)).toBe(
+      `Its owner's process is gone; review what it left with: leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`,
+    );
     const listed = await cli(['list', '--state-home', box.stateHome]);
     // The same words as status: unavailable, because its owner is gone (never status's `absent`, which means never registered).
-    expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([workspace, 'unavailable', ready.endpoint, String(server.pid), 'gone', '(owner-gone)']);
+    expect(listed.stdout.trimEnd().split('\n')[1]!.split(/ +/)).toEqual([
+      workspace,
+      'unavailable',
+      ready.endpoint,
+      String(server.pid),
+      'gone',
+      '(owner-gone)',
+    ]);
     expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
-      expect.objectContaining({ root: workspace, status: 'unavailable', reasonCode: 'owner-gone', ownerStatus: 'absent' }),
+      expect.objectContaining({
+        root: workspace,
+        status: 'unavailable',
+        reasonCode: 'owner-gone',
+        ownerStatus: 'absent',
+      }),
     ]);
   });
 
@@ -268,19 +311,34 @@ describe('leasehold, end to end through the built binary', () => {
     const busy = box.workspace('busy');
     for (let round = 0; round < 2; round += 1) {
       const { server: other, ready: otherReady } = await box.serve(busy);
-      const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
+      const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as {
+        entries: Array<{ root: string }>;
+      };
       expect(listed.entries.map((entry) => entry.root).sort()).toEqual([busy, crashed].sort());
-      expect(json(await cli(['stop', ...box.place(busy), '--json']))).toEqual({ stopped: true, root: busy, epoch: otherReady.epoch });
+      expect(json(await cli(['stop', ...box.place(busy), '--json']))).toEqual({
+        stopped: true,
+        root: busy,
+        epoch: otherReady.epoch,
+      });
       expect((await other.exit()).code).toBe(0);
     }
     expect(readdirSync(join(box.namespace, 'registry')).sort()).toEqual(['format.json', 'roots.json']);
-    expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({ status: 'absent', root: untouched, epoch: null });
+    expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({
+      status: 'absent',
+      root: untouched,
+      epoch: null,
+    });
 
     // The digest reviewed before all that still names the crashed workspace's state: it recovers.
     const recovered = await cli(['recover', ...box.place(crashed), '--digest', digest, '--yes', '--json']);
     expect(recovered.code).toBe(0);
     expect(json(recovered)).toEqual({ recovered: true });
-    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({ status: 'stopped', root: crashed, epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({
+      status: 'stopped',
+      root: crashed,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it('takes its places from options after the command, from LEASEHOLD_STATE_HOME, and from the current folder', async () => {
@@ -292,14 +350,34 @@ describe('leasehold, end to end through the built binary', () => {
     expect(reordered.code).toBe(0);
     expect(json(reordered).epoch).toBe(ready.epoch);
     // The state home from the environment, the workspace from the current folder.
-    const fromEnvironment = await cli(['status', '--json'], { cwd: workspace, env: cleanEnv({ LEASEHOLD_STATE_HOME: box.stateHome }) });
+    const fromEnvironment = await cli(['status', '--json'], {
+      cwd: workspace,
+      env: cleanEnv({ LEASEHOLD_STATE_HOME: box.stateHome }),
+    });
     expect(fromEnvironment.code).toBe(0);
-    expect(json(fromEnvironment)).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(json(fromEnvironment)).toEqual({
+      status: 'running',
+      root: workspace,
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: server.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     // A relative --workspace is taken from the current folder.
-    const relative = await cli(['status', '--json', '--workspace', 'placed', '--state-home', box.stateHome], { cwd: box.folder });
+    const relative = await cli(['status', '--json', '--workspace', 'placed', '--state-home', box.stateHome], {
+      cwd: box.folder,
+    });
     expect(json(relative).epoch).toBe(ready.epoch);
     // Another state home knows nothing of it.
-    const elsewhere = await cli(['status', '--json', '--workspace', workspace, '--state-home', `${box.folder}/other-state`]);
+    const elsewhere = await cli([
+      'status',
+      '--json',
+      '--workspace',
+      workspace,
+      '--state-home',
+      `${box.folder}/other-state`,
+    ]);
     expect(elsewhere.code).toBe(3);
     expect(json(elsewhere)).toEqual({ status: 'absent', root: workspace, epoch: null });
     const stop = await cli(['stop', '--json', '--state-home', box.stateHome, '--workspace', workspace]);
@@ -320,7 +398,12 @@ describe('leasehold, end to end through the built binary', () => {
       expect(ended.stderr).toBe('');
       const status = await cli(['status', ...box.place(workspace), '--json']);
       expect(status.code).toBe(3);
-      expect(json(status)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+      expect(json(status)).toEqual({
+        status: 'stopped',
+        root: workspace,
+        epoch: ready.epoch,
+        config: expect.any(Object),
+      });
       expect(json(await cli(['list', '--state-home', box.stateHome, '--json']))).toEqual({ entries: [] });
     }
     await expectStopIsIdempotent(box, workspace);
@@ -339,7 +422,12 @@ describe('leasehold, end to end through the built binary', () => {
     const before = treeOf(box.stateHome, { folderTimes: false });
     const refused = await cli(['serve', ...place, '--endpoint', fixed, '--json']);
     expect(refused.code).toBe(1);
-    expect(json(refused)).toEqual({ error: 'conflict', message: expect.stringContaining('another config exists'), path: expect.stringMatching(/\/service\/config\.json$/), remedy: expect.stringContaining('--replace-config') });
+    expect(json(refused)).toEqual({
+      error: 'conflict',
+      message: expect.stringContaining('another config exists'),
+      path: expect.stringMatching(/\/service\/config\.json$/),
+      remedy: expect.stringContaining('--replace-config'),
+    });
     expect(treeOf(box.stateHome, { folderTimes: false })).toEqual(before);
 
     const previous = json(await cli(['status', ...place, '--json'])).config as { identity: string; endpoint: string };
@@ -348,9 +436,16 @@ describe('leasehold, end to end through the built binary', () => {
     expect(ready.endpoint).toBe(fixed);
     // status and list show the new config by its identity: the upgrade is seen, not guessed.
     const after = json(await cli(['status', ...place, '--json']));
-    expect(after).toMatchObject({ status: 'running', endpoint: fixed, epoch: ready.epoch, config: { endpoint: fixed, identity: expect.stringMatching(DIGEST) } });
+    expect(after).toMatchObject({
+      status: 'running',
+      endpoint: fixed,
+      epoch: ready.epoch,
+      config: { endpoint: fixed, identity: expect.stringMatching(DIGEST) },
+    });
     expect((after.config as { identity: string }).identity).not.toBe(previous.identity);
-    expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([expect.objectContaining({ root: workspace, configIdentity: (after.config as { identity: string }).identity })]);
+    expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
+      expect.objectContaining({ root: workspace, configIdentity: (after.config as { identity: string }).identity }),
+    ]);
 
     // (A refused serve still takes and removes the registry lock: folder times change, nothing else.)
     // Fenced by a crashed owner: --replace-config changes nothing and says quarantine.
@@ -358,7 +453,10 @@ describe('leasehold, end to end through the built binary', () => {
     const fenced = treeOf(box.stateHome, { folderTimes: false });
     const blocked = await cli(['serve', ...place, '--replace-config', '--json']);
     expect(blocked.code).toBe(1);
-    expect(json(blocked)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${upgraded.pid} on host`) });
+    expect(json(blocked)).toMatchObject({
+      error: 'quarantine',
+      message: expect.stringContaining(`pid ${upgraded.pid} on host`),
+    });
     expect(treeOf(box.stateHome, { folderTimes: false })).toEqual(fenced);
   });
 
@@ -381,23 +479,43 @@ describe('leasehold, end to end through the built binary', () => {
     expect(busy.code).toBe(1);
     expect(json(busy)).toMatchObject({ error: 'conflict', message: expect.stringContaining('EADDRINUSE') });
     // A mistake in the command line is a usage error (exit 2) whose remedy is about the command line, not the files.
-    for (const endpoint of ['http://0.0.0.0:0', 'http://localhost:0', 'https://127.0.0.1:0', 'http://127.0.0.1:080', 'http://192.0.2.1:0']) {
+    for (const endpoint of [
+      'http://0.0.0.0:0',
+      'http://localhost:0',
+      'https://127.0.0.1:0',
+      'http://127.0.0.1:080',
+      'http://192.0.2.1:0',
+    ]) {
       const refused = await cli(['serve', ...box.place(other), '--endpoint', endpoint, '--json']);
       expect(refused.code, endpoint).toBe(2);
-      expect(json(refused), endpoint).toEqual({ error: 'usage', message: `--endpoint ${endpoint}: not a loopback endpoint`, remedy: expect.stringContaining('http://127.0.0.1:PORT') });
+      expect(json(refused), endpoint).toEqual({
+        error: 'usage',
+        message: `--endpoint ${endpoint}: not a loopback endpoint`,
+        remedy: expect.stringContaining('http://127.0.0.1:PORT'),
+      });
     }
     for (const watch of ['5', 'soon', '1.5', '-100']) {
       const refused = await cli(['serve', ...box.place(other), `--watch-ms=${watch}`, '--json']);
       expect(refused.code, watch).toBe(2);
-      expect(json(refused), watch).toEqual({ error: 'usage', message: `--watch-ms ${watch}: not a whole number of at least 10`, remedy: expect.stringContaining('--watch-ms=') });
+      expect(json(refused), watch).toEqual({
+        error: 'usage',
+        message: `--watch-ms ${watch}: not a whole number of at least 10`,
+        remedy: expect.stringContaining('--watch-ms='),
+      });
     }
     // A value that starts with a dash, given as the next word: parseArgs's own message would only puzzle.
     const dashed = await cli(['serve', ...box.place(other), '--watch-ms', '-5', '--json']);
     expect(dashed.code).toBe(2);
     expect(json(dashed)).toMatchObject({ error: 'usage', message: expect.stringContaining('write --watch-ms=VALUE') });
-    const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as { entries: Array<{ root: string }> };
+    const listed = json(await cli(['list', '--state-home', box.stateHome, '--json'])) as {
+      entries: Array<{ root: string }>;
+    };
     expect(listed.entries.map((entry) => entry.root)).toEqual([workspace]);
-    expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({ status: 'absent', root: other, epoch: null });
+    expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({
+      status: 'absent',
+      root: other,
+      epoch: null,
+    });
   });
 
   it('list --all shows stopped workspaces too, in the words of status; list alone the fenced ones', async () => {
@@ -408,12 +526,30 @@ describe('leasehold, end to end through the built binary', () => {
     expect((await cli(['stop', ...box.place(stopped)])).code).toBe(0);
     expect((await first.server.exit()).code).toBe(0);
     const { server, ready } = await box.serve(running);
-    const fenced = json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries as Array<{ root: string }>;
+    const fenced = json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries as Array<{
+      root: string;
+    }>;
     expect(fenced.map(({ root }) => root)).toEqual([running]);
     const all = json(await cli(['list', '--all', '--state-home', box.stateHome, '--json']));
     expect(all.entries).toEqual([
-      expect.objectContaining({ root: running, status: 'running', epoch: ready.epoch, pid: server.pid, ownerStatus: 'live' }),
-      { root: stopped, status: 'stopped', endpoint: null, epoch: first.ready.epoch, pid: null, host: null, ownerStatus: null, rootExists: true, configIdentity: expect.stringMatching(DIGEST) },
+      expect.objectContaining({
+        root: running,
+        status: 'running',
+        epoch: ready.epoch,
+        pid: server.pid,
+        ownerStatus: 'live',
+      }),
+      {
+        root: stopped,
+        status: 'stopped',
+        endpoint: null,
+        epoch: first.ready.epoch,
+        pid: null,
+        host: null,
+        ownerStatus: null,
+        rootExists: true,
+        configIdentity: expect.stringMatching(DIGEST),
+      },
     ]);
     const human = await cli(['list', '--all', '--state-home', box.stateHome]);
     expect(human.stdout.trimEnd().split('\n')[2]!.split(/ +/)).toEqual([stopped, 'stopped', '-', '-', '-']);
@@ -442,15 +578,25 @@ describe('leasehold, end to end through the built binary', () => {
 
     const unknownCommand = await cli(['frobnicate']);
     expect(unknownCommand.code).toBe(2);
-    expect(unknownCommand.stderr).toMatch(/^leasehold: usage: unknown command 'frobnicate'\n {2}run `leasehold --help` for the commands\n/);
+    expect(unknownCommand.stderr).toMatch(
+      /^leasehold: usage: unknown command 'frobnicate'\n {2}run `leasehold --help` for the commands\n/,
+    );
     expect(unknownCommand.stdout).toBe('');
     const unknownCommandJson = await cli(['frobnicate', '--json']);
     expect(unknownCommandJson.code).toBe(2);
-    expect(json(unknownCommandJson)).toEqual({ error: 'usage', message: "unknown command 'frobnicate'", remedy: 'run `leasehold --help` for the commands' });
+    expect(json(unknownCommandJson)).toEqual({
+      error: 'usage',
+      message: "unknown command 'frobnicate'",
+      remedy: 'run `leasehold --help` for the commands',
+    });
     // Options before the command: the remedy is the same command line, the command first.
     const optionsFirst = await cli(['--json', '--state-home', '/tmp/a b', 'list']);
     expect(optionsFirst.code).toBe(2);
-    expect(json(optionsFirst)).toEqual({ error: 'usage', message: "options go after the command: --json --state-home /tmp/a b list", remedy: "run: leasehold list --json --state-home '/tmp/a b'" });
+    expect(json(optionsFirst)).toEqual({
+      error: 'usage',
+      message: 'options go after the command: --json --state-home /tmp/a b list',
+      remedy: "run: leasehold list --json --state-home '/tmp/a b'",
+    });
 
     const unknownOption = await cli(['status', '--frobnicate']);
     expect(unknownOption.code).toBe(2);
@@ -458,7 +604,11 @@ describe('leasehold, end to end through the built binary', () => {
     expect(unknownOption.stderr).toContain('leasehold status [options]');
     const unknownOptionJson = await cli(['list', '--json', '--bogus']);
     expect(unknownOptionJson.code).toBe(2);
-    expect(json(unknownOptionJson)).toEqual({ error: 'usage', message: expect.stringContaining('--bogus'), remedy: 'run `leasehold list --help` for its options' });
+    expect(json(unknownOptionJson)).toEqual({
+      error: 'usage',
+      message: expect.stringContaining('--bogus'),
+      remedy: 'run `leasehold list --help` for its options',
+    });
     // An option of another command, and a positional argument, are usage errors too.
     expect((await cli(['status', '--digest', 'x'])).code).toBe(2);
     expect((await cli(['list', 'extra'])).code).toBe(2);

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { cleanUp, etcdAvailable, etcdctl, pathExists, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
-import { capabilityLeaks, cli, json, jsonLines, killAll, removeSandboxes, Server } from '../test/helpers.js';
+import { cli, json, jsonLines, killAll, removeSandboxes, Server } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
@@ -31,15 +32,27 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     for (const host of [a, b]) {
       const init = await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix]);
       expect(init.code).toBe(0);
-      expect(json(init)).toEqual({ initialized: true, stateHome: host.box.stateHome, backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix } });
+      expect(json(init)).toEqual({
+        initialized: true,
+        stateHome: host.box.stateHome,
+        backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix },
+      });
       expect((await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix])).code).toBe(0);
     }
-    const format = JSON.parse(readFileSync(join(a.box.stateHome, 'v1', 'registry', 'format.json'), 'utf8')) as Record<string, unknown>;
+    const format = JSON.parse(readFileSync(join(a.box.stateHome, 'v1', 'registry', 'format.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(format.backend).toEqual({ kind: 'etcd', endpoints: [...cluster.endpoints], prefix });
     // The wrong backend for a state home is refused, and changes nothing.
     const wrong = await a.run(['init']);
     expect(wrong.code).toBe(1);
-    expect(json(wrong)).toMatchObject({ error: 'refused', message: expect.stringContaining('etcd'), path: join(a.box.stateHome, 'v1', 'registry', 'format.json'), remedy: expect.stringContaining('keeps its backend') });
+    expect(json(wrong)).toMatchObject({
+      error: 'refused',
+      message: expect.stringContaining('etcd'),
+      path: join(a.box.stateHome, 'v1', 'registry', 'format.json'),
+      remedy: expect.stringContaining('keeps its backend'),
+    });
 
     const workspace = a.box.workspace('shared');
     const server = new Server([...a.box.place(workspace), '--lease-ttl', '2'], { env: a.env });
@@ -47,16 +60,30 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     a.box.recordCapabilities();
 
     // Host A proves its owner live over the transport; host B sees who holds it, and cannot take it.
-    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: server.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(json(await a.run(['status'], workspace))).toEqual({
+      status: 'running',
+      root: workspace,
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: server.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     const seenFromB = await b.run(['status'], workspace);
     expect(seenFromB.code).toBe(3);
-    expect(json(seenFromB)).toMatchObject({ status: 'unavailable', epoch: ready.epoch, reason: expect.stringContaining('host-a') });
+    expect(json(seenFromB)).toMatchObject({
+      status: 'unavailable',
+      epoch: ready.epoch,
+      reason: expect.stringContaining('host-a'),
+    });
     const humanFromB = await cli(['status', ...b.box.place(workspace)], { env: b.env });
     expect(humanFromB.stdout).toContain('reason       served on host host-a');
     expect(humanFromB.stdout).toContain('It is served on another host: ask there with leasehold status');
     const taken = await b.run(['serve'], workspace);
     expect(json(taken).error).toBe('conflict');
-    expect(json(await b.run(['list'])).entries).toEqual([expect.objectContaining({ root: workspace, host: 'host-a', pid: server.pid, ownerStatus: 'leased' })]);
+    expect(json(await b.run(['list'])).entries).toEqual([
+      expect.objectContaining({ root: workspace, host: 'host-a', pid: server.pid, ownerStatus: 'leased' }),
+    ]);
 
     // kill -9: refused to everyone while its lease may live, then quarantined (never free) once it ended.
     await server.kill9();
@@ -83,7 +110,9 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const review = json(await a.run(['recover'], workspace));
     expect(review.ownerStatus).toBe('absent');
     expect(review.digest).toMatch(DIGEST);
-    expect((review.fences as Array<{ kind: string }>).map(({ kind }) => kind)).toEqual(expect.arrayContaining(['etcd-fence', 'registry-row', 'owner-lock', 'capability']));
+    expect((review.fences as Array<{ kind: string }>).map(({ kind }) => kind)).toEqual(
+      expect.arrayContaining(['etcd-fence', 'registry-row', 'owner-lock', 'capability']),
+    );
     const digest = review.digest as string;
     const stale = digest.startsWith('0') ? `1${digest.slice(1)}` : `0${digest.slice(1)}`;
     expect(json(await a.run(['recover', '--digest', stale, '--yes'], workspace)).error).toBe('conflict');
@@ -95,12 +124,19 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     // It names the digest the operator confirmed, besides its own part's.
     expect(journal).toContain(`"reviewedDigest":"${digest}"`);
     // `leasehold journal` shows both records of that recovery: this host's files', and etcd's.
-    const entries = json(await a.run(['journal'])).entries as Array<{ record: string; root: string; reviewedDigest?: string }>;
+    const entries = json(await a.run(['journal'])).entries as Array<{
+      record: string;
+      root: string;
+      reviewedDigest?: string;
+    }>;
     expect(entries.map(({ root }) => root)).toEqual([workspace, workspace]);
     expect(entries).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ record: expect.stringMatching(/\/v1\/journal\/[^/]+\.json$/) }),
-        expect.objectContaining({ record: expect.stringMatching(new RegExp(`^etcd:${prefix}/journal/`)), reviewedDigest: digest }),
+        expect.objectContaining({
+          record: expect.stringMatching(new RegExp(`^etcd:${prefix}/journal/`)),
+          reviewedDigest: digest,
+        }),
       ]),
     );
 
@@ -118,7 +154,10 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const prefix = `/leasehold/cli-${randomUUID()}`;
     const a = hostNamed('host-a');
     const b = hostNamed('host-b');
-    for (const host of [a, b]) expect((await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix])).code).toBe(0);
+    for (const host of [a, b])
+      expect(
+        (await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix])).code,
+      ).toBe(0);
     const workspace = a.box.workspace('shared');
     const server = new Server([...a.box.place(workspace), '--lease-ttl', '2'], { env: a.env });
     await server.ready();
@@ -128,7 +167,10 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     await statusUntil(b, workspace, 'quarantined');
     // Another host cannot prove a process of host-a gone: refused, nothing journalled.
     const elsewhere = await b.run(['serve', '--recover-dead'], workspace);
-    expect(json(elsewhere)).toMatchObject({ error: 'quarantine', message: expect.stringContaining(`pid ${server.pid} on host host-a (lease-ended)`) });
+    expect(json(elsewhere)).toMatchObject({
+      error: 'quarantine',
+      message: expect.stringContaining(`pid ${server.pid} on host host-a (lease-ended)`),
+    });
     expect(await etcdctl(cluster, ['get', '--prefix', `${prefix}/journal/`, '--print-value-only'])).toBe('');
 
     const restarted = new Server([...a.box.place(workspace), '--recover-dead'], { env: a.env });
@@ -139,7 +181,13 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect(journal).toContain('"reason":"owner-proved-dead"');
     // It said so before it served: the crashed process, proved gone, and the record (on etcd, the etcd record's id).
     const [recovered] = jsonLines(restarted.stdout);
-    expect(recovered).toMatchObject({ event: 'recovered', root: workspace, proved: expect.arrayContaining([{ holder: expect.objectContaining({ host: 'host-a', pid: server.pid }), by: 'pid-and-start-time' }]) });
+    expect(recovered).toMatchObject({
+      event: 'recovered',
+      root: workspace,
+      proved: expect.arrayContaining([
+        { holder: expect.objectContaining({ host: 'host-a', pid: server.pid }), by: 'pid-and-start-time' },
+      ]),
+    });
     expect(journal).toContain(`"id":"${String(recovered!.record)}"`);
     expect((await a.run(['stop'], workspace)).code).toBe(0);
     expect((await restarted.exit()).code).toBe(0);
@@ -155,19 +203,29 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     a.box.recordCapabilities();
     first.child.kill('SIGHUP');
     expect((await first.exit()).code).toBe(0);
-    expect(json(await a.run(['status'], workspace))).toEqual({ status: 'stopped', root: workspace, epoch: firstReady.epoch, config: expect.any(Object) });
+    expect(json(await a.run(['status'], workspace))).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: firstReady.epoch,
+      config: expect.any(Object),
+    });
 
     // The next version asks for another endpoint: refused naming the flag, then taken with it.
     const refused = await a.run(['serve', '--endpoint', firstReady.endpoint], workspace);
     expect(json(refused)).toMatchObject({ error: 'conflict', remedy: expect.stringContaining('--replace-config') });
-    const upgraded = new Server([...a.box.place(workspace), '--endpoint', firstReady.endpoint, '--replace-config'], { env: a.env });
+    const upgraded = new Server([...a.box.place(workspace), '--endpoint', firstReady.endpoint, '--replace-config'], {
+      env: a.env,
+    });
     expect((await upgraded.ready()).endpoint).toBe(firstReady.endpoint);
     a.box.recordCapabilities();
     expect((await a.run(['stop'], workspace)).code).toBe(0);
     expect((await upgraded.exit()).code).toBe(0);
 
     // Any program as the owner: its own exit status comes back, and the workspace is released.
-    const program = await cli(['run', '--json', ...a.box.place(workspace), '--replace-config', '--', 'sh', '-c', 'exit 3'], { env: a.env });
+    const program = await cli(
+      ['run', '--json', ...a.box.place(workspace), '--replace-config', '--', 'sh', '-c', 'exit 3'],
+      { env: a.env },
+    );
     expect(program.code).toBe(3);
     expect(json(await a.run(['status'], workspace)).status).toBe('stopped');
   });
@@ -194,14 +252,32 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const prefix = `/leasehold/cli-${randomUUID()}`;
     const unreachable = await host.run(['init', '--etcd-endpoints', 'http://127.0.0.1:1', '--etcd-prefix', prefix]);
     expect(unreachable.code).toBe(1);
-    expect(json(unreachable)).toMatchObject({ error: 'unavailable', remedy: expect.stringContaining('nothing was recorded: check that etcd answers at --etcd-endpoints') });
+    expect(json(unreachable)).toMatchObject({
+      error: 'unavailable',
+      remedy: expect.stringContaining('nothing was recorded: check that etcd answers at --etcd-endpoints'),
+    });
     expect(pathExists(host.box.stateHome)).toBe(false);
     expect((await host.run(['init'])).code).toBe(0);
     const kept = await host.run(['init', '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix]);
     expect(kept.code).toBe(1);
-    expect(json(kept)).toMatchObject({ error: 'refused', remedy: 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one' });
+    expect(json(kept)).toMatchObject({
+      error: 'refused',
+      remedy: 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one',
+    });
     const other = join(host.box.folder, 'state-etcd');
-    const taken = await cli(['init', '--state-home', other, '--etcd-endpoints', cluster.endpoints.join(','), '--etcd-prefix', prefix, '--json'], { env: host.env });
+    const taken = await cli(
+      [
+        'init',
+        '--state-home',
+        other,
+        '--etcd-endpoints',
+        cluster.endpoints.join(','),
+        '--etcd-prefix',
+        prefix,
+        '--json',
+      ],
+      { env: host.env },
+    );
     expect(taken.code).toBe(0);
     expect(json(taken)).toMatchObject({ initialized: true, backend: { kind: 'etcd', prefix } });
   });
@@ -211,6 +287,10 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     const workspace = host.box.workspace('files');
     const refused = await host.run(['serve', '--lease-ttl', '2'], workspace);
     expect(refused.code).toBe(2);
-    expect(json(refused)).toEqual({ error: 'usage', message: '--lease-ttl: only for a state home on the etcd backend (this one uses files)', remedy: expect.stringContaining('leave out --lease-ttl') });
+    expect(json(refused)).toEqual({
+      error: 'usage',
+      message: '--lease-ttl: only for a state home on the etcd backend (this one uses files)',
+      remedy: expect.stringContaining('leave out --lease-ttl'),
+    });
   });
 });

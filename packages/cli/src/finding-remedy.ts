@@ -12,7 +12,8 @@ function onceGone(processGone: ProcessGone | undefined, command: string): string
   const { pid, host, runFrom } = processGone;
   // A lock of the state home: the problem names the process, and the command runs here.
   if (runFrom === 'here') return `make sure that process is gone, then: ${command}`;
-  const where = runFrom === 'its-pid-namespace' ? 'from inside the PID namespace (the container) it ran in' : `on ${host}`;
+  const where =
+    runFrom === 'its-pid-namespace' ? 'from inside the PID namespace (the container) it ran in' : `on ${host}`;
   return `make sure pid ${pid} on ${host} is gone, then, ${where}: ${command}`;
 }
 

@@ -60,7 +60,11 @@ export class GatedProgram {
    */
   constructor(argv: readonly string[], env: NodeJS.ProcessEnv, stopTimeoutMs: number) {
     this.#stopTimeoutMs = stopTimeoutMs;
-    this.#child = spawn('/bin/sh', ['-c', GATE, 'sh', ...argv], { detached: true, env, stdio: ['inherit', 'inherit', 'inherit', 'pipe'] });
+    this.#child = spawn('/bin/sh', ['-c', GATE, 'sh', ...argv], {
+      detached: true,
+      env,
+      stdio: ['inherit', 'inherit', 'inherit', 'pipe'],
+    });
     const gate = this.#child.stdio[3];
     if (this.#child.pid === undefined || gate === null || gate === undefined || !('write' in gate)) {
       // spawn reports the cause as an 'error' event too; the refusal below says it.
@@ -123,7 +127,11 @@ export class GatedProgram {
 /** The watcher of the program `pid` (see WATCHER), its stdin open, or undefined when it could not be started. */
 function startWatcher(pid: number, stopTimeoutMs: number): Writable | undefined {
   const seconds = String(Math.ceil(stopTimeoutMs / 1000));
-  const watcher = spawn('/bin/sh', ['-c', WATCHER, 'leasehold-run-watcher', String(pid), seconds], { detached: true, cwd: '/', stdio: ['pipe', 'ignore', 'ignore'] });
+  const watcher = spawn('/bin/sh', ['-c', WATCHER, 'leasehold-run-watcher', String(pid), seconds], {
+    detached: true,
+    cwd: '/',
+    stdio: ['pipe', 'ignore', 'ignore'],
+  });
   // Its exit is no event of `run`'s: `run` may end before it does.
   watcher.unref();
   if (watcher.pid === undefined) {

@@ -3,16 +3,8 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server as NetServer, connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  capabilityLeaks,
-  cli,
-  httpRequest,
-  json,
-  killAll,
-  removeSandboxes,
-  sandbox,
-  type Sandbox,
-} from '../test/helpers.js';
+import { cli, httpRequest, json, killAll, removeSandboxes, sandbox, type Sandbox } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 const listeners: NetServer[] = [];
 
@@ -81,7 +73,9 @@ describe('the HTTP transport of leasehold serve', () => {
     expect(JSON.parse(ok.body)).toEqual({ epoch: ready.epoch, phase: 'idle', root: workspace, pid: server.pid });
     expect(ok.headers['cache-control']).toBe('no-store');
     // A query string does not change the route.
-    expect((await httpRequest(ready.endpoint, 'GET', '/v1/status?x=1', { host, authorization: bearer })).status).toBe(200);
+    expect((await httpRequest(ready.endpoint, 'GET', '/v1/status?x=1', { host, authorization: bearer })).status).toBe(
+      200,
+    );
 
     // No token, a wrong token, a malformed header: 401, and nothing about the service.
     const otherToken = capability.startsWith('A') ? `B${capability.slice(1)}` : `A${capability.slice(1)}`;
@@ -101,8 +95,18 @@ describe('the HTTP transport of leasehold serve', () => {
     }
 
     // Another Host, even with the right token: 421 (DNS rebinding defence).
-    for (const other of [`localhost:${port}`, 'evil.example', `evil.example:${port}`, '127.0.0.1', `127.0.0.1:${Number(port) + 1}`, `[::1]:${port}`]) {
-      const misdirected = await httpRequest(ready.endpoint, 'GET', '/v1/status', { host: other, authorization: bearer });
+    for (const other of [
+      `localhost:${port}`,
+      'evil.example',
+      `evil.example:${port}`,
+      '127.0.0.1',
+      `127.0.0.1:${Number(port) + 1}`,
+      `[::1]:${port}`,
+    ]) {
+      const misdirected = await httpRequest(ready.endpoint, 'GET', '/v1/status', {
+        host: other,
+        authorization: bearer,
+      });
       expect(misdirected.status, other).toBe(421);
       expect(JSON.parse(misdirected.body)).toEqual({ error: 'misdirected request' });
     }
@@ -123,27 +127,49 @@ describe('the HTTP transport of leasehold serve', () => {
     expect(getStop.status).toBe(405);
     expect(getStop.headers.allow).toBe('POST');
     for (const method of ['PUT', 'DELETE', 'HEAD']) {
-      expect((await httpRequest(ready.endpoint, method, '/v1/stop', { host, authorization: bearer })).status, method).toBe(405);
+      expect(
+        (await httpRequest(ready.endpoint, method, '/v1/stop', { host, authorization: bearer })).status,
+        method,
+      ).toBe(405);
     }
     // A stop without the right token or Host stops nothing.
-    expect((await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host, authorization: `Bearer ${otherToken}` })).status).toBe(401);
-    expect((await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host: 'evil.example', authorization: bearer })).status).toBe(421);
+    expect(
+      (await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host, authorization: `Bearer ${otherToken}` })).status,
+    ).toBe(401);
+    expect(
+      (await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host: 'evil.example', authorization: bearer })).status,
+    ).toBe(421);
     const stillRunning = await cli(['status', ...box.place(workspace), '--json']);
     expect(stillRunning.code).toBe(0);
     expect(json(stillRunning).epoch).toBe(ready.epoch);
 
     // The authenticated stop: 202, and the server ends cleanly.
     // (Asked as a keep-alive client would, as the CLI's own client does with node's default agent.)
-    const stop = await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host, authorization: bearer, connection: 'keep-alive' });
+    const stop = await httpRequest(ready.endpoint, 'POST', '/v1/stop', {
+      host,
+      authorization: bearer,
+      connection: 'keep-alive',
+    });
     expect(stop.status).toBe(202);
     // The phase as it was when the answer was written: the stop begins right after.
-    expect(JSON.parse(stop.body)).toEqual({ epoch: ready.epoch, phase: expect.stringMatching(/^(idle|stopping)$/), root: workspace, pid: server.pid, stopping: true });
+    expect(JSON.parse(stop.body)).toEqual({
+      epoch: ready.epoch,
+      phase: expect.stringMatching(/^(idle|stopping)$/),
+      root: workspace,
+      pid: server.pid,
+      stopping: true,
+    });
     // The server is going away: it tells the client not to keep the connection, so its drain does not wait on it.
     expect(stop.headers.connection).toBe('close');
     const ended = await server.exit();
     expect(ended.code).toBe(0);
     const stopped = await cli(['status', ...box.place(workspace), '--json']);
-    expect(json(stopped)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(stopped)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it("refuses the previous epoch's capability", async () => {
@@ -152,7 +178,11 @@ describe('the HTTP transport of leasehold serve', () => {
     const { server: first, ready: firstReady } = await box.serve(workspace);
     const old = capabilityOf(box);
     expect(old.epoch).toBe(firstReady.epoch);
-    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: firstReady.epoch });
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({
+      stopped: true,
+      root: workspace,
+      epoch: firstReady.epoch,
+    });
     expect((await first.exit()).code).toBe(0);
     expect(box.capabilities()).toEqual([]);
 
@@ -162,11 +192,20 @@ describe('the HTTP transport of leasehold serve', () => {
     expect(current.epoch).not.toBe(old.epoch);
     expect(current.capability).not.toBe(old.capability);
     const host = `127.0.0.1:${new URL(ready.endpoint).port}`;
-    const stale = await httpRequest(ready.endpoint, 'GET', '/v1/status', { host, authorization: `Bearer ${old.capability}` });
+    const stale = await httpRequest(ready.endpoint, 'GET', '/v1/status', {
+      host,
+      authorization: `Bearer ${old.capability}`,
+    });
     expect(stale.status).toBe(401);
-    const staleStop = await httpRequest(ready.endpoint, 'POST', '/v1/stop', { host, authorization: `Bearer ${old.capability}` });
+    const staleStop = await httpRequest(ready.endpoint, 'POST', '/v1/stop', {
+      host,
+      authorization: `Bearer ${old.capability}`,
+    });
     expect(staleStop.status).toBe(401);
-    const fresh = await httpRequest(ready.endpoint, 'GET', '/v1/status', { host, authorization: `Bearer ${current.capability}` });
+    const fresh = await httpRequest(ready.endpoint, 'GET', '/v1/status', {
+      host,
+      authorization: `Bearer ${current.capability}`,
+    });
     expect(fresh.status).toBe(200);
     expect(JSON.parse(fresh.body)).toMatchObject({ epoch: ready.epoch, phase: 'idle' });
   });
@@ -178,11 +217,16 @@ describe('the HTTP transport of leasehold serve', () => {
     const port = Number(new URL(ready.endpoint).port);
 
     // The kernel's table: one listener on this port, bound to 127.0.0.1 (0100007F), none on IPv6.
-    expect(listenersOn('/proc/net/tcp', port)).toEqual([`0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`]);
+    expect(listenersOn('/proc/net/tcp', port)).toEqual([
+      `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`,
+    ]);
     expect(listenersOn('/proc/net/tcp6', port)).toEqual([]);
     const ss = spawnSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' });
     if (ss.status === 0) {
-      const locals = ss.stdout.trim().split('\n').map((line) => line.trim().split(/\s+/)[3]);
+      const locals = ss.stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.trim().split(/\s+/)[3]);
       expect(locals).toEqual([`127.0.0.1:${port}`]);
     }
     expect(await tryConnect('127.0.0.1', port)).toBe('connected');
@@ -199,7 +243,9 @@ describe('the HTTP transport of leasehold serve', () => {
     const controlPort = (control.address() as { port: number }).port;
     const controlOutcome = await tryConnect(external, controlPort);
     if (controlOutcome !== 'connected') {
-      context.skip(`${external} is not reachable from here even for a listener on every address (${controlOutcome}): the probe cannot tell`);
+      context.skip(
+        `${external} is not reachable from here even for a listener on every address (${controlOutcome}): the probe cannot tell`,
+      );
       return;
     }
     // The service is not.

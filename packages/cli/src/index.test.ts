@@ -22,7 +22,11 @@ describe('the README example', () => {
   it('runs status --json in-process on a folder no owner served: absent, exit 3, and creates nothing', async () => {
     const workspace = makeTemporaryFolder('leasehold-cli-readme-');
     const stateHome = join(makeTemporaryFolder('leasehold-cli-readme-state-'), 'fresh', 'state');
-    const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
+    const run = await runReadmeExample({
+      packageDir: PACKAGE,
+      cwd: workspace,
+      env: { LEASEHOLD_STATE_HOME: stateHome },
+    });
     expect(run).toEqual({ code: 0, stdout: 'status: absent, exit 3\n', stderr: '' });
     expect(pathExists(join(stateHome, '..'))).toBe(false);
   });

@@ -2,16 +2,8 @@ import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { replaceFile, treeOf } from '@leasehold/test-utils';
-import {
-  capabilityLeaks,
-  cli,
-  json,
-  jsonLines,
-  killAll,
-  removeSandboxes,
-  sandbox,
-  type Result,
-} from '../test/helpers.js';
+import { cli, json, jsonLines, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 afterEach(async () => {
   await killAll();
@@ -86,7 +78,9 @@ describe('a server whose files change under it', () => {
     const afterChange = treeOf(box.stateHome);
     const ended = await server.exit();
     expect(ended.code).toBe(4);
-    expect(ended.stderr).toMatch(/^leasehold: lost the workspace \(.+\); stopped serving without touching its files\n$/);
+    expect(ended.stderr).toMatch(
+      /^leasehold: lost the workspace \(.+\); stopped serving without touching its files\n$/,
+    );
     expect(ended.stdout).not.toContain('{');
     expect(treeOf(box.stateHome)).toEqual(afterChange);
   });
@@ -118,7 +112,11 @@ describe('a server whose files change under it', () => {
     const box = sandbox();
     const quiet = box.workspace('quiet');
     const { server: first, ready: quietReady } = await box.serve(quiet);
-    expect(json(await cli(['stop', ...box.place(quiet), '--json']))).toEqual({ stopped: true, root: quiet, epoch: quietReady.epoch });
+    expect(json(await cli(['stop', ...box.place(quiet), '--json']))).toEqual({
+      stopped: true,
+      root: quiet,
+      epoch: quietReady.epoch,
+    });
     expect((await first.exit()).code).toBe(0);
     const workspace = box.workspace('ws');
     const { server, ready } = await box.serve(workspace, ['--watch-ms', '50']);
@@ -132,6 +130,11 @@ describe('a server whose files change under it', () => {
     }
 
     chmodSync(box.stateHome, 0o700);
-    expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({ status: 'stopped', root: quiet, epoch: quietReady.epoch, config: expect.any(Object) });
+    expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({
+      status: 'stopped',
+      root: quiet,
+      epoch: quietReady.epoch,
+      config: expect.any(Object),
+    });
   });
 });

@@ -50,7 +50,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'leasehold init [--etcd-endpoints URL[,URL...] --etcd-prefix PREFIX] [options]',
     options: { 'etcd-endpoints': { type: 'string' }, 'etcd-prefix': { type: 'string' } },
     help: [
-      '  --etcd-endpoints U  the etcd members\' client URLs, comma-separated (http://HOST:2379 or https://...)',
+      "  --etcd-endpoints U  the etcd members' client URLs, comma-separated (http://HOST:2379 or https://...)",
       '  --etcd-prefix P     the key prefix of this state home in etcd, such as /leasehold/team',
       '                      credentials come from LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, TLS from',
       '                      LEASEHOLD_ETCD_CA, LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY (PEM files); never recorded.',
@@ -60,33 +60,35 @@ const COMMANDS: Record<string, Command> = {
   },
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
-    usage: 'leasehold serve [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
+    usage:
+      'leasehold serve [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
     options: OWNER_OPTIONS,
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
-      '  --compatibility T   what clients this owner serves (a protocol version, say), shown by status; a client\'s',
+      "  --compatibility T   what clients this owner serves (a protocol version, say), shown by status; a client's",
       '                      connectOrStart({ compatibility }) refuses or replaces an owner of another',
       '  --recover-dead      when a crashed owner blocks the start and every process its fences name is proved gone',
       '                      on this host, recover it first (journalled as automatic); anything else stays refused',
       '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
-      '  --lease-ttl S       etcd backend only: the lease\'s time to live in seconds (default 10)',
+      "  --lease-ttl S       etcd backend only: the lease's time to live in seconds (default 10)",
     ],
     load: () => import('./commands/serve.js').then(({ serve }) => serve),
   },
   run: {
     summary: 'own the workspace like serve, and run a program as its owner until either stops',
-    usage: 'leasehold run [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
+    usage:
+      'leasehold run [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
     options: { ...OWNER_OPTIONS, 'stop-timeout': { type: 'string' } },
     help: [
-      '  --stop-timeout S    on a stop, seconds from SIGTERM to SIGKILL of the program\'s process group (default 10)',
+      "  --stop-timeout S    on a stop, seconds from SIGTERM to SIGKILL of the program's process group (default 10)",
       '  --endpoint URL, --compatibility T, --recover-dead, --replace-config, --watch-ms N, --lease-ttl S:',
       '                      as for serve (leasehold serve --help)',
       '  -- CMD [ARGS...]    the program: started in its own process group once the workspace is fenced with it too,',
       '                      with LEASEHOLD_WORKSPACE, LEASEHOLD_STATE_HOME, LEASEHOLD_EPOCH and LEASEHOLD_ENDPOINT set;',
       '                      exit: its status when it ends by itself (128 + signal when killed; 127 not found,',
       '                      126 not executable, as a shell says), 0 after a stop, 4 after a lost lease (its process',
-      '                      group killed first); if run itself is killed, its watcher ends the program\'s group',
+      "                      group killed first); if run itself is killed, its watcher ends the program's group",
     ],
     takesProgram: true,
     load: () => import('./commands/run.js').then(({ run }) => run),
@@ -128,10 +130,11 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./commands/recover.js').then(({ recover }) => recover),
   },
   journal: {
-    summary: 'every recovery journalled in the state home: when, which workspace, which digest, who ran it or who was proved gone',
+    summary:
+      'every recovery journalled in the state home: when, which workspace, which digest, who ran it or who was proved gone',
     usage: 'leasehold journal [--workspace DIR] [options]',
     options: {},
-    help: ['  (with --workspace, only that workspace\'s recoveries; without it, every workspace\'s)'],
+    help: ["  (with --workspace, only that workspace's recoveries; without it, every workspace's)"],
     load: () => import('./commands/journal.js').then(({ journal }) => journal),
   },
   doctor: {
@@ -170,12 +173,20 @@ export interface MainIO extends Streams {
   readonly env: NodeJS.ProcessEnv;
 }
 
-async function reportError(io: MainIO, context: CommandContext, takesWorkspace: boolean, error: unknown): Promise<number> {
+async function reportError(
+  io: MainIO,
+  context: CommandContext,
+  takesWorkspace: boolean,
+  error: unknown,
+): Promise<number> {
   const json = context.values.json === true;
   const [{ UsageError, problemOf }, { whereOf }] = await Promise.all([import('./remedies.js'), import('./context.js')]);
   if (error instanceof UsageError) return usageError(io, json, error.message, error.remedy);
   const { code, message, path, remedy } = problemOf(error, whereOf(context, takesWorkspace));
-  if (json) io.stdout.write(`${JSON.stringify({ error: code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) })}\n`);
+  if (json)
+    io.stdout.write(
+      `${JSON.stringify({ error: code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) })}\n`,
+    );
   else io.stderr.write(`leasehold: ${code}: ${message}\n${remedy === undefined ? '' : `  ${remedy}\n`}`);
   return 1;
 }
@@ -196,7 +207,8 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     return 0;
   }
   const command = COMMANDS[name];
-  const { options, program } = command?.takesProgram === true ? splitProgram(rest) : { options: rest, program: undefined };
+  const { options, program } =
+    command?.takesProgram === true ? splitProgram(rest) : { options: rest, program: undefined };
   const json = options.includes('--json') || name === '--json';
   if (command === undefined) {
     const after = commandAfterOptions(argv);
@@ -208,7 +220,12 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
   const help = commandHelp(name, command);
   let values: CommandContext['values'];
   try {
-    values = parseArgs({ args: [...options], options: { ...COMMON, ...command.options }, strict: true, allowPositionals: false }).values;
+    values = parseArgs({
+      args: [...options],
+      options: { ...COMMON, ...command.options },
+      strict: true,
+      allowPositionals: false,
+    }).values;
   } catch (error) {
     // Without a `--`, the program's words read as stray arguments: say what is missing instead.
     if (command.takesProgram === true && program === undefined) return noProgram(io, json, name, help);
@@ -218,7 +235,8 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     io.stdout.write(`${help}\n`);
     return 0;
   }
-  if (command.takesProgram === true && (program === undefined || program.length === 0)) return noProgram(io, json, name, help);
+  if (command.takesProgram === true && (program === undefined || program.length === 0))
+    return noProgram(io, json, name, help);
   const context: CommandContext = {
     output: createOutput(io, values.json === true),
     streams: io,
@@ -245,19 +263,21 @@ function commandAfterOptions(argv: readonly string[]): string | undefined {
   return [argv[at]!, ...argv.slice(0, at), ...argv.slice(at + 1)].map(shellQuote).join(' ');
 }
 
-
 /** What parseArgs found wrong, in the command's words (its own message for a value that starts with a dash misleads). */
 function optionsProblem(error: unknown): string {
   if (!(error instanceof Error)) return 'bad options';
   const dashed = /^Option '(--[\w-]+)[^']*' argument is ambiguous/.exec(error.message);
-  if (dashed !== null) return `${dashed[1]!}: its value starts with a dash; to give such a value, write ${dashed[1]!}=VALUE`;
+  if (dashed !== null)
+    return `${dashed[1]!}: its value starts with a dash; to give such a value, write ${dashed[1]!}=VALUE`;
   return error.message.split('\n')[0]!;
 }
 
 /** The options before the first `--`, and the program after it (undefined without a `--`). */
 function splitProgram(args: readonly string[]): { options: readonly string[]; program: readonly string[] | undefined } {
   const separator = args.indexOf('--');
-  return separator === -1 ? { options: args, program: undefined } : { options: args.slice(0, separator), program: args.slice(separator + 1) };
+  return separator === -1
+    ? { options: args, program: undefined }
+    : { options: args.slice(0, separator), program: args.slice(separator + 1) };
 }
 
 /**
@@ -270,7 +290,13 @@ function version(): string {
 }
 
 function noProgram(io: MainIO, json: boolean, name: string, help: string): number {
-  return usageError(io, json, `${name}: no program given after --`, `give it after --, as in: leasehold ${name} -- CMD [ARGS...]`, help);
+  return usageError(
+    io,
+    json,
+    `${name}: no program given after --`,
+    `give it after --, as in: leasehold ${name} -- CMD [ARGS...]`,
+    help,
+  );
 }
 
 /** Exit status 2: the command line itself is wrong. Nothing was opened or changed. */

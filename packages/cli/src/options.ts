@@ -13,7 +13,10 @@ export function wholeNumber(value: Value, option: string, least: number): number
   if (value === undefined) return undefined;
   const number = Number(value);
   if (typeof value !== 'string' || !/^[0-9]+$/.test(value) || !Number.isSafeInteger(number) || number < least) {
-    throw new UsageError(`${option} ${String(value)}: not a whole number of at least ${least}`, `give ${option} a whole number from ${least}, such as ${option}=${Math.max(least, 10)}`);
+    throw new UsageError(
+      `${option} ${String(value)}: not a whole number of at least ${least}`,
+      `give ${option} a whole number from ${least}, such as ${option}=${Math.max(least, 10)}`,
+    );
   }
   return number;
 }
@@ -30,7 +33,10 @@ export function stopTimeoutOption(value: Value): number {
 export function endpointOption(value: Value): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !anyPortEndpoint.safeParse(value).success) {
-    throw new UsageError(`--endpoint ${String(value)}: not a loopback endpoint`, 'give --endpoint http://127.0.0.1:PORT or http://[::1]:PORT (PORT 0: any free port); a host name such as localhost is not taken');
+    throw new UsageError(
+      `--endpoint ${String(value)}: not a loopback endpoint`,
+      'give --endpoint http://127.0.0.1:PORT or http://[::1]:PORT (PORT 0: any free port); a host name such as localhost is not taken',
+    );
   }
   return value;
 }
@@ -39,7 +45,10 @@ export function endpointOption(value: Value): string | undefined {
 export function digestOption(value: Value, review: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !hash.safeParse(value).success) {
-    throw new UsageError(`--digest ${String(value)}: not a digest (64 lowercase hex digits)`, `copy the digest ${review} shows, or run it to see the current one`);
+    throw new UsageError(
+      `--digest ${String(value)}: not a digest (64 lowercase hex digits)`,
+      `copy the digest ${review} shows, or run it to see the current one`,
+    );
   }
   return value;
 }
@@ -47,19 +56,30 @@ export function digestOption(value: Value, review: string): string | undefined {
 /** For options that only the etcd backend has: a usage error on a state home of the file backend. */
 export function requireEtcd(backend: Backend, option: string): void {
   if (backend.kind !== 'etcd') {
-    throw new UsageError(`${option}: only for a state home on the etcd backend (this one uses files)`, `leave out ${option}; it sets the etcd lease's time to live`);
+    throw new UsageError(
+      `${option}: only for a state home on the etcd backend (this one uses files)`,
+      `leave out ${option}; it sets the etcd lease's time to live`,
+    );
   }
 }
 
-const ETCD_OPTIONS_REMEDY = 'give --etcd-endpoints the members\' client URLs, comma-separated (http://HOST:2379 or https://HOST:2379), and --etcd-prefix a key prefix such as /leasehold/team; or neither, for the file backend';
+const ETCD_OPTIONS_REMEDY =
+  "give --etcd-endpoints the members' client URLs, comma-separated (http://HOST:2379 or https://HOST:2379), and --etcd-prefix a key prefix such as /leasehold/team; or neither, for the file backend";
 
 /** The backend `init` is asked for: files, or etcd with both `--etcd-endpoints` and `--etcd-prefix`, each checked by the rule the state home applies. */
 export function backendOption(endpoints: Value, prefix: Value): Backend {
   if (endpoints === undefined && prefix === undefined) return { kind: 'files' };
   if (typeof endpoints !== 'string' || typeof prefix !== 'string') {
-    throw new UsageError('--etcd-endpoints and --etcd-prefix: give both, or neither for the file backend', ETCD_OPTIONS_REMEDY);
+    throw new UsageError(
+      '--etcd-endpoints and --etcd-prefix: give both, or neither for the file backend',
+      ETCD_OPTIONS_REMEDY,
+    );
   }
-  const decoded = safeDecode(backendSchema, { kind: 'etcd', endpoints: endpoints.split(','), prefix }, '--etcd-endpoints/--etcd-prefix');
+  const decoded = safeDecode(
+    backendSchema,
+    { kind: 'etcd', endpoints: endpoints.split(','), prefix },
+    '--etcd-endpoints/--etcd-prefix',
+  );
   if (!decoded.success) throw new UsageError(decoded.error.message, ETCD_OPTIONS_REMEDY);
   return decoded.value;
 }

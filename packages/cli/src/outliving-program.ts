@@ -1,4 +1,12 @@
-import { ContractError, holdersNotProvedGone, placeOptions, shellQuote, type Holder, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import {
+  ContractError,
+  holdersNotProvedGone,
+  placeOptions,
+  shellQuote,
+  type Holder,
+  type Recovery,
+  type RecoveryView,
+} from '@leasehold/contracts';
 import { outlivingProgram } from '@leasehold/recovery';
 import { isErrno } from '@leasehold/state-home';
 
@@ -115,7 +123,11 @@ function signalProved(recovery: Recovery, { holder, record }: OutlivingProgram, 
  * pid names another process now).
  * @throws ContractError `unavailable` when it is still there after SIGKILL (`KILLED_WAIT_MS`).
  */
-export async function endProgram(recovery: Recovery, program: OutlivingProgram, timeoutMs: number): Promise<'SIGTERM' | 'SIGKILL' | undefined> {
+export async function endProgram(
+  recovery: Recovery,
+  program: OutlivingProgram,
+  timeoutMs: number,
+): Promise<'SIGTERM' | 'SIGKILL' | undefined> {
   if (!signalProved(recovery, program, 'SIGTERM')) return undefined;
   const deadline = Date.now() + timeoutMs;
   while (provedLive(recovery, program.holder) && Date.now() < deadline) await pause(POLL_MS);
@@ -123,7 +135,11 @@ export async function endProgram(recovery: Recovery, program: OutlivingProgram, 
   const bound = Date.now() + KILLED_WAIT_MS;
   while (provedLive(recovery, program.holder)) {
     // SIGKILL waits for a process in an uninterruptible sleep (a hung disk or network file system).
-    if (Date.now() >= bound) throw new ContractError('unavailable', `pid ${program.holder.pid}: still there ${KILLED_WAIT_MS} ms after SIGKILL`);
+    if (Date.now() >= bound)
+      throw new ContractError(
+        'unavailable',
+        `pid ${program.holder.pid}: still there ${KILLED_WAIT_MS} ms after SIGKILL`,
+      );
     await pause(POLL_MS);
   }
   return 'SIGKILL';

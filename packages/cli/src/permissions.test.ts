@@ -2,7 +2,8 @@ import { chmodSync, chownSync, mkdirSync, realpathSync, statSync } from 'node:fs
 import { dirname, join } from 'node:path';
 import { treeOf } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Background, BIN, capabilityLeaks, json, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { Background, BIN, json, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 // A state home or workspace this user may not use is a permission problem, said as one: `refused`
 // with the path, the errno or the owner, and a remedy about users and permissions; never
@@ -39,7 +40,15 @@ afterEach(async () => {
 
 /** `leasehold ARGS --json` as uid 65534, with no group of this user. */
 function runAs(args: readonly string[]): Promise<Result> {
-  return new Background('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, BIN, ...args, '--json']).exit();
+  return new Background('setpriv', [
+    `--reuid=${NOBODY}`,
+    `--regid=${NOBODY}`,
+    '--clear-groups',
+    process.execPath,
+    BIN,
+    ...args,
+    '--json',
+  ]).exit();
 }
 
 /** A sandbox the other user may enter (its state home and workspaces stay root's, 0700). */
@@ -79,7 +88,11 @@ describe('as another user: permission problems read as permission problems', () 
     expect(doctor.code).toBe(3);
     // Not a chown that user may not run: another user's state home is theirs.
     expect(json(doctor).findings).toEqual([
-      expect.objectContaining({ file: box.stateHome, kind: 'foreign-owner', fix: 'it is the state home of uid 0: run as that user, or use a state home of your own' }),
+      expect.objectContaining({
+        file: box.stateHome,
+        kind: 'foreign-owner',
+        fix: 'it is the state home of uid 0: run as that user, or use a state home of your own',
+      }),
     ]);
     expect(treeOf(box.stateHome)).toEqual(before);
   });
@@ -89,10 +102,17 @@ describe('as another user: permission problems read as permission problems', () 
     const stateHome = join(box.folder, 'state');
     const status = await runAs(['status', '--workspace', '/', '--state-home', stateHome]);
     expect(status.code).toBe(1);
-    expect(json(status)).toEqual({ error: 'refused', message: `${stateHome}: permission denied (EACCES): this user may not enter a folder above it`, path: stateHome, remedy: expect.stringMatching(PERMISSION_REMEDY) });
+    expect(json(status)).toEqual({
+      error: 'refused',
+      message: `${stateHome}: permission denied (EACCES): this user may not enter a folder above it`,
+      path: stateHome,
+      remedy: expect.stringMatching(PERMISSION_REMEDY),
+    });
     const doctor = await runAs(['doctor', '--state-home', stateHome]);
     expect(doctor.code).toBe(3);
-    expect(json(doctor).findings).toEqual([expect.objectContaining({ file: stateHome, kind: 'permission', problem: expect.stringContaining('EACCES') })]);
+    expect(json(doctor).findings).toEqual([
+      expect.objectContaining({ file: stateHome, kind: 'permission', problem: expect.stringContaining('EACCES') }),
+    ]);
   });
 
   it('a state home that user may not create: serve is refused naming the folder, doctor reports it, status reads it as empty', async () => {
@@ -112,7 +132,9 @@ describe('as another user: permission problems read as permission problems', () 
     expect(doctor.code).toBe(3);
     expect(json(doctor).findings).toEqual([expect.objectContaining({ file: box.folder, kind: 'permission' })]);
     // A reader has nothing to create: a state home that is not there reads as empty.
-    expect(json(await runAs(['status', '--workspace', workspace, '--state-home', stateHome]))).toMatchObject({ status: 'absent' });
+    expect(json(await runAs(['status', '--workspace', workspace, '--state-home', stateHome]))).toMatchObject({
+      status: 'absent',
+    });
   });
 
   it('a workspace that user may not see: refused with EACCES, not absent', async () => {

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { BIN, Background, capabilityLeaks, cleanEnv, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { BIN, Background, cleanEnv, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 import { shellQuote } from '@leasehold/contracts';
 
 // The root README's "A short tour", run as printed: every line of its sh blocks, in order, each
@@ -37,14 +38,23 @@ function tourLine(line: string): TourLine {
   const [, command = '', comment = ''] = /^(.*?)(?:\s+# (.*))?$/.exec(line) ?? [];
   const exit = /\s*\(exit (\d+)\)$/.exec(comment);
   const words = exit === null ? comment : comment.slice(0, exit.index);
-  return { command, phrases: words === '' ? [] : words.split(', '), ...(exit === null ? {} : { exit: Number(exit[1]) }) };
+  return {
+    command,
+    phrases: words === '' ? [] : words.split(', '),
+    ...(exit === null ? {} : { exit: Number(exit[1]) }),
+  };
 }
 
 /** Every line of the tour's sh blocks, in order. */
 function tourLines(): TourLine[] {
   const tour = section(readFileSync(README, 'utf8'), '## A short tour');
   const blocks = [...tour.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
-  return blocks.flatMap((block) => block.split('\n').filter((line) => line.trim() !== '').map(tourLine));
+  return blocks.flatMap((block) =>
+    block
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map(tourLine),
+  );
 }
 
 /**
@@ -52,7 +62,8 @@ function tourLines(): TourLine[] {
  * built `leasehold` by its absolute path, so that it runs from any folder.
  */
 function builtCommand(name: string): string {
-  const script = (JSON.parse(readFileSync(ROOT_PACKAGE, 'utf8')) as { scripts: Record<string, string> }).scripts[name] ?? '';
+  const script =
+    (JSON.parse(readFileSync(ROOT_PACKAGE, 'utf8')) as { scripts: Record<string, string> }).scripts[name] ?? '';
   const last = script.split(' && ').at(-1) ?? '';
   const built = 'node packages/cli/dist/leasehold.cjs';
   if (!last.startsWith(built)) throw new Error(`${ROOT_PACKAGE}: script ${name} does not end in ${built}: ${script}`);
@@ -71,7 +82,9 @@ function substituted(text: string, bindings: Bindings): string {
     if (value === undefined) throw new Error(`the tour uses ${name} before a line printed it: ${text}`);
     return value;
   };
-  return text.replace(/<pid>/g, () => bound(bindings.pid, '<pid>')).replace(/(?<=^|\s)D(?=\s|$)/g, () => bound(bindings.digest, 'D'));
+  return text
+    .replace(/<pid>/g, () => bound(bindings.pid, '<pid>'))
+    .replace(/(?<=^|\s)D(?=\s|$)/g, () => bound(bindings.digest, 'D'));
 }
 
 /** The command line as the shell runs it here: the repository's `pnpm` scripts mapped to what they run. */
@@ -116,7 +129,9 @@ describe("the root README's short tour, run as printed", () => {
   it('serves, stops, crashes, is refused, recovers, recovers a proved-dead owner itself, and runs a program as the owner', async () => {
     const lines = tourLines();
     const commands = lines.map(({ command }) => command);
-    expect(commands).toEqual(expect.arrayContaining(['kill -9 <pid>', 'pnpm -s leasehold serve --recover-dead', 'pnpm -s leasehold stop']));
+    expect(commands).toEqual(
+      expect.arrayContaining(['kill -9 <pid>', 'pnpm -s leasehold serve --recover-dead', 'pnpm -s leasehold stop']),
+    );
     expect(commands.some((command) => command.startsWith('pnpm -s leasehold run -- '))).toBe(true);
 
     const box = sandbox();
@@ -134,7 +149,13 @@ describe("the root README's short tour, run as printed", () => {
         const serving = new Background('/bin/sh', ['-c', `exec ${shell}`], options);
         server = serving;
         // Its ready block is out, and every phrase with it.
-        await serving.until((stdout) => (/^Stop it with .*\n/m.test(stdout) && missingPhrases(stdout, phrases, bindings).length === 0 ? true : undefined), `${where}: ${phrases.join(', ')}`);
+        await serving.until(
+          (stdout) =>
+            /^Stop it with .*\n/m.test(stdout) && missingPhrases(stdout, phrases, bindings).length === 0
+              ? true
+              : undefined,
+          `${where}: ${phrases.join(', ')}`,
+        );
         box.recordCapabilities();
         const program = /^child pid +(\d+)$/m.exec(serving.stdout)?.[1];
         if (program !== undefined) onTestFinished(() => killGroup(Number(program)));
@@ -144,7 +165,10 @@ describe("the root README's short tour, run as printed", () => {
       }
       const ended: Result = await new Background('/bin/sh', ['-c', shell], options).exit();
       const output = `${ended.stdout}${ended.stderr}`;
-      expect({ code: ended.code, missing: missingPhrases(output, phrases, bindings) }, `${where}\n${output}`).toEqual({ code: exit ?? 0, missing: [] });
+      expect({ code: ended.code, missing: missingPhrases(output, phrases, bindings) }, `${where}\n${output}`).toEqual({
+        code: exit ?? 0,
+        missing: [],
+      });
       if (phrases.length === 0) expect(output, where).toBe('');
       bindings.digest = /^digest +([0-9a-f]{64})$/m.exec(ended.stdout)?.[1] ?? bindings.digest;
 
@@ -154,7 +178,10 @@ describe("the root README's short tour, run as printed", () => {
         server = undefined;
       } else if (/\bleasehold stop\b/.test(command)) {
         const stopped = await server?.exit();
-        expect({ code: stopped?.code, last: stopped?.stdout.trimEnd().split('\n').at(-1) }, where).toEqual({ code: 0, last: expect.stringMatching(/^stopped /) });
+        expect({ code: stopped?.code, last: stopped?.stdout.trimEnd().split('\n').at(-1) }, where).toEqual({
+          code: 0,
+          last: expect.stringMatching(/^stopped /),
+        });
         server = undefined;
       }
     }

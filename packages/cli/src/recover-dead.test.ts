@@ -3,7 +3,19 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { treeOf } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { BIN, Background, capabilityLeaks, cli, json, jsonLines, killAll, removeSandboxes, sandbox, type Ready, type Sandbox } from '../test/helpers.js';
+import {
+  BIN,
+  Background,
+  cli,
+  json,
+  jsonLines,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  type Ready,
+  type Sandbox,
+} from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
@@ -22,7 +34,9 @@ function journalFolder(box: Sandbox): string {
 function journalRecords(box: Sandbox): Array<Record<string, unknown>> {
   const journal = journalFolder(box);
   if (!existsSync(journal)) return [];
-  return readdirSync(journal).map((file) => JSON.parse(readFileSync(join(journal, file), 'utf8')) as Record<string, unknown>);
+  return readdirSync(journal).map(
+    (file) => JSON.parse(readFileSync(join(journal, file), 'utf8')) as Record<string, unknown>,
+  );
 }
 
 /** The path of the journal's one record. */
@@ -61,7 +75,11 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
 
     const { server, ready } = await box.serve(workspace, ['--recover-dead']);
     expect(ready.epoch).not.toBe(crashed.epoch);
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toMatchObject({ status: 'running', epoch: ready.epoch, pid: server.pid });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toMatchObject({
+      status: 'running',
+      epoch: ready.epoch,
+      pid: server.pid,
+    });
 
     const [record, ...others] = journalRecords(box);
     expect(others).toEqual([]);
@@ -71,16 +89,33 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
       operator: { pid: server.pid, host: hostname() },
       automatic: {
         reason: 'owner-proved-dead',
-        proved: [{ holder: { pid: crashed.pid, host: hostname(), processStart: expect.stringMatching(/^linux:/) }, by: 'pid-and-start-time' }],
+        proved: [
+          {
+            holder: { pid: crashed.pid, host: hostname(), processStart: expect.stringMatching(/^linux:/) },
+            by: 'pid-and-start-time',
+          },
+        ],
       },
     });
     // `leasehold journal` reads it back, for a script and for a person: automatic, and who was proved gone.
     const journal = json(await cli(['journal', '--state-home', box.stateHome, '--json']));
-    expect(journal.entries).toEqual([expect.objectContaining({ root: workspace, digest: record!.digest, automatic: record!.automatic })]);
+    expect(journal.entries).toEqual([
+      expect.objectContaining({ root: workspace, digest: record!.digest, automatic: record!.automatic }),
+    ]);
     const human = await cli(['journal', '--state-home', box.stateHome]);
-    expect(human.stdout).toContain(`automatically by root (pid ${server.pid} on host ${hostname()}): proved gone pid ${crashed.pid} on host ${hostname()} (by pid-and-start-time)`);
+    expect(human.stdout).toContain(
+      `automatically by root (pid ${server.pid} on host ${hostname()}): proved gone pid ${crashed.pid} on host ${hostname()} (by pid-and-start-time)`,
+    );
     // The server said so itself, before it served: the same proof, and where the record is.
-    expect(jsonLines(server.stdout)).toEqual([{ event: 'recovered', root: workspace, proved: (record!.automatic as { proved: unknown }).proved, record: onlyRecordPath(box) }, ready]);
+    expect(jsonLines(server.stdout)).toEqual([
+      {
+        event: 'recovered',
+        root: workspace,
+        proved: (record!.automatic as { proved: unknown }).proved,
+        record: onlyRecordPath(box),
+      },
+      ready,
+    ]);
     await cli(['stop', ...box.place(workspace)]);
     expect((await server.exit()).code).toBe(0);
   });
@@ -90,7 +125,15 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
     const workspace = box.workspace('ws');
     const crashed = await crashedOwner(box, workspace);
 
-    const runner = new Background(process.execPath, [BIN, 'run', ...box.place(workspace), '--recover-dead', '--', 'sleep', '1000']);
+    const runner = new Background(process.execPath, [
+      BIN,
+      'run',
+      ...box.place(workspace),
+      '--recover-dead',
+      '--',
+      'sleep',
+      '1000',
+    ]);
     await runner.until((stdout) => (/^Stop it with /m.test(stdout) ? true : undefined), 'the ready table');
     box.recordCapabilities();
     // Its program runs in a process group of its own: a failing test ends it too.
@@ -129,7 +172,17 @@ describe('serve --recover-dead: a crash restarted without a person, only when th
     const box = sandbox();
     const workspace = box.workspace('ws');
     // The owner runs as pid 1 of its own PID namespace; killing unshare kills it (--kill-child).
-    const contained = new Background('unshare', ['--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, BIN, 'serve', '--json', ...box.place(workspace)]);
+    const contained = new Background('unshare', [
+      '--pid',
+      '--fork',
+      '--kill-child',
+      '--mount-proc',
+      process.execPath,
+      BIN,
+      'serve',
+      '--json',
+      ...box.place(workspace),
+    ]);
     await contained.until((stdout) => (stdout.includes('"event":"ready"') ? true : undefined), 'ready line');
     box.recordCapabilities();
     await contained.kill9();
@@ -161,29 +214,67 @@ describe('recover --all-dead: after a reboot, every workspace whose owners are a
     expect(reviewed.digest).toMatch(DIGEST);
     expect((reviewed.workspaces as Array<{ root: string }>).map(({ root }) => root)).toEqual([...dead].sort());
     const human = await cli(['recover', '--all-dead', '--state-home', box.stateHome]);
-    expect(human.stdout).toContain(`To recover them all: leasehold recover --all-dead --state-home ${box.stateHome} --digest ${String(reviewed.digest)} --yes`);
+    expect(human.stdout).toContain(
+      `To recover them all: leasehold recover --all-dead --state-home ${box.stateHome} --digest ${String(reviewed.digest)} --yes`,
+    );
 
     const digest = reviewed.digest as string;
     const other = digest.startsWith('0') ? `1${digest.slice(1)}` : `0${digest.slice(1)}`;
     const before = filesOf(box);
-    const wrong = await cli(['recover', '--all-dead', '--state-home', box.stateHome, '--digest', other, '--yes', '--json']);
+    const wrong = await cli([
+      'recover',
+      '--all-dead',
+      '--state-home',
+      box.stateHome,
+      '--digest',
+      other,
+      '--yes',
+      '--json',
+    ]);
     expect(wrong.code).toBe(1);
     expect(json(wrong).error).toBe('conflict');
     expect(filesOf(box)).toEqual(before);
 
-    const recovered = await cli(['recover', '--all-dead', '--state-home', box.stateHome, '--digest', digest, '--yes', '--json']);
+    const recovered = await cli([
+      'recover',
+      '--all-dead',
+      '--state-home',
+      box.stateHome,
+      '--digest',
+      digest,
+      '--yes',
+      '--json',
+    ]);
     expect(recovered.code).toBe(0);
-    expect(recovered.stdout.trim().split('\n').map((line) => JSON.parse(line) as { root: string; recovered: boolean })).toEqual(
-      [...dead].sort().map((root) => expect.objectContaining({ root, recovered: true })),
-    );
-    expect(journalRecords(box).map(({ root }) => root).sort()).toEqual([...dead].sort());
+    expect(
+      recovered.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { root: string; recovered: boolean }),
+    ).toEqual([...dead].sort().map((root) => expect.objectContaining({ root, recovered: true })));
+    expect(
+      journalRecords(box)
+        .map(({ root }) => root)
+        .sort(),
+    ).toEqual([...dead].sort());
     // The journal command lists each, and one workspace's alone with --workspace.
-    const listed = json(await cli(['journal', '--state-home', box.stateHome, '--json'])).entries as Array<{ root: string; automatic?: unknown }>;
+    const listed = json(await cli(['journal', '--state-home', box.stateHome, '--json'])).entries as Array<{
+      root: string;
+      automatic?: unknown;
+    }>;
     expect(listed.map(({ root }) => root).sort()).toEqual([...dead].sort());
     expect(listed.every((entry) => entry.automatic === undefined)).toBe(true);
-    expect((json(await cli(['journal', ...box.place(dead[0]!), '--json'])).entries as Array<{ root: string }>).map(({ root }) => root)).toEqual([dead[0]]);
-    for (const workspace of dead) expect(json(await cli(['status', ...box.place(workspace), '--json'])).status).toBe('stopped');
-    expect(json(await cli(['status', ...box.place(alive), '--json']))).toMatchObject({ status: 'running', epoch: ready.epoch });
+    expect(
+      (json(await cli(['journal', ...box.place(dead[0]!), '--json'])).entries as Array<{ root: string }>).map(
+        ({ root }) => root,
+      ),
+    ).toEqual([dead[0]]);
+    for (const workspace of dead)
+      expect(json(await cli(['status', ...box.place(workspace), '--json'])).status).toBe('stopped');
+    expect(json(await cli(['status', ...box.place(alive), '--json']))).toMatchObject({
+      status: 'running',
+      epoch: ready.epoch,
+    });
 
     // Nothing dead is left: the list is empty, and so is the work.
     const again = json(await cli(['recover', '--all-dead', '--state-home', box.stateHome, '--json']));

@@ -4,7 +4,20 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REGISTRY_ENTRIES, encode } from '@leasehold/contracts';
 import { pathExists, stopProcess } from '@leasehold/test-utils';
-import { Background, BIN, capabilityLeaks, cli, json, killAll, manyOwners, registryWriter, removeSandboxes, sandbox, type Result, type Sandbox } from '../test/helpers.js';
+import {
+  Background,
+  BIN,
+  cli,
+  json,
+  killAll,
+  manyOwners,
+  registryWriter,
+  removeSandboxes,
+  sandbox,
+  type Result,
+  type Sandbox,
+} from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
 
 // Every remedy the command prints names a command that works in the state it was printed in: each
 // test reaches a state, takes the command the output suggests, runs it as a person would (pasted
@@ -18,7 +31,10 @@ afterEach(async () => {
 
 /** The command a person's output suggests: what follows `prefix` on its last line that has it. */
 function suggested(text: string, prefix: string): string {
-  const line = text.split('\n').filter((candidate) => candidate.includes(prefix)).at(-1);
+  const line = text
+    .split('\n')
+    .filter((candidate) => candidate.includes(prefix))
+    .at(-1);
   if (line === undefined) throw new Error(`no "${prefix}" in:\n${text}`);
   return line.slice(line.indexOf(prefix) + prefix.length).trim();
 }
@@ -96,7 +112,13 @@ describe("status's next step works in the state it names", () => {
     const { server, ready } = await box.serve(workspace);
     const machine = await cli(['status', ...box.place(inner), '--json']);
     expect(machine.code).toBe(0);
-    expect(json(machine)).toMatchObject({ status: 'running', root: workspace, folder: inner, epoch: ready.epoch, pid: server.pid });
+    expect(json(machine)).toMatchObject({
+      status: 'running',
+      root: workspace,
+      folder: inner,
+      epoch: ready.epoch,
+      pid: server.pid,
+    });
     const human = await statusText(box, inner);
     expect(human.stdout).toContain(`folder    ${inner} (inside this workspace)`);
     expect((await box.shell(suggested(human.stdout, 'Stop it with: '))).code).toBe(0);
@@ -110,7 +132,12 @@ describe("status's next step works in the state it names", () => {
     const { server } = await box.serve(child);
     const machine = await cli(['status', ...box.place(parent), '--json']);
     expect(machine.code).toBe(3);
-    expect(json(machine)).toEqual({ status: 'absent', root: parent, epoch: null, inside: [{ root: child, ownerStatus: 'live' }] });
+    expect(json(machine)).toEqual({
+      status: 'absent',
+      root: parent,
+      epoch: null,
+      inside: [{ root: child, ownerStatus: 'live' }],
+    });
     const human = await statusText(box, parent);
     expect(human.stdout).not.toContain('leasehold serve');
     const asked = await box.shell(suggested(human.stdout, 'ask about one with: '));
@@ -201,7 +228,10 @@ describe('an owner that does not answer, and a registry held by another command'
     const stopped = await cli(['stop', ...box.place(workspace), '--json']);
     expect(stopped.code).toBe(1);
     const { error, message, remedy } = json(stopped) as { error: string; message: string; remedy: string };
-    expect({ error, message }).toEqual({ error: 'unavailable', message: expect.stringContaining(`pid ${server.pid} on host`) });
+    expect({ error, message }).toEqual({
+      error: 'unavailable',
+      message: expect.stringContaining(`pid ${server.pid} on host`),
+    });
     expect(remedy).toContain(`kill ${server.pid}`);
     // As it says: end that process, then the recovery it names.
     await server.kill9();
@@ -228,7 +258,13 @@ describe('a registry lock whose holder this host cannot tell', () => {
   it('serve is quarantine naming the lock, and the doctor it names reports that lock with its fix', async () => {
     const { box, workspace } = await stoppedWorkspace();
     const lock = join(box.namespace, 'registry', 'registry.lock');
-    const holder = { schema: 'leasehold.registry-lock/1', token: randomUUID(), pid: 4242, host: 'build-7.other-host.invalid', root: box.workspace('elsewhere') };
+    const holder = {
+      schema: 'leasehold.registry-lock/1',
+      token: randomUUID(),
+      pid: 4242,
+      host: 'build-7.other-host.invalid',
+      root: box.workspace('elsewhere'),
+    };
     writeFileSync(lock, encode(holder), { mode: 0o600, flag: 'wx' });
     const refused = await cli(['serve', ...box.place(workspace), '--json']);
     expect(refused.code).toBe(1);
@@ -257,7 +293,9 @@ describe('a full registry', () => {
     expect(listing.code).toBe(0);
     const { entries } = json(listing) as { entries: Array<{ root: string; status: string; reasonCode?: string }> };
     expect(entries.map(({ root }) => root)).toEqual([...roots].sort());
-    expect(new Set(entries.map(({ status, reasonCode }) => `${status} (${reasonCode})`))).toEqual(new Set(['unavailable (owner-gone)']));
+    expect(new Set(entries.map(({ status, reasonCode }) => `${status} (${reasonCode})`))).toEqual(
+      new Set(['unavailable (owner-gone)']),
+    );
     const review = await cli(['recover', ...box.place(roots[0]!)]);
     expect(review.code).toBe(0);
     expect((await box.shell(suggested(review.stdout, 'To recover: '))).code).toBe(0);
@@ -311,10 +349,16 @@ describe('a usage error names the command line that works', () => {
 
   it('init with half of the etcd options, or values that are not a URL and a key prefix, exits 2 and creates nothing', async () => {
     const box = sandbox();
-    for (const options of [['--etcd-endpoints', 'http://127.0.0.1:2379'], ['--etcd-endpoints', 'ftp://x', '--etcd-prefix', 'nope']]) {
+    for (const options of [
+      ['--etcd-endpoints', 'http://127.0.0.1:2379'],
+      ['--etcd-endpoints', 'ftp://x', '--etcd-prefix', 'nope'],
+    ]) {
       const refused = await cli(['init', '--state-home', box.stateHome, ...options, '--json']);
       expect(refused.code).toBe(2);
-      expect(json(refused)).toMatchObject({ error: 'usage', remedy: expect.stringContaining('--etcd-prefix a key prefix such as /leasehold/team') });
+      expect(json(refused)).toMatchObject({
+        error: 'usage',
+        remedy: expect.stringContaining('--etcd-prefix a key prefix such as /leasehold/team'),
+      });
     }
     expect(pathExists(box.stateHome)).toBe(false);
   });

@@ -18,12 +18,16 @@ const NOWHERE: Where = { place: '', home: '' };
  * met: for an error whose layer set no `remedy` of its own (the layers set one wherever they know the fix).
  */
 const REMEDIES: Record<ContractErrorCode, (at: Where) => string> = {
-  refused: (at) => `a file or an input breaks a rule (the message names it); for a file in the state home, \`leasehold doctor${at.home}\` shows how to fix it`,
-  conflict: (at) => `another owner, config or a newer state is in the way; see which with \`leasehold status${at.place}\` and \`leasehold list${at.home}\``,
+  refused: (at) =>
+    `a file or an input breaks a rule (the message names it); for a file in the state home, \`leasehold doctor${at.home}\` shows how to fix it`,
+  conflict: (at) =>
+    `another owner, config or a newer state is in the way; see which with \`leasehold status${at.place}\` and \`leasehold list${at.home}\``,
   capacity: (at) => `the registry is full; stop or recover unused workspaces (\`leasehold list --all${at.home}\`)`,
-  quarantine: (at) => `an owner that is gone, or cannot be told from here, blocks this; check \`leasehold status${at.place}\`, then \`leasehold recover${at.place}\` once it is gone`,
+  quarantine: (at) =>
+    `an owner that is gone, or cannot be told from here, blocks this; check \`leasehold status${at.place}\`, then \`leasehold recover${at.place}\` once it is gone`,
   unavailable: (at) => `nothing answers there right now; see why with \`leasehold status${at.place}\``,
-  'consumed-grant': (at) => `this recovery was already used; run \`leasehold recover${at.place}\` again to review the current state`,
+  'consumed-grant': (at) =>
+    `this recovery was already used; run \`leasehold recover${at.place}\` again to review the current state`,
   busy: () => 'another leasehold command holds the registry; try again in a moment',
 };
 
@@ -31,7 +35,12 @@ const REMEDIES: Record<ContractErrorCode, (at: Where) => string> = {
 export class RemedyError extends ContractError {
   declare readonly remedy: string;
 
-  constructor(code: ContractErrorCode, message: string, remedy: string, options?: Omit<ContractErrorOptions, 'remedy'>) {
+  constructor(
+    code: ContractErrorCode,
+    message: string,
+    remedy: string,
+    options?: Omit<ContractErrorOptions, 'remedy'>,
+  ) {
     super(code, message, { ...options, remedy });
   }
 }
@@ -72,7 +81,8 @@ export interface Problem {
 
 /** The remedies of the system errors a command line can run into (a path missing, a file in the way, no permission). */
 const SYSTEM_REMEDIES: Readonly<Record<string, string>> = {
-  ENOENT: 'that path does not exist: check --workspace and --state-home (or LEASEHOLD_STATE_HOME), or create the folder',
+  ENOENT:
+    'that path does not exist: check --workspace and --state-home (or LEASEHOLD_STATE_HOME), or create the folder',
   ENOTDIR: 'a file stands where a folder must be: check --workspace and --state-home, or move that file away',
   EEXIST: 'a file stands where a folder must be: check --state-home, or move that file away',
   EACCES: 'permission denied: run as the user who owns that path, or pass a --state-home of your own',
@@ -91,9 +101,15 @@ function remedyOf(error: ContractError, at: Where): string {
 export function problemOf(error: unknown, at: Where = NOWHERE): Problem {
   if (ContractError.is(error)) {
     const remedy = remedyOf(error, at);
-    return { code: error.code, message: error.message, ...(error.path === undefined ? {} : { path: error.path }), remedy };
+    return {
+      code: error.code,
+      message: error.message,
+      ...(error.path === undefined ? {} : { path: error.path }),
+      remedy,
+    };
   }
-  if (!isSystemError(error)) return { code: 'internal', message: error instanceof Error ? error.message : 'unexpected failure' };
+  if (!isSystemError(error))
+    return { code: 'internal', message: error instanceof Error ? error.message : 'unexpected failure' };
   const { code, syscall, path } = error;
   // Node's message repeats the code and the path; say what happened to which path once.
   const bare = error.message.startsWith(`${code}: `) ? error.message.slice(code.length + 2) : error.message;

@@ -6,17 +6,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   BIN,
   Background,
-  capabilityLeaks,
   cli,
   httpRequest,
   json,
   killAll,
   removeSandboxes,
   sandbox,
-  transcript,
   type Result,
   type Sandbox,
 } from '../test/helpers.js';
+import { capabilityLeaks, transcript } from '../test/transcript.js';
 
 const ENDPOINT = /^http:\/\/127\.0\.0\.1:[1-9][0-9]*$/;
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -113,7 +112,9 @@ async function untilFound<T>(find: () => T | undefined, what: string): Promise<T
 /** The processes `pid` started and that have not ended yet, from every thread's /proc children list. */
 function childrenOf(pid: number): number[] {
   const threads = readdirSync(`/proc/${pid}/task`);
-  return threads.flatMap((thread) => readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+  return threads.flatMap((thread) =>
+    readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+  );
 }
 
 /** The `sleep 1000` process `pid` started, once it runs as such (a forked shell shows the shell's command line until it execs). */
@@ -151,9 +152,25 @@ function ignores(pid: number, signals: readonly NodeJS.Signals[]): boolean {
 }
 
 /** `leasehold run --json` on `workspace` with `program`, once its program may act. */
-async function startRun(box: Sandbox, workspace: string, program: readonly string[], extra: readonly string[] = []): Promise<{ runner: Background; ready: RunReady }> {
-  const runner = new Background(process.execPath, [BIN, 'run', '--json', ...box.place(workspace), ...extra, '--', ...program]);
-  const ready = await runner.until((stdout) => events(stdout).find((event) => event.event === 'ready') as RunReady | undefined, 'ready line');
+async function startRun(
+  box: Sandbox,
+  workspace: string,
+  program: readonly string[],
+  extra: readonly string[] = [],
+): Promise<{ runner: Background; ready: RunReady }> {
+  const runner = new Background(process.execPath, [
+    BIN,
+    'run',
+    '--json',
+    ...box.place(workspace),
+    ...extra,
+    '--',
+    ...program,
+  ]);
+  const ready = await runner.until(
+    (stdout) => events(stdout).find((event) => event.event === 'ready') as RunReady | undefined,
+    'ready line',
+  );
   programs.add(ready.childPid);
   box.recordCapabilities();
   return { runner, ready };
@@ -203,16 +220,39 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const box = sandbox();
     const workspace = box.workspace('ws');
     const envFile = join(box.folder, 'program-env.txt');
-    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', `env > "$1"; exec ${PYTHON_SERVER}`, workspace, envFile]);
-    expect(ready).toEqual({ event: 'ready', endpoint: expect.stringMatching(ENDPOINT), epoch: expect.stringMatching(ID), pid: runner.pid, childPid: expect.any(Number) });
+    const { runner, ready } = await startRun(box, workspace, [
+      'sh',
+      '-c',
+      `env > "$1"; exec ${PYTHON_SERVER}`,
+      workspace,
+      envFile,
+    ]);
+    expect(ready).toEqual({
+      event: 'ready',
+      endpoint: expect.stringMatching(ENDPOINT),
+      epoch: expect.stringMatching(ID),
+      pid: runner.pid,
+      childPid: expect.any(Number),
+    });
     expect(ready.childPid).not.toBe(runner.pid);
 
-    expect(await statusOf(box, workspace)).toEqual({ status: 'running', root: workspace, epoch: ready.epoch, endpoint: ready.endpoint, pid: runner.pid, capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/), config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({
+      status: 'running',
+      root: workspace,
+      epoch: ready.epoch,
+      endpoint: ready.endpoint,
+      pid: runner.pid,
+      capabilityFile: expect.stringMatching(/\/service\/local-capability\.json$/),
+      config: expect.any(Object),
+    });
     expect(await answers(await portOf(runner))).toBe(200);
 
     const environment = readFileSync(envFile, 'utf8');
     transcript.push(environment);
-    const leasehold = environment.split('\n').filter((line) => line.startsWith('LEASEHOLD_')).sort();
+    const leasehold = environment
+      .split('\n')
+      .filter((line) => line.startsWith('LEASEHOLD_'))
+      .sort();
     expect(leasehold).toEqual([
       `LEASEHOLD_ENDPOINT=${ready.endpoint}`,
       `LEASEHOLD_EPOCH=${ready.epoch}`,
@@ -225,21 +265,38 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(json(stop)).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it.each([
     { program: 'exit 7', status: 7, exit: { code: 7, signal: null } },
     { program: 'kill -9 $$', status: 137, exit: { code: null, signal: 'SIGKILL' } },
-  ])('exits $status when its program runs `$program` by itself, and releases first', async ({ program, status, exit }) => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', program]);
-    const ended = await runner.exit();
-    expect(ended.code).toBe(status);
-    expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, ...exit }, { event: 'stopped', epoch: ready.epoch }]);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
-  });
+  ])(
+    'exits $status when its program runs `$program` by itself, and releases first',
+    async ({ program, status, exit }) => {
+      const box = sandbox();
+      const workspace = box.workspace('ws');
+      const { runner, ready } = await startRun(box, workspace, ['sh', '-c', program]);
+      const ended = await runner.exit();
+      expect(ended.code).toBe(status);
+      expect(events(ended.stdout)).toEqual([
+        ready,
+        { event: 'child-exited', childPid: ready.childPid, ...exit },
+        { event: 'stopped', epoch: ready.epoch },
+      ]);
+      expect(await statusOf(box, workspace)).toEqual({
+        status: 'stopped',
+        root: workspace,
+        epoch: ready.epoch,
+        config: expect.any(Object),
+      });
+    },
+  );
 
   it('stops its program, then the workspace, on SIGHUP (a closed terminal), and exits 0', async () => {
     const box = sandbox();
@@ -249,16 +306,30 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     runner.child.kill('SIGHUP');
     expectStopped(await runner.exit(), ready, 'SIGTERM');
     expect(gone(ready.childPid)).toBe(true);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(await statusOf(box, workspace)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it('sends SIGKILL to a program that ignores SIGTERM once --stop-timeout has passed', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     // An ignored signal stays ignored across exec: python never sees the SIGTERM.
-    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', `trap "" TERM; exec ${PYTHON_SERVER}`, workspace], ['--stop-timeout', '1']);
+    const { runner, ready } = await startRun(
+      box,
+      workspace,
+      ['sh', '-c', `trap "" TERM; exec ${PYTHON_SERVER}`, workspace],
+      ['--stop-timeout', '1'],
+    );
     expect(await answers(await portOf(runner))).toBe(200);
-    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({
+      stopped: true,
+      root: workspace,
+      epoch: ready.epoch,
+    });
     expectStopped(await runner.exit(), ready, 'SIGKILL');
     expect(gone(ready.childPid)).toBe(true);
   });
@@ -271,7 +342,10 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const started = await startedSleep(ready.childPid);
     // The signals a terminal or a supervisor sends a group do not end the watcher: once it ignores them, they are dropped.
     const groupSignals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
-    await untilFound(() => (ignores(watcher, groupSignals) ? true : undefined), 'watcher ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT');
+    await untilFound(
+      () => (ignores(watcher, groupSignals) ? true : undefined),
+      'watcher ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT',
+    );
     for (const signal of groupSignals) process.kill(watcher, signal);
 
     await runner.kill9();
@@ -283,13 +357,23 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const again = await startRun(box, workspace, ['sleep', '1000'], ['--recover-dead']);
     expect(again.ready.epoch).not.toBe(ready.epoch);
     const againWatcher = watcherOf(again.runner, again.ready);
-    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({ stopped: true, root: workspace, epoch: again.ready.epoch });
+    expect(json(await cli(['stop', ...box.place(workspace), '--json']))).toEqual({
+      stopped: true,
+      root: workspace,
+      epoch: again.ready.epoch,
+    });
     const ended = await again.runner.exit();
     // It said what it recovered first: both processes the fences named, run and its program, proved gone.
     const [recovered, ...rest] = events(ended.stdout);
-    const proved = [ready.pid, ready.childPid].map((pid) => expect.objectContaining({ holder: expect.objectContaining({ pid }), by: 'pid-and-start-time' }));
+    const proved = [ready.pid, ready.childPid].map((pid) =>
+      expect.objectContaining({ holder: expect.objectContaining({ pid }), by: 'pid-and-start-time' }),
+    );
     expect(recovered).toMatchObject({ event: 'recovered', root: workspace, proved: expect.arrayContaining(proved) });
-    expect(rest).toEqual([again.ready, { event: 'child-exited', childPid: again.ready.childPid, code: null, signal: 'SIGTERM' }, { event: 'stopped', epoch: again.ready.epoch }]);
+    expect(rest).toEqual([
+      again.ready,
+      { event: 'child-exited', childPid: again.ready.childPid, code: null, signal: 'SIGTERM' },
+      { event: 'stopped', epoch: again.ready.epoch },
+    ]);
     // Told the program ended, the watcher ends too, signalling nothing.
     await untilGone(againWatcher);
   });
@@ -308,14 +392,31 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const program = { pid: ready.childPid, commandLine, processGroup: ready.childPid };
     const inWords = `pid ${ready.childPid}: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})`;
 
-    expect(await statusOf(box, workspace)).toMatchObject({ status: 'unavailable', pid: runner.pid, reasonCode: 'program-outlives-owner', program });
+    expect(await statusOf(box, workspace)).toMatchObject({
+      status: 'unavailable',
+      pid: runner.pid,
+      reasonCode: 'program-outlives-owner',
+      program,
+    });
     const status = await cli(['status', ...place]);
     expect(status.code).toBe(3);
-    expect(status.stdout.split('\n').find((line) => line.startsWith('program '))?.replace(/^program +/, '')).toBe(inWords);
-    expect(status.stdout.trimEnd().split('\n').at(-1)).toBe(`Its owner's process is gone, but the program it ran lives on; end it with: ${stopCommand}`);
+    expect(
+      status.stdout
+        .split('\n')
+        .find((line) => line.startsWith('program '))
+        ?.replace(/^program +/, ''),
+    ).toBe(inWords);
+    expect(status.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `Its owner's process is gone, but the program it ran lives on; end it with: ${stopCommand}`,
+    );
 
     expect(json(await cli(['list', '--state-home', box.stateHome, '--json'])).entries).toEqual([
-      expect.objectContaining({ root: workspace, status: 'unavailable', reasonCode: 'program-outlives-owner', program }),
+      expect.objectContaining({
+        root: workspace,
+        status: 'unavailable',
+        reasonCode: 'program-outlives-owner',
+        program,
+      }),
     ]);
     expect((await cli(['list', '--state-home', box.stateHome])).stdout).toContain(
       `\n${workspace}: its owner is gone, but the program it fenced the workspace with lives on: ${inWords}\n  end it with: ${stopCommand}\n`,
@@ -328,12 +429,20 @@ describe('leasehold run: a program as the owner, through the built binary', () =
       expect.objectContaining({ pid: ready.childPid, status: 'live', fences: ['companion'] }),
     ]);
     const human = (await cli(['recover', ...place])).stdout;
-    expect(human).toContain(`: live, the program its gone owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`);
-    expect(human.trimEnd().split('\n').at(-1)).toBe(`The program its gone owner ran lives on, so recovery would be refused; end it with: ${stopCommand}`);
+    expect(human).toContain(
+      `: live, the program its gone owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`,
+    );
+    expect(human.trimEnd().split('\n').at(-1)).toBe(
+      `The program its gone owner ran lives on, so recovery would be refused; end it with: ${stopCommand}`,
+    );
     const before = treeOf(box.stateHome);
     const refused = await cli(['recover', ...place, '--digest', review.digest as string, '--yes', '--json']);
     expect(refused.code).toBe(1);
-    expect(json(refused)).toEqual({ error: 'quarantine', message: `${workspace}: the program its gone owner fenced it with lives on: ${inWords}; nothing changed`, remedy: `end it with: ${stopCommand}` });
+    expect(json(refused)).toEqual({
+      error: 'quarantine',
+      message: `${workspace}: the program its gone owner fenced it with lives on: ${inWords}; nothing changed`,
+      remedy: `end it with: ${stopCommand}`,
+    });
     expect(treeOf(box.stateHome)).toEqual(before);
 
     const doctor = await cli(['doctor', '--state-home', box.stateHome, '--json']);
@@ -347,7 +456,9 @@ describe('leasehold run: a program as the owner, through the built binary', () =
         fix: stopCommand,
       },
     ]);
-    expect((json(doctor).findings as Array<{ problem: string }>)[0]!.problem).toContain(`started as ${JSON.stringify(commandLine)}, in process group ${ready.childPid}`);
+    expect((json(doctor).findings as Array<{ problem: string }>)[0]!.problem).toContain(
+      `started as ${JSON.stringify(commandLine)}, in process group ${ready.childPid}`,
+    );
     expect(gone(ready.childPid) || gone(started)).toBe(false);
 
     // The command status suggests, as printed (with a short --stop-timeout): SIGTERM is ignored, SIGKILL is not.
@@ -360,8 +471,15 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const after = json(await cli(['recover', ...place, '--json']));
     expect(after.ownerStatus).toBe('absent');
     expect(after.program).toBeUndefined();
-    expect(json(await cli(['recover', ...place, '--digest', after.digest as string, '--yes', '--json']))).toEqual({ recovered: true });
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
+    expect(json(await cli(['recover', ...place, '--digest', after.digest as string, '--yes', '--json']))).toEqual({
+      recovered: true,
+    });
+    expect(await statusOf(box, workspace)).toEqual({
+      status: 'stopped',
+      root: workspace,
+      epoch: ready.epoch,
+      config: expect.any(Object),
+    });
   });
 
   it("never signals a pid whose start time is not the fence's (a reused pid): stop says so and leaves that process alone", async () => {
@@ -388,22 +506,44 @@ describe('leasehold run: a program as the owner, through the built binary', () =
 
   it.each([
     { status: 127, case: 'not found', program: () => '/no/such/program', says: /\/no\/such\/program: .*not found/ },
-    { status: 126, case: 'not executable', program: (box: Sandbox) => notExecutable(box), says: /not-executable: .*Permission denied/ },
-  ])('exits $status, as a shell does, when its program is $case (the shell says so), and releases first', async ({ status, program, says }) => {
-    const box = sandbox();
-    const workspace = box.workspace('ws');
-    const { runner, ready } = await startRun(box, workspace, [program(box)]);
-    const ended = await runner.exit();
-    expect(ended.code).toBe(status);
-    expect(ended.stderr).toMatch(says);
-    expect(events(ended.stdout)).toEqual([ready, { event: 'child-exited', childPid: ready.childPid, code: status, signal: null }, { event: 'stopped', epoch: ready.epoch }]);
-    expect(await statusOf(box, workspace)).toEqual({ status: 'stopped', root: workspace, epoch: ready.epoch, config: expect.any(Object) });
-  });
+    {
+      status: 126,
+      case: 'not executable',
+      program: (box: Sandbox) => notExecutable(box),
+      says: /not-executable: .*Permission denied/,
+    },
+  ])(
+    'exits $status, as a shell does, when its program is $case (the shell says so), and releases first',
+    async ({ status, program, says }) => {
+      const box = sandbox();
+      const workspace = box.workspace('ws');
+      const { runner, ready } = await startRun(box, workspace, [program(box)]);
+      const ended = await runner.exit();
+      expect(ended.code).toBe(status);
+      expect(ended.stderr).toMatch(says);
+      expect(events(ended.stdout)).toEqual([
+        ready,
+        { event: 'child-exited', childPid: ready.childPid, code: status, signal: null },
+        { event: 'stopped', epoch: ready.epoch },
+      ]);
+      expect(await statusOf(box, workspace)).toEqual({
+        status: 'stopped',
+        root: workspace,
+        epoch: ready.epoch,
+        config: expect.any(Object),
+      });
+    },
+  );
 
   it('kills its program and exits 4, touching no file, when its lease is lost', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
-    const { runner, ready } = await startRun(box, workspace, ['sh', '-c', `exec ${PYTHON_SERVER}`, workspace], ['--watch-ms', '50']);
+    const { runner, ready } = await startRun(
+      box,
+      workspace,
+      ['sh', '-c', `exec ${PYTHON_SERVER}`, workspace],
+      ['--watch-ms', '50'],
+    );
     expect(await answers(await portOf(runner))).toBe(200);
     const [service] = box.serviceFolders();
     writeFileSync(join(service!, 'extra.json'), '{}', { mode: 0o600, flag: 'wx' });
@@ -428,7 +568,11 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     const workspace = box.workspace('ws');
     const refused = await cli(['run', ...box.place(workspace), '--json', ...args]);
     expect(refused.code).toBe(2);
-    expect(json(refused)).toEqual({ error: 'usage', message: 'run: no program given after --', remedy: 'give it after --, as in: leasehold run -- CMD [ARGS...]' });
+    expect(json(refused)).toEqual({
+      error: 'usage',
+      message: 'run: no program given after --',
+      remedy: 'give it after --, as in: leasehold run -- CMD [ARGS...]',
+    });
     expect(treeOf(box.stateHome)).toEqual({});
   });
 });

@@ -1,18 +1,8 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  capabilitiesSeen,
-  capabilityLeaks,
-  cli,
-  httpRequest,
-  json,
-  killAll,
-  removeSandboxes,
-  sandbox,
-  transcript,
-  type Result,
-} from '../test/helpers.js';
+import { cli, httpRequest, json, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { capabilitiesSeen, capabilityLeaks, transcript } from '../test/transcript.js';
 
 afterEach(async () => {
   await killAll();
@@ -56,12 +46,24 @@ describe('the capability never leaves its file: no output of any command, in any
     const { capability } = box.capabilities()[0]!;
     expect(capability).toMatch(/^[A-Za-z0-9_-]{43}$/);
     const host = `127.0.0.1:${new URL(ready.endpoint).port}`;
-    for (const args of [['status', ...place], ['list', ...state], ['recover', ...place], ['doctor', ...state], ['serve', ...place]]) {
+    for (const args of [
+      ['status', ...place],
+      ['list', ...state],
+      ['recover', ...place],
+      ['doctor', ...state],
+      ['serve', ...place],
+    ]) {
       await bothModes(args);
     }
     // Errors from the service itself, with a wrong token (which is half the right one) and the right one.
-    await httpRequest(ready.endpoint, 'GET', '/v1/status', { host, authorization: `Bearer ${capability.slice(0, 20)}` });
-    await httpRequest(ready.endpoint, 'GET', '/v1/status', { host: 'evil.example', authorization: `Bearer ${capability}` });
+    await httpRequest(ready.endpoint, 'GET', '/v1/status', {
+      host,
+      authorization: `Bearer ${capability.slice(0, 20)}`,
+    });
+    await httpRequest(ready.endpoint, 'GET', '/v1/status', {
+      host: 'evil.example',
+      authorization: `Bearer ${capability}`,
+    });
     await httpRequest(ready.endpoint, 'GET', '/v1/nowhere', { host, authorization: `Bearer ${capability}` });
     await httpRequest(ready.endpoint, 'GET', '/v1/status', { host, authorization: `Bearer ${capability}` });
     expect(capabilitiesSeen.has(capability)).toBe(true);
@@ -93,7 +95,13 @@ describe('the capability never leaves its file: no output of any command, in any
     const since = transcript.length;
     const [service] = box.serviceFolders();
     writeFileSync(join(service!, 'stray'), 'x', { mode: 0o600 });
-    for (const args of [['status', ...place], ['recover', ...place], ['doctor', ...state], ['serve', ...place]]) await bothModes(args);
+    for (const args of [
+      ['status', ...place],
+      ['recover', ...place],
+      ['doctor', ...state],
+      ['serve', ...place],
+    ])
+      await bothModes(args);
     await cli(['recover', ...place, '--digest', digest, '--yes', '--json']);
     transcriptGrew(since);
   });

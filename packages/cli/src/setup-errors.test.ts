@@ -23,7 +23,11 @@ describe('a state home a person made with mkdir (0755) before the first serve', 
     const workspace = box.workspace('ws');
     mkdirSync(box.stateHome);
     chmodSync(box.stateHome, 0o755);
-    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({ status: 'absent', root: workspace, epoch: null });
+    expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
+      status: 'absent',
+      root: workspace,
+      epoch: null,
+    });
     const { server } = await box.serve(workspace);
     expect(modeOf(box.stateHome)).toBe(0o700);
     expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
@@ -39,7 +43,12 @@ describe('a state home a person made with mkdir (0755) before the first serve', 
     const refused = await cli(['serve', ...box.place(workspace), '--json']);
     expect(refused.code).toBe(1);
     const remedy = `take the group and other bits away: \`chmod 700 ${box.stateHome}\``;
-    expect(json(refused)).toEqual({ error: 'refused', message: `${box.stateHome}: folder has group or other permission bits`, path: box.stateHome, remedy });
+    expect(json(refused)).toEqual({
+      error: 'refused',
+      message: `${box.stateHome}: folder has group or other permission bits`,
+      path: box.stateHome,
+      remedy,
+    });
     expect(modeOf(box.stateHome)).toBe(0o755);
     expect((await box.shell(/`([^`]+)`/.exec(remedy)![1]!)).code).toBe(0);
     const { server } = await box.serve(workspace);
@@ -72,7 +81,9 @@ describe('a state home that does not exist yet, not even its parent', () => {
     const workspace = box.workspace('ws');
     const stateHome = join(box.folder, 'fresh', 'state');
     const place = ['--workspace', workspace, '--state-home', stateHome, '--json'];
-    const answers = await Promise.all(['status', 'list', 'doctor', 'stop', 'recover'].map((command) => cli([command, ...place])));
+    const answers = await Promise.all(
+      ['status', 'list', 'doctor', 'stop', 'recover'].map((command) => cli([command, ...place])),
+    );
     expect(answers.map(({ code }) => code)).toEqual([3, 0, 0, 0, 0]);
     expect(answers.slice(0, 4).map(json)).toEqual([
       { status: 'absent', root: workspace, epoch: null },
@@ -98,7 +109,9 @@ describe('a state home that does not exist yet, not even its parent', () => {
     await server.ready();
     expect(modeOf(stateHome)).toBe(0o700);
     expect(statSync(stateHome).isDirectory()).toBe(true);
-    expect(json(await cli(['stop', '--workspace', workspace, '--state-home', stateHome, '--json']))).toMatchObject({ stopped: true });
+    expect(json(await cli(['stop', '--workspace', workspace, '--state-home', stateHome, '--json']))).toMatchObject({
+      stopped: true,
+    });
     expect((await server.exit()).code).toBe(0);
   });
 });
@@ -110,7 +123,9 @@ describe('a --workspace that does not exist', () => {
     const place = ['--workspace', missing, '--state-home', box.stateHome];
     const human = await cli(['serve', ...place]);
     expect(human).toMatchObject({ code: 1, stdout: '' });
-    expect(human.stderr).toMatch(new RegExp(`^leasehold: refused: ${missing}: .*\n  pass an existing folder with --workspace .*\n$`));
+    expect(human.stderr).toMatch(
+      new RegExp(`^leasehold: refused: ${missing}: .*\n  pass an existing folder with --workspace .*\n$`),
+    );
     expectNoRawError(human.stderr);
     const machine = await cli(['serve', ...place, '--json']);
     expect(machine.code).toBe(1);
@@ -128,7 +143,9 @@ describe('a --workspace that does not exist', () => {
     const missing = join(box.folder, 'no-such-folder');
     const human = await cli(['status', '--workspace', missing, '--state-home', box.stateHome]);
     expect(human).toMatchObject({ code: 3, stderr: '' });
-    expect(human.stdout).toBe(`absent  ${missing}\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`);
+    expect(human.stdout).toBe(
+      `absent  ${missing}\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`,
+    );
   });
 });
 
@@ -143,17 +160,24 @@ describe('a state home that cannot be one', () => {
     expect(human.code).toBe(1);
     expect(human.stderr).toMatch(new RegExp(`^leasehold: refused: ${join(file, 'state')}: .*${file}`));
     expectNoRawError(human.stderr);
-    expect(json(await cli(['serve', ...place, '--json']))).toMatchObject({ error: 'refused', remedy: expect.any(String) });
+    expect(json(await cli(['serve', ...place, '--json']))).toMatchObject({
+      error: 'refused',
+      remedy: expect.any(String),
+    });
   });
 
   it('a relative LEASEHOLD_STATE_HOME: refused, with the remedy that fixes the variable', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
-    const human = await cli(['list', '--workspace', workspace], { env: cleanEnv({ LEASEHOLD_STATE_HOME: 'relative/state' }) });
+    const human = await cli(['list', '--workspace', workspace], {
+      env: cleanEnv({ LEASEHOLD_STATE_HOME: 'relative/state' }),
+    });
     expect(human).toMatchObject({
       code: 1,
       stdout: '',
-      stderr: expect.stringContaining('\n  set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR\n'),
+      stderr: expect.stringContaining(
+        '\n  set LEASEHOLD_STATE_HOME to an absolute path (or unset it), or pass --state-home DIR\n',
+      ),
     });
   });
 });
@@ -161,14 +185,23 @@ describe('a state home that cannot be one', () => {
 describe("this host's etcd setup, which @leasehold/state-home refuses with its remedy", () => {
   it('half a pair of credentials: init records nothing, reaches no etcd, and says to export both or neither', async () => {
     const box = sandbox();
-    const init = ['init', '--state-home', box.stateHome, '--etcd-endpoints', 'http://127.0.0.1:1', '--etcd-prefix', '/leasehold/setup'];
+    const init = [
+      'init',
+      '--state-home',
+      box.stateHome,
+      '--etcd-endpoints',
+      'http://127.0.0.1:1',
+      '--etcd-prefix',
+      '/leasehold/setup',
+    ];
     const env = cleanEnv({ LEASEHOLD_ETCD_USER: 'alice' });
     const human = await cli(init, { env });
     expect(human).toEqual({
       code: 1,
       signal: null,
       stdout: '',
-      stderr: 'leasehold: refused: LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither\n  export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both\n',
+      stderr:
+        'leasehold: refused: LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither\n  export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both\n',
     });
     expect(json(await cli([...init, '--json'], { env }))).toEqual({
       error: 'refused',
@@ -179,16 +212,29 @@ describe("this host's etcd setup, which @leasehold/state-home refuses with its r
   });
 
   it.each([
-    { kind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'], remedy: 'export both LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY, or unset both' },
+    {
+      kind: 'set-both-or-neither',
+      variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'],
+      remedy: 'export both LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY, or unset both',
+    },
     { kind: 'set-also', variables: ['LEASEHOLD_ETCD_CA'], remedy: 'export LEASEHOLD_ETCD_CA as well' },
-    { kind: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'], remedy: 'point LEASEHOLD_ETCD_KEY at a readable PEM file' },
+    {
+      kind: 'readable-file',
+      variables: ['LEASEHOLD_ETCD_KEY'],
+      remedy: 'point LEASEHOLD_ETCD_KEY at a readable PEM file',
+    },
     {
       kind: 'install-etcd',
       variables: [],
-      remedy: 'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
+      remedy:
+        'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
     },
   ] as const)('$kind: told with the words @leasehold/state-home put on the error', ({ kind, variables, remedy }) => {
-    expect(problemOf(new StateHomeError('what went wrong', kind, variables))).toEqual({ code: 'refused', message: 'what went wrong', remedy });
+    expect(problemOf(new StateHomeError('what went wrong', kind, variables))).toEqual({
+      code: 'refused',
+      message: 'what went wrong',
+      remedy,
+    });
   });
 });
 

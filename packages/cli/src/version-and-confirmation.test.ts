@@ -9,7 +9,8 @@ afterEach(async () => {
   await cleanUp();
 });
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
+  .version;
 
 describe('leasehold --version', () => {
   it("prints the command's own package version and exits 0", async () => {

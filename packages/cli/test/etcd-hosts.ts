@@ -18,7 +18,10 @@ export function hostNamed(name: string): Host {
   return {
     box,
     env,
-    run: (args, workspace) => cli([...args, ...(workspace === undefined ? ['--state-home', box.stateHome] : box.place(workspace)), '--json'], { env }),
+    run: (args, workspace) =>
+      cli([...args, ...(workspace === undefined ? ['--state-home', box.stateHome] : box.place(workspace)), '--json'], {
+        env,
+      }),
   };
 }
 

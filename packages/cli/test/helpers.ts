@@ -5,7 +5,16 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processIdentity } from '@leasehold/private-files';
-import { makeTemporaryFolder, messageOf, namesIn, pathExists, spawnSharedFixture, treeOf, type SpawnedChild } from '@leasehold/test-utils';
+import {
+  makeTemporaryFolder,
+  messageOf,
+  namesIn,
+  pathExists,
+  spawnSharedFixture,
+  treeOf,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
+import { capabilitiesSeen, transcript } from './transcript.js';
 
 /** The built `leasehold` command; the tests run it as a real process. */
 export const BIN = fileURLToPath(new URL('../dist/leasehold.cjs', import.meta.url));
@@ -16,33 +25,6 @@ export const BIN = fileURLToPath(new URL('../dist/leasehold.cjs', import.meta.ur
  * tens of seconds on a loaded machine, and that is slow, not broken.
  */
 const WAIT_BOUND_MS = 90_000;
-
-/**
- * Every stdout and stderr of every process this test file ran, and every file
- * a state home held when its sandbox was removed (the journal among them,
- * `local-capability.json` excepted): the haystack of the secrets check.
- */
-export const transcript: string[] = [];
-/** Every capability read from a capability file while its server ran. */
-export const capabilitiesSeen = new Set<string>();
-
-/** The forms a capability's 32 bytes could leak in. */
-function leakForms(capability: string): string[] {
-  const bytes = Buffer.from(capability, 'base64url');
-  return [capability, bytes.toString('base64').replace(/=+$/, ''), bytes.toString('hex'), bytes.toString('hex').toUpperCase()];
-}
-
-/** Which capabilities (by index, never by value) appear in which transcript entries. */
-export function capabilityLeaks(): string[] {
-  const found: string[] = [];
-  [...capabilitiesSeen].forEach((capability, index) => {
-    const forms = leakForms(capability);
-    transcript.forEach((text, entry) => {
-      if (forms.some((form) => text.includes(form))) found.push(`capability #${index} in transcript entry #${entry}`);
-    });
-  });
-  return found;
-}
 
 /** A finished command. */
 export interface Result {
@@ -63,7 +45,8 @@ export function jsonLines(text: string): Array<Record<string, unknown>> {
 /** The single JSON object of a `--json` output. */
 export function json(result: Result): Record<string, unknown> {
   const lines = jsonLines(result.stdout);
-  if (lines.length !== 1) throw new Error(`expected one JSON line, got ${lines.length}: ${result.stdout}${result.stderr}`);
+  if (lines.length !== 1)
+    throw new Error(`expected one JSON line, got ${lines.length}: ${result.stdout}${result.stderr}`);
   return lines[0]!;
 }
 
@@ -71,7 +54,8 @@ const children = new Set<ChildProcess>();
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    if (child.exitCode !== null || child.signalCode !== null)
+      resolve({ code: child.exitCode, signal: child.signalCode });
     else child.once('exit', (code, signal) => resolve({ code, signal }));
   });
 }
@@ -204,7 +188,10 @@ export class Background {
   async exit(): Promise<Result> {
     let bound: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      bound = setTimeout(() => reject(new Error(`still running after ${WAIT_BOUND_MS} ms: ${this.stdout}${this.stderr}`)), WAIT_BOUND_MS);
+      bound = setTimeout(
+        () => reject(new Error(`still running after ${WAIT_BOUND_MS} ms: ${this.stdout}${this.stderr}`)),
+        WAIT_BOUND_MS,
+      );
     });
     try {
       return await Promise.race([this.exited, timeout]);
@@ -259,7 +246,11 @@ export function processStartOf(pid: number): string {
  * given the built coordination), once it holds it; `cleanUp` of test-utils kills it if it still runs.
  */
 export async function checkoutHolder(workspace: string, stateHome: string): Promise<SpawnedChild> {
-  const holder = spawnSharedFixture('checkout-holder', { workspace, stateHome }, { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') });
+  const holder = spawnSharedFixture(
+    'checkout-holder',
+    { workspace, stateHome },
+    { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') },
+  );
   await messageOf(holder, 'held');
   return holder;
 }
@@ -279,7 +270,10 @@ const REGISTRY_WRITER = fileURLToPath(new URL('./fixtures/registry-writer.mjs', 
 /** A process that owns `count` workspaces of `box` (`w0`, `w1`…) at once, started and holding them: SIGKILL it to leave them crashed. */
 export async function manyOwners(box: Sandbox, count: number): Promise<{ owner: Background; roots: string[] }> {
   const owner = new Background(process.execPath, [MANY_OWNERS, box.stateHome, box.folder, String(count)]);
-  const roots = await owner.until((stdout) => (stdout.includes('"event":"owned"') ? (JSON.parse(stdout) as { roots: string[] }).roots : undefined), 'owned');
+  const roots = await owner.until(
+    (stdout) => (stdout.includes('"event":"owned"') ? (JSON.parse(stdout) as { roots: string[] }).roots : undefined),
+    'owned',
+  );
   return { owner, roots };
 }
 
@@ -321,7 +315,11 @@ export class Sandbox {
   }
 
   /** Starts `leasehold serve --json ARGS` on `workspace`, waits for ready, and records its capability. */
-  async serve(workspace: string, extra: readonly string[] = [], json = true): Promise<{ server: Server; ready: Ready }> {
+  async serve(
+    workspace: string,
+    extra: readonly string[] = [],
+    json = true,
+  ): Promise<{ server: Server; ready: Ready }> {
     const server = new Server([...this.place(workspace), ...extra], { json });
     const ready = await server.ready();
     this.recordCapabilities();
@@ -330,7 +328,9 @@ export class Sandbox {
 
   /** Runs a suggested command line in `sh -c`, with this sandbox's `leasehold` first on PATH. */
   shell(command: string): Promise<Result> {
-    return runProcess('/bin/sh', ['-c', command], { env: cleanEnv({ PATH: `${this.binFolder}:${process.env.PATH ?? ''}` }) });
+    return runProcess('/bin/sh', ['-c', command], {
+      env: cleanEnv({ PATH: `${this.binFolder}:${process.env.PATH ?? ''}` }),
+    });
   }
 
   /** The namespace folder `<stateHome>/v1`. */
@@ -363,7 +363,8 @@ export class Sandbox {
   /** Adds every file under the state home (capability files excepted) to the transcript, then removes the folder. */
   remove(): void {
     for (const [path, entry] of Object.entries(treeOf(this.stateHome))) {
-      if (entry.kind === 'file' && basename(path) !== 'local-capability.json') transcript.push(Buffer.from(entry.content, 'hex').toString('latin1'));
+      if (entry.kind === 'file' && basename(path) !== 'local-capability.json')
+        transcript.push(Buffer.from(entry.content, 'hex').toString('latin1'));
     }
     rmSync(this.folder, { recursive: true, force: true });
   }

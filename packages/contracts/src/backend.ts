@@ -6,7 +6,8 @@ import { text } from './primitives.js';
 
 /** An etcd key prefix like `/leasehold/team`: segments of letters, digits, `.`, `_`, `-`; no `.`/`..` segment, no trailing `/`. */
 export const etcdPrefix = text(512, { nonEmpty: true }).refine(
-  (value) => /^(?:\/[A-Za-z0-9._-]+)+$/.test(value) && !value.split('/').some((segment) => segment === '.' || segment === '..'),
+  (value) =>
+    /^(?:\/[A-Za-z0-9._-]+)+$/.test(value) && !value.split('/').some((segment) => segment === '.' || segment === '..'),
   { message: 'not a key prefix like /leasehold/team (segments of letters, digits, ".", "_", "-"; no trailing "/")' },
 );
 
@@ -36,5 +37,7 @@ export function sameBackend(a: Backend, b: Backend): boolean {
 
 /** The backend in words, for a message: its kind, and for etcd its prefix and endpoints (it holds no credential). */
 export function describeBackend(backend: Backend): string {
-  return backend.kind === 'files' ? 'file backend' : `etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
+  return backend.kind === 'files'
+    ? 'file backend'
+    : `etcd backend (prefix ${backend.prefix} on ${backend.endpoints.join(', ')})`;
 }

@@ -22,7 +22,12 @@ function withoutNegativeZero(value: unknown): unknown {
   if (typeof value === 'object' && value !== null) {
     const copy: Record<string, unknown> = {};
     for (const [key, member] of Object.entries(value)) {
-      Object.defineProperty(copy, key, { value: withoutNegativeZero(member), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(copy, key, {
+        value: withoutNegativeZero(member),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return copy;
   }
@@ -166,7 +171,10 @@ describe('encode', () => {
       10n,
       { big: 10n },
     ]) {
-      expect(codeOf(() => encode(value)), inspect(value)).toBe('refused');
+      expect(
+        codeOf(() => encode(value)),
+        inspect(value),
+      ).toBe('refused');
     }
   });
 
@@ -259,7 +267,9 @@ describe('parse', () => {
 
   it('refuses duplicate keys nested deep, inside arrays inside objects', () => {
     const text = '{"l1":{"l2":[{"l3":[[{"l4":{"l5":{"l6":[0,{"k":1,"k":2}]}}}]]}]}}';
-    expect(refusal(() => parseText(text))).toMatch(/^document: duplicate key at \$\.l1\.l2\[0\]\.l3\[0\]\[0\]\.l4\.l5\.l6\[1\]\.k /);
+    expect(refusal(() => parseText(text))).toMatch(
+      /^document: duplicate key at \$\.l1\.l2\[0\]\.l3\[0\]\[0\]\.l4\.l5\.l6\[1\]\.k /,
+    );
     expect(codeOf(() => parseText('[[[[[[[{"x":[{"a":{},"a":{}}]}]]]]]]]'))).toBe('refused');
     expect(codeOf(() => parseText('{"__proto__":1,"__proto__":2}'))).toBe('refused');
   });
@@ -286,7 +296,10 @@ describe('parse', () => {
       quoted(0xe2, 0x82),
       new Uint8Array([0x31, 0xff]),
     ]) {
-      expect(refusal(() => parse(bytes, LARGE)), [...bytes].join(' ')).toBe('document: not valid UTF-8');
+      expect(
+        refusal(() => parse(bytes, LARGE)),
+        [...bytes].join(' '),
+      ).toBe('document: not valid UTF-8');
     }
   });
 
@@ -363,7 +376,10 @@ describe('parse', () => {
       '\u00a01',
       '\u20281',
     ]) {
-      expect(codeOf(() => parseText(text)), JSON.stringify(text)).toBe('refused');
+      expect(
+        codeOf(() => parseText(text)),
+        JSON.stringify(text),
+      ).toBe('refused');
     }
   });
 
@@ -375,15 +391,36 @@ describe('parse', () => {
 
   it('refuses control characters in strings', () => {
     for (let code = 0; code < 0x20; code += 1) {
-      expect(codeOf(() => parseText(`"a${String.fromCharCode(code)}b"`)), `U+${code.toString(16)}`).toBe('refused');
-      expect(codeOf(() => parseText(`{"a${String.fromCharCode(code)}":1}`)), `key U+${code.toString(16)}`).toBe('refused');
+      expect(
+        codeOf(() => parseText(`"a${String.fromCharCode(code)}b"`)),
+        `U+${code.toString(16)}`,
+      ).toBe('refused');
+      expect(
+        codeOf(() => parseText(`{"a${String.fromCharCode(code)}":1}`)),
+        `key U+${code.toString(16)}`,
+      ).toBe('refused');
     }
     expect(refusal(() => parseText('{"k":"a\nb"}'))).toMatch(/^document: control character in string at \$\.k /);
   });
 
   it('refuses invalid escapes', () => {
-    for (const text of ['"\\x"', '"\\\'"', '"\\a"', '"\\0"', '"\\U0041"', '"\\u12"', '"\\u12G4"', '"\\u"', '"\\u 123"', '"\\', '"\\\n"']) {
-      expect(codeOf(() => parseText(text)), text).toBe('refused');
+    for (const text of [
+      '"\\x"',
+      '"\\\'"',
+      '"\\a"',
+      '"\\0"',
+      '"\\U0041"',
+      '"\\u12"',
+      '"\\u12G4"',
+      '"\\u"',
+      '"\\u 123"',
+      '"\\',
+      '"\\\n"',
+    ]) {
+      expect(
+        codeOf(() => parseText(text)),
+        text,
+      ).toBe('refused');
     }
   });
 
@@ -409,7 +446,9 @@ describe('parse', () => {
   });
 
   it('starts every message with the label and names no value', () => {
-    expect(refusal(() => parse(utf8.encode('{"a":1,"a":2}'), LARGE, 'roots.json'))).toMatch(/^roots\.json: duplicate key/);
+    expect(refusal(() => parse(utf8.encode('{"a":1,"a":2}'), LARGE, 'roots.json'))).toMatch(
+      /^roots\.json: duplicate key/,
+    );
     expect(refusal(() => parse(utf8.encode('x'), 0, 'owner.lock'))).toBe('owner.lock: larger than 0 bytes');
   });
 });
@@ -445,7 +484,9 @@ describe('decode, safeDecode and decodeBytes', () => {
     expect(refusal(() => decode(point, { tags: [] }))).toBe('document: missing key $.x');
     expect(refusal(() => decode(point, { x: 1, tags: [{ name: 1 }] }))).toBe('document: wrong type at $.tags[0].name');
     expect(refusal(() => decode(point, { x: 1, tags: [], secretName: 1 }))).toBe('document: unknown key in $');
-    expect(refusal(() => decode(point, { x: 1, tags: [{}] }, 'config.json'))).toBe('config.json: missing key $.tags[0].name');
+    expect(refusal(() => decode(point, { x: 1, tags: [{}] }, 'config.json'))).toBe(
+      'config.json: missing key $.tags[0].name',
+    );
     expect(refusal(() => decode(z.string().max(2), 'abc'))).toBe('document: too large at $');
     expect(refusal(() => decode(z.string().min(2), 'a'))).toBe('document: too small at $');
     expect(refusal(() => decode(z.literal('a'), 'b'))).toBe('document: not an allowed value at $');
@@ -463,9 +504,11 @@ describe('decode, safeDecode and decodeBytes', () => {
       decode(shapes, { 'a-b': 'v', '1a': 'v', '': 'v', [`k${'x'.repeat(31)}`]: 'v', [`k${'x'.repeat(32)}`]: 'v' }),
     );
     expect(message).toBe(`document: wrong type at $[?]; wrong type at $[?]; wrong type at $[?] (and 2 more)`);
-    expect(refusal(() => decode(shapes, { 'a-b': 0, '1a': 0, '': 0, [`k${'x'.repeat(31)}`]: 'v', [`k${'x'.repeat(32)}`]: 'v' }))).toBe(
-      `document: wrong type at $.k${'x'.repeat(31)}; wrong type at $[?]`,
-    );
+    expect(
+      refusal(() =>
+        decode(shapes, { 'a-b': 0, '1a': 0, '': 0, [`k${'x'.repeat(31)}`]: 'v', [`k${'x'.repeat(32)}`]: 'v' }),
+      ),
+    ).toBe(`document: wrong type at $.k${'x'.repeat(31)}; wrong type at $[?]`);
     expect(refusal(() => parseText('{"a-b":[1,]}'))).toMatch(/^document: invalid JSON at \$\[\?\]\[1\] /);
   });
 
@@ -473,7 +516,9 @@ describe('decode, safeDecode and decodeBytes', () => {
     const message = refusal(() => decode(point, { tags: 1, a: 1, b: 2 }));
     expect(message).toBe('document: missing key $.x; wrong type at $.tags; unknown key in $');
     const many = z.strictObject({ a: z.number(), b: z.number(), c: z.number(), d: z.number(), e: z.number() });
-    expect(refusal(() => decode(many, {}))).toBe('document: missing key $.a; missing key $.b; missing key $.c (and 2 more)');
+    expect(refusal(() => decode(many, {}))).toBe(
+      'document: missing key $.a; missing key $.b; missing key $.c (and 2 more)',
+    );
   });
 
   it('safeDecode answers the same error without throwing', () => {
@@ -486,8 +531,12 @@ describe('decode, safeDecode and decodeBytes', () => {
   });
 
   it('decodeBytes refuses what parse refuses and what decode refuses, with the label', () => {
-    expect(refusal(() => decodeBytes(point, utf8.encode('{"x":1,"x":1}'), 100, 'a.json'))).toMatch(/^a\.json: duplicate key at \$\.x /);
+    expect(refusal(() => decodeBytes(point, utf8.encode('{"x":1,"x":1}'), 100, 'a.json'))).toMatch(
+      /^a\.json: duplicate key at \$\.x /,
+    );
     expect(refusal(() => decodeBytes(point, utf8.encode('{"x":1}'), 100, 'a.json'))).toBe('a.json: missing key $.tags');
-    expect(refusal(() => decodeBytes(point, utf8.encode('{"x":1,"tags":[]}'), 10, 'a.json'))).toBe('a.json: larger than 10 bytes');
+    expect(refusal(() => decodeBytes(point, utf8.encode('{"x":1,"tags":[]}'), 10, 'a.json'))).toBe(
+      'a.json: larger than 10 bytes',
+    );
   });
 });

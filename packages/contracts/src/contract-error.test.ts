@@ -28,7 +28,10 @@ describe('ContractError', () => {
 
   it('carries the path it is about, next to the cause, and has none when none is given', () => {
     const cause = new Error('EACCES');
-    const error = new ContractError('refused', '/state/v1/registry/roots.json: unsafe file', { path: '/state/v1/registry/roots.json', cause });
+    const error = new ContractError('refused', '/state/v1/registry/roots.json: unsafe file', {
+      path: '/state/v1/registry/roots.json',
+      cause,
+    });
     expect(error.path).toBe('/state/v1/registry/roots.json');
     expect(error.cause).toBe(cause);
     expect(error.message).toBe('/state/v1/registry/roots.json: unsafe file');
@@ -51,9 +54,17 @@ describe('ContractError', () => {
   });
 
   it('carries the remedy it is given, read-only and in JSON, and has none when none is given', () => {
-    const error = new ContractError('refused', '/s: folder has group or other permission bits', { path: '/s', remedy: 'take the group and other bits away: `chmod 700 /s`' });
+    const error = new ContractError('refused', '/s: folder has group or other permission bits', {
+      path: '/s',
+      remedy: 'take the group and other bits away: `chmod 700 /s`',
+    });
     expect(error.remedy).toBe('take the group and other bits away: `chmod 700 /s`');
-    expect(JSON.parse(JSON.stringify(error))).toEqual({ name: 'ContractError', code: 'refused', path: '/s', remedy: 'take the group and other bits away: `chmod 700 /s`' });
+    expect(JSON.parse(JSON.stringify(error))).toEqual({
+      name: 'ContractError',
+      code: 'refused',
+      path: '/s',
+      remedy: 'take the group and other bits away: `chmod 700 /s`',
+    });
     expect(() => {
       (error as { remedy?: string }).remedy = 'something else';
     }).toThrow(TypeError);
@@ -142,9 +153,13 @@ describe('ContractError.is', () => {
 
   it('keeps the path of an error from another copy, so a consumer narrowing with is() can act on it', async () => {
     const BuiltContractError = await builtCopy();
-    const caught: unknown = new BuiltContractError('refused', '/s/v1/workspaces/ab/service/format.json: a byte-order mark', {
-      path: '/s/v1/workspaces/ab/service/format.json',
-    });
+    const caught: unknown = new BuiltContractError(
+      'refused',
+      '/s/v1/workspaces/ab/service/format.json: a byte-order mark',
+      {
+        path: '/s/v1/workspaces/ab/service/format.json',
+      },
+    );
     if (!ContractError.is(caught, 'refused')) throw new Error('not recognised');
     expect(caught.path).toBe('/s/v1/workspaces/ab/service/format.json');
     const pathless: unknown = new BuiltContractError('refused', 'digest: not a SHA-256 hex digest');

@@ -48,7 +48,8 @@ export class ContractError extends Error {
     this.code = code;
     // Own and enumerable only when given, like `cause`: an error about no file has no `path` key.
     if (options?.path !== undefined) Object.defineProperty(this, 'path', { value: options.path, enumerable: true });
-    if (options?.remedy !== undefined) Object.defineProperty(this, 'remedy', { value: options.remedy, enumerable: true });
+    if (options?.remedy !== undefined)
+      Object.defineProperty(this, 'remedy', { value: options.remedy, enumerable: true });
     Object.defineProperty(this, BRAND, { value: true });
   }
 

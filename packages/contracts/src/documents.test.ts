@@ -79,7 +79,9 @@ const fenceSample: Fence = {
 };
 
 const hex = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => Buffer.from(bytes).toString('hex'));
-const capabilityLike = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => Buffer.from(bytes).toString('base64url'));
+const capabilityLike = fc
+  .uint8Array({ minLength: 32, maxLength: 32 })
+  .map((bytes) => Buffer.from(bytes).toString('base64url'));
 const uuid = fc.uuid();
 const processId = fc.integer({ min: 1, max: 2 ** 31 - 1 });
 /** Text within `max` code points, no NUL, sometimes exactly at the bound. */
@@ -119,7 +121,16 @@ const reservationFields = {
   processStart: processStartArbitrary,
   ownerToken: uuid,
 };
-const reservationRequired = ['root', 'stateHome', 'configIdentity', 'endpoint', 'epoch', 'pid', 'host', 'ownerToken'] as const;
+const reservationRequired = [
+  'root',
+  'stateHome',
+  'configIdentity',
+  'endpoint',
+  'epoch',
+  'pid',
+  'host',
+  'ownerToken',
+] as const;
 const reservationArbitrary = fc.record(reservationFields, { requiredKeys: [...reservationRequired] });
 const etcdPrefixArbitrary = fc
   .array(
@@ -133,9 +144,17 @@ const etcdEndpointArbitrary = fc
 // At most four endpoints, so that a format document with the longest state home still fits DOCUMENT_BYTES.
 const backendArbitrary: fc.Arbitrary<Backend> = fc.oneof(
   fc.constant({ kind: 'files' as const }),
-  fc.record({ kind: fc.constant('etcd' as const), endpoints: fc.array(etcdEndpointArbitrary, { minLength: 1, maxLength: 4 }), prefix: etcdPrefixArbitrary }),
+  fc.record({
+    kind: fc.constant('etcd' as const),
+    endpoints: fc.array(etcdEndpointArbitrary, { minLength: 1, maxLength: 4 }),
+    prefix: etcdPrefixArbitrary,
+  }),
 );
-const backendSample: Backend = { kind: 'etcd', endpoints: ['http://10.0.0.5:2379', 'https://etcd.example:2379'], prefix: '/leasehold/team' };
+const backendSample: Backend = {
+  kind: 'etcd',
+  endpoints: ['http://10.0.0.5:2379', 'https://etcd.example:2379'],
+  prefix: '/leasehold/team',
+};
 
 interface DocumentCase {
   name: string;
@@ -166,7 +185,11 @@ const DOCUMENTS: readonly DocumentCase[] = [
     registryFormatSchema,
     { schema: 'leasehold.registry-format/1', stateHome: '/home/ada/.local/state/leasehold', backend: backendSample },
     fc.record(
-      { schema: fc.constant('leasehold.registry-format/1' as const), stateHome: absolutePathArbitrary, backend: backendArbitrary },
+      {
+        schema: fc.constant('leasehold.registry-format/1' as const),
+        stateHome: absolutePathArbitrary,
+        backend: backendArbitrary,
+      },
       { requiredKeys: ['schema', 'stateHome'] },
     ),
     DOCUMENT_BYTES,
@@ -177,15 +200,32 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'leasehold.registry/1',
     reservationTableSchema,
     { schema: 'leasehold.registry/1', entries: [reservationSample] },
-    fc.record({ schema: fc.constant('leasehold.registry/1' as const), entries: fc.array(reservationArbitrary, { maxLength: 4 }) }),
+    fc.record({
+      schema: fc.constant('leasehold.registry/1' as const),
+      entries: fc.array(reservationArbitrary, { maxLength: 4 }),
+    }),
     REGISTRY_BYTES,
   ),
-  documentCase('reservationSchema', undefined, reservationSchema, reservationSample, reservationArbitrary, PATHS_DOCUMENT_BYTES),
+  documentCase(
+    'reservationSchema',
+    undefined,
+    reservationSchema,
+    reservationSample,
+    reservationArbitrary,
+    PATHS_DOCUMENT_BYTES,
+  ),
   documentCase(
     'registryLockSchema',
     'leasehold.registry-lock/1',
     registryLockSchema,
-    { schema: 'leasehold.registry-lock/1', token: ID_C, pid: 77, host: 'build-01', processStart: 'boot:1', root: '/home/dev/project' },
+    {
+      schema: 'leasehold.registry-lock/1',
+      token: ID_C,
+      pid: 77,
+      host: 'build-01',
+      processStart: 'boot:1',
+      root: '/home/dev/project',
+    },
     fc.record(
       {
         schema: fc.constant('leasehold.registry-lock/1' as const),
@@ -203,7 +243,12 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'serviceFormatSchema',
     'leasehold.service-format/1',
     serviceFormatSchema,
-    { schema: 'leasehold.service-format/1', root: '/home/ada/project', stateHome: '/home/ada/.local/state/leasehold', configIdentity: HASH_A },
+    {
+      schema: 'leasehold.service-format/1',
+      root: '/home/ada/project',
+      stateHome: '/home/ada/.local/state/leasehold',
+      configIdentity: HASH_A,
+    },
     fc.record({
       schema: fc.constant('leasehold.service-format/1' as const),
       root: absolutePathArbitrary,
@@ -217,7 +262,11 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'leasehold.owner-config/1',
     ownerConfigSchema,
     { schema: 'leasehold.owner-config/1', endpoint: 'http://127.0.0.1:0', policyIdentity: HASH_B },
-    fc.record({ schema: fc.constant('leasehold.owner-config/1' as const), endpoint: endpointOf(0), policyIdentity: hex }),
+    fc.record({
+      schema: fc.constant('leasehold.owner-config/1' as const),
+      endpoint: endpointOf(0),
+      policyIdentity: hex,
+    }),
     DOCUMENT_BYTES,
   ),
   documentCase(
@@ -241,7 +290,13 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'leasehold.owner-lock/1',
     ownerLockSchema,
     { schema: 'leasehold.owner-lock/1', epoch: ID_A, token: ID_B, pid: 4242, host: 'build-01' },
-    fc.record({ schema: fc.constant('leasehold.owner-lock/1' as const), epoch: uuid, token: uuid, pid: processId, host: hostArbitrary }),
+    fc.record({
+      schema: fc.constant('leasehold.owner-lock/1' as const),
+      epoch: uuid,
+      token: uuid,
+      pid: processId,
+      host: hostArbitrary,
+    }),
     DOCUMENT_BYTES,
   ),
   documentCase(
@@ -249,7 +304,11 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'leasehold.local-capability/1',
     localCapabilitySchema,
     { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: CAPABILITY },
-    fc.record({ schema: fc.constant('leasehold.local-capability/1' as const), epoch: uuid, capability: capabilityLike }),
+    fc.record({
+      schema: fc.constant('leasehold.local-capability/1' as const),
+      epoch: uuid,
+      capability: capabilityLike,
+    }),
     DOCUMENT_BYTES,
   ),
   documentCase(
@@ -319,7 +378,9 @@ const DOCUMENTS: readonly DocumentCase[] = [
   ),
 ];
 
-const documentArbitrary = fc.oneof(...DOCUMENTS.map((entry) => entry.arbitrary.map((document) => ({ entry, document }))));
+const documentArbitrary = fc.oneof(
+  ...DOCUMENTS.map((entry) => entry.arbitrary.map((document) => ({ entry, document }))),
+);
 
 /** Keys that a document may leave out. */
 const OPTIONAL_KEYS = new Set(['processStart', 'holder', 'backend']);
@@ -333,7 +394,10 @@ interface ObjectSite {
 function objectsIn(value: Json, path: (string | number)[] = []): ObjectSite[] {
   if (Array.isArray(value)) return value.flatMap((item, index) => objectsIn(item, [...path, index]));
   if (typeof value !== 'object' || value === null) return [];
-  return [{ object: value, path }, ...Object.entries(value).flatMap(([key, member]) => objectsIn(member, [...path, key]))];
+  return [
+    { object: value, path },
+    ...Object.entries(value).flatMap(([key, member]) => objectsIn(member, [...path, key])),
+  ];
 }
 
 interface ValueSite {
@@ -368,19 +432,74 @@ describe('bounds', () => {
       host: 'h'.repeat(255),
       processStart: 's'.repeat(128),
     };
-    const registration = { schema: 'leasehold.registration/1', ...fullReservation, checkoutToken: ID_C, phase: 'quarantined' };
+    const registration = {
+      schema: 'leasehold.registration/1',
+      ...fullReservation,
+      checkoutToken: ID_C,
+      phase: 'quarantined',
+    };
     expect(encode(decode(registrationSchema, registration)).byteLength).toBeLessThanOrEqual(PATHS_DOCUMENT_BYTES);
-    const registry = { schema: 'leasehold.registry/1', entries: Array.from({ length: REGISTRY_ENTRIES }, () => fullReservation) };
+    const registry = {
+      schema: 'leasehold.registry/1',
+      entries: Array.from({ length: REGISTRY_ENTRIES }, () => fullReservation),
+    };
     expect(encode(decode(reservationTableSchema, registry)).byteLength).toBeLessThanOrEqual(REGISTRY_BYTES);
     const largest: readonly [z.ZodType, unknown, number][] = [
       [registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: longPath }, DOCUMENT_BYTES],
-      [serviceFormatSchema, { schema: 'leasehold.service-format/1', root: longPath, stateHome: longPath, configIdentity: HASH_A }, PATHS_DOCUMENT_BYTES],
-      [registryLockSchema, { schema: 'leasehold.registry-lock/1', token: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128), root: longPath }, DOCUMENT_BYTES],
-      [checkoutLockSchema, { schema: 'leasehold.checkout-lock/1', token: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128) }, DOCUMENT_BYTES],
-      [companionSchema, { schema: 'leasehold.companion/1', epoch: ID_A, pid: 2 ** 31 - 1, host: 'h'.repeat(255), processStart: 's'.repeat(128) }, DOCUMENT_BYTES],
-      [ownerLockSchema, { schema: 'leasehold.owner-lock/1', epoch: ID_A, token: ID_B, pid: 2 ** 31 - 1, host: 'h'.repeat(255) }, DOCUMENT_BYTES],
-      [ownerConfigSchema, { schema: 'leasehold.owner-config/1', endpoint: 'http://[::1]:65535', policyIdentity: HASH_A }, DOCUMENT_BYTES],
-      [localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: CAPABILITY }, DOCUMENT_BYTES],
+      [
+        serviceFormatSchema,
+        { schema: 'leasehold.service-format/1', root: longPath, stateHome: longPath, configIdentity: HASH_A },
+        PATHS_DOCUMENT_BYTES,
+      ],
+      [
+        registryLockSchema,
+        {
+          schema: 'leasehold.registry-lock/1',
+          token: ID_A,
+          pid: 2 ** 31 - 1,
+          host: 'h'.repeat(255),
+          processStart: 's'.repeat(128),
+          root: longPath,
+        },
+        DOCUMENT_BYTES,
+      ],
+      [
+        checkoutLockSchema,
+        {
+          schema: 'leasehold.checkout-lock/1',
+          token: ID_A,
+          pid: 2 ** 31 - 1,
+          host: 'h'.repeat(255),
+          processStart: 's'.repeat(128),
+        },
+        DOCUMENT_BYTES,
+      ],
+      [
+        companionSchema,
+        {
+          schema: 'leasehold.companion/1',
+          epoch: ID_A,
+          pid: 2 ** 31 - 1,
+          host: 'h'.repeat(255),
+          processStart: 's'.repeat(128),
+        },
+        DOCUMENT_BYTES,
+      ],
+      [
+        ownerLockSchema,
+        { schema: 'leasehold.owner-lock/1', epoch: ID_A, token: ID_B, pid: 2 ** 31 - 1, host: 'h'.repeat(255) },
+        DOCUMENT_BYTES,
+      ],
+      [
+        ownerConfigSchema,
+        { schema: 'leasehold.owner-config/1', endpoint: 'http://[::1]:65535', policyIdentity: HASH_A },
+        DOCUMENT_BYTES,
+      ],
+      [
+        localCapabilitySchema,
+        { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: CAPABILITY },
+        DOCUMENT_BYTES,
+      ],
     ];
     for (const [schema, document, bound] of largest) {
       expect(encode(decode(schema, document)).byteLength).toBeLessThanOrEqual(bound);
@@ -396,10 +515,14 @@ describe.each(DOCUMENTS)('$name', ({ schema, sample, tag, arbitrary, maxBytes })
 
   it('refuses each missing required key', () => {
     for (const key of Object.keys(sample).filter((name) => !OPTIONAL_KEYS.has(name))) {
-      expect(refusal(() => decode(schema, without(sample, key))), key).toMatch(new RegExp(` \\$\\.${key}$`));
+      expect(
+        refusal(() => decode(schema, without(sample, key))),
+        key,
+      ).toMatch(new RegExp(` \\$\\.${key}$`));
     }
     // A missing literal tag is reported as missing, not as a wrong value.
-    if ('schema' in sample) expect(refusal(() => decode(schema, without(sample, 'schema')))).toBe('document: missing key $.schema');
+    if ('schema' in sample)
+      expect(refusal(() => decode(schema, without(sample, 'schema')))).toBe('document: missing key $.schema');
   });
 
   it('accepts a missing optional key', () => {
@@ -414,13 +537,19 @@ describe.each(DOCUMENTS)('$name', ({ schema, sample, tag, arbitrary, maxBytes })
       if (Object.hasOwn(sample, key)) continue;
       const document = copyOf(sample) as JsonObject;
       setOwn(document, key, null);
-      expect(refusal(() => decode(schema, document)), key).toBe('document: unknown key in $');
+      expect(
+        refusal(() => decode(schema, document)),
+        key,
+      ).toBe('document: unknown key in $');
     }
   });
 
   it('refuses a key holding undefined where a value is required, and null', () => {
     for (const key of Object.keys(sample).filter((name) => !OPTIONAL_KEYS.has(name))) {
-      expect(codeOf(() => decode(schema, { ...sample, [key]: null })), key).toBe('refused');
+      expect(
+        codeOf(() => decode(schema, { ...sample, [key]: null })),
+        key,
+      ).toBe('refused');
     }
   });
 
@@ -428,10 +557,15 @@ describe.each(DOCUMENTS)('$name', ({ schema, sample, tag, arbitrary, maxBytes })
     if (tag !== undefined) {
       expect(sample['schema']).toBe(tag);
       const newer = tag.replace(/\/1$/, '/2');
-      expect(refusal(() => decode(schema, { ...sample, schema: newer }))).toBe('document: not an allowed value at $.schema');
+      expect(refusal(() => decode(schema, { ...sample, schema: newer }))).toBe(
+        'document: not an allowed value at $.schema',
+      );
       for (const other of DOCUMENTS) {
         if (other.tag !== undefined && other.tag !== tag) {
-          expect(codeOf(() => decode(schema, { ...sample, schema: other.tag })), other.name).toBe('refused');
+          expect(
+            codeOf(() => decode(schema, { ...sample, schema: other.tag })),
+            other.name,
+          ).toBe('refused');
         }
       }
     }
@@ -458,49 +592,67 @@ describe('document rules', () => {
     const registration = DOCUMENTS.find((entry) => entry.name === 'registrationSchema')!.sample;
     for (const phase of PHASES) expect(decode(registrationSchema, { ...registration, phase }).phase).toBe(phase);
     for (const phase of ['running', 'Idle', '', 'stopped ']) {
-      expect(refusal(() => decode(registrationSchema, { ...registration, phase }))).toBe('document: not an allowed value at $.phase');
+      expect(refusal(() => decode(registrationSchema, { ...registration, phase }))).toBe(
+        'document: not an allowed value at $.phase',
+      );
     }
     expect(PHASES).toEqual(['idle', 'stopping', 'quarantined', 'stopped']);
   });
 
   it('a reservation and a registration need a concrete port; an owner config may ask for port 0', () => {
     const registration = DOCUMENTS.find((entry) => entry.name === 'registrationSchema')!.sample;
-    expect(codeOf(() => decode(reservationSchema, { ...reservationSample, endpoint: 'http://127.0.0.1:0' }))).toBe('refused');
-    expect(codeOf(() => decode(registrationSchema, { ...registration, endpoint: 'http://[::1]:0' }))).toBe('refused');
-    expect(decode(ownerConfigSchema, { schema: 'leasehold.owner-config/1', endpoint: 'http://[::1]:0', policyIdentity: HASH_A }).endpoint).toBe(
-      'http://[::1]:0',
+    expect(codeOf(() => decode(reservationSchema, { ...reservationSample, endpoint: 'http://127.0.0.1:0' }))).toBe(
+      'refused',
     );
+    expect(codeOf(() => decode(registrationSchema, { ...registration, endpoint: 'http://[::1]:0' }))).toBe('refused');
+    expect(
+      decode(ownerConfigSchema, {
+        schema: 'leasehold.owner-config/1',
+        endpoint: 'http://[::1]:0',
+        policyIdentity: HASH_A,
+      }).endpoint,
+    ).toBe('http://[::1]:0');
   });
 
   it('owner-lock and owner-config carry no processStart', () => {
     const ownerLock = { schema: 'leasehold.owner-lock/1', epoch: ID_A, token: ID_B, pid: 1, host: 'h' };
-    expect(refusal(() => decode(ownerLockSchema, { ...ownerLock, processStart: 'boot:1' }))).toBe('document: unknown key in $');
+    expect(refusal(() => decode(ownerLockSchema, { ...ownerLock, processStart: 'boot:1' }))).toBe(
+      'document: unknown key in $',
+    );
   });
 
   it('identities are lowercase hashes and tokens are lowercase ids', () => {
-    expect(codeOf(() => decode(reservationSchema, { ...reservationSample, configIdentity: HASH_A.toUpperCase() }))).toBe('refused');
-    expect(codeOf(() => decode(reservationSchema, { ...reservationSample, ownerToken: ID_A.toUpperCase() }))).toBe('refused');
+    expect(
+      codeOf(() => decode(reservationSchema, { ...reservationSample, configIdentity: HASH_A.toUpperCase() })),
+    ).toBe('refused');
+    expect(codeOf(() => decode(reservationSchema, { ...reservationSample, ownerToken: ID_A.toUpperCase() }))).toBe(
+      'refused',
+    );
     expect(codeOf(() => decode(reservationSchema, { ...reservationSample, root: 'relative/root' }))).toBe('refused');
   });
 
   it('registry: 256 entries accepted, 257 refused', () => {
     const entries = (count: number) => Array.from({ length: count }, () => reservationSample);
-    expect(decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(256) }).entries).toHaveLength(256);
+    expect(
+      decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(256) }).entries,
+    ).toHaveLength(256);
     expect(decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [] }).entries).toHaveLength(0);
-    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(257) }))).toBe(
-      'document: too large at $.entries',
-    );
+    expect(
+      refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: entries(257) })),
+    ).toBe('document: too large at $.entries');
   });
 
   it('registry: an entry is as closed as a reservation', () => {
     const extra = { ...reservationSample, note: 'x' };
-    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [reservationSample, extra] }))).toBe(
-      'document: unknown key in $.entries[1]',
-    );
+    expect(
+      refusal(() =>
+        decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [reservationSample, extra] }),
+      ),
+    ).toBe('document: unknown key in $.entries[1]');
     const withoutPid = without(reservationSample, 'pid');
-    expect(refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [withoutPid] }))).toBe(
-      'document: missing key $.entries[0].pid',
-    );
+    expect(
+      refusal(() => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [withoutPid] })),
+    ).toBe('document: missing key $.entries[0].pid');
   });
 
   it('recovery record: recordedAt is an ISO date-time in UTC', () => {
@@ -508,8 +660,20 @@ describe('document rules', () => {
     for (const recordedAt of ['2025-11-30T10:17:00Z', '2025-11-30T10:17:00.123456Z', new Date(0).toISOString()]) {
       expect(decode(recoveryRecordSchema, { ...record, recordedAt }).recordedAt).toBe(recordedAt);
     }
-    for (const recordedAt of ['2025-11-30', '2025-11-30T10:17Z', '2025-02-30T00:00:00Z', '2025-11-30T10:17:00+01:00', '2025-11-30 10:17:00Z', '2025-13-01T00:00:00Z', 'yesterday', '']) {
-      expect(codeOf(() => decode(recoveryRecordSchema, { ...record, recordedAt })), recordedAt).toBe('refused');
+    for (const recordedAt of [
+      '2025-11-30',
+      '2025-11-30T10:17Z',
+      '2025-02-30T00:00:00Z',
+      '2025-11-30T10:17:00+01:00',
+      '2025-11-30 10:17:00Z',
+      '2025-13-01T00:00:00Z',
+      'yesterday',
+      '',
+    ]) {
+      expect(
+        codeOf(() => decode(recoveryRecordSchema, { ...record, recordedAt })),
+        recordedAt,
+      ).toBe('refused');
     }
   });
 
@@ -517,18 +681,27 @@ describe('document rules', () => {
     const record = DOCUMENTS.find((entry) => entry.name === 'recoveryRecordSchema')!.sample;
     const fences = (count: number) => Array.from({ length: count }, () => fenceSample);
     expect(decode(recoveryRecordSchema, { ...record, fences: fences(64) }).fences).toHaveLength(64);
-    expect(refusal(() => decode(recoveryRecordSchema, { ...record, fences: fences(65) }))).toBe('document: too large at $.fences');
+    expect(refusal(() => decode(recoveryRecordSchema, { ...record, fences: fences(65) }))).toBe(
+      'document: too large at $.fences',
+    );
     for (const kind of FENCE_KINDS) {
-      expect(decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, kind }] }).fences[0]?.kind).toBe(kind);
+      expect(decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, kind }] }).fences[0]?.kind).toBe(
+        kind,
+      );
     }
-    expect(refusal(() => decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, kind: 'journal' }] }))).toBe(
-      'document: not an allowed value at $.fences[0].kind',
-    );
-    expect(refusal(() => decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, capability: CAPABILITY }] }))).toBe(
-      'document: unknown key in $.fences[0]',
-    );
     expect(
-      refusal(() => decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, holder: { pid: 1, host: 'h', user: 'u' } }] })),
+      refusal(() => decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, kind: 'journal' }] })),
+    ).toBe('document: not an allowed value at $.fences[0].kind');
+    expect(
+      refusal(() => decode(recoveryRecordSchema, { ...record, fences: [{ ...fenceSample, capability: CAPABILITY }] })),
+    ).toBe('document: unknown key in $.fences[0]');
+    expect(
+      refusal(() =>
+        decode(recoveryRecordSchema, {
+          ...record,
+          fences: [{ ...fenceSample, holder: { pid: 1, host: 'h', user: 'u' } }],
+        }),
+      ),
     ).toBe('document: unknown key in $.fences[0].holder');
     expect(refusal(() => decode(recoveryRecordSchema, { ...record, operator: { pid: 1, host: 'h' } }))).toBe(
       'document: missing key $.operator.user',
@@ -543,16 +716,35 @@ describe('backend rules', () => {
   const etcd = (fields: Record<string, unknown>) => ({ ...backendSample, ...fields });
 
   it('a format document without a backend is the file backend; files carries nothing else', () => {
-    expect(decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: '/s' }).backend).toBeUndefined();
+    expect(
+      decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome: '/s' }).backend,
+    ).toBeUndefined();
     expect(decode(backendSchema, { kind: 'files' })).toEqual({ kind: 'files' });
     expect(refusal(() => decode(backendSchema, { kind: 'files', prefix: '/x' }))).toBe('document: unknown key in $');
     expect(refusal(() => decode(backendSchema, { kind: 'zookeeper' }))).toBe('document: invalid at $.kind');
   });
 
   it('an etcd prefix is /segments of letters, digits, ".", "_", "-", with no "." or ".." segment and no trailing "/"', () => {
-    for (const prefix of ['/a', '/leasehold/team', '/a.b/c_d/e-f', `/${'p'.repeat(511)}`]) expect(decode(backendSchema, etcd({ prefix }))).toEqual(etcd({ prefix }));
-    for (const prefix of ['', '/', 'a', 'a/b', '/a/', '/a//b', '/./a', '/a/..', '/a b', '/a@b', '/é', `/${'p'.repeat(512)}`]) {
-      expect(codeOf(() => decode(backendSchema, etcd({ prefix }))), prefix).toBe('refused');
+    for (const prefix of ['/a', '/leasehold/team', '/a.b/c_d/e-f', `/${'p'.repeat(511)}`])
+      expect(decode(backendSchema, etcd({ prefix }))).toEqual(etcd({ prefix }));
+    for (const prefix of [
+      '',
+      '/',
+      'a',
+      'a/b',
+      '/a/',
+      '/a//b',
+      '/./a',
+      '/a/..',
+      '/a b',
+      '/a@b',
+      '/é',
+      `/${'p'.repeat(512)}`,
+    ]) {
+      expect(
+        codeOf(() => decode(backendSchema, etcd({ prefix }))),
+        prefix,
+      ).toBe('refused');
     }
   });
 
@@ -560,8 +752,24 @@ describe('backend rules', () => {
     for (const endpoint of ['http://10.0.0.5:2379', 'https://etcd.example:2379', 'http://[::1]:2379']) {
       expect(decode(backendSchema, etcd({ endpoints: [endpoint] }))).toEqual(etcd({ endpoints: [endpoint] }));
     }
-    for (const endpoint of ['10.0.0.5:2379', 'http://10.0.0.5', 'grpc://10.0.0.5:2379', 'http://user:pass@10.0.0.5:2379', 'http://10.0.0.5:2379/', 'http://10.0.0.5:2379?x=1', 'http://10.0.0.5:2379#x', 'http://a b:1', 'http://10.0.0.5:0', 'http://10.0.0.5:65536', 'http://10.0.0.5:02379', 'http://a:b:1']) {
-      expect(codeOf(() => decode(backendSchema, etcd({ endpoints: [endpoint] }))), endpoint).toBe('refused');
+    for (const endpoint of [
+      '10.0.0.5:2379',
+      'http://10.0.0.5',
+      'grpc://10.0.0.5:2379',
+      'http://user:pass@10.0.0.5:2379',
+      'http://10.0.0.5:2379/',
+      'http://10.0.0.5:2379?x=1',
+      'http://10.0.0.5:2379#x',
+      'http://a b:1',
+      'http://10.0.0.5:0',
+      'http://10.0.0.5:65536',
+      'http://10.0.0.5:02379',
+      'http://a:b:1',
+    ]) {
+      expect(
+        codeOf(() => decode(backendSchema, etcd({ endpoints: [endpoint] }))),
+        endpoint,
+      ).toBe('refused');
     }
   });
 
@@ -569,7 +777,9 @@ describe('backend rules', () => {
     const endpoints = (count: number) => Array.from({ length: count }, (_, index) => `http://10.0.0.${index}:2379`);
     expect(decode(backendSchema, etcd({ endpoints: endpoints(16) }))).toEqual(etcd({ endpoints: endpoints(16) }));
     expect(refusal(() => decode(backendSchema, etcd({ endpoints: [] })))).toBe('document: too small at $.endpoints');
-    expect(refusal(() => decode(backendSchema, etcd({ endpoints: endpoints(17) })))).toBe('document: too large at $.endpoints');
+    expect(refusal(() => decode(backendSchema, etcd({ endpoints: endpoints(17) })))).toBe(
+      'document: too large at $.endpoints',
+    );
   });
 });
 
@@ -594,14 +804,20 @@ describe('decoder properties', () => {
 
   it('a generated document with one extra key, at any depth, is refused as an unknown key there', () => {
     fc.assert(
-      fc.property(documentArbitrary, fc.nat(), fc.string({ unit: 'binary', maxLength: 50 }), fc.jsonValue({ maxDepth: 2 }), ({ entry, document }, choice, key, value) => {
-        const copy = copyOf(document);
-        const sites = objectsIn(copy).filter(({ object }) => !Object.hasOwn(object, key));
-        fc.pre(sites.length > 0);
-        const site = sites[choice % sites.length]!;
-        setOwn(site.object, key, value);
-        expect(refusal(() => decode(entry.schema, copy))).toBe(`document: unknown key in ${formatPath(site.path)}`);
-      }),
+      fc.property(
+        documentArbitrary,
+        fc.nat(),
+        fc.string({ unit: 'binary', maxLength: 50 }),
+        fc.jsonValue({ maxDepth: 2 }),
+        ({ entry, document }, choice, key, value) => {
+          const copy = copyOf(document);
+          const sites = objectsIn(copy).filter(({ object }) => !Object.hasOwn(object, key));
+          fc.pre(sites.length > 0);
+          const site = sites[choice % sites.length]!;
+          setOwn(site.object, key, value);
+          expect(refusal(() => decode(entry.schema, copy))).toBe(`document: unknown key in ${formatPath(site.path)}`);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -639,33 +855,96 @@ const SECRET_PLACES: readonly { place: string; action: (secret: string) => unkno
   { place: 'an epoch', action: (secret) => decode(registrationSchema, { ...registration, epoch: secret }) },
   { place: 'a pid', action: (secret) => decode(registrationSchema, { ...registration, pid: secret }) },
   { place: 'an endpoint', action: (secret) => decode(registrationSchema, { ...registration, endpoint: secret }) },
-  { place: 'an endpoint port', action: (secret) => decode(registrationSchema, { ...registration, endpoint: `http://127.0.0.1:${secret}` }) },
+  {
+    place: 'an endpoint port',
+    action: (secret) => decode(registrationSchema, { ...registration, endpoint: `http://127.0.0.1:${secret}` }),
+  },
   { place: 'a hash', action: (secret) => decode(registrationSchema, { ...registration, configIdentity: secret }) },
   { place: 'a phase', action: (secret) => decode(registrationSchema, { ...registration, phase: secret }) },
   { place: 'a tag', action: (secret) => decode(registrationSchema, { ...registration, schema: secret }) },
   { place: 'a path', action: (secret) => decode(registrationSchema, { ...registration, root: secret }) },
-  { place: "an unknown key's value", action: (secret) => decode(registrationSchema, { ...registration, note: secret }) },
+  {
+    place: "an unknown key's value",
+    action: (secret) => decode(registrationSchema, { ...registration, note: secret }),
+  },
   { place: "an unknown key's name", action: (secret) => decode(registrationSchema, { ...registration, [secret]: 1 }) },
-  { place: 'a nested unknown key name', action: (secret) => decode(reservationTableSchema, { schema: 'leasehold.registry/1', entries: [{ ...reservationSample, [secret]: secret }] }) },
-  { place: 'a too-long host', action: (secret) => decode(registrationSchema, { ...registration, host: secret.repeat(6) }) },
-  { place: 'a too-long processStart', action: (secret) => decode(registrationSchema, { ...registration, processStart: secret.repeat(3) }) },
-  { place: 'a host with a NUL', action: (secret) => decode(registrationSchema, { ...registration, host: `${secret}\0` }) },
-  { place: 'a malformed capability', action: (secret) => decode(localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: `${secret}=` }) },
-  { place: 'a capability with a +', action: (secret) => decode(localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: `+${secret.slice(1)}` }) },
-  { place: 'a capability as an array', action: (secret) => decode(localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: [secret] }) },
-  { place: 'a recordedAt', action: (secret) => decode(recoveryRecordSchema, { ...DOCUMENTS.find((entry) => entry.name === 'recoveryRecordSchema')!.sample, recordedAt: secret }) },
-  { place: 'safeDecode', action: (secret) => { const result = safeDecode(registrationSchema, { ...registration, epoch: secret }); if (!result.success) throw result.error; } },
+  {
+    place: 'a nested unknown key name',
+    action: (secret) =>
+      decode(reservationTableSchema, {
+        schema: 'leasehold.registry/1',
+        entries: [{ ...reservationSample, [secret]: secret }],
+      }),
+  },
+  {
+    place: 'a too-long host',
+    action: (secret) => decode(registrationSchema, { ...registration, host: secret.repeat(6) }),
+  },
+  {
+    place: 'a too-long processStart',
+    action: (secret) => decode(registrationSchema, { ...registration, processStart: secret.repeat(3) }),
+  },
+  {
+    place: 'a host with a NUL',
+    action: (secret) => decode(registrationSchema, { ...registration, host: `${secret}\0` }),
+  },
+  {
+    place: 'a malformed capability',
+    action: (secret) =>
+      decode(localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: `${secret}=` }),
+  },
+  {
+    place: 'a capability with a +',
+    action: (secret) =>
+      decode(localCapabilitySchema, {
+        schema: 'leasehold.local-capability/1',
+        epoch: ID_A,
+        capability: `+${secret.slice(1)}`,
+      }),
+  },
+  {
+    place: 'a capability as an array',
+    action: (secret) =>
+      decode(localCapabilitySchema, { schema: 'leasehold.local-capability/1', epoch: ID_A, capability: [secret] }),
+  },
+  {
+    place: 'a recordedAt',
+    action: (secret) =>
+      decode(recoveryRecordSchema, {
+        ...DOCUMENTS.find((entry) => entry.name === 'recoveryRecordSchema')!.sample,
+        recordedAt: secret,
+      }),
+  },
+  {
+    place: 'safeDecode',
+    action: (secret) => {
+      const result = safeDecode(registrationSchema, { ...registration, epoch: secret });
+      if (!result.success) throw result.error;
+    },
+  },
   { place: "a duplicate key's value", action: (secret) => registrationBytes(`{"a":"${secret}","a":"${secret}"}`) },
   { place: "a duplicate key's name", action: (secret) => registrationBytes(`{"${secret}":1,"${secret}":2}`) },
-  { place: 'a nested duplicate key under a secret key', action: (secret) => registrationBytes(`{"${secret}":[{"k":"${secret}","k":1}]}`) },
+  {
+    place: 'a nested duplicate key under a secret key',
+    action: (secret) => registrationBytes(`{"${secret}":[{"k":"${secret}","k":1}]}`),
+  },
   { place: 'an unquoted value', action: (secret) => registrationBytes(`{"capability":${secret}}`) },
   { place: 'trailing content', action: (secret) => registrationBytes(`{} ${secret}`) },
-  { place: 'a string with a control character', action: (secret) => registrationBytes(`{"capability":"${secret}\u0001"}`) },
+  {
+    place: 'a string with a control character',
+    action: (secret) => registrationBytes(`{"capability":"${secret}\u0001"}`),
+  },
   { place: 'a string with an invalid escape', action: (secret) => registrationBytes(`{"capability":"${secret}\\x"}`) },
   { place: 'an unterminated string', action: (secret) => registrationBytes(`{"capability":"${secret}`) },
-  { place: 'invalid UTF-8', action: (secret) => parse(new Uint8Array([...utf8.encode(`"${secret}`), 0xff, 0x22]), 1000) },
+  {
+    place: 'invalid UTF-8',
+    action: (secret) => parse(new Uint8Array([...utf8.encode(`"${secret}`), 0xff, 0x22]), 1000),
+  },
   { place: 'an oversized file', action: (secret) => parse(utf8.encode(`"${secret}"`), 10) },
-  { place: 'a key too deep', action: (secret) => registrationBytes(`${'['.repeat(64)}{"${secret}":1}${']'.repeat(64)}`) },
+  {
+    place: 'a key too deep',
+    action: (secret) => registrationBytes(`${'['.repeat(64)}{"${secret}":1}${']'.repeat(64)}`),
+  },
 ];
 
 describe('secrets never appear in an error', () => {
@@ -687,33 +966,40 @@ describe('secrets never appear in an error', () => {
     );
     let refusals = 0;
     fc.assert(
-      fc.property(documentArbitrary, capabilityLike, injection, fc.nat(), fc.nat(), ({ entry, document }, secret, { mode, repeat }, choice, offset) => {
-        const copy = copyOf(document);
-        let bytes: Uint8Array;
-        if (mode === 'value') {
-          const sites = valuesIn(copy);
-          const site = sites[choice % sites.length]!;
-          (site.parent as Record<string | number, Json>)[site.key] = secret.repeat(repeat);
-          bytes = encode(copy);
-        } else if (mode === 'bytes') {
-          const text = new TextDecoder().decode(encode(copy));
-          const at = offset % (text.length + 1);
-          bytes = utf8.encode(text.slice(0, at) + secret + text.slice(at));
-        } else {
-          const sites = objectsIn(copy);
-          const site = sites[choice % sites.length]!;
-          if (mode === 'key name') setOwn(site.object, secret, choice % 2 === 0 ? null : { [secret]: secret });
-          else setOwn(site.object, `k${choice % 10}`, secret);
-          bytes = encode(copy);
-        }
-        try {
-          decode(entry.schema, parse(bytes, entry.maxBytes));
-        } catch (error) {
-          expect(ContractError.is(error, 'refused')).toBe(true);
-          expectNoSecret(error as ContractError, secret);
-          refusals += 1;
-        }
-      }),
+      fc.property(
+        documentArbitrary,
+        capabilityLike,
+        injection,
+        fc.nat(),
+        fc.nat(),
+        ({ entry, document }, secret, { mode, repeat }, choice, offset) => {
+          const copy = copyOf(document);
+          let bytes: Uint8Array;
+          if (mode === 'value') {
+            const sites = valuesIn(copy);
+            const site = sites[choice % sites.length]!;
+            (site.parent as Record<string | number, Json>)[site.key] = secret.repeat(repeat);
+            bytes = encode(copy);
+          } else if (mode === 'bytes') {
+            const text = new TextDecoder().decode(encode(copy));
+            const at = offset % (text.length + 1);
+            bytes = utf8.encode(text.slice(0, at) + secret + text.slice(at));
+          } else {
+            const sites = objectsIn(copy);
+            const site = sites[choice % sites.length]!;
+            if (mode === 'key name') setOwn(site.object, secret, choice % 2 === 0 ? null : { [secret]: secret });
+            else setOwn(site.object, `k${choice % 10}`, secret);
+            bytes = encode(copy);
+          }
+          try {
+            decode(entry.schema, parse(bytes, entry.maxBytes));
+          } catch (error) {
+            expect(ContractError.is(error, 'refused')).toBe(true);
+            expectNoSecret(error as ContractError, secret);
+            refusals += 1;
+          }
+        },
+      ),
       { numRuns: 400 },
     );
     // Most injections break a rule (the property would prove nothing otherwise).

@@ -174,7 +174,9 @@ export type Fence = z.infer<typeof fenceSchema>;
  */
 export const automaticRecoverySchema = z.strictObject({
   reason: z.literal('owner-proved-dead'),
-  proved: z.array(z.strictObject({ holder: holderSchema, by: z.enum(['pid-and-start-time', 'pid']) })).max(RECOVERY_RECORD_FENCES),
+  proved: z
+    .array(z.strictObject({ holder: holderSchema, by: z.enum(['pid-and-start-time', 'pid']) }))
+    .max(RECOVERY_RECORD_FENCES),
 });
 export type AutomaticRecovery = z.infer<typeof automaticRecoverySchema>;
 

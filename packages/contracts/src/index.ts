@@ -1,4 +1,9 @@
-export { CONTRACT_ERROR_CODES, ContractError, type ContractErrorCode, type ContractErrorOptions } from './contract-error.js';
+export {
+  CONTRACT_ERROR_CODES,
+  ContractError,
+  type ContractErrorCode,
+  type ContractErrorOptions,
+} from './contract-error.js';
 export {
   absolutePath,
   anyPortEndpoint,

@@ -32,7 +32,10 @@ describe('the paths below a private root', () => {
 
   it('refuse a name that is not a private root, and a bad state home', () => {
     for (const name of ['..', `${NAME}x`, NAME.toUpperCase(), '']) {
-      expect(codeOf(() => privateRootPlaces('/state', name)), name).toBe('refused');
+      expect(
+        codeOf(() => privateRootPlaces('/state', name)),
+        name,
+      ).toBe('refused');
     }
     expect(codeOf(() => privateRootPlaces('state', NAME))).toBe('refused');
   });
@@ -50,7 +53,11 @@ describe('a start claim', () => {
   it('is named after the private root, beside the namespace, and so are its markers', () => {
     const claim = startClaimPlaces(ROOT, '/state');
     const token = randomUUID();
-    expect(claim).toEqual({ folder: '/state/start-claims', claim: `/state/start-claims/${NAME}.json`, markerPrefix: `${NAME}.takeover-` });
+    expect(claim).toEqual({
+      folder: '/state/start-claims',
+      claim: `/state/start-claims/${NAME}.json`,
+      markerPrefix: `${NAME}.takeover-`,
+    });
     expect(startClaimMarker(claim, token)).toBe(`/state/start-claims/${NAME}.takeover-${token}.json`);
     expect(START_CLAIM_NAME.test(`${NAME}.json`)).toBe(true);
     expect(START_CLAIM_MARKER_NAME.test(`${NAME}.takeover-${token}.json`)).toBe(true);

@@ -21,7 +21,12 @@ export const NAMESPACE_ENTRIES = [REGISTRY_FOLDER, JOURNAL_FOLDER, WORKSPACES_FO
 export const TAKEOVER_MARKER = new RegExp(`^takeover-${UUID}\\.lock$`);
 const REGISTRY_FILES = { format: 'format.json', roots: 'roots.json', lock: 'registry.lock' } as const;
 /** The only names allowed in `<ns>/registry/`. */
-export const REGISTRY_FOLDER_ENTRIES: readonly (string | RegExp)[] = [REGISTRY_FILES.format, REGISTRY_FILES.roots, REGISTRY_FILES.lock, TAKEOVER_MARKER];
+export const REGISTRY_FOLDER_ENTRIES: readonly (string | RegExp)[] = [
+  REGISTRY_FILES.format,
+  REGISTRY_FILES.roots,
+  REGISTRY_FILES.lock,
+  TAKEOVER_MARKER,
+];
 /** A journal record's name: the time it was made (so names sort oldest first), then a random UUID. */
 export const JOURNAL_RECORD_NAME = new RegExp(`^[0-9TZ]+-${UUID}\\.json$`);
 /** The name of a workspace's private root folder: the first 32 hex digits of the SHA-256 of its root. */
@@ -78,7 +83,8 @@ export interface StateHomeLayout {
 }
 
 function checkedPath(path: string, label: string): string {
-  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', `${label}: not an absolute, normalised path`);
+  if (!absolutePath.safeParse(path).success)
+    throw new ContractError('refused', `${label}: not an absolute, normalised path`);
   return path;
 }
 
@@ -151,7 +157,8 @@ export interface WorkspacePlaces extends PrivateRootPlaces {
  */
 export function privateRootPlaces(stateHome: string, name: string): PrivateRootPlaces {
   const layout = stateHomeLayout(stateHome);
-  if (!PRIVATE_ROOT_NAME.test(name)) throw new ContractError('refused', `${join(layout.workspaces, name)}: not a private root's name`);
+  if (!PRIVATE_ROOT_NAME.test(name))
+    throw new ContractError('refused', `${join(layout.workspaces, name)}: not a private root's name`);
   const privateRoot = join(layout.workspaces, name);
   const service = join(privateRoot, SERVICE_FOLDER);
   return {

@@ -180,7 +180,8 @@ export interface RecoveryView {
 }
 
 /** What a recovery did: `record` names its journal record. */
-export type RecoveryResult = { readonly recovered: false; readonly reason: 'clear' } | { readonly recovered: true; readonly record: string };
+export type RecoveryResult =
+  { readonly recovered: false; readonly reason: 'clear' } | { readonly recovered: true; readonly record: string };
 
 /**
  * What `recoverProvedDead` did when it recovered: the journal record, and the proof journalled
@@ -274,17 +275,32 @@ function holderInWords({ holder, verdict, process }: RecoveryHolderView): string
  * @throws ContractError `quarantine` (a holder not proved gone), and whatever `recovery.recover` throws
  * (`conflict` when the state changed since the view, so a racing recovery is never repeated).
  */
-export async function recoverProvedDead(recovery: Recovery, root: string): Promise<{ readonly recovered: false; readonly reason: 'clear' } | ProvedDeadRecovery> {
+export async function recoverProvedDead(
+  recovery: Recovery,
+  root: string,
+): Promise<{ readonly recovered: false; readonly reason: 'clear' } | ProvedDeadRecovery> {
   const view = await recovery.view(root);
   if (view.clear) return { recovered: false, reason: 'clear' };
   const blocking = holdersNotProvedGone(view);
   if (blocking.length > 0) {
-    throw new ContractError('quarantine', `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`, {
-      remedy: 'wait until each of those processes is gone (or end it; a lease ends within its TTL), then start again; a process of another host or PID namespace is proved gone only there, by `leasehold recover`',
-    });
+    throw new ContractError(
+      'quarantine',
+      `${root}: not every owner is proved gone on this host: ${blocking.map(holderInWords).join('; ')}`,
+      {
+        remedy:
+          'wait until each of those processes is gone (or end it; a lease ends within its TTL), then start again; a process of another host or PID namespace is proved gone only there, by `leasehold recover`',
+      },
+    );
   }
-  const proved = view.holders.map(({ holder }) => ({ holder, by: holder.processStart === undefined ? ('pid' as const) : ('pid-and-start-time' as const) }));
+  const proved = view.holders.map(({ holder }) => ({
+    holder,
+    by: holder.processStart === undefined ? ('pid' as const) : ('pid-and-start-time' as const),
+  }));
   const automatic: AutomaticRecovery = { reason: 'owner-proved-dead', proved };
-  const result = await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: () => undefined, automatic });
+  const result = await recovery.recover(root, {
+    expectedDigest: view.digest,
+    assertAuthority: () => undefined,
+    automatic,
+  });
   return result.recovered ? { ...result, automatic } : result;
 }

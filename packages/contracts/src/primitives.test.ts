@@ -21,7 +21,10 @@ function bounds(schema: z.ZodType, accepted: readonly unknown[], refused: readon
     expect(decode(schema, value), String(value)).toBe(value);
   }
   for (const value of refused) {
-    expect(codeOf(() => decode(schema, value)), String(value)).toBe('refused');
+    expect(
+      codeOf(() => decode(schema, value)),
+      String(value),
+    ).toBe('refused');
   }
 }
 
@@ -60,12 +63,33 @@ describe('absolutePath', () => {
     bounds(
       absolutePath,
       [],
-      ['', 'a', 'a/b', './a', '/a/', '//', '//a', '/a//b', '/./a', '/a/./b', '/a/.', '/a/../b', '/a/..', '/..', '/a\0b', ...NOT_STRINGS],
+      [
+        '',
+        'a',
+        'a/b',
+        './a',
+        '/a/',
+        '//',
+        '//a',
+        '/a//b',
+        '/./a',
+        '/a/./b',
+        '/a/.',
+        '/a/../b',
+        '/a/..',
+        '/..',
+        '/a\0b',
+        ...NOT_STRINGS,
+      ],
     );
   });
 
   it('accepts 4096 characters and refuses 4097', () => {
-    bounds(absolutePath, ['/' + 'a'.repeat(4095), `/${'a'.repeat(2047)}/${'b'.repeat(2047)}`], ['/' + 'a'.repeat(4096)]);
+    bounds(
+      absolutePath,
+      ['/' + 'a'.repeat(4095), `/${'a'.repeat(2047)}/${'b'.repeat(2047)}`],
+      ['/' + 'a'.repeat(4096)],
+    );
     bounds(absolutePath, ['/' + '😀'.repeat(4095)], ['/' + '😀'.repeat(4096)]);
   });
 });
@@ -81,7 +105,16 @@ describe('hash', () => {
     bounds(
       hash,
       [],
-      [digest.toUpperCase(), 'E' + digest.slice(1), digest.slice(1), digest + '0', `${digest}\n`, 'g'.repeat(64), '', ...NOT_STRINGS],
+      [
+        digest.toUpperCase(),
+        'E' + digest.slice(1),
+        digest.slice(1),
+        digest + '0',
+        `${digest}\n`,
+        'g'.repeat(64),
+        '',
+        ...NOT_STRINGS,
+      ],
     );
   });
 });
@@ -150,7 +183,11 @@ describe('pid', () => {
   });
 
   it('refuses 0, 2^31, fractions, negatives, strings and non-finite numbers', () => {
-    bounds(pid, [], [0, -0, 2 ** 31, 1.5, -1, '1', 1n, Number.NaN, Number.POSITIVE_INFINITY, null, true, [], {}, undefined]);
+    bounds(
+      pid,
+      [],
+      [0, -0, 2 ** 31, 1.5, -1, '1', 1n, Number.NaN, Number.POSITIVE_INFINITY, null, true, [], {}, undefined],
+    );
   });
 });
 

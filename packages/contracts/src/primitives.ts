@@ -32,7 +32,10 @@ export const id = z
 export const capabilityToken = z.string().regex(/^[A-Za-z0-9_-]{43}$/, { message: 'not a capability token' });
 
 /** A process id: an integer from 1 to 2^31-1. */
-export const pid = z.int().min(1).max(2 ** 31 - 1);
+export const pid = z
+  .int()
+  .min(1)
+  .max(2 ** 31 - 1);
 
 /** A host name as the owner saw it: 1 to 255 characters. */
 export const host = text(255, { nonEmpty: true });
@@ -48,7 +51,10 @@ function endpointWithPorts(lowestPort: number) {
       const port = ENDPOINT.exec(value)?.[1];
       return port !== undefined && Number(port) >= lowestPort && Number(port) <= 65535;
     },
-    { message: lowestPort === 0 ? 'not a loopback endpoint (port 0 to 65535)' : 'not a loopback endpoint (port 1 to 65535)' },
+    {
+      message:
+        lowestPort === 0 ? 'not a loopback endpoint (port 0 to 65535)' : 'not a loopback endpoint (port 1 to 65535)',
+    },
   );
 }
 

@@ -4,7 +4,9 @@ import { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 
 /** What a POSIX shell makes of `line`: its words, one a line. */
 function wordsOf(line: string): string[] {
-  return execFileSync('/bin/sh', ['-c', `printf '%s\\n' ${line}`], { encoding: 'utf8' }).split('\n').slice(0, -1);
+  return execFileSync('/bin/sh', ['-c', `printf '%s\\n' ${line}`], { encoding: 'utf8' })
+    .split('\n')
+    .slice(0, -1);
 }
 
 describe('shellQuote', () => {
@@ -19,7 +21,12 @@ describe('shellQuote', () => {
 describe('placeOptions', () => {
   it('names a workspace and a state home as the leasehold command takes them, each one word', () => {
     expect(placeOptions('/work/a b', '/state')).toBe("--workspace '/work/a b' --state-home /state");
-    expect(wordsOf(placeOptions("/work/it's", '/st ate'))).toEqual(['--workspace', "/work/it's", '--state-home', '/st ate']);
+    expect(wordsOf(placeOptions("/work/it's", '/st ate'))).toEqual([
+      '--workspace',
+      "/work/it's",
+      '--state-home',
+      '/st ate',
+    ]);
   });
 });
 

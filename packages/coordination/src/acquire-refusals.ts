@@ -29,7 +29,11 @@ function refuseCompanion(workspace: Workspace, quarantine: ContractError): void 
   const remedy = status === 'absent' ? quarantine.remedy : recoverRemedy(places.root, places.stateHome, status);
   const options = { cause: quarantine, ...(remedy === undefined ? {} : { remedy }) };
   if (status === 'live') {
-    throw new ContractError('conflict', `${places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`, options);
+    throw new ContractError(
+      'conflict',
+      `${places.companion}: the workspace is in use by ${holder}, which its owner fenced it with (${quarantine.message})`,
+      options,
+    );
   }
   throw new ContractError('quarantine', `${quarantine.message}; ${places.companion} names ${holder}`, options);
 }
@@ -40,29 +44,49 @@ function refuseCompanion(workspace: Workspace, quarantine: ContractError): void 
  * stopping has its row, refused before this); a checkout lock is `conflict` while its holder
  * lives (a plain tool at work) and `quarantine` once it is gone or cannot be proved live.
  */
-export function refuseState(state: ServiceState, configBytes: Uint8Array, replaceConfig: boolean, places: WorkspacePlaces): void {
+export function refuseState(
+  state: ServiceState,
+  configBytes: Uint8Array,
+  replaceConfig: boolean,
+  places: WorkspacePlaces,
+): void {
   const registration = state.registration?.value;
   if (registration !== undefined && registration.phase !== 'stopped') {
     const status = ownerStatus(registration.pid, registration.host, registration.processStart);
-    throw new ContractError('quarantine', `${places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration, status)}`, {
-      remedy: recoverRemedy(places.root, places.stateHome, status),
-    });
+    throw new ContractError(
+      'quarantine',
+      `${places.registration}: phase ${registration.phase}, not stopped: ${describeHolder(registration, status)}`,
+      {
+        remedy: recoverRemedy(places.root, places.stateHome, status),
+      },
+    );
   }
   const checkoutLock = state.checkoutLock?.value;
   if (checkoutLock !== undefined) {
     const status = ownerStatus(checkoutLock.pid, checkoutLock.host, checkoutLock.processStart);
     const holder = describeHolder(checkoutLock, status);
     if (status === 'live') {
-      throw new ContractError('conflict', `${places.checkoutLock}: held by ${holder}`, { remedy: `a tool is at work in the workspace (pid ${checkoutLock.pid}): try again once it is done` });
+      throw new ContractError('conflict', `${places.checkoutLock}: held by ${holder}`, {
+        remedy: `a tool is at work in the workspace (pid ${checkoutLock.pid}): try again once it is done`,
+      });
     }
-    throw new ContractError('quarantine', `${places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`, {
-      remedy: recoverRemedy(places.root, places.stateHome, status),
-    });
+    throw new ContractError(
+      'quarantine',
+      `${places.checkoutLock}: left by ${holder}; it stays until the workspace is recovered`,
+      {
+        remedy: recoverRemedy(places.root, places.stateHome, status),
+      },
+    );
   }
   if (!replaceConfig && state.config !== undefined && state.config.snapshot.identity !== sha256(configBytes)) {
-    throw new ContractError('conflict', `${places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`, {
-      path: places.config,
-      remedy: 'the stopped workspace keeps another config (another endpoint, or an earlier version): start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run) to take this one',
-    });
+    throw new ContractError(
+      'conflict',
+      `${places.config}: another config exists (identity ${state.config.snapshot.identity}); replaceConfig takes the new one on a stopped workspace`,
+      {
+        path: places.config,
+        remedy:
+          'the stopped workspace keeps another config (another endpoint, or an earlier version): start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run) to take this one',
+      },
+    );
   }
 }

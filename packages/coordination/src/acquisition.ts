@@ -85,11 +85,24 @@ export async function acquireWorkspace(
     processStart: owner.processStart,
     ownerToken: randomUUID(),
   });
-  const registration: Registration = { schema: 'leasehold.registration/1', ...reservation, checkoutToken: randomUUID(), phase: 'idle' };
+  const registration: Registration = {
+    schema: 'leasehold.registration/1',
+    ...reservation,
+    checkoutToken: randomUUID(),
+    phase: 'idle',
+  };
   const documents = ownerDocuments(workspace, registration);
   const rollback = new Rollback(workspace, reservation);
   const owned: FileSnapshots = {};
-  const state = await reserve(workspace, reservation, configBytes, config.policyIdentity, rollback, owned, options.replaceConfig === true);
+  const state = await reserve(
+    workspace,
+    reservation,
+    configBytes,
+    config.policyIdentity,
+    rollback,
+    owned,
+    options.replaceConfig === true,
+  );
   try {
     const step = () => {
       // Outside the lock: another workspace's transaction may rename roots.json under this read.
@@ -165,7 +178,11 @@ async function reserve(
     try {
       transaction.reserve(reservation);
       if (state.service) {
-        Object.assign(owned, { format: state.format?.snapshot, config: state.config?.snapshot, hostConfig: state.hostConfig });
+        Object.assign(owned, {
+          format: state.format?.snapshot,
+          config: state.config?.snapshot,
+          hostConfig: state.hostConfig,
+        });
       } else {
         rollback.serviceFolder(serviceFolderBytes(workspace, configBytes), policyIdentity);
         Object.assign(owned, publishServiceFolder(workspace, configBytes, transaction.writer));
@@ -191,8 +208,16 @@ function stateBeforeLock(workspace: Workspace): ServiceState | undefined {
 function ownerDocuments({ places }: Workspace, registration: Registration) {
   const { epoch, ownerToken, checkoutToken, pid, host, processStart } = registration;
   return {
-    checkoutLock: bounded(encode({ schema: 'leasehold.checkout-lock/1', token: checkoutToken, pid, host, processStart }), FILE_BYTES.checkoutLock, places.checkoutLock),
-    ownerLock: bounded(encode({ schema: 'leasehold.owner-lock/1', epoch, token: ownerToken, pid, host }), FILE_BYTES.ownerLock, places.ownerLock),
+    checkoutLock: bounded(
+      encode({ schema: 'leasehold.checkout-lock/1', token: checkoutToken, pid, host, processStart }),
+      FILE_BYTES.checkoutLock,
+      places.checkoutLock,
+    ),
+    ownerLock: bounded(
+      encode({ schema: 'leasehold.owner-lock/1', epoch, token: ownerToken, pid, host }),
+      FILE_BYTES.ownerLock,
+      places.ownerLock,
+    ),
     capability: bounded(
       encode({ schema: 'leasehold.local-capability/1', epoch, capability: randomBytes(32).toString('base64url') }),
       FILE_BYTES.capability,
@@ -216,7 +241,12 @@ function create(
   return files.create(places[key], bytes, FILE_BYTES[key], publish);
 }
 
-function newWorkspaceOf({ places, files }: Workspace, config: OwnerConfig, owned: FileSnapshots, step: () => void): NewWorkspace {
+function newWorkspaceOf(
+  { places, files }: Workspace,
+  config: OwnerConfig,
+  owned: FileSnapshots,
+  step: () => void,
+): NewWorkspace {
   return {
     root: places.root,
     writeHostConfig: (bytes) => {

@@ -3,7 +3,16 @@ import { recoverRemedy } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, killAndReap, makePlace, modeOf, replaceFile, spawnSharedFixture, type TestPlace } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOf,
+  killAndReap,
+  makePlace,
+  modeOf,
+  replaceFile,
+  spawnSharedFixture,
+  type TestPlace,
+} from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -41,7 +50,9 @@ describe('the plain checkout lock', () => {
     handle.assertOwner();
 
     expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => checkoutOf(place, coordination.root).acquire())).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => checkoutOf(place, coordination.root).acquire())).toBe(
+      'conflict',
+    );
     // A plain tool's lock is no service: the workspace stays absent.
     expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
 
@@ -71,7 +82,9 @@ describe('the plain checkout lock', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'blocked-service');
     const handle = await checkoutOf(place, coordination.root).acquire();
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'conflict',
+    );
     expect(existsSync(coordination.places.service)).toBe(false);
     expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     handle.release();
@@ -97,7 +110,7 @@ describe('the plain checkout lock', () => {
 });
 
 describe('the plain checkout lock and a service row', () => {
-  it("is refused (conflict) while a row exists for the root, even with no service state yet; free again once the row is gone", async () => {
+  it('is refused (conflict) while a row exists for the root, even with no service state yet; free again once the row is gone', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'reserved');
     const checkout = checkoutOf(place, coordination.root);
@@ -117,7 +130,11 @@ describe('the plain checkout lock and a service row', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'row-over-tool');
     const checkout = checkoutOf(place, coordination.root);
-    const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
+    const child = spawnSharedFixture(
+      'checkout-holder',
+      { workspace: coordination.root, stateHome: place.stateHome },
+      FIXTURE_MODULES,
+    );
     await child.line((line) => line.startsWith('{"held"'));
     await killAndReap(child);
     const dead = inspected(checkout);
@@ -133,7 +150,11 @@ describe('breakIfAbsent', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'dead-tool');
     const checkout = checkoutOf(place, coordination.root);
-    const child = spawnSharedFixture('checkout-holder', { workspace: coordination.root, stateHome: place.stateHome }, FIXTURE_MODULES);
+    const child = spawnSharedFixture(
+      'checkout-holder',
+      { workspace: coordination.root, stateHome: place.stateHome },
+      FIXTURE_MODULES,
+    );
     const token = (JSON.parse(await child.line((line) => line.startsWith('{"held"'))) as { held: string }).held;
 
     const alive = inspected(checkout);
@@ -147,8 +168,12 @@ describe('breakIfAbsent', () => {
     expect(dead.verdict).toBe('absent');
     expect(dead.snapshot).toEqual(alive.snapshot);
     // A dead tool's lock still blocks a service: nothing expires by itself. Its holder is gone, so the word is quarantine.
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('quarantine');
-    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({ remedy: recoverRemedy(coordination.root, place.stateHome, 'absent') });
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'quarantine',
+    );
+    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({
+      remedy: recoverRemedy(coordination.root, place.stateHome, 'absent'),
+    });
 
     // The same bytes in a new file: the snapshot read before is stale.
     replaceFile(place.base, checkout.places.checkoutLock, dead.snapshot.bytes);
@@ -170,9 +195,13 @@ describe('breakIfAbsent', () => {
     const coordination = coordinationFor(place, 'service-lock');
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const checkout = checkoutOf(place, coordination.root);
-    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('quarantine');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe(
+      'quarantine',
+    );
     lease.phase('stopping');
-    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('quarantine');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe(
+      'quarantine',
+    );
     lease.assert();
   });
 
@@ -181,7 +210,9 @@ describe('breakIfAbsent', () => {
     const coordination = coordinationFor(place, 'own');
     const checkout = checkoutOf(place, coordination.root);
     const handle = await checkout.acquire();
-    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => checkout.breakIfAbsent(inspected(checkout).snapshot))).toBe(
+      'conflict',
+    );
     handle.assertOwner();
   });
 });

@@ -102,7 +102,12 @@ export class Checkout {
       const bytes = encode({ schema: 'leasehold.checkout-lock/1', token, ...owner });
       this.#files.directory(this.places.privateRoot, true);
       // The transaction's writer proves the registry lock, then creates the lock.
-      return new CheckoutHandle(this.#files, this.places.checkoutLock, token, transaction.writer.create(this.places.checkoutLock, bytes));
+      return new CheckoutHandle(
+        this.#files,
+        this.places.checkoutLock,
+        token,
+        transaction.writer.create(this.places.checkoutLock, bytes),
+      );
     });
   }
 
@@ -136,13 +141,15 @@ export class Checkout {
         throw new ContractError('conflict', `${this.places.checkoutLock}: changed since it was read`);
       }
       const registration = readServiceState(this.#workspace).registration?.value;
-      const ofService = transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
+      const ofService =
+        transaction.rowOf(this.places.root) !== undefined || registration?.checkoutToken === found.lock.token;
       if (ofService) {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: held for a service; use recovery`, {
           remedy: recoverRemedy(this.places.root, this.places.stateHome, found.verdict),
         });
       }
-      if (found.verdict === 'live') throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
+      if (found.verdict === 'live')
+        throw new ContractError('conflict', `${this.places.checkoutLock}: its holder is live`);
       if (found.verdict === 'ambiguous') {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`, {
           remedy: `once a person made sure pid ${found.lock.pid} on host ${found.lock.host} is gone, break the lock from its own host or PID namespace, the one place that proves it gone`,

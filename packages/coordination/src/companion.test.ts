@@ -40,7 +40,10 @@ async function ownedWorkspace() {
   const place = makePlace('process');
   const root = makeWorkspace(place, 'workspace');
   const steps: string[] = [];
-  const ownership = fileOwnership({ stateHome: place.stateHome, hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) } });
+  const ownership = fileOwnership({
+    stateHome: place.stateHome,
+    hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) },
+  });
   const lease = await ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: OWNER_ENDPOINT });
   return { place, root, ownership, lease, steps, places: handPlaces(place.stateHome, root) };
 }
@@ -48,7 +51,11 @@ async function ownedWorkspace() {
 /** The error an acquire of `root` by this process is refused with, once nothing under the state home changed. */
 async function refusedAcquire(place: TestPlace, root: string): Promise<ContractError> {
   const before = stateTreeOf(place.stateHome);
-  const error = await acquireWorkspace(openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 200 }), OWNER_CONFIG, OWNER_ENDPOINT).then(
+  const error = await acquireWorkspace(
+    openWorkspace(root, { stateHome: place.stateHome, lockWaitMs: 200 }),
+    OWNER_CONFIG,
+    OWNER_ENDPOINT,
+  ).then(
     () => undefined,
     (rejection: unknown) => rejection,
   );
@@ -62,7 +69,11 @@ describe('fenceProcess: a second process of the owner fences the workspace too',
     const { lease, ownership, root, steps, places } = await ownedWorkspace();
     const child = liveChild();
     await lease.fenceProcess(child.pid);
-    expect(jsonOf(places.companion)).toEqual({ schema: 'leasehold.companion/1', epoch: lease.owner.epoch, ...processIdentity(child.pid) });
+    expect(jsonOf(places.companion)).toEqual({
+      schema: 'leasehold.companion/1',
+      epoch: lease.owner.epoch,
+      ...processIdentity(child.pid),
+    });
     await lease.assert();
 
     expect(await codeOfAsync(lease.fenceProcess(liveChild().pid))).toBe('refused');
@@ -100,7 +111,13 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     const place = makePlace('process');
     const root = makeWorkspace(place, 'workspace');
     const child = liveChild();
-    const plan = { workspace: root, stateHome: place.stateHome, operation: 'acquire', config: OWNER_CONFIG, endpoint: CHILD_OWNER_ENDPOINT } as const;
+    const plan = {
+      workspace: root,
+      stateHome: place.stateHome,
+      operation: 'acquire',
+      config: OWNER_CONFIG,
+      endpoint: CHILD_OWNER_ENDPOINT,
+    } as const;
     const owner = spawnSharedFixture('crasher', { ...plan, companion: child.pid, killAt: 'end' }, FIXTURE_MODULES);
     expect(await owner.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
     expect(messagesOf(owner, 'fenced')).toEqual([{ fenced: child.pid }]);

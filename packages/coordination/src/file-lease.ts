@@ -9,7 +9,15 @@ import {
 } from '@leasehold/contracts';
 import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot } from '@leasehold/private-files';
 import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
-import { FILE_BYTES, SERVICE_FILES, documentOf, readServiceSnapshots, reservationOf, sameReservation, type ServiceFile } from './service-state.js';
+import {
+  FILE_BYTES,
+  SERVICE_FILES,
+  documentOf,
+  readServiceSnapshots,
+  reservationOf,
+  sameReservation,
+  type ServiceFile,
+} from './service-state.js';
 import type { Workspace } from './workspace.js';
 
 /** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
@@ -50,8 +58,14 @@ export class FileLease {
   localAccess(): LocalAccess {
     this.assert();
     const snapshot = this.#held.snapshots.capability;
-    if (snapshot === undefined) throw new ContractError('unavailable', `${this.#workspace.places.capability}: not held`);
-    const { capability } = decodeBytes(localCapabilitySchema, snapshot.bytes, FILE_BYTES.capability, this.#workspace.places.capability);
+    if (snapshot === undefined)
+      throw new ContractError('unavailable', `${this.#workspace.places.capability}: not held`);
+    const { capability } = decodeBytes(
+      localCapabilitySchema,
+      snapshot.bytes,
+      FILE_BYTES.capability,
+      this.#workspace.places.capability,
+    );
     return { endpoint: this.#held.registration.endpoint, epoch: this.#held.registration.epoch, capability };
   }
 
@@ -88,14 +102,20 @@ export class FileLease {
    */
   fenceProcess(pid: number): void {
     this.assert();
-    if (this.#held.registration.phase === 'stopped') throw new ContractError('unavailable', `${this.#workspace.places.root}: the lease is being released`);
+    if (this.#held.registration.phase === 'stopped')
+      throw new ContractError('unavailable', `${this.#workspace.places.root}: the lease is being released`);
     const path = this.#workspace.places.companion;
-    if (this.#held.snapshots.companion !== undefined) throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
+    if (this.#held.snapshots.companion !== undefined)
+      throw new ContractError('refused', `${path}: this lease already fences a process (one per lease)`);
     const identity = processIdentity(pid);
-    if (identity === undefined) throw new ContractError('refused', `pid ${pid}: no such process on this host (gone, or never was)`);
+    if (identity === undefined)
+      throw new ContractError('refused', `pid ${pid}: no such process on this host (gone, or never was)`);
     // A create whose link took effect but whose folder fsync failed counts as done, as in `phase`:
     // the fence exists, and what a power loss could take back names a process it killed anyway.
-    this.#writer.create('companion', encode({ schema: 'leasehold.companion/1', epoch: this.#held.registration.epoch, ...identity }));
+    this.#writer.create(
+      'companion',
+      encode({ schema: 'leasehold.companion/1', epoch: this.#held.registration.epoch, ...identity }),
+    );
   }
 
   /**
@@ -129,7 +149,9 @@ export class FileLease {
         this.assert();
       } catch (error) {
         stop();
-        this.#ended ??= ContractError.is(error) ? error : new ContractError('conflict', 'the lease could not be asserted', { cause: error });
+        this.#ended ??= ContractError.is(error)
+          ? error
+          : new ContractError('conflict', 'the lease could not be asserted', { cause: error });
         onLost(error);
       }
     }, intervalMs);

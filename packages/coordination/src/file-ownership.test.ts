@@ -1,7 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { currentProcess } from '@leasehold/private-files';
-import { cleanUp, codeOf, codeOfAsync, handPlaces, killUnreaped, makePlace, replaceFile, sharedFixturePath, spawnUnreaped } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOf,
+  codeOfAsync,
+  handPlaces,
+  killUnreaped,
+  makePlace,
+  replaceFile,
+  sharedFixturePath,
+  spawnUnreaped,
+} from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -37,7 +47,15 @@ describe('fileOwnership', () => {
   it("names its owner's process as list and recovery judge it: live, then absent once it is a zombie (killed, never reaped)", async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'zombie');
-    const plan = { workspace: root, stateHome: place.stateHome, operation: 'acquire', config: ANY_PORT, endpoint: BOUND, killAt: 'hold', modules: FIXTURE_MODULES };
+    const plan = {
+      workspace: root,
+      stateHome: place.stateHome,
+      operation: 'acquire',
+      config: ANY_PORT,
+      endpoint: BOUND,
+      killAt: 'hold',
+      modules: FIXTURE_MODULES,
+    };
     const { parent, pid } = await spawnUnreaped(process.execPath, [sharedFixturePath('crasher'), JSON.stringify(plan)]);
     await parent.line((line) => line.includes('"held"'));
     const ownership = fileOwnership({ stateHome: place.stateHome });
@@ -46,7 +64,9 @@ describe('fileOwnership', () => {
     // kill(pid, 0) still finds a zombie; its start time, and what it holds, are gone.
     expect(process.kill(pid, 0)).toBe(true);
     expect(await ownership.inspect(root)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
-    expect((await ownership.list()).map(({ pid: listed, verdict }) => ({ listed, verdict }))).toEqual([{ listed: pid, verdict: 'absent' }]);
+    expect((await ownership.list()).map(({ pid: listed, verdict }) => ({ listed, verdict }))).toEqual([
+      { listed: pid, verdict: 'absent' },
+    ]);
   });
 
   it('acquires, is seen by inspect, writes its phase and releases to stopped', async () => {
@@ -56,8 +76,17 @@ describe('fileOwnership', () => {
     expect(await ownership.inspect(root)).toEqual({ status: 'absent' });
     expect(await ownership.configuration(root)).toBeUndefined();
 
-    const lease = await ownership.acquire(root, ANY_PORT, { boundEndpoint: BOUND, initializeNew: (fresh) => fresh.writeHostConfig(policyBytes()) });
-    const owner = { epoch: lease.owner.epoch, endpoint: BOUND, pid: process.pid, host: currentProcess().host, process: 'live' };
+    const lease = await ownership.acquire(root, ANY_PORT, {
+      boundEndpoint: BOUND,
+      initializeNew: (fresh) => fresh.writeHostConfig(policyBytes()),
+    });
+    const owner = {
+      epoch: lease.owner.epoch,
+      endpoint: BOUND,
+      pid: process.pid,
+      host: currentProcess().host,
+      process: 'live',
+    };
     expect(lease.root).toBe(root);
     expect(lease.owner).toEqual({ ...owner, phase: 'idle' });
     await lease.assert();
@@ -82,9 +111,17 @@ describe('fileOwnership', () => {
     const first = fileOwnership({ stateHome: place.stateHome });
     const second = fileOwnership({ stateHome: place.stateHome });
     const lease = await first.acquire(root, ANY_PORT, { boundEndpoint: BOUND });
-    expect(await codeOfAsync(() => second.acquire(root, ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40002' }))).toBe('conflict');
-    expect(await codeOfAsync(() => second.acquire(makeWorkspace(place, 'held/inner'), ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40003' }))).toBe('conflict');
-    expect(await codeOfAsync(() => second.acquire(makeWorkspace(place, 'other'), ANY_PORT, { boundEndpoint: BOUND }))).toBe('conflict');
+    expect(await codeOfAsync(() => second.acquire(root, ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40002' }))).toBe(
+      'conflict',
+    );
+    expect(
+      await codeOfAsync(() =>
+        second.acquire(makeWorkspace(place, 'held/inner'), ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40003' }),
+      ),
+    ).toBe('conflict');
+    expect(
+      await codeOfAsync(() => second.acquire(makeWorkspace(place, 'other'), ANY_PORT, { boundEndpoint: BOUND })),
+    ).toBe('conflict');
     await lease.assert();
     await lease.release();
     const again = await second.acquire(root, ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40002' });
@@ -95,7 +132,10 @@ describe('fileOwnership', () => {
   it('rejects, never throws, for a root that is not absolute: inspect answers unavailable', async () => {
     const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });
-    expect(await ownership.inspect('relative/root')).toMatchObject({ status: 'unavailable', reason: expect.stringMatching(/^refused: /) as unknown });
+    expect(await ownership.inspect('relative/root')).toMatchObject({
+      status: 'unavailable',
+      reason: expect.stringMatching(/^refused: /) as unknown,
+    });
     const acquiring = ownership.acquire('relative/root', ANY_PORT, { boundEndpoint: BOUND });
     expect(await codeOfAsync(acquiring)).toBe('refused');
   });
@@ -118,9 +158,15 @@ describe('fileOwnership', () => {
     const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     expect(await ownership.list()).toEqual([]);
-    const gone = { ...reservationFor(place.stateHome, makeWorkspace(place, 'gone'), 'http://127.0.0.1:40011'), ...goneHolder() };
+    const gone = {
+      ...reservationFor(place.stateHome, makeWorkspace(place, 'gone'), 'http://127.0.0.1:40011'),
+      ...goneHolder(),
+    };
     const elsewhere = ambiguousHolders().find(({ name }) => name === 'another host')?.holder;
-    const far = { ...reservationFor(place.stateHome, makeWorkspace(place, 'far'), 'http://127.0.0.1:40012'), ...elsewhere };
+    const far = {
+      ...reservationFor(place.stateHome, makeWorkspace(place, 'far'), 'http://127.0.0.1:40012'),
+      ...elsewhere,
+    };
     await writeRows(place, [gone, far]);
     const live = await ownership.acquire(makeWorkspace(place, 'live'), ANY_PORT, { boundEndpoint: BOUND });
     const rows = await ownership.list();
@@ -142,7 +188,11 @@ describe('fileOwnership', () => {
     const lease = await ownership.acquire(root, ANY_PORT, { boundEndpoint: BOUND });
     const access = await ownership.localAccess(root);
     expect(access).toEqual(lease.localAccess());
-    expect(access).toMatchObject({ endpoint: BOUND, epoch: lease.owner.epoch, capability: expect.stringMatching(CAPABILITY) as unknown });
+    expect(access).toMatchObject({
+      endpoint: BOUND,
+      epoch: lease.owner.epoch,
+      capability: expect.stringMatching(CAPABILITY) as unknown,
+    });
     await lease.release();
     expect(await codeOfAsync(() => ownership.localAccess(root))).toBe('unavailable');
     expect(codeOf(() => lease.localAccess())).toBe('unavailable');
@@ -155,7 +205,9 @@ describe('fileOwnership', () => {
     const file = ownership.capabilityFile(root);
     expect(file).toBe(handPlaces(place.stateHome, root).capability);
     const lease = await ownership.acquire(root, ANY_PORT, { boundEndpoint: BOUND });
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ capability: (await ownership.localAccess(root)).capability });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({
+      capability: (await ownership.localAccess(root)).capability,
+    });
     await lease.release();
     expect(codeOf(() => ownership.capabilityFile('relative/root'))).toBe('refused');
   });
@@ -178,7 +230,11 @@ describe('fileOwnership', () => {
     expect(local.backend).toEqual(etcd);
     const lease = await local.acquire(makeWorkspace(place, 'first'), ANY_PORT, { boundEndpoint: BOUND });
     const files = fileOwnership({ stateHome: place.stateHome });
-    expect(await codeOfAsync(() => files.acquire(makeWorkspace(place, 'second'), ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40002' }))).toBe('refused');
+    expect(
+      await codeOfAsync(() =>
+        files.acquire(makeWorkspace(place, 'second'), ANY_PORT, { boundEndpoint: 'http://127.0.0.1:40002' }),
+      ),
+    ).toBe('refused');
     await lease.release();
   });
 });

@@ -1,4 +1,16 @@
-import { PRIVATE_ROOT_NAME, decodeBytes, privateRootPlaces, serviceFormatSchema, stateHomeLayout, workspacePlaces, type Backend, type Inspection, type ListedOwner, type Ownership, type OwnershipLease } from '@leasehold/contracts';
+import {
+  PRIVATE_ROOT_NAME,
+  decodeBytes,
+  privateRootPlaces,
+  serviceFormatSchema,
+  stateHomeLayout,
+  workspacePlaces,
+  type Backend,
+  type Inspection,
+  type ListedOwner,
+  type Ownership,
+  type OwnershipLease,
+} from '@leasehold/contracts';
 import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { acquireWorkspace } from './acquisition.js';
@@ -7,7 +19,13 @@ import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
 import { openWorkspace, registryOptionsOf, type CoordinationOptions } from './workspace.js';
-import { inspectWorkspace, reasonOf, summaryOf, workspaceConfiguration, workspaceLocalAccess } from './workspace-reads.js';
+import {
+  inspectWorkspace,
+  reasonOf,
+  summaryOf,
+  workspaceConfiguration,
+  workspaceLocalAccess,
+} from './workspace-reads.js';
 
 /** The files' `FileLease` behind the seam: the same proofs, as the seam's async calls. */
 function leaseOver(lease: FileLease, root: string): OwnershipLease {
@@ -49,7 +67,9 @@ function knownRoots(stateHome: string): string[] {
   const roots = files.entries(layout.workspaces, [PRIVATE_ROOT_NAME]).flatMap((name) => {
     const path = privateRootPlaces(stateHome, name).format;
     const snapshot = files.read(path, FILE_BYTES.format);
-    return snapshot === undefined ? [] : [decodeBytes(serviceFormatSchema, snapshot.bytes, FILE_BYTES.format, path).root];
+    return snapshot === undefined
+      ? []
+      : [decodeBytes(serviceFormatSchema, snapshot.bytes, FILE_BYTES.format, path).root];
   });
   return roots.sort();
 }
@@ -86,8 +106,14 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
     },
     async acquire(root, config, request = {}) {
       const workspace = open(root);
-      const choices = { ...(request.epoch === undefined ? {} : { epoch: request.epoch }), ...(request.replaceConfig === undefined ? {} : { replaceConfig: request.replaceConfig }) };
-      return leaseOver(await acquireWorkspace(workspace, config, request.boundEndpoint, request.initializeNew, choices), workspace.root);
+      const choices = {
+        ...(request.epoch === undefined ? {} : { epoch: request.epoch }),
+        ...(request.replaceConfig === undefined ? {} : { replaceConfig: request.replaceConfig }),
+      };
+      return leaseOver(
+        await acquireWorkspace(workspace, config, request.boundEndpoint, request.initializeNew, choices),
+        workspace.root,
+      );
     },
     async configuration(root) {
       return workspaceConfiguration(open(root));

@@ -188,7 +188,10 @@ describe('inspect while a live process is between two steps of its acquire or re
     expect(inspectWorkspace(coordination)).toEqual(unavailable(OUTLIVED, true));
     child.send('go');
     const { epoch } = (await messageOf(child, 'acquired')).acquired as { epoch: string };
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { epoch, pid: child.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordination)).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch, pid: child.pid, phase: 'idle' },
+    });
     expect(inspectWorkspace(coordination)).not.toHaveProperty('inProgress');
     child.send('release');
     await messageOf(child, 'released');

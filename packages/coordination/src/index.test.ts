@@ -9,7 +9,8 @@ afterEach(cleanUp);
 const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
 
 /** What the README example prints for a workspace at `root`. */
-const exampleOutput = (root: string) => [`owner of ${root}: phase idle`, 'clients now see: stopping', 'after release: stopped', ''].join('\n');
+const exampleOutput = (root: string) =>
+  [`owner of ${root}: phase idle`, 'clients now see: stopping', 'after release: stopped', ''].join('\n');
 
 describe('the public entry point', () => {
   it('exports exactly these names, values and types', () => {
@@ -87,7 +88,11 @@ describe('the public entry point', () => {
   it('runs it on a fresh machine too: no state variable, and a home folder without ~/.local/state', async () => {
     const cwd = makeTemporaryFolder('coordination-readme-cwd-');
     const home = join(makeTemporaryFolder('coordination-readme-'), 'home');
-    const run = await runReadmeExample({ packageDir: PACKAGE, cwd, env: { HOME: home, LEASEHOLD_STATE_HOME: '', XDG_STATE_HOME: '' } });
+    const run = await runReadmeExample({
+      packageDir: PACKAGE,
+      cwd,
+      env: { HOME: home, LEASEHOLD_STATE_HOME: '', XDG_STATE_HOME: '' },
+    });
     expect(run).toEqual({ code: 0, stdout: exampleOutput(cwd), stderr: '' });
     expect(modeOf(join(home, '.local', 'state', 'leasehold'))).toBe(0o700);
   });

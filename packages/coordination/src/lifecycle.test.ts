@@ -15,7 +15,15 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type NewWorkspace } from './index.js';
+import {
+  acquireWorkspace,
+  initializeWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceConfiguration,
+  workspaceLocalAccess,
+  type NewWorkspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -31,12 +39,25 @@ describe('the life of a workspace', () => {
 
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     const first = lease.registration.epoch;
-    expect(lease.registration).toMatchObject({ root: coordination.root, stateHome: place.stateHome, endpoint: BOUND, phase: 'idle', pid: process.pid });
+    expect(lease.registration).toMatchObject({
+      root: coordination.root,
+      stateHome: place.stateHome,
+      endpoint: BOUND,
+      phase: 'idle',
+      pid: process.pid,
+    });
     const held = inspectWorkspace(coordination);
     expect(held.status).toBe('unavailable');
     if (held.status !== 'unavailable') throw new Error('unreachable');
     expect(held.reason.startsWith('idle')).toBe(true);
-    expect(held.owner).toEqual({ epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' });
+    expect(held.owner).toEqual({
+      epoch: first,
+      endpoint: BOUND,
+      pid: process.pid,
+      host: lease.registration.host,
+      phase: 'idle',
+      process: 'live',
+    });
     const access = workspaceLocalAccess(coordination);
     expect(access.endpoint).toBe(BOUND);
     expect(access.epoch).toBe(first);
@@ -48,7 +69,14 @@ describe('the life of a workspace', () => {
     lease.phase('stopping');
     expect(inspectWorkspace(coordination)).toEqual({
       status: 'stopping',
-      owner: { epoch: first, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'stopping', process: 'live' },
+      owner: {
+        epoch: first,
+        endpoint: BOUND,
+        pid: process.pid,
+        host: lease.registration.host,
+        phase: 'stopping',
+        process: 'live',
+      },
     });
     expect(workspaceLocalAccess(coordination).epoch).toBe(first);
 
@@ -73,7 +101,10 @@ describe('the life of a workspace', () => {
     const second = again.registration.epoch;
     expect(second).not.toBe(first);
     const reheld = inspectWorkspace(coordination);
-    expect(reheld).toMatchObject({ status: 'unavailable', owner: { epoch: second, endpoint: 'http://127.0.0.1:40002', phase: 'idle' } });
+    expect(reheld).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch: second, endpoint: 'http://127.0.0.1:40002', phase: 'idle' },
+    });
     if (reheld.status !== 'unavailable') throw new Error('unreachable');
     expect(reheld.reason.startsWith('idle')).toBe(true);
     expect(workspaceLocalAccess(coordination).capability).not.toBe(access.capability);
@@ -86,7 +117,10 @@ describe('the life of a workspace', () => {
     const coordination = coordinationFor(place, 'quarantined');
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.phase('quarantined');
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'quarantined', owner: { epoch: lease.registration.epoch, phase: 'quarantined' } });
+    expect(inspectWorkspace(coordination)).toMatchObject({
+      status: 'quarantined',
+      owner: { epoch: lease.registration.epoch, phase: 'quarantined' },
+    });
     const before = stateTreeOf(place.stateHome);
     expect(codeOf(() => lease.phase('stopped' as 'idle'))).toBe('refused');
     expect(stateTreeOf(place.stateHome)).toEqual(before);
@@ -137,8 +171,16 @@ describe('endpoints', () => {
     { name: 'an any-port config bound on another host', endpoint: 'http://127.0.0.1:0', bound: 'http://[::1]:40001' },
     { name: 'an IPv6 any-port config bound on IPv4', endpoint: 'http://[::1]:0', bound: 'http://127.0.0.1:40001' },
     { name: 'a concrete config bound to port 0', endpoint: 'http://127.0.0.1:40001', bound: 'http://127.0.0.1:0' },
-    { name: 'a concrete config bound on another port', endpoint: 'http://127.0.0.1:40001', bound: 'http://127.0.0.1:40002' },
-    { name: 'a concrete config bound on another host', endpoint: 'http://127.0.0.1:40001', bound: 'http://[::1]:40001' },
+    {
+      name: 'a concrete config bound on another port',
+      endpoint: 'http://127.0.0.1:40001',
+      bound: 'http://127.0.0.1:40002',
+    },
+    {
+      name: 'a concrete config bound on another host',
+      endpoint: 'http://127.0.0.1:40001',
+      bound: 'http://[::1]:40001',
+    },
     { name: 'a bound endpoint that is not loopback', endpoint: 'http://127.0.0.1:0', bound: 'http://10.0.0.1:40001' },
     { name: 'a bound endpoint with a leading zero', endpoint: 'http://127.0.0.1:0', bound: 'http://127.0.0.1:040001' },
   ];
@@ -155,7 +197,9 @@ describe('endpoints', () => {
       const place = makePlace('coordination');
       const other = await acquireWorkspace(coordinationFor(place, 'other'), ANY_PORT, 'http://127.0.0.1:40009');
       const coordination = coordinationFor(place, 'endpoint');
-      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, configFor(endpoint), bound))).toBe('conflict');
+      expect(
+        await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, configFor(endpoint), bound)),
+      ).toBe('conflict');
       expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
       other.assert();
     });
@@ -247,16 +291,15 @@ describe('initializeNew', () => {
     const thrown = new Error('initializeNew failed');
     let rowDuringInitialisation: string[] = [];
     const caught = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => {
-        // The reservation is published, and the service folder with it, before initializeNew runs.
-        rowDuringInitialisation = registryRows(place.stateHome).map((row) => row.root);
-        expect(existsSync(coordination.places.format)).toBe(true);
-        expect(codeOf(() => workspace.writeHostConfig(policyBytes('another policy')))).toBe('refused');
-        throw thrown;
-      })
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+      // The reservation is published, and the service folder with it, before initializeNew runs.
+      rowDuringInitialisation = registryRows(place.stateHome).map((row) => row.root);
+      expect(existsSync(coordination.places.format)).toBe(true);
+      expect(codeOf(() => workspace.writeHostConfig(policyBytes('another policy')))).toBe('refused');
+      throw thrown;
+    }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect(caught).toBe(thrown);
     expect(rowDuringInitialisation.sort()).toEqual([coordination.root, other.registration.root].sort());
     // Undone in reverse order, the row last: only the other owner's row is left, and no lock.
@@ -267,7 +310,9 @@ describe('initializeNew', () => {
     expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     other.assert();
 
-    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+    const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) =>
+      workspace.writeHostConfig(policyBytes()),
+    );
     expect(readFileSync(coordination.places.hostConfig)).toEqual(Buffer.from(policyBytes()));
     lease.assert();
     await lease.release();
@@ -291,7 +336,9 @@ describe('initialize and configuration', () => {
       }),
     );
     expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('no error');
-    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, { ...ANY_PORT }))).toBe('no error');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, { ...ANY_PORT }))).toBe(
+      'no error',
+    );
   });
 
   it('refuses another config (conflict), before and after an acquire', async () => {
@@ -301,7 +348,11 @@ describe('initialize and configuration', () => {
     const other = configFor('http://127.0.0.1:0', 'another policy');
     expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, other))).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, configFor('http://127.0.0.1:40001'), BOUND))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () =>
+        acquireWorkspace(coordination, configFor('http://127.0.0.1:40001'), BOUND),
+      ),
+    ).toBe('conflict');
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     await lease.release();
     expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, BOUND))).toBe('conflict');
@@ -315,8 +366,12 @@ describe('initialize and configuration', () => {
     const invalid = { ...ANY_PORT, extra: true } as unknown as typeof ANY_PORT;
     expect(await codeOfAsync(() => initializeWorkspace(coordination, invalid))).toBe('refused');
     expect(await codeOfAsync(() => acquireWorkspace(coordination, invalid, BOUND))).toBe('refused');
-    expect(await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, policyIdentity: 'not a hash' }, BOUND))).toBe('refused');
-    expect(await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, endpoint: 'http://localhost:0' }, BOUND))).toBe('refused');
+    expect(
+      await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, policyIdentity: 'not a hash' }, BOUND)),
+    ).toBe('refused');
+    expect(
+      await codeOfAsync(() => acquireWorkspace(coordination, { ...ANY_PORT, endpoint: 'http://localhost:0' }, BOUND)),
+    ).toBe('refused');
     expect(existsSync(place.stateHome)).toBe(false);
   });
 
@@ -326,9 +381,14 @@ describe('initialize and configuration', () => {
     writeFileSync(join(place.stateHome, 'notes.txt'), 'x', { mode: 0o600 });
     chmodSync(place.stateHome, 0o755);
     const coordination = coordinationFor(place, 'open-state-home');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'refused',
+    );
     expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: `refused: ${place.stateHome}: folder has group or other permission bits` });
+    expect(inspectWorkspace(coordination)).toEqual({
+      status: 'unavailable',
+      reason: `refused: ${place.stateHome}: folder has group or other permission bits`,
+    });
     await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({
       code: 'refused',
       path: place.stateHome,

@@ -33,7 +33,15 @@ import {
   undecodableFiles,
   type StepperPlan,
 } from '../test/process-helpers.js';
-import { acquireWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type Inspection, type FileLease, type Workspace } from './index.js';
+import {
+  acquireWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceLocalAccess,
+  type Inspection,
+  type FileLease,
+  type Workspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -60,7 +68,10 @@ async function readersIn(place: TestPlace): Promise<Readers> {
   const held = openWorkspace(makeWorkspace(place, 'held'), { stateHome: place.stateHome, lockWaitMs: 60_000 });
   const lease = await acquireWorkspace(held, OWNER_CONFIG, loopbackEndpoint(45_001));
   const heldAnswer = inspectWorkspace(held);
-  expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch, pid: process.pid, phase: 'idle' } });
+  expect(heldAnswer).toMatchObject({
+    status: 'unavailable',
+    owner: { epoch: lease.registration.epoch, pid: process.pid, phase: 'idle' },
+  });
   expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: first.registration.epoch });
   expect(inspectWorkspace(never)).toEqual({ status: 'absent' });
   return { stopped, stoppedEpoch: first.registration.epoch, never, held, lease, heldAnswer };
@@ -101,13 +112,23 @@ function expectTruthful(readers: Readers, reads: Reads): void {
   expect(countsOf(reads.stopped.map((answer) => JSON.stringify(answer)))).toEqual({
     [JSON.stringify({ status: 'stopped', epoch: readers.stoppedEpoch })]: reads.count,
   });
-  expect(countsOf(reads.never.map((answer) => JSON.stringify(answer)))).toEqual({ [JSON.stringify({ status: 'absent' })]: reads.count });
-  expect(countsOf(reads.held.map((answer) => JSON.stringify(answer)))).toEqual({ [JSON.stringify(readers.heldAnswer)]: reads.count });
+  expect(countsOf(reads.never.map((answer) => JSON.stringify(answer)))).toEqual({
+    [JSON.stringify({ status: 'absent' })]: reads.count,
+  });
+  expect(countsOf(reads.held.map((answer) => JSON.stringify(answer)))).toEqual({
+    [JSON.stringify(readers.heldAnswer)]: reads.count,
+  });
   expect(reads.accessEpochs).toEqual(Array.from({ length: reads.count }, () => readers.lease.registration.epoch));
 }
 
 /** A stepper for `root` stopped (`then`) at the step `at` of its acquire, or the step after it. */
-function stepper(place: TestPlace, root: string, at: string, then: 'kill' | 'pause', after: boolean | number = false): SpawnedChild {
+function stepper(
+  place: TestPlace,
+  root: string,
+  at: string,
+  then: 'kill' | 'pause',
+  after: boolean | number = false,
+): SpawnedChild {
   const plan: StepperPlan = {
     workspace: root,
     stateHome: place.stateHome,
@@ -136,7 +157,12 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     // First a writer provably inside its transaction: paused, holding the registry lock, just
     // before it swaps its row into roots.json. The cyclers start and queue behind it.
     const holderRoot = makeWorkspace(place, 'holder');
-    const holder = stepper(place, holderRoot, stepAt('replace', 'rename', handPlaces(place.stateHome, '/').roots), 'pause');
+    const holder = stepper(
+      place,
+      holderRoot,
+      stepAt('replace', 'rename', handPlaces(place.stateHome, '/').roots),
+      'pause',
+    );
     await messageOf(holder, 'at');
     const registry = new Registry(place.stateHome);
     const lockOfHolder = { holder: 'live', lock: { pid: holder.pid, root: holderRoot } };
@@ -194,7 +220,12 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     const place = makePlace('process');
     const readers = await readersIn(place);
     const crashedRoot = makeWorkspace(place, 'crashed');
-    const holder = stepper(place, crashedRoot, stepAt('replace', 'rename', handPlaces(place.stateHome, '/').roots), 'pause');
+    const holder = stepper(
+      place,
+      crashedRoot,
+      stepAt('replace', 'rename', handPlaces(place.stateHome, '/').roots),
+      'pause',
+    );
     await messageOf(holder, 'at');
     const registry = new Registry(place.stateHome);
     expect(registry.readLock()).toMatchObject({ holder: 'live', lock: { pid: holder.pid, root: crashedRoot } });
@@ -220,13 +251,23 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     expect(stagingLeftovers(place.stateHome)).toEqual([]);
     expect(undecodableFiles(place.stateHome)).toEqual([]);
     // The killed writer had reserved nothing: its workspace is free.
-    const again = await acquireWorkspace(openWorkspace(crashedRoot, { stateHome: place.stateHome }), OWNER_CONFIG, loopbackEndpoint(45_003));
+    const again = await acquireWorkspace(
+      openWorkspace(crashedRoot, { stateHome: place.stateHome }),
+      OWNER_CONFIG,
+      loopbackEndpoint(45_003),
+    );
     await again.release();
     await lease.release();
     readers.lease.assert();
   });
 
-  const KILLS: readonly { name: string; at: (lock: string) => string; after: boolean | number; killedAt: string; secondLink: boolean }[] = [
+  const KILLS: readonly {
+    name: string;
+    at: (lock: string) => string;
+    after: boolean | number;
+    killedAt: string;
+    secondLink: boolean;
+  }[] = [
     {
       name: 'linked, its staged temp still a second link of it',
       at: (lock) => stepAt('create', 'link', lock),
@@ -262,7 +303,8 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       expect(stagingLeftovers(place.stateHome)).toHaveLength(secondLink ? 1 : 0);
       // Read as a lock, it is refused while it has a second link (a writer sweeps that link first), else its holder is absent.
       if (secondLink) expect(codeOf(() => registry.readLock())).toBe('refused');
-      else expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
+      else
+        expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
       expect(namesIn(posix.dirname(places.registryLock))).toEqual(['format.json', 'registry.lock', 'roots.json']);
       // The dead lock changes no read.
       const reads = newReads();
@@ -277,7 +319,12 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       expect(registry.readMarkers()).toEqual([]);
       expect(stagingLeftovers(place.stateHome)).toEqual([]);
       expect(undecodableFiles(place.stateHome)).toEqual([]);
-      expect(registry.list().entries.map((entry) => entry.root).sort()).toEqual([readers.held.root, other.root].sort());
+      expect(
+        registry
+          .list()
+          .entries.map((entry) => entry.root)
+          .sort(),
+      ).toEqual([readers.held.root, other.root].sort());
 
       // The killed writer had reserved nothing: its workspace reads absent and can be acquired.
       const crashedCoordination = openWorkspace(crashedRoot, { stateHome: place.stateHome });

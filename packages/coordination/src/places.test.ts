@@ -2,7 +2,13 @@ import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NAMESPACE_ENTRIES, PRIVATE_ROOT_ENTRIES, SERVICE_ENTRIES, stateHomeLayout, workspacePlaces } from '@leasehold/contracts';
+import {
+  NAMESPACE_ENTRIES,
+  PRIVATE_ROOT_ENTRIES,
+  SERVICE_ENTRIES,
+  stateHomeLayout,
+  workspacePlaces,
+} from '@leasehold/contracts';
 import { bytesOf, cleanUp, codeOf, handPlaces, makePlace, sha256Hex } from '@leasehold/test-utils';
 import { defaultStateHome, resolveWorkspace } from './index.js';
 
@@ -36,7 +42,9 @@ describe('resolveWorkspace', () => {
     const { base } = makePlace('coordination');
     writeFileSync(join(base, 'file'), 'not a folder');
     symlinkSync(join(base, 'file'), join(base, 'file-link'));
-    expect(() => resolveWorkspace(join(base, 'file'))).toThrow(`${join(base, 'file')}: not a folder; pass the path of an existing workspace folder`);
+    expect(() => resolveWorkspace(join(base, 'file'))).toThrow(
+      `${join(base, 'file')}: not a folder; pass the path of an existing workspace folder`,
+    );
     expect(codeOf(() => resolveWorkspace(join(base, 'file-link')))).toBe('refused');
   });
 
@@ -49,7 +57,9 @@ describe('resolveWorkspace', () => {
 
 describe('defaultStateHome', () => {
   it('takes LEASEHOLD_STATE_HOME first', () => {
-    expect(defaultStateHome({ LEASEHOLD_STATE_HOME: '/srv/leasehold', XDG_STATE_HOME: '/xdg/state' })).toBe('/srv/leasehold');
+    expect(defaultStateHome({ LEASEHOLD_STATE_HOME: '/srv/leasehold', XDG_STATE_HOME: '/xdg/state' })).toBe(
+      '/srv/leasehold',
+    );
   });
 
   it('refuses a LEASEHOLD_STATE_HOME that is relative or not normalised', () => {
@@ -67,7 +77,9 @@ describe('defaultStateHome', () => {
   });
 
   it('ignores a relative XDG_STATE_HOME, as the XDG specification asks', () => {
-    expect(defaultStateHome({ XDG_STATE_HOME: 'relative/state' })).toBe(join(homedir(), '.local', 'state', 'leasehold'));
+    expect(defaultStateHome({ XDG_STATE_HOME: 'relative/state' })).toBe(
+      join(homedir(), '.local', 'state', 'leasehold'),
+    );
   });
 
   it('falls back to ~/.local/state/leasehold', () => {

@@ -4,7 +4,8 @@ import { join, resolve } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 
 function checkedPath(path: string, label: string): string {
-  if (!absolutePath.safeParse(path).success) throw new ContractError('refused', `${label}: not an absolute, normalised path`);
+  if (!absolutePath.safeParse(path).success)
+    throw new ContractError('refused', `${label}: not an absolute, normalised path`);
   return path;
 }
 
@@ -20,7 +21,11 @@ export function resolveWorkspace(path: string): string {
     real = realpathSync(path);
     folder = statSync(real).isDirectory();
   } catch (error) {
-    throw workspaceRefusal(path, `not an existing folder (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`, error);
+    throw workspaceRefusal(
+      path,
+      `not an existing folder (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+      error,
+    );
   }
   if (!folder) throw workspaceRefusal(path, 'not a folder');
   return real;

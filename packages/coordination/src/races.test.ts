@@ -1,13 +1,19 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from '@leasehold/registry';
-import { cleanUp, countsOf, loopbackEndpoint, handPlaces, makePlace, makeWorkspace, messageOf, pathExists, spawnPlanned, type SpawnedChild, type TestPlace } from '@leasehold/test-utils';
 import {
-  OWNER_CONFIG,
-  PROCESS_FIXTURES,
-  stagingLeftovers,
-  stepAt,
-  type StepperPlan,
-} from '../test/process-helpers.js';
+  cleanUp,
+  countsOf,
+  loopbackEndpoint,
+  handPlaces,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  pathExists,
+  spawnPlanned,
+  type SpawnedChild,
+  type TestPlace,
+} from '@leasehold/test-utils';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers, stepAt, type StepperPlan } from '../test/process-helpers.js';
 import { inspectWorkspace, openWorkspace } from './index.js';
 
 afterEach(cleanUp);
@@ -30,7 +36,11 @@ async function race(plans: readonly RacerPlan[]): Promise<{ racer: SpawnedChild;
   await Promise.all(racers.map(({ racer }) => messageOf(racer, 'ready')));
   for (const { racer } of racers) racer.send('go');
   return Promise.all(
-    racers.map(async ({ racer, plan }) => ({ racer, plan, outcome: String((await messageOf(racer, 'outcome')).outcome) })),
+    racers.map(async ({ racer, plan }) => ({
+      racer,
+      plan,
+      outcome: String((await messageOf(racer, 'outcome')).outcome),
+    })),
   );
 }
 
@@ -61,7 +71,10 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     const losers = results.filter((result) => result !== winner);
     // Every loser is refused by the winner's row: no writer fails in this race, so no lock is
     // left behind (`quarantine` would be a false fence) and none waits out the bound (`busy`).
-    expect(countsOf(losers.map((loser) => loser.outcome)), losers.map((loser) => loser.racer.lines.join('\n')).join('\n')).toEqual({
+    expect(
+      countsOf(losers.map((loser) => loser.outcome)),
+      losers.map((loser) => loser.racer.lines.join('\n')).join('\n'),
+    ).toEqual({
       conflict: RACERS - 1,
     });
     for (const loser of losers) expect(await loser.racer.closed).toMatchObject({ code: 0, signal: null });
@@ -134,8 +147,13 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
     };
     const crashed = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
     expect(await crashed.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
-    expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`))]);
-    expect(registryOf(place).readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
+    expect(stagingLeftovers(place.stateHome)).toEqual([
+      expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`)),
+    ]);
+    expect(registryOf(place).readLock()).toMatchObject({
+      holder: 'absent',
+      lock: { pid: crashed.pid, root: crashedRoot },
+    });
 
     // Every racer's first transaction finds the same dead lock and the same dead writer's folder at once.
     const plans = Array.from({ length: RACERS }, (_, index): RacerPlan => ({
@@ -147,7 +165,10 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       lockWaitMs: 60_000, // as above: the outcome must not depend on disk speed
     }));
     const results = await race(plans);
-    console.log(`${RACERS} disjoint roots, racing over a dead lock and its staged folder:`, countsOf(results.map((result) => result.outcome)));
+    console.log(
+      `${RACERS} disjoint roots, racing over a dead lock and its staged folder:`,
+      countsOf(results.map((result) => result.outcome)),
+    );
     for (const { racer, outcome } of results) {
       const end = await racer.closed;
       expect({ outcome, code: end.code }, end.stderr).toEqual({ outcome: 'won', code: 0 });

@@ -1,6 +1,16 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, countsOf, loopbackEndpoint, handPlaces, makePlace, makeWorkspace, messageOf, messagesOf, pathExists } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  countsOf,
+  loopbackEndpoint,
+  handPlaces,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  messagesOf,
+  pathExists,
+} from '@leasehold/test-utils';
 import { OWNER_CONFIG, spawnCyclers } from '../test/process-helpers.js';
 import { acquireWorkspace, inspectWorkspace, openWorkspace, type Inspection } from './index.js';
 
@@ -17,7 +27,10 @@ describe('readers racing writers', () => {
     const lease = await acquireWorkspace(held, OWNER_CONFIG, loopbackEndpoint(43_000));
     // What files alone can say of a live idle owner; other workspaces' transactions never change it.
     const heldAnswer = inspectWorkspace(held);
-    expect(heldAnswer).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, epoch: lease.registration.epoch, phase: 'idle' } });
+    expect(heldAnswer).toMatchObject({
+      status: 'unavailable',
+      owner: { pid: process.pid, epoch: lease.registration.epoch, phase: 'idle' },
+    });
     const lockPath = handPlaces(place.stateHome, '/').registryLock;
     const lost: unknown[] = [];
     const stopWatching = lease.watch(5, (error) => lost.push(error));
@@ -63,10 +76,13 @@ describe('readers racing writers', () => {
     const statusesOf = (answers: readonly Inspection[]) => countsOf(answers.map((answer) => answer.status));
     const reasonsOf = (answers: readonly Inspection[]) =>
       countsOf(answers.map((answer) => (answer.status === 'unavailable' ? answer.reason : answer.status)));
-    console.log(`${iterations} reader iterations (${withLockPresent} began with a registry lock present) while ${WRITERS} writers ran ${ITERATIONS} acquire/release cycles each`, {
-      held: reasonsOf(heldAnswers),
-      neverAcquired: reasonsOf(otherAnswers),
-    });
+    console.log(
+      `${iterations} reader iterations (${withLockPresent} began with a registry lock present) while ${WRITERS} writers ran ${ITERATIONS} acquire/release cycles each`,
+      {
+        held: reasonsOf(heldAnswers),
+        neverAcquired: reasonsOf(otherAnswers),
+      },
+    );
 
     for (const [index, end] of ends.entries()) {
       expect(end, end.stderr).toMatchObject({ code: 0, signal: null });
@@ -77,7 +93,9 @@ describe('readers racing writers', () => {
     // Every read of each workspace gave its one true answer: no registry transaction of another
     // workspace ever made it unavailable (or anything else).
     expect(heldAnswers.length).toBe(iterations);
-    expect(countsOf(heldAnswers.map((answer) => JSON.stringify(answer)))).toEqual({ [JSON.stringify(heldAnswer)]: iterations });
+    expect(countsOf(heldAnswers.map((answer) => JSON.stringify(answer)))).toEqual({
+      [JSON.stringify(heldAnswer)]: iterations,
+    });
     expect(statusesOf(otherAnswers)).toEqual({ absent: iterations });
     stopWatching();
     lease.assert();

@@ -4,7 +4,16 @@ import { encode, REGISTRY_ENTRIES, type ContractError, type Reservation } from '
 import { currentProcess } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, namesIn, replaceFile, type TestPlace } from '@leasehold/test-utils';
+import {
+  bytesOf,
+  cleanUp,
+  codeOf,
+  codeOfAsync,
+  makePlace,
+  namesIn,
+  replaceFile,
+  type TestPlace,
+} from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -21,7 +30,16 @@ import {
   unchangedCodeOf,
   writeRows,
 } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type FileLease, type Workspace } from './index.js';
+import {
+  Checkout,
+  acquireWorkspace,
+  initializeWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceLocalAccess,
+  type FileLease,
+  type Workspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -35,7 +53,9 @@ describe('overlapping roots', () => {
     const outer = coordinationFor(place, 'a');
     const inner = coordinationFor(place, 'a/b');
     const lease = await acquireWorkspace(outer, ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(inner, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(inner, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([outer.root]);
     expect(inspectWorkspace(inner)).toEqual({ status: 'absent' });
     lease.assert();
@@ -46,7 +66,9 @@ describe('overlapping roots', () => {
     const inner = coordinationFor(place, 'a/b');
     const outer = coordinationFor(place, 'a');
     const lease = await acquireWorkspace(inner, ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(outer, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(outer, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([inner.root]);
     lease.assert();
   });
@@ -57,8 +79,12 @@ describe('overlapping roots', () => {
     const first = coordinationAt(place, root);
     const second = coordinationAt(place, root);
     const lease = await acquireWorkspace(first, ANY_PORT, BOUND);
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(second, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(first, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(second, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(first, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
     expect(registryRows(place.stateHome)).toHaveLength(1);
     lease.assert();
   });
@@ -117,7 +143,9 @@ describe('a full registry', () => {
     const list = await fill(place);
     expect(registryRows(place.stateHome)).toHaveLength(REGISTRY_ENTRIES);
     const coordination = coordinationFor(place, 'one-too-many');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('capacity');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'capacity',
+    );
     expect(inspectWorkspace(coordination)).toEqual({ status: 'absent' });
     expect(registryRows(place.stateHome)).toEqual(list);
   });
@@ -128,7 +156,9 @@ describe('a full registry', () => {
     const nested = coordinationFor(place, 'unused');
     const inside = coordinationAt(place, join(place.base, 'full', 'r7', 'inside'));
     expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(inside, ANY_PORT, BOUND))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:20005'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:20005')),
+    ).toBe('conflict');
   });
 
   it('admits a new owner again once one reservation is gone', async () => {
@@ -143,28 +173,53 @@ describe('a full registry', () => {
 });
 
 describe('a corrupt roots.json', () => {
-  const valid = (place: TestPlace): Reservation => reservationFor(place.stateHome, join(place.base, 'elsewhere'), 'http://127.0.0.1:40009');
+  const valid = (place: TestPlace): Reservation =>
+    reservationFor(place.stateHome, join(place.base, 'elsewhere'), 'http://127.0.0.1:40009');
   const rootsOf = (entries: readonly unknown[]): Uint8Array => encode({ schema: 'leasehold.registry/1', entries });
 
   const corruptions: readonly { name: string; bytes: (place: TestPlace) => Uint8Array }[] = [
     { name: 'not JSON', bytes: () => bytesOf('{"entries":[') },
     {
       name: 'a duplicate key',
-      bytes: (place) => bytesOf(`{"entries":[],${Buffer.from(rootsOf([valid(place)])).toString('utf8').slice(1)}`),
+      bytes: (place) =>
+        bytesOf(
+          `{"entries":[],${Buffer.from(rootsOf([valid(place)]))
+            .toString('utf8')
+            .slice(1)}`,
+        ),
     },
-    { name: 'a duplicate key inside an entry', bytes: (place) => {
-      const text = Buffer.from(rootsOf([valid(place)])).toString('utf8');
-      return bytesOf(text.replace('{"configIdentity"', '{"pid":1,"configIdentity"'));
-    } },
-    { name: 'an unknown key', bytes: (place) => encode({ schema: 'leasehold.registry/1', entries: [valid(place)], extra: true }) },
+    {
+      name: 'a duplicate key inside an entry',
+      bytes: (place) => {
+        const text = Buffer.from(rootsOf([valid(place)])).toString('utf8');
+        return bytesOf(text.replace('{"configIdentity"', '{"pid":1,"configIdentity"'));
+      },
+    },
+    {
+      name: 'an unknown key',
+      bytes: (place) => encode({ schema: 'leasehold.registry/1', entries: [valid(place)], extra: true }),
+    },
     { name: 'an unknown key in an entry', bytes: (place) => rootsOf([{ ...valid(place), extra: true }]) },
-    { name: 'an entry of another state home', bytes: (place) => rootsOf([{ ...valid(place), stateHome: join(place.base, 'other-state') }]) },
+    {
+      name: 'an entry of another state home',
+      bytes: (place) => rootsOf([{ ...valid(place), stateHome: join(place.base, 'other-state') }]),
+    },
     { name: 'a relative root', bytes: (place) => rootsOf([{ ...valid(place), root: 'relative/root' }]) },
-    { name: 'an unnormalised root', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/a/../elsewhere` }]) },
-    { name: 'a root with a trailing slash', bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/elsewhere/` }]) },
+    {
+      name: 'an unnormalised root',
+      bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/a/../elsewhere` }]),
+    },
+    {
+      name: 'a root with a trailing slash',
+      bytes: (place) => rootsOf([{ ...valid(place), root: `${place.base}/elsewhere/` }]),
+    },
     {
       name: 'two entries with overlapping roots',
-      bytes: (place) => rootsOf([valid(place), { ...valid(place), root: join(place.base, 'elsewhere', 'inner'), endpoint: 'http://127.0.0.1:40010' }]),
+      bytes: (place) =>
+        rootsOf([
+          valid(place),
+          { ...valid(place), root: join(place.base, 'elsewhere', 'inner'), endpoint: 'http://127.0.0.1:40010' },
+        ]),
     },
     {
       name: 'two entries sharing an endpoint',
@@ -188,12 +243,16 @@ describe('a corrupt roots.json', () => {
       expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
 
       const before = stateTreeOf(place.stateHome);
-      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+        'refused',
+      );
       expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
       const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
       expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
       const other = coordinationFor(place, 'another');
-      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('refused');
+      expect(
+        await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002')),
+      ).toBe('refused');
       expect(existsSync(paths.lock)).toBe(false);
       expect(readFileSync(paths.roots)).toEqual(rootsBefore);
       expect(stateTreeOf(place.stateHome)).toEqual(before);
@@ -212,9 +271,13 @@ describe('a registered workspace whose folder was deleted', () => {
     const again = coordinationAt(place, gone.root);
     const inspection = inspectWorkspace(again);
     expect(inspection).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(again, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(again, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
     const nested = coordinationAt(place, join(gone.root, 'inner'));
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(nested, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
 
     const disjoint = coordinationFor(place, 'disjoint');
@@ -237,10 +300,18 @@ describe('rows and locks the service state does not explain', () => {
     const row = reservationFor(place.stateHome, coordination.root, BOUND);
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     // The row names this process, which is live: a passing state of its acquire, for all inspect can tell.
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row has no service state', inProgress: true });
+    expect(inspectWorkspace(coordination)).toEqual({
+      status: 'unavailable',
+      reason: 'a registry row has no service state',
+      inProgress: true,
+    });
     expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('quarantine');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe(
+      'quarantine',
+    );
   });
 
   it('a row that outlived a stopped registration: inspect unavailable, acquire conflict', async () => {
@@ -250,8 +321,14 @@ describe('rows and locks the service state does not explain', () => {
     const rows = registryRows(place.stateHome);
     await lease.release();
     await writeRows(place, rows);
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration', inProgress: true });
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('conflict');
+    expect(inspectWorkspace(coordination)).toEqual({
+      status: 'unavailable',
+      reason: 'a registry row outlived its registration',
+      inProgress: true,
+    });
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('conflict');
   });
 
   it('a row beside an initialised workspace without registration: inspect unavailable, acquire quarantine (its process is gone)', async () => {
@@ -261,10 +338,14 @@ describe('rows and locks the service state does not explain', () => {
     const row = { ...reservationFor(place.stateHome, coordination.root, BOUND), ...goneHolder() };
     await new Registry(place.stateHome).transaction(coordination.root, (transaction) => transaction.reserve(row));
     // Its process is gone: no longer in progress, a fence for recovery.
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'unavailable', reason: 'a registry row outlived its registration' });
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
+    expect(inspectWorkspace(coordination)).toEqual({
+      status: 'unavailable',
+      reason: 'a registry row outlived its registration',
+    });
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('quarantine');
   });
-
 });
 
 describe('registry locks: a short hold of the table, never a fence', () => {
@@ -297,8 +378,14 @@ describe('registry locks: a short hold of the table, never a fence', () => {
 
     // Writers wait for the live holder, then give up: busy, with nothing written.
     const waiting = openWorkspace(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 20 });
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(waiting, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('busy');
-    expect(await unchangedCodeOf(place.stateHome, () => new Checkout(waiting.root, { stateHome: place.stateHome, lockWaitMs: 20 }).acquire())).toBe('busy');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(waiting, ANY_PORT, 'http://127.0.0.1:40002')),
+    ).toBe('busy');
+    expect(
+      await unchangedCodeOf(place.stateHome, () =>
+        new Checkout(waiting.root, { stateHome: place.stateHome, lockWaitMs: 20 }).acquire(),
+      ),
+    ).toBe('busy');
     // Release stops at its registry transaction, every other fence already gone; the row and the
     // checkout lock stay, naming this live process: in progress.
     expect(await codeOfAsync(() => lease.release())).toBe('busy');
@@ -340,7 +427,9 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     });
     if (lease === undefined) throw new Error('unreachable');
     // A transaction that refuses takes the lock over too, and removes it all the same.
-    await takenOver(async () => expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict'));
+    await takenOver(async () =>
+      expect(await codeOfAsync(() => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict'),
+    );
     lease.assert();
     await takenOver(() => lease!.release());
     expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
@@ -362,15 +451,23 @@ describe('registry locks: a short hold of the table, never a fence', () => {
       expect(inspectWorkspace(coordination)).toEqual(held);
       expect(workspaceLocalAccess(coordination).epoch).toBe(lease.registration.epoch);
       lease.assert();
-      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002'))).toBe('quarantine');
-      const error = await acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002').catch((caught: unknown) => caught);
+      expect(
+        await unchangedCodeOf(place.stateHome, () => acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002')),
+      ).toBe('quarantine');
+      const error = await acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002').catch(
+        (caught: unknown) => caught,
+      );
       // The error carries the lock as its path; the message names it and its holder, and no command (the CLI words the remedy).
       expect((error as ContractError).path).toBe(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(registryPaths(place.stateHome).lock);
       expect(String((error as Error).message)).toContain(`pid ${ambiguous.pid} on ${ambiguous.host}`);
       expect(String((error as Error).message)).not.toContain('leasehold doctor');
       expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(other, ANY_PORT))).toBe('quarantine');
-      expect(await unchangedCodeOf(place.stateHome, () => new Checkout(other.root, { stateHome: place.stateHome }).acquire())).toBe('quarantine');
+      expect(
+        await unchangedCodeOf(place.stateHome, () =>
+          new Checkout(other.root, { stateHome: place.stateHome }).acquire(),
+        ),
+      ).toBe('quarantine');
       // Release stops at its transaction; after an operator removed the lock it goes on.
       expect(await codeOfAsync(() => lease.release())).toBe('quarantine');
       expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([coordination.root]);
@@ -394,13 +491,22 @@ describe('a live registration whose row is not its reservation', () => {
     expect(inspectWorkspace(coordination)).toEqual({
       status: 'unavailable',
       reason: 'the registry row is not the registration',
-      owner: { epoch: lease.registration.epoch, endpoint: BOUND, pid: process.pid, host: lease.registration.host, phase: 'idle', process: 'live' },
+      owner: {
+        epoch: lease.registration.epoch,
+        endpoint: BOUND,
+        pid: process.pid,
+        host: lease.registration.host,
+        phase: 'idle',
+        process: 'live',
+      },
       // The row names this live process: for all the files tell, a passing state.
       inProgress: true,
     });
     expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(codeOf(() => lease.assert())).toBe('conflict');
     expect(await unchangedCodeOf(place.stateHome, () => lease.release())).toBe('conflict');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40003'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40003')),
+    ).toBe('conflict');
   });
 });

@@ -60,8 +60,10 @@ export async function releaseInOrder(workspace: Workspace, held: HeldFences, rel
   writer.remove('companion', undefined, check);
   // One fsync of the service folder for the changes below, by the last of them that runs
   // (SYNCED_BY_LATER_CHANGE): what is left decides which, since any of them may be gone already.
-  const last = (['capability', 'ownerLock'] as const).filter((key) => held.snapshots[key] !== undefined).at(-1) ?? 'registration';
-  const publish = (key: 'registration' | 'capability' | 'ownerLock') => (key === last ? undefined : SYNCED_BY_LATER_CHANGE);
+  const last =
+    (['capability', 'ownerLock'] as const).filter((key) => held.snapshots[key] !== undefined).at(-1) ?? 'registration';
+  const publish = (key: 'registration' | 'capability' | 'ownerLock') =>
+    key === last ? undefined : SYNCED_BY_LATER_CHANGE;
   const registration = held.registration;
   if (registration !== undefined && registration.phase !== 'stopped') {
     const stopped: Registration = { ...registration, phase: 'stopped' };
@@ -130,7 +132,12 @@ export class FenceWriter {
    * Removes `key`, after `before()`, when it is still held: by `files`, this writer's own unless
    * the removal belongs to a registry transaction (whose `writer` proves the lock first).
    */
-  remove(key: Removable, publish?: PublishOptions, before?: () => void, files: Pick<PrivateFiles, 'remove'> = this.#files): void {
+  remove(
+    key: Removable,
+    publish?: PublishOptions,
+    before?: () => void,
+    files: Pick<PrivateFiles, 'remove'> = this.#files,
+  ): void {
     const expected = this.#snapshots[key];
     if (expected === undefined) return;
     const path = this.#places[key];

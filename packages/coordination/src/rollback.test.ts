@@ -35,7 +35,16 @@ import {
 } from '../test/crash-helpers.js';
 import { goneHolder, registryLockBytes } from '../test/functional-helpers.js';
 import { OWNER_CONFIG, PROCESS_FIXTURES, stagingLeftovers } from '../test/process-helpers.js';
-import { acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceLocalAccess, type NewWorkspace, type FileLease, type Workspace } from './index.js';
+import {
+  acquireWorkspace,
+  initializeWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceLocalAccess,
+  type NewWorkspace,
+  type FileLease,
+  type Workspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -124,7 +133,11 @@ interface AcquireCase {
 }
 
 const ACQUIRE_CASES: readonly AcquireCase[] = [
-  { name: 'acquire of a fresh workspace (initializeNew writes host-config.json)', stopped: false, expectedSteps: ACQUIRE_FRESH_WITH_HOST_CONFIG_STEPS },
+  {
+    name: 'acquire of a fresh workspace (initializeNew writes host-config.json)',
+    stopped: false,
+    expectedSteps: ACQUIRE_FRESH_WITH_HOST_CONFIG_STEPS,
+  },
   { name: 'acquire over a stopped registration', stopped: true, expectedSteps: ACQUIRE_OVER_STOPPED_STEPS },
 ];
 
@@ -169,15 +182,21 @@ async function settled<T>(promise: Promise<T>): Promise<{ value: T } | { error: 
 function expectRolledBack(setup: Setup, before: Record<string, string>, label: string): void {
   const { place, root, coordination, stoppedEpoch } = setup;
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
-  expect(inspectWorkspace(coordination), label).toEqual(stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch });
-  expect(codeOf(() => workspaceLocalAccess(coordination)), label).toBe('unavailable');
+  expect(inspectWorkspace(coordination), label).toEqual(
+    stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch },
+  );
+  expect(
+    codeOf(() => workspaceLocalAccess(coordination)),
+    label,
+  ).toBe('unavailable');
   const after = contentListing(place.stateHome);
   const privateRoot = `v1/workspaces/${handPlaces(place.stateHome, root).privateRootName}`;
   const initialised = ['v1', 'v1/registry', 'v1/workspaces', privateRoot];
   for (const [path, content] of Object.entries(after)) {
     if (path in before) expect(content, `${label}: ${path}`).toBe(before[path]);
     else if (path === 'v1/registry/format.json') continue;
-    else if (path === 'v1/registry/roots.json') expect(JSON.parse(Buffer.from(content, 'hex').toString('utf8')), label).toMatchObject({ entries: [] });
+    else if (path === 'v1/registry/roots.json')
+      expect(JSON.parse(Buffer.from(content, 'hex').toString('utf8')), label).toMatchObject({ entries: [] });
     else expect(initialised, `${label}: a stray ${path}`).toContain(path);
     if (initialised.includes(path)) expect(content, `${label}: ${path}`).toBe('folder');
   }
@@ -188,11 +207,17 @@ function expectRolledBack(setup: Setup, before: Record<string, string>, label: s
 /** The same process acquires again (no injection), and releases. */
 async function expectAcquiresAgain(setup: Setup, label: string): Promise<void> {
   const lease = await acquireOf(setup);
-  expect(inspectWorkspace(setup.coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: ENDPOINT, phase: 'idle' } });
+  expect(inspectWorkspace(setup.coordination), label).toMatchObject({
+    status: 'unavailable',
+    owner: { pid: process.pid, endpoint: ENDPOINT, phase: 'idle' },
+  });
   await lease.release();
   expect(inspectWorkspace(setup.coordination), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);
-  expect(namesIn(join(setup.place.stateHome, 'v1', 'registry')).filter((name) => name.endsWith('.lock')), `${label}: a lock or marker left`).toEqual([]);
+  expect(
+    namesIn(join(setup.place.stateHome, 'v1', 'registry')).filter((name) => name.endsWith('.lock')),
+    `${label}: a lock or marker left`,
+  ).toEqual([]);
 }
 
 /** The steps of one whole acquire, as the hook reports them; it must be exactly the list written from docs/ownership.md ("Acquire"). */
@@ -287,7 +312,9 @@ describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, 
       );
 
       // Absorbed failures (the registry lock's removal) have nothing to roll back.
-      const points = steps.map((step, index) => ({ step, failAt: index + 1 })).filter(({ step, failAt }) => failAt >= first && !LOCK_REMOVAL_STEPS.includes(step));
+      const points = steps
+        .map((step, index) => ({ step, failAt: index + 1 }))
+        .filter(({ step, failAt }) => failAt >= first && !LOCK_REMOVAL_STEPS.includes(step));
       for (const { step, failAt } of points) {
         it(`an EIO at step ${failAt}: ${step}, and at the first undo step`, async () => {
           const label = `${acquireCase.name}, EIO at step ${failAt}: ${step}, and at the first undo step`;
@@ -306,17 +333,28 @@ describe('a rollback step that fails leaves the rest fenced (docs/ownership.md, 
             // The registration was published and its own undo failed: what is left is the whole
             // ownership, so the call completed and said so (it never rejects over an owner nobody holds).
             expect(failAt, label).toBeGreaterThan(registrationFrom);
-            expect(codeOf(() => result.value.assert()), label).toBe('no error');
+            expect(
+              codeOf(() => result.value.assert()),
+              label,
+            ).toBe('no error');
             expect(workspaceLocalAccess(setup.coordination).epoch, label).toBe(result.value.registration.epoch);
             completeOwnerships += 1;
           } else {
             expect(result, label).toEqual({ error: setup.injector.injected[0] });
             // A rejected acquire left no ownership anyone could reach.
-            expect(codeOf(() => workspaceLocalAccess(setup.coordination)), label).toBe('unavailable');
+            expect(
+              codeOf(() => workspaceLocalAccess(setup.coordination)),
+              label,
+            ).toBe('unavailable');
           }
           // Another process's acquire is refused, and changes nothing.
           const listed = listingOutsideStaging(setup.place.stateHome);
-          const child = spawnPlanned(PROCESS_FIXTURES, 'acquirer.mjs', { workspace: setup.root, stateHome: setup.place.stateHome, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT });
+          const child = spawnPlanned(PROCESS_FIXTURES, 'acquirer.mjs', {
+            workspace: setup.root,
+            stateHome: setup.place.stateHome,
+            config: OWNER_CONFIG,
+            endpoint: CHILD_ENDPOINT,
+          });
           expect(await messageOf(child, 'acquire'), label).toMatchObject({ acquire: 'conflict' });
           expect(await child.closed, label).toMatchObject({ code: 0 });
           expect(listingOutsideStaging(setup.place.stateHome), label).toEqual(listed);
@@ -362,8 +400,14 @@ describe('a release that failed part-way is finished by calling it again (docs/o
         outcomes.push('rejected, finished by the second call');
       }
       expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);
-      expect(inspectWorkspace(setup.coordination), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
-      expect(codeOf(() => lease.assert()), label).toBe('unavailable');
+      expect(inspectWorkspace(setup.coordination), label).toEqual({
+        status: 'stopped',
+        epoch: lease.registration.epoch,
+      });
+      expect(
+        codeOf(() => lease.assert()),
+        label,
+      ).toBe('unavailable');
       await expectAcquiresAgain(setup, label);
     });
   }
@@ -384,18 +428,26 @@ describe('a rollback inside a transaction that lost the registry lock (docs/owne
       beforeMutation(step) {
         // The row's swap is on disk: before the service folder's publication, another process takes the
         // registry lock over (judging this one gone) and publishes the same folder.
-        if (!armed || step.operation !== 'replace' || step.action !== 'fsync-directory' || step.path !== dirname(places.roots)) return;
+        if (
+          !armed ||
+          step.operation !== 'replace' ||
+          step.action !== 'fsync-directory' ||
+          step.path !== dirname(places.roots)
+        )
+          return;
         armed = false;
         replaceFile(place.base, places.registryLock, foreignLock);
         mkdirSync(places.service, { mode: 0o700 });
-        for (const [name, bytes] of Object.entries(published)) writeFileSync(join(places.service, name), bytes, { mode: 0o600, flag: 'wx' });
+        for (const [name, bytes] of Object.entries(published))
+          writeFileSync(join(places.service, name), bytes, { mode: 0o600, flag: 'wx' });
       },
     };
     const coordination = openWorkspace(root, { stateHome: place.stateHome, hooks, lockWaitMs: 500 });
     expect(await codeOfAsync(acquireWorkspace(coordination, OWNER_CONFIG, ENDPOINT))).toBe('conflict');
     expect(armed).toBe(false);
     expect(namesIn(places.service)).toEqual(['config.json', 'format.json']);
-    for (const [name, bytes] of Object.entries(published)) expect(readFileSync(join(places.service, name))).toEqual(bytes);
+    for (const [name, bytes] of Object.entries(published))
+      expect(readFileSync(join(places.service, name))).toEqual(bytes);
     expect(readFileSync(places.registryLock)).toEqual(Buffer.from(foreignLock));
   });
 });

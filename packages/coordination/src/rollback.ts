@@ -53,10 +53,17 @@ export class Rollback {
       const format = this.#ours('format', bytes.format);
       const config = this.#ours('config', bytes.config);
       const hostConfig = this.#workspace.files.read(this.#workspace.places.hostConfig, FILE_BYTES.hostConfig);
-      if (format === undefined || config === undefined || (hostConfig !== undefined && hostConfig.identity !== policyIdentity)) {
+      if (
+        format === undefined ||
+        config === undefined ||
+        (hostConfig !== undefined && hostConfig.identity !== policyIdentity)
+      ) {
         throw new ContractError('conflict', `${service}: not the folder this acquire published`);
       }
-      const expected: Record<string, FileSnapshot> = { [SERVICE_FILE_NAMES.format]: format, [SERVICE_FILE_NAMES.config]: config };
+      const expected: Record<string, FileSnapshot> = {
+        [SERVICE_FILE_NAMES.format]: format,
+        [SERVICE_FILE_NAMES.config]: config,
+      };
       if (hostConfig !== undefined) expected[SERVICE_FILE_NAMES.hostConfig] = hostConfig;
       (transaction?.writer ?? this.#workspace.files).removeFolder(service, expected, FILE_BYTES.format);
     });
@@ -75,7 +82,11 @@ export class Rollback {
     this.#undo.push(() => {
       const path = this.#workspace.places.registration;
       // Still the stopped registration it was to replace: the replace never happened.
-      if (previous !== undefined && this.#workspace.files.read(path, FILE_BYTES.registration)?.identity === previous.identity) return;
+      if (
+        previous !== undefined &&
+        this.#workspace.files.read(path, FILE_BYTES.registration)?.identity === previous.identity
+      )
+        return;
       const current = this.#ours('registration', bytes);
       if (current === undefined) return;
       if (previous === undefined) this.#workspace.files.remove(path, current, FILE_BYTES.registration);
@@ -101,7 +112,8 @@ export class Rollback {
     try {
       const row = this.#undo.shift();
       for (let undo = this.#undo.pop(); undo !== undefined; undo = this.#undo.pop()) undo(undefined);
-      if (row !== undefined) await this.#workspace.registry.transaction(this.#reservation.root, (transaction) => row(transaction));
+      if (row !== undefined)
+        await this.#workspace.registry.transaction(this.#reservation.root, (transaction) => row(transaction));
       return true;
     } catch {
       // As in runWithin: a failed undo leaves the rest fenced.
@@ -114,7 +126,8 @@ export class Rollback {
   #ours(key: ServiceFile, bytes: Uint8Array): FileSnapshot | undefined {
     const current = this.#workspace.files.read(this.#workspace.places[key], FILE_BYTES[key]);
     if (current === undefined) return undefined;
-    if (current.identity !== sha256(bytes)) throw new ContractError('conflict', `${this.#workspace.places[key]}: not the file this acquire wrote`);
+    if (current.identity !== sha256(bytes))
+      throw new ContractError('conflict', `${this.#workspace.places[key]}: not the file this acquire wrote`);
     return current;
   }
 }

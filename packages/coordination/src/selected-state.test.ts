@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { encode, type Registration, type WorkspacePlaces } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, makePlace, replaceFile, rewriteJson, sha256Hex, type TestPlace } from '@leasehold/test-utils';
+import {
+  bytesOf,
+  cleanUp,
+  codeOf,
+  makePlace,
+  replaceFile,
+  rewriteJson,
+  sha256Hex,
+  type TestPlace,
+} from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -16,7 +25,16 @@ import {
   stateTreeOf,
   unchangedCodeOf,
 } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess, type Workspace } from './index.js';
+import {
+  Checkout,
+  acquireWorkspace,
+  initializeWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceConfiguration,
+  workspaceLocalAccess,
+  type Workspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -34,7 +52,9 @@ interface Broken {
 async function makeBase(base: Base): Promise<Broken> {
   const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'workspace');
-  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) =>
+    workspace.writeHostConfig(policyBytes()),
+  );
   if (base === 'stopped') await lease.release();
   const registration = readJson(coordination.places.registration) as unknown as Registration;
   return { place, coordination, places: coordination.places, registration };
@@ -104,26 +124,32 @@ const cases: readonly Case[] = [
     name: 'format.json naming another root',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.format, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
   },
   {
     name: 'format.json naming another state home',
     where: (places) => places.format,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.format, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'config.json changed, so format no longer names its bytes',
     where: (places) => places.config,
     bases: BOTH,
     // Still admits the registration's endpoint: only rule 1 is broken.
-    breakState: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'config.json with the same value in other (non-canonical) bytes',
     where: (places) => places.config,
     bases: BOTH,
-    breakState: ({ place, places }) => replaceFile(place.base, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
+    breakState: ({ place, places }) =>
+      replaceFile(place.base, places.config, bytesOf(JSON.stringify(readJson(places.config), null, 2))),
   },
   {
     name: 'format.json missing from the service folder',
@@ -149,27 +175,37 @@ const cases: readonly Case[] = [
     name: 'a registration of another root',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, root: `${places.root}-other` }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.registration, (value) => ({ ...value, root: `${places.root}-other` }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'a registration of another state home',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), { scratch: place.base }),
+      rewriteJson(places.registration, (value) => ({ ...value, stateHome: join(place.base, 'other-state') }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'a registration of another config identity',
     where: (places) => places.registration,
     bases: BOTH,
     breakState: ({ place, places }) =>
-      rewriteJson(places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') }), { scratch: place.base }),
+      rewriteJson(places.registration, (value) => ({ ...value, configIdentity: sha256Hex('another config') }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'a registration whose endpoint the config does not admit (another host)',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.registration, (value) => ({ ...value, endpoint: 'http://[::1]:40001' }), {
+        scratch: place.base,
+      }),
   },
   // Malformed or unsafe registration.
   {
@@ -189,7 +225,8 @@ const cases: readonly Case[] = [
     name: 'a registration with an unknown key',
     where: (places) => places.registration,
     bases: BOTH,
-    breakState: ({ place, places }) => rewriteJson(places.registration, (value) => ({ ...value, extra: 1 }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.registration, (value) => ({ ...value, extra: 1 }), { scratch: place.base }),
   },
   {
     name: 'a registration with mode 0644',
@@ -213,32 +250,38 @@ const cases: readonly Case[] = [
     name: 'owner.lock with another token',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.ownerLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock with another pid',
     where: (places) => places.ownerLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
+      rewriteJson(places.ownerLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'owner.lock of another epoch',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.ownerLock, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'owner.lock of another host',
     where: (places) => places.ownerLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(places.ownerLock, (value) => ({ ...value, host: 'another-host' }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.ownerLock, (value) => ({ ...value, host: 'another-host' }), { scratch: place.base }),
   },
   {
     name: 'a capability of another epoch',
     where: (places) => places.capability,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(places.capability, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.capability, (value) => ({ ...value, epoch: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a companion of another epoch',
@@ -250,20 +293,24 @@ const cases: readonly Case[] = [
     name: 'a companion of another host',
     where: (places) => places.companion,
     bases: ['live'],
-    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch, 'another-host')),
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place.base, places.companion, companionBytes(registration.epoch, 'another-host')),
   },
   {
     name: 'a checkout lock of another token under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
-    breakState: ({ place, places }) => rewriteJson(places.checkoutLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
+    breakState: ({ place, places }) =>
+      rewriteJson(places.checkoutLock, (value) => ({ ...value, token: randomUUID() }), { scratch: place.base }),
   },
   {
     name: 'a checkout lock of another pid under a live registration',
     where: (places) => places.checkoutLock,
     bases: ['live'],
     breakState: ({ place, places, registration }) =>
-      rewriteJson(places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), { scratch: place.base }),
+      rewriteJson(places.checkoutLock, (value) => ({ ...value, pid: registration.pid === 1 ? 2 : 1 }), {
+        scratch: place.base,
+      }),
   },
   {
     name: 'a live registration without owner.lock',
@@ -288,25 +335,29 @@ const cases: readonly Case[] = [
     name: 'owner.lock under a stopped registration',
     where: (places) => places.ownerLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.base, places.ownerLock, ownerLockBytes(registration)),
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place.base, places.ownerLock, ownerLockBytes(registration)),
   },
   {
     name: 'a capability under a stopped registration',
     where: (places) => places.capability,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.base, places.capability, capabilityBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place.base, places.capability, capabilityBytes(registration.epoch)),
   },
   {
     name: 'a companion under a stopped registration',
     where: (places) => places.companion,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.base, places.companion, companionBytes(registration.epoch)),
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place.base, places.companion, companionBytes(registration.epoch)),
   },
   {
     name: "a checkout lock carrying the stopped registration's checkoutToken",
     where: (places) => places.checkoutLock,
     bases: ['stopped'],
-    breakState: ({ place, places, registration }) => replaceFile(place.base, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
+    breakState: ({ place, places, registration }) =>
+      replaceFile(place.base, places.checkoutLock, checkoutLockBytes(registration.checkoutToken)),
   },
 ];
 
@@ -335,8 +386,14 @@ describe('a selected state that breaks a rule (docs/layout.md, "The selected sta
         expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
         expect(codeOf(() => workspaceConfiguration(coordination))).toBe('refused');
 
-        expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'))).toBe(ACQUIRE_CODE[base]);
-        expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
+        expect(
+          await unchangedCodeOf(place.stateHome, () =>
+            acquireWorkspace(coordination, ANY_PORT, 'http://127.0.0.1:40002'),
+          ),
+        ).toBe(ACQUIRE_CODE[base]);
+        expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe(
+          'refused',
+        );
         const checkout = new Checkout(coordination.root, { stateHome: place.stateHome });
         expect(await unchangedCodeOf(place.stateHome, () => checkout.acquire())).toBe('refused');
 
@@ -355,7 +412,14 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
     {
       name: 'owner.lock',
       path: (places) => places.ownerLock,
-      bytes: () => encode({ schema: 'leasehold.owner-lock/1', epoch: randomUUID(), token: randomUUID(), ...currentProcess(), processStart: undefined }),
+      bytes: () =>
+        encode({
+          schema: 'leasehold.owner-lock/1',
+          epoch: randomUUID(),
+          token: randomUUID(),
+          ...currentProcess(),
+          processStart: undefined,
+        }),
     },
     {
       name: 'a capability',
@@ -379,7 +443,9 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
       expect(inspection).toMatchObject({ status: 'unavailable' });
       if (inspection.status !== 'unavailable') throw new Error('unreachable');
       expect(inspection.reason.startsWith(`refused: ${path(coordination.places)}: `)).toBe(true);
-      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+      expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+        'refused',
+      );
       expect(await unchangedCodeOf(place.stateHome, () => initializeWorkspace(coordination, ANY_PORT))).toBe('refused');
     });
   }
@@ -390,7 +456,9 @@ describe('what the rules allow', () => {
     const { place, coordination } = await makeBase('stopped');
     const handle = await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
     expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: expect.any(String) as string });
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('conflict');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'conflict',
+    );
     handle.release();
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
     lease.assert();
@@ -412,7 +480,10 @@ describe('what the rules allow', () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'no-host-config');
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
+    expect(inspectWorkspace(coordination)).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch: lease.registration.epoch },
+    });
     await lease.release();
     expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   });
@@ -421,19 +492,32 @@ describe('what the rules allow', () => {
 describe('the acquire order around a valid state (docs/ownership.md, "Acquire")', () => {
   it('answers quarantine for a live registration whose row was removed by hand, and refused when a rule is broken too', async () => {
     const { place, places, coordination } = await makeBase('live');
-    replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', reason: 'the registry row is not the registration' });
+    replaceFile(
+      place.base,
+      registryPaths(place.stateHome).roots,
+      encode({ schema: 'leasehold.registry/1', entries: [] }),
+    );
+    expect(inspectWorkspace(coordination)).toMatchObject({
+      status: 'unavailable',
+      reason: 'the registry row is not the registration',
+    });
     expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('quarantine');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'quarantine',
+    );
     // The state is read and checked before its phase is judged: a broken rule comes first.
     replaceFile(place.base, join(places.service, 'stray.json'), bytesOf('{}'));
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe('refused');
+    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
+      'refused',
+    );
   });
 
   it('answers conflict for a stopped workspace whose plain checkout lock is held and whose config differs', async () => {
     const { place, coordination } = await makeBase('stopped');
     await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
     const other = { ...ANY_PORT, endpoint: 'http://[::1]:0' };
-    expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, 'http://[::1]:40001'))).toBe('conflict');
+    expect(
+      await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, other, 'http://[::1]:40001')),
+    ).toBe('conflict');
   });
 });

@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { ContractError, encode, type Reservation, type WorkspacePlaces } from '@leasehold/contracts';
 import { currentProcess } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, codeOfAsync, makePlace, replaceFile, rewriteJson, type TestPlace } from '@leasehold/test-utils';
+import {
+  bytesOf,
+  cleanUp,
+  codeOf,
+  codeOfAsync,
+  makePlace,
+  replaceFile,
+  rewriteJson,
+  type TestPlace,
+} from '@leasehold/test-utils';
 import {
   ANY_PORT,
   BOUND,
@@ -17,7 +26,14 @@ import {
   registryPaths,
   stateTreeOf,
 } from '../test/functional-helpers.js';
-import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, workspaceLocalAccess, type FileLease, type Workspace } from './index.js';
+import {
+  acquireWorkspace,
+  inspectWorkspace,
+  workspaceConfiguration,
+  workspaceLocalAccess,
+  type FileLease,
+  type Workspace,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -33,7 +49,9 @@ interface Owned {
 async function owned(): Promise<Owned> {
   const place = makePlace('coordination');
   const coordination = coordinationFor(place, 'owned');
-  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) => workspace.writeHostConfig(policyBytes()));
+  const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND, (workspace) =>
+    workspace.writeHostConfig(policyBytes()),
+  );
   return { place, coordination, places: coordination.places, lease };
 }
 
@@ -62,15 +80,36 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
     code: 'conflict',
     change: ({ place, places }) => sameBytesAgain(place, places.registration),
   },
-  { name: 'owner.lock replaced', code: 'conflict', change: ({ place, places }) => sameBytesAgain(place, places.ownerLock) },
-  { name: 'the capability replaced', code: 'conflict', change: ({ place, places }) => sameBytesAgain(place, places.capability) },
-  { name: 'the checkout lock replaced', code: 'conflict', change: ({ place, places }) => sameBytesAgain(place, places.checkoutLock) },
-  { name: 'format.json replaced', code: 'conflict', change: ({ place, places }) => sameBytesAgain(place, places.format) },
-  { name: 'host-config.json replaced', code: 'conflict', change: ({ place, places }) => sameBytesAgain(place, places.hostConfig) },
+  {
+    name: 'owner.lock replaced',
+    code: 'conflict',
+    change: ({ place, places }) => sameBytesAgain(place, places.ownerLock),
+  },
+  {
+    name: 'the capability replaced',
+    code: 'conflict',
+    change: ({ place, places }) => sameBytesAgain(place, places.capability),
+  },
+  {
+    name: 'the checkout lock replaced',
+    code: 'conflict',
+    change: ({ place, places }) => sameBytesAgain(place, places.checkoutLock),
+  },
+  {
+    name: 'format.json replaced',
+    code: 'conflict',
+    change: ({ place, places }) => sameBytesAgain(place, places.format),
+  },
+  {
+    name: 'host-config.json replaced',
+    code: 'conflict',
+    change: ({ place, places }) => sameBytesAgain(place, places.hostConfig),
+  },
   {
     name: 'config.json changed',
     code: 'conflict',
-    change: ({ place, places }) => rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
+    change: ({ place, places }) =>
+      rewriteJson(places.config, (value) => ({ ...value, endpoint: BOUND }), { scratch: place.base }),
   },
   {
     name: 'the capability removed',
@@ -88,14 +127,22 @@ const changes: readonly { name: string; code: string; change: (owner: Owned) => 
     change: ({ place }) =>
       rewriteJson(
         registryPaths(place.stateHome).roots,
-        (value) => ({ ...value, entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })) }),
+        (value) => ({
+          ...value,
+          entries: (value.entries as Reservation[]).map((entry) => ({ ...entry, ownerToken: randomUUID() })),
+        }),
         { scratch: place.base },
       ),
   },
   {
     name: 'its registry row removed',
     code: 'conflict',
-    change: ({ place }) => replaceFile(place.base, registryPaths(place.stateHome).roots, encode({ schema: 'leasehold.registry/1', entries: [] })),
+    change: ({ place }) =>
+      replaceFile(
+        place.base,
+        registryPaths(place.stateHome).roots,
+        encode({ schema: 'leasehold.registry/1', entries: [] }),
+      ),
   },
 ];
 
@@ -179,7 +226,12 @@ describe('the state home itself', () => {
   }
 
   /** What an unsafe state home must give: unavailable reads, a refused lease, onLost once. */
-  async function expectFencedOut(owner: Owned, stopped: Workspace, watch: ReturnType<typeof watchOf>, problem: string): Promise<void> {
+  async function expectFencedOut(
+    owner: Owned,
+    stopped: Workspace,
+    watch: ReturnType<typeof watchOf>,
+    problem: string,
+  ): Promise<void> {
     const { coordination, lease, place } = owner;
     for (const reader of [stopped, coordination]) {
       const inspection = inspectWorkspace(reader);

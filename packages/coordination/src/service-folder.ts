@@ -1,4 +1,13 @@
-import { ContractError, SERVICE_FILE_NAMES, decode, encode, ownerConfigSchema, recoverRemedy, sha256, type OwnerConfig } from '@leasehold/contracts';
+import {
+  ContractError,
+  SERVICE_FILE_NAMES,
+  decode,
+  encode,
+  ownerConfigSchema,
+  recoverRemedy,
+  sha256,
+  type OwnerConfig,
+} from '@leasehold/contracts';
 import { ownerStatus, type FileSnapshot } from '@leasehold/private-files';
 import type { GuardedWriter } from '@leasehold/registry';
 import { FILE_BYTES, bounded, type FileSnapshots, type ServiceState } from './service-state.js';
@@ -38,10 +47,18 @@ export async function initializeWorkspace(workspace: Workspace, config: OwnerCon
 }
 
 /** The bytes of `format.json` and `config.json` for `configBytes`, bounded before the first write. */
-export function serviceFolderBytes(workspace: Workspace, configBytes: Uint8Array): { format: Uint8Array; config: Uint8Array } {
+export function serviceFolderBytes(
+  workspace: Workspace,
+  configBytes: Uint8Array,
+): { format: Uint8Array; config: Uint8Array } {
   const { places } = workspace;
   const format = bounded(
-    encode({ schema: 'leasehold.service-format/1', root: places.root, stateHome: places.stateHome, configIdentity: sha256(configBytes) }),
+    encode({
+      schema: 'leasehold.service-format/1',
+      root: places.root,
+      stateHome: places.stateHome,
+      configIdentity: sha256(configBytes),
+    }),
     FILE_BYTES.format,
     places.format,
   );
@@ -52,15 +69,24 @@ export function serviceFolderBytes(workspace: Workspace, configBytes: Uint8Array
  * Publishes the service folder of a new workspace (and the private root above it) through the
  * registry transaction's `writer`, which proves the lock first; answers its snapshots.
  */
-export function publishServiceFolder(workspace: Workspace, configBytes: Uint8Array, writer: GuardedWriter): FileSnapshots {
+export function publishServiceFolder(
+  workspace: Workspace,
+  configBytes: Uint8Array,
+  writer: GuardedWriter,
+): FileSnapshots {
   const { places, files } = workspace;
   const bytes = serviceFolderBytes(workspace, configBytes);
   // format.json and config.json appear together or not at all: a crash
   // here can never leave a half-initialised service folder.
-  writer.publishFolder(places.service, { [SERVICE_FILE_NAMES.format]: bytes.format, [SERVICE_FILE_NAMES.config]: bytes.config }, FILE_BYTES.format);
+  writer.publishFolder(
+    places.service,
+    { [SERVICE_FILE_NAMES.format]: bytes.format, [SERVICE_FILE_NAMES.config]: bytes.config },
+    FILE_BYTES.format,
+  );
   const format = files.read(places.format, FILE_BYTES.format);
   const config = files.read(places.config, FILE_BYTES.config);
-  if (format === undefined || config === undefined) throw new ContractError('conflict', `${places.service}: changed while published`);
+  if (format === undefined || config === undefined)
+    throw new ContractError('conflict', `${places.service}: changed while published`);
   return { format, config, hostConfig: undefined };
 }
 
@@ -78,6 +104,8 @@ export function unpublishServiceFolder(workspace: Workspace, state: ServiceState
     [SERVICE_FILE_NAMES.hostConfig]: state.hostConfig,
     [SERVICE_FILE_NAMES.registration]: state.registration?.snapshot,
   };
-  const expected = Object.fromEntries(Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined));
+  const expected = Object.fromEntries(
+    Object.entries(files).filter((entry): entry is [string, FileSnapshot] => entry[1] !== undefined),
+  );
   writer.removeFolder(workspace.places.service, expected, Math.max(...Object.values(FILE_BYTES)));
 }

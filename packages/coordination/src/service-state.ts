@@ -29,7 +29,16 @@ import type { z } from 'zod';
 import type { Workspace } from './workspace.js';
 
 /** The files of one workspace that Leasehold reads; each key is also the name of its path in `WorkspacePlaces`. */
-export const SERVICE_FILES = ['format', 'config', 'hostConfig', 'registration', 'ownerLock', 'capability', 'companion', 'checkoutLock'] as const;
+export const SERVICE_FILES = [
+  'format',
+  'config',
+  'hostConfig',
+  'registration',
+  'ownerLock',
+  'capability',
+  'companion',
+  'checkoutLock',
+] as const;
 export type ServiceFile = (typeof SERVICE_FILES)[number];
 
 /** The reservation part of a registration: what the registry row must equal. */
@@ -116,7 +125,10 @@ export interface ServiceState {
 export type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
 
 /** One file of the workspace, strictly decoded, or undefined when it (or its folder) is absent. */
-export function readDocument<Key extends DecodedFile>({ files, places }: Workspace, key: Key): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
+export function readDocument<Key extends DecodedFile>(
+  { files, places }: Workspace,
+  key: Key,
+): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined {
   return readServiceFile(files, key, places[key]);
 }
 
@@ -127,7 +139,11 @@ export function readDocument<Key extends DecodedFile>({ files, places }: Workspa
  * @throws ContractError `refused` (unsafe, oversized or malformed), `conflict` (changing while read).
  */
 export function readServiceFile(files: PrivateFiles, key: 'hostConfig', path: string): Document<Uint8Array> | undefined;
-export function readServiceFile<Key extends DecodedFile>(files: PrivateFiles, key: Key, path: string): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
+export function readServiceFile<Key extends DecodedFile>(
+  files: PrivateFiles,
+  key: Key,
+  path: string,
+): Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
 export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined;
 export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: string): Document<unknown> | undefined {
   return documentOf(key, path, files.read(path, FILE_BYTES[key]));
@@ -137,10 +153,17 @@ export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: str
  * A file's snapshot strictly decoded (`host-config.json`, the service's own, as its bytes); undefined when absent.
  * @throws ContractError `refused` (malformed).
  */
-export function documentOf(key: ServiceFile, path: string, snapshot: FileSnapshot | undefined): Document<unknown> | undefined {
+export function documentOf(
+  key: ServiceFile,
+  path: string,
+  snapshot: FileSnapshot | undefined,
+): Document<unknown> | undefined {
   if (snapshot === undefined) return undefined;
   const schema = SERVICE_SCHEMAS[key];
-  return { snapshot, value: schema === undefined ? snapshot.bytes : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path) };
+  return {
+    snapshot,
+    value: schema === undefined ? snapshot.bytes : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path),
+  };
 }
 
 /**
@@ -149,13 +172,17 @@ export function documentOf(key: ServiceFile, path: string, snapshot: FileSnapsho
  * compares with the snapshots it wrote, decoding (`documentOf`) only a file that differs.
  * @throws ContractError `refused` (unexpected entry, unsafe file), `conflict` (a file changed while read).
  */
-export function readServiceSnapshots({ files, places }: Workspace): { service: boolean; snapshots: Record<ServiceFile, FileSnapshot | undefined> } {
+export function readServiceSnapshots({ files, places }: Workspace): {
+  service: boolean;
+  snapshots: Record<ServiceFile, FileSnapshot | undefined>;
+} {
   files.entries(places.namespace, NAMESPACE_ENTRIES);
   files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
   const checkoutLock = files.read(places.checkoutLock, FILE_BYTES.checkoutLock);
   const service = files.directory(places.service);
   if (service) files.entries(places.service, SERVICE_ENTRIES);
-  const read = (key: Exclude<ServiceFile, 'checkoutLock'>) => (service ? files.read(places[key], FILE_BYTES[key]) : undefined);
+  const read = (key: Exclude<ServiceFile, 'checkoutLock'>) =>
+    service ? files.read(places[key], FILE_BYTES[key]) : undefined;
   return {
     service,
     snapshots: {
@@ -179,7 +206,8 @@ export function readServiceSnapshots({ files, places }: Workspace): { service: b
 export function readServiceState(workspace: Workspace): ServiceState {
   const { places } = workspace;
   const { service, snapshots } = readServiceSnapshots(workspace);
-  const decoded = <Key extends DecodedFile>(key: Key) => documentOf(key, places[key], snapshots[key]) as Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
+  const decoded = <Key extends DecodedFile>(key: Key) =>
+    documentOf(key, places[key], snapshots[key]) as Document<z.output<(typeof SERVICE_SCHEMAS)[Key]>> | undefined;
   return {
     service,
     format: decoded('format'),
@@ -250,7 +278,8 @@ export function checkServiceState(state: ServiceState, places: WorkspacePlaces):
     if (config === undefined) refuse(places.config, 'missing from the service folder');
     if (format.value.root !== places.root) refuse(places.format, 'names another workspace root');
     if (format.value.stateHome !== places.stateHome) refuse(places.format, 'names another state home');
-    if (format.value.configIdentity !== config.snapshot.identity) refuse(places.config, 'is not the config format.json names');
+    if (format.value.configIdentity !== config.snapshot.identity)
+      refuse(places.config, 'is not the config format.json names');
     if (state.hostConfig !== undefined && state.hostConfig.identity !== config.value.policyIdentity) {
       refuse(places.hostConfig, 'is not the policy config.json names');
     }
@@ -265,7 +294,8 @@ function checkRegistration(state: ServiceState, registration: Registration, plac
   if (registration.root !== places.root) refuse(path, 'names another workspace root');
   if (registration.stateHome !== places.stateHome) refuse(path, 'names another state home');
   if (registration.configIdentity !== state.format?.value.configIdentity) refuse(path, 'names another config');
-  if (!endpointAdmits(state.config!.value.endpoint, registration.endpoint)) refuse(path, "endpoint is not the config's");
+  if (!endpointAdmits(state.config!.value.endpoint, registration.endpoint))
+    refuse(path, "endpoint is not the config's");
 }
 
 function checkOwner(state: ServiceState, registration: Registration, places: WorkspacePlaces): void {

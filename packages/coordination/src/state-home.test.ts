@@ -3,7 +3,15 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, makePlace, modeOf, namesIn, type TestPlace } from '@leasehold/test-utils';
 import { ANY_PORT, BOUND, makeWorkspace } from '../test/functional-helpers.js';
-import { Checkout, acquireWorkspace, initializeWorkspace, inspectWorkspace, openWorkspace, workspaceConfiguration, workspaceLocalAccess } from './index.js';
+import {
+  Checkout,
+  acquireWorkspace,
+  initializeWorkspace,
+  inspectWorkspace,
+  openWorkspace,
+  workspaceConfiguration,
+  workspaceLocalAccess,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -28,7 +36,8 @@ describe('a state home that does not exist yet, nor its parents', () => {
     const { place, root, stateHome } = freshMachine();
     const coordination = openWorkspace(root, { stateHome });
     const lease = await acquireWorkspace(coordination, ANY_PORT, BOUND);
-    for (const folder of [join(place.base, 'home'), join(place.base, 'home', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
+    for (const folder of [join(place.base, 'home'), join(place.base, 'home', 'local'), stateHome])
+      expect(modeOf(folder)).toBe(0o700);
     expect(lease.registration.phase).toBe('idle');
     await lease.release();
     expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped' });
@@ -48,19 +57,33 @@ describe('a state home that does not exist yet, nor its parents', () => {
 describe('a state home that cannot be made', () => {
   /** A level above the state home in the way, and what inspect makes of it: a link to nothing is no state home yet. */
   const blocked = [
-    { name: 'its parent is a file', make: (tmp: string) => writeFileSync(join(tmp, 'blocker'), 'not a folder'), inspect: 'unavailable' },
-    { name: 'its parent is a link to nothing', make: (tmp: string) => symlinkSync(join(tmp, 'nowhere'), join(tmp, 'blocker')), inspect: 'absent' },
+    {
+      name: 'its parent is a file',
+      make: (tmp: string) => writeFileSync(join(tmp, 'blocker'), 'not a folder'),
+      inspect: 'unavailable',
+    },
+    {
+      name: 'its parent is a link to nothing',
+      make: (tmp: string) => symlinkSync(join(tmp, 'nowhere'), join(tmp, 'blocker')),
+      inspect: 'absent',
+    },
   ];
 
-  it.each(blocked)('$name: acquire and a plain tool are refused naming the state home; nothing is written', async ({ make, inspect }) => {
-    const place = makePlace('coordination');
-    const root = makeWorkspace(place, 'app');
-    make(place.base);
-    const stateHome = join(place.base, 'blocker', 'state');
-    const coordination = openWorkspace(root, { stateHome });
-    await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({ code: 'refused', path: stateHome });
-    expect(await codeOfAsync(new Checkout(root, { stateHome }).acquire())).toBe('refused');
-    expect(inspectWorkspace(coordination).status).toBe(inspect);
-    expect(namesIn(place.base)).toEqual(['blocker', 'workspaces']);
-  });
+  it.each(blocked)(
+    '$name: acquire and a plain tool are refused naming the state home; nothing is written',
+    async ({ make, inspect }) => {
+      const place = makePlace('coordination');
+      const root = makeWorkspace(place, 'app');
+      make(place.base);
+      const stateHome = join(place.base, 'blocker', 'state');
+      const coordination = openWorkspace(root, { stateHome });
+      await expect(acquireWorkspace(coordination, ANY_PORT, BOUND)).rejects.toMatchObject({
+        code: 'refused',
+        path: stateHome,
+      });
+      expect(await codeOfAsync(new Checkout(root, { stateHome }).acquire())).toBe('refused');
+      expect(inspectWorkspace(coordination).status).toBe(inspect);
+      expect(namesIn(place.base)).toEqual(['blocker', 'workspaces']);
+    },
+  );
 });

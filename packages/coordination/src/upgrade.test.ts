@@ -3,7 +3,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { placeOptions, recoverRemedy } from '@leasehold/contracts';
 import { PrivateFiles } from '@leasehold/private-files';
 import { cleanUp, codeOfAsync, makePlace, spawnSharedFixture } from '@leasehold/test-utils';
-import { ANY_PORT, BOUND, FIXTURE_MODULES, configFor, coordinationFor, policyBytes, unchangedCodeOf } from '../test/functional-helpers.js';
+import {
+  ANY_PORT,
+  BOUND,
+  FIXTURE_MODULES,
+  configFor,
+  coordinationFor,
+  policyBytes,
+  unchangedCodeOf,
+} from '../test/functional-helpers.js';
 import { acquireWorkspace, inspectWorkspace, workspaceConfiguration, type Workspace } from './index.js';
 
 afterEach(cleanUp);
@@ -20,20 +28,26 @@ const NEW_POLICY = configFor('http://127.0.0.1:0', 'the new version');
 /** An acquire with `config`, publishing its policy as a new workspace's host-config.json. */
 function acquireWith(coordination: Workspace, config = NEW_POLICY, replaceConfig = true) {
   const label = config === NEW_POLICY ? 'the new version' : 'policy';
-  return acquireWorkspace(coordination, config, BOUND, (fresh) => fresh.writeHostConfig(policyBytes(label)), { replaceConfig });
+  return acquireWorkspace(coordination, config, BOUND, (fresh) => fresh.writeHostConfig(policyBytes(label)), {
+    replaceConfig,
+  });
 }
 
 describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () => {
   it('is refused without replaceConfig, naming it and the config file, and nothing changes', async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'refused');
-    await (await acquireWorkspace(coordination, ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()))).release();
+    await (
+      await acquireWorkspace(coordination, ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()))
+    ).release();
     const refusal = await acquireWith(coordination, NEW_POLICY, false).catch((error: unknown) => error);
     expect(refusal).toMatchObject({
       code: 'conflict',
       path: coordination.places.config,
       message: expect.stringContaining('replaceConfig'),
-      remedy: expect.stringContaining('start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run)'),
+      remedy: expect.stringContaining(
+        'start it with replaceConfig (the --replace-config option of leasehold serve and leasehold run)',
+      ),
     });
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination, NEW_POLICY, false))).toBe('conflict');
     expect(workspaceConfiguration(coordination)).toEqual(ANY_PORT);
@@ -48,7 +62,9 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
 
     const lease = await acquireWith(coordination);
     expect(workspaceConfiguration(coordination)).toEqual(NEW_POLICY);
-    expect(readFileSync(coordination.places.hostConfig, 'utf8')).toBe(Buffer.from(policyBytes('the new version')).toString());
+    expect(readFileSync(coordination.places.hostConfig, 'utf8')).toBe(
+      Buffer.from(policyBytes('the new version')).toString(),
+    );
     expect(lease.registration.epoch).not.toBe(old.registration.epoch);
     await lease.release();
     expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
@@ -73,11 +89,24 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     const live = await acquireWorkspace(coordination, ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()));
     expect(await unchangedCodeOf(place.stateHome, () => acquireWith(coordination))).toBe('conflict');
     const options = placeOptions(coordination.root, place.stateHome);
-    await expect(acquireWith(coordination)).rejects.toMatchObject({ remedy: expect.stringContaining(`see it with \`leasehold status ${options}\``) });
+    await expect(acquireWith(coordination)).rejects.toMatchObject({
+      remedy: expect.stringContaining(`see it with \`leasehold status ${options}\``),
+    });
     await live.release();
 
     // An owner in a child, killed: its row, registration, owner.lock, capability and checkout lock stay.
-    const child = spawnSharedFixture('crasher', { workspace: coordination.root, stateHome: place.stateHome, operation: 'acquire', config: ANY_PORT, endpoint: BOUND, killAt: 'end' }, FIXTURE_MODULES);
+    const child = spawnSharedFixture(
+      'crasher',
+      {
+        workspace: coordination.root,
+        stateHome: place.stateHome,
+        operation: 'acquire',
+        config: ANY_PORT,
+        endpoint: BOUND,
+        killAt: 'end',
+      },
+      FIXTURE_MODULES,
+    );
     await child.closed;
     const refusal = await acquireWith(coordination).catch((error: unknown) => error);
     expect(refusal).toMatchObject({
@@ -90,7 +119,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     expect(existsSync(coordination.places.ownerLock)).toBe(true);
   });
 
-  it('refuses a service folder holding a file it does not know (the transport\'s own), changing nothing', async () => {
+  it("refuses a service folder holding a file it does not know (the transport's own), changing nothing", async () => {
     const place = makePlace('coordination');
     const coordination = coordinationFor(place, 'foreign');
     await (await acquireWorkspace(coordination, ANY_PORT, BOUND)).release();
@@ -109,7 +138,15 @@ describe('an upgrade through a crash', () => {
     // Killed right after the old service folder was renamed into staging: nothing of it is left in place.
     const child = spawnSharedFixture(
       'crasher',
-      { workspace: coordination.root, stateHome: place.stateHome, operation: 'acquire', config: NEW_POLICY, endpoint: BOUND, replaceConfig: true, killBefore: { operation: 'remove-folder', action: 'fsync-directory' } },
+      {
+        workspace: coordination.root,
+        stateHome: place.stateHome,
+        operation: 'acquire',
+        config: NEW_POLICY,
+        endpoint: BOUND,
+        replaceConfig: true,
+        killBefore: { operation: 'remove-folder', action: 'fsync-directory' },
+      },
       FIXTURE_MODULES,
     );
     expect(await child.closed).toMatchObject({ signal: 'SIGKILL' });
@@ -120,4 +157,3 @@ describe('an upgrade through a crash', () => {
     expect(workspaceConfiguration(coordination)).toEqual(NEW_POLICY);
   });
 });
-

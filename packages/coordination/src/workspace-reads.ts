@@ -78,11 +78,16 @@ export function workspaceLocalAccess(workspace: Workspace): LocalAccess {
 }
 
 /** The current files as an owner's snapshots, when they are exactly the ownership of `reservation`. */
-export function wholeOwnership(workspace: Workspace, reservation: Reservation, registrationBytes: Uint8Array): Required<FileSnapshots> | undefined {
+export function wholeOwnership(
+  workspace: Workspace,
+  reservation: Reservation,
+  registrationBytes: Uint8Array,
+): Required<FileSnapshots> | undefined {
   try {
     return retryingReads(() => {
       const { row, state } = consistentRead(workspace);
-      const whole = state.registration?.snapshot.identity === sha256(registrationBytes) && sameReservation(row, reservation);
+      const whole =
+        state.registration?.snapshot.identity === sha256(registrationBytes) && sameReservation(row, reservation);
       return whole ? snapshotsOf(state) : undefined;
     });
   } catch {
@@ -174,7 +179,11 @@ function namedProcess(workspace: Workspace): Reservation | Registration | undefi
  * An `unavailable` answer, marked in progress when the process the files
  * name is live (another step of its acquire or release is coming).
  */
-function unavailable(reason: string, holder?: { pid: number; host: string; processStart?: string | undefined }, owner?: OwnerSummary): Inspection {
+function unavailable(
+  reason: string,
+  holder?: { pid: number; host: string; processStart?: string | undefined },
+  owner?: OwnerSummary,
+): Inspection {
   const live = holder !== undefined && ownerStatus(holder.pid, holder.host, holder.processStart) === 'live';
   return {
     status: 'unavailable',

@@ -1,5 +1,15 @@
 import { posix } from 'node:path';
-import { createFolderSteps, createSteps, listingOutsideStaging, lockCreateSteps, lockRemoveSteps, ownerFilesSteps, releaseServiceSteps, removeSteps, replaceSteps } from '@leasehold/test-utils';
+import {
+  createFolderSteps,
+  createSteps,
+  listingOutsideStaging,
+  lockCreateSteps,
+  lockRemoveSteps,
+  ownerFilesSteps,
+  releaseServiceSteps,
+  removeSteps,
+  replaceSteps,
+} from '@leasehold/test-utils';
 
 // ---- The expected step lists, written from docs/persistence.md ("Publishing a file": how private-files
 // publishes) and docs/ownership.md ("The registry transaction"; the order of "Acquire", phase and "Release"). ----
@@ -12,7 +22,10 @@ const WORKSPACE = 'state/v1/workspaces/<ws>';
 const SERVICE = `${WORKSPACE}/service`;
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
-const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
+const madeFolder = (operation: string, path: string) => [
+  `${operation} mkdir ${path}`,
+  `${operation} fsync-directory ${parentOf(path)}`,
+];
 
 /** A state home used for the first time: the state home, the namespace and the registry folder, then the staging folder. */
 const STATE_HOME_MADE = [
@@ -123,6 +136,9 @@ export function injectedError(code: string, step: string): NodeJS.ErrnoException
 /** Every entry below the state home outside staging, as `folder` or the file's bytes (hex): what is there, not which inode. */
 export function contentListing(stateHome: string): Record<string, string> {
   return Object.fromEntries(
-    Object.entries(listingOutsideStaging(stateHome)).map(([path, entry]) => [path, entry.kind === 'folder' ? 'folder' : entry.bytes]),
+    Object.entries(listingOutsideStaging(stateHome)).map(([path, entry]) => [
+      path,
+      entry.kind === 'folder' ? 'folder' : entry.bytes,
+    ]),
   );
 }

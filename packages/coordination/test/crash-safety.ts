@@ -87,9 +87,15 @@ export const CASES: readonly OperationCase[] = [
     operation: 'acquire',
     prepare: async (place, root) => {
       // A first writer dies right before publishing the registry lock: its staged temp is left, and no fence.
-      const first = spawnSharedFixture('crasher', { ...crasherPlan('acquire', place, root), killBefore: { operation: 'create', action: 'link' } }, FIXTURE_MODULES);
+      const first = spawnSharedFixture(
+        'crasher',
+        { ...crasherPlan('acquire', place, root), killBefore: { operation: 'create', action: 'link' } },
+        FIXTURE_MODULES,
+      );
       expect(await first.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
-      expect(stagingLeftovers(place.stateHome)).toEqual([expect.stringMatching(new RegExp(`^${first.pid}\\..*\\.tmp$`))]);
+      expect(stagingLeftovers(place.stateHome)).toEqual([
+        expect.stringMatching(new RegExp(`^${first.pid}\\..*\\.tmp$`)),
+      ]);
       expect(serviceFences(place.stateHome, root)).toEqual([]);
       return [first.pid];
     },
@@ -130,14 +136,30 @@ export async function preparedPlace(operationCase: OperationCase): Promise<Prepa
   return { place, root, otherRoot, deadPids };
 }
 
-export function crasherPlan(operation: CrasherPlan['operation'], place: TestPlace, root: string, extra: Partial<CrasherPlan> = {}): CrasherPlan {
-  return { workspace: root, stateHome: place.stateHome, operation, config: OWNER_CONFIG, endpoint: CHILD_ENDPOINT, ...extra };
+export function crasherPlan(
+  operation: CrasherPlan['operation'],
+  place: TestPlace,
+  root: string,
+  extra: Partial<CrasherPlan> = {},
+): CrasherPlan {
+  return {
+    workspace: root,
+    stateHome: place.stateHome,
+    operation,
+    config: OWNER_CONFIG,
+    endpoint: CHILD_ENDPOINT,
+    ...extra,
+  };
 }
 
 /** The dry run: the whole operation in a child, every step reported; it must be exactly the list written from docs/ownership.md and docs/persistence.md. */
 export async function dryRun(operationCase: OperationCase): Promise<void> {
   const dry = await preparedPlace(operationCase);
-  const child = spawnSharedFixture('crasher', crasherPlan(operationCase.operation, dry.place, dry.root), FIXTURE_MODULES);
+  const child = spawnSharedFixture(
+    'crasher',
+    crasherPlan(operationCase.operation, dry.place, dry.root),
+    FIXTURE_MODULES,
+  );
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   const steps = messagesOf(child, 'step').map((message) => shownStep(message, dry.place, dry.root));
@@ -170,14 +192,20 @@ function listingWithoutLocks(stateHome: string): Record<string, ListedEntry> {
  * while a service fence remains; a file that does not decode makes it `unavailable`; staging
  * leftovers are only ever a dead writer's. Answers the fences and the status.
  */
-function checkInspect(prepared: Prepared, deadPids: readonly number[], label: string): { fences: string[]; status: string } {
+function checkInspect(
+  prepared: Prepared,
+  deadPids: readonly number[],
+  label: string,
+): { fences: string[]; status: string } {
   const { place, root } = prepared;
   const fences = serviceFences(place.stateHome, root);
   const inspection = inspectWorkspace(openWorkspace(root, { stateHome: place.stateHome }));
-  if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspection.status);
+  if (fences.length > 0)
+    expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspection.status);
   const problems = undecodableFiles(place.stateHome);
   if (problems.length > 0) expect(inspection.status, `${label}: ${problems.join(', ')}`).toBe('unavailable');
-  for (const leftover of stagingLeftovers(place.stateHome)) expect(deadPids, `${label}: ${leftover}`).toContain(Number(leftover.split('.')[0]));
+  for (const leftover of stagingLeftovers(place.stateHome))
+    expect(deadPids, `${label}: ${leftover}`).toContain(Number(leftover.split('.')[0]));
   return { fences, status: inspection.status };
 }
 
@@ -205,7 +233,10 @@ async function checkAcquire(prepared: Prepared, label: string): Promise<string> 
     return code;
   }
   expect(code, `${label}: no fence is left`).toBe('no error');
-  expect(inspectWorkspace(coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT } });
+  expect(inspectWorkspace(coordination), label).toMatchObject({
+    status: 'unavailable',
+    owner: { pid: process.pid, endpoint: PARENT_ENDPOINT },
+  });
   await lease!.release();
   expect(inspectWorkspace(coordination), label).toEqual({ status: 'stopped', epoch: lease!.registration.epoch });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
@@ -221,20 +252,36 @@ async function checkOtherWorkspace(prepared: Prepared, label: string): Promise<v
   const fences = serviceFences(place.stateHome, root);
   const other = openWorkspace(otherRoot, { stateHome: place.stateHome, lockWaitMs: 1000 });
   const lease = await acquireWorkspace(other, OWNER_CONFIG, OTHER_ENDPOINT);
-  expect(inspectWorkspace(other), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' } });
+  expect(inspectWorkspace(other), label).toMatchObject({
+    status: 'unavailable',
+    owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' },
+  });
   await lease.release();
   expect(inspectWorkspace(other), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
   expect(serviceFences(place.stateHome, otherRoot), label).toEqual([]);
-  expect(serviceFences(place.stateHome, root), `${label}: another workspace's writer changed this root's fences`).toEqual(fences);
+  expect(
+    serviceFences(place.stateHome, root),
+    `${label}: another workspace's writer changed this root's fences`,
+  ).toEqual(fences);
   expect(pathExists(registryLockOf(place)), `${label}: the dead writer's registry lock was not taken over`).toBe(false);
-  expect(namesIn(join(handPlaces(place.stateHome, '/').namespace, 'registry')).filter((name) => name.startsWith('takeover-')), label).toEqual([]);
+  expect(
+    namesIn(join(handPlaces(place.stateHome, '/').namespace, 'registry')).filter((name) =>
+      name.startsWith('takeover-'),
+    ),
+    label,
+  ).toEqual([]);
 }
 
 /**
  * Judges the state a dead writer left: (a), (b), (c), (a), (b); or, with `other first`, (a), (c),
  * (a), (b), so that the other workspace's writer is the one that meets a dead lock (docs/ownership.md, "The registry transaction", step 1).
  */
-export async function judge(prepared: Prepared, deadPids: readonly number[], order: 'other first' | 'same root first', label: string): Promise<Judgement> {
+export async function judge(
+  prepared: Prepared,
+  deadPids: readonly number[],
+  order: 'other first' | 'same root first',
+  label: string,
+): Promise<Judgement> {
   const lockLeft = pathExists(registryLockOf(prepared.place));
   const first = checkInspect(prepared, deadPids, `${label} (as left)`);
   const acquires: string[] = [];
@@ -250,13 +297,18 @@ export function summary(judgements: readonly Judgement[]) {
     'inspect as left': countsOf(judgements.map((j) => j.status)),
     'same-root acquire': countsOf(judgements.map((j) => j.acquire)),
     'with a fence': judgements.filter((j) => j.fences > 0).length,
-    'registry lock left, taken over by the same root': judgements.filter((j) => j.lockLeft && j.order !== 'other first').length,
-    'registry lock left, taken over by another workspace': judgements.filter((j) => j.lockLeft && j.order === 'other first').length,
+    'registry lock left, taken over by the same root': judgements.filter((j) => j.lockLeft && j.order !== 'other first')
+      .length,
+    'registry lock left, taken over by another workspace': judgements.filter(
+      (j) => j.lockLeft && j.order === 'other first',
+    ).length,
   };
 }
 
 /** Step `n` as the child reported it, with its real path (the injected error's message names it). */
 export function reportedRaw(child: Parameters<typeof messagesOf>[0], n: number): string {
-  const step = messagesOf(child, 'step').map((message) => message.step as { n: number; operation: string; action: string; path: string })[n - 1]!;
+  const step = messagesOf(child, 'step').map(
+    (message) => message.step as { n: number; operation: string; action: string; path: string },
+  )[n - 1]!;
   return `${step.operation} ${step.action} ${step.path}`;
 }

@@ -19,7 +19,9 @@ import { expect } from 'vitest';
 import { openWorkspace, resolveWorkspace, type Workspace } from '../src/index.js';
 
 /** What the shared fixtures of @leasehold/test-utils load: the built package, resolved here (test-utils may not depend on it). */
-export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
+export const FIXTURE_MODULES: FixtureModules = {
+  '@leasehold/coordination': import.meta.resolve('@leasehold/coordination'),
+};
 
 /** A real workspace folder `<base>/workspaces/<name>` (made with its parents), passed through `resolveWorkspace`. */
 export function makeWorkspace(place: TestPlace, name: string): string {
@@ -71,7 +73,12 @@ export function reservationFor(stateHome: string, root: string, endpoint: string
 /** The registry paths of a state home. */
 export function registryPaths(stateHome: string): { folder: string; format: string; roots: string; lock: string } {
   const folder = join(stateHome, 'v1', 'registry');
-  return { folder, format: join(folder, 'format.json'), roots: join(folder, 'roots.json'), lock: join(folder, 'registry.lock') };
+  return {
+    folder,
+    format: join(folder, 'format.json'),
+    roots: join(folder, 'roots.json'),
+    lock: join(folder, 'registry.lock'),
+  };
 }
 
 /** The reservations in roots.json, read directly. */
@@ -91,7 +98,10 @@ export async function writeRows(place: TestPlace, rows: readonly Reservation[]):
 
 /** A holder that is proved gone: this pid as it was on another boot (`ownerStatus` says `absent`). */
 export function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
+  const holder = {
+    ...currentProcess(),
+    processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()),
+  };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
@@ -100,7 +110,13 @@ export function goneHolder(): ProcessIdentity {
 export function ambiguousHolders(): { readonly name: string; readonly holder: ProcessIdentity }[] {
   const holders: { readonly name: string; readonly holder: ProcessIdentity }[] = [
     { name: 'another host', holder: { pid: 1, host: 'another-host' } },
-    { name: 'another PID namespace', holder: { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') } },
+    {
+      name: 'another PID namespace',
+      holder: {
+        ...currentProcess(),
+        processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1'),
+      },
+    },
   ];
   for (const { holder } of holders) expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holders;

@@ -67,18 +67,34 @@ export function stagingLeftovers(stateHome: string): string[] {
 }
 
 // Relative path below the namespace -> schema and bound of the document that lives there.
-const DOCUMENTS: readonly { readonly pattern: RegExp; readonly schema: Parameters<typeof decodeBytes>[0]; readonly maxBytes: number }[] = [
+const DOCUMENTS: readonly {
+  readonly pattern: RegExp;
+  readonly schema: Parameters<typeof decodeBytes>[0];
+  readonly maxBytes: number;
+}[] = [
   { pattern: /^registry\/format\.json$/, schema: registryFormatSchema, maxBytes: DOCUMENT_BYTES },
   { pattern: /^registry\/roots\.json$/, schema: reservationTableSchema, maxBytes: REGISTRY_BYTES },
   { pattern: /^registry\/registry\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
   // A take-over marker holds the lock document of the writer taking a dead holder's lock over.
   { pattern: /^registry\/takeover-[0-9a-f-]{36}\.lock$/, schema: registryLockSchema, maxBytes: DOCUMENT_BYTES },
   { pattern: /^workspaces\/[0-9a-f]{32}\/checkout\.lock$/, schema: checkoutLockSchema, maxBytes: DOCUMENT_BYTES },
-  { pattern: /^workspaces\/[0-9a-f]{32}\/service\/format\.json$/, schema: serviceFormatSchema, maxBytes: PATHS_DOCUMENT_BYTES },
+  {
+    pattern: /^workspaces\/[0-9a-f]{32}\/service\/format\.json$/,
+    schema: serviceFormatSchema,
+    maxBytes: PATHS_DOCUMENT_BYTES,
+  },
   { pattern: /^workspaces\/[0-9a-f]{32}\/service\/config\.json$/, schema: ownerConfigSchema, maxBytes: DOCUMENT_BYTES },
-  { pattern: /^workspaces\/[0-9a-f]{32}\/service\/registration\.json$/, schema: registrationSchema, maxBytes: PATHS_DOCUMENT_BYTES },
+  {
+    pattern: /^workspaces\/[0-9a-f]{32}\/service\/registration\.json$/,
+    schema: registrationSchema,
+    maxBytes: PATHS_DOCUMENT_BYTES,
+  },
   { pattern: /^workspaces\/[0-9a-f]{32}\/service\/owner\.lock$/, schema: ownerLockSchema, maxBytes: DOCUMENT_BYTES },
-  { pattern: /^workspaces\/[0-9a-f]{32}\/service\/local-capability\.json$/, schema: localCapabilitySchema, maxBytes: DOCUMENT_BYTES },
+  {
+    pattern: /^workspaces\/[0-9a-f]{32}\/service\/local-capability\.json$/,
+    schema: localCapabilitySchema,
+    maxBytes: DOCUMENT_BYTES,
+  },
 ];
 
 /**
@@ -121,7 +137,13 @@ interface CyclerPlan {
  * `iterations` times on `loopbackEndpoint(firstPort + i)`, once told `go`. Their lock wait is generous,
  * so that a writer never gives up (`busy`) however slow the disk is.
  */
-export function spawnCyclers(place: TestPlace, count: number, prefix: string, firstPort: number, iterations: number): SpawnedChild[] {
+export function spawnCyclers(
+  place: TestPlace,
+  count: number,
+  prefix: string,
+  firstPort: number,
+  iterations: number,
+): SpawnedChild[] {
   return Array.from({ length: count }, (_, index) => {
     const plan: CyclerPlan = {
       workspace: makeWorkspace(place, `${prefix}-${index}`),

@@ -62,9 +62,16 @@ export interface EtcdBackend extends Ownership, Recovery {
  * @throws ContractError `refused` for malformed options, or a `local` opened with another backend.
  */
 export function etcdBackend(options: EtcdBackendOptions): EtcdBackend {
-  const backend = decode(backendSchema, { kind: 'etcd', endpoints: [...options.endpoints], prefix: options.prefix }, 'backend');
+  const backend = decode(
+    backendSchema,
+    { kind: 'etcd', endpoints: [...options.endpoints], prefix: options.prefix },
+    'backend',
+  );
   if (!sameBackend(options.local.backend, backend)) {
-    throw new ContractError('refused', `local: opened with backend ${JSON.stringify(options.local.backend)}, not this one's ${JSON.stringify(backend)}`);
+    throw new ContractError(
+      'refused',
+      `local: opened with backend ${JSON.stringify(options.local.backend)}, not this one's ${JSON.stringify(backend)}`,
+    );
   }
   return new CompositeBackend(backend, options);
 }
@@ -99,12 +106,16 @@ class CompositeBackend implements EtcdBackend {
   async acquire(root: string, config: OwnerConfig, request: AcquireRequest = {}): Promise<EtcdBackendLease> {
     const endpoint = request.boundEndpoint ?? config.endpoint;
     // etcd keys endpoints per host, so it must be the one actually bound, never a port-0 request.
-    if (!endpointSchema.safeParse(endpoint).success) throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
+    if (!endpointSchema.safeParse(endpoint).success)
+      throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
     // One ownership, one epoch: the files take the epoch the etcd fence was written with.
     const epoch = request.epoch ?? randomUUID();
     const fence = await this.#etcd.acquire(root, { endpoint, epoch, ...this.#acquireOptions });
     try {
-      return new CompositeLease(fence, await this.#local.acquire(root, config, { ...request, boundEndpoint: endpoint, epoch }));
+      return new CompositeLease(
+        fence,
+        await this.#local.acquire(root, config, { ...request, boundEndpoint: endpoint, epoch }),
+      );
     } catch (error) {
       // Best effort: a release that fails leaves the fence on a lease this process keeps; close() revokes it (quarantined).
       await fence.release().catch(() => {});
@@ -129,7 +140,9 @@ class CompositeBackend implements EtcdBackend {
       case 'quarantined':
         return { status: 'quarantined', owner: this.#summaryOf(fenced.owner ?? fenced.fence, 'quarantined') };
       default:
-        return fenced.owner.host === this.#etcd.host ? this.#inspectHere(root, fenced.owner) : inspectElsewhere(fenced.owner);
+        return fenced.owner.host === this.#etcd.host
+          ? this.#inspectHere(root, fenced.owner)
+          : inspectElsewhere(fenced.owner);
     }
   }
 
@@ -138,7 +151,12 @@ class CompositeBackend implements EtcdBackend {
     const here = await this.#local.inspect(root);
     if (here.status !== 'absent' && here.status !== 'stopped') return here;
     // Acquire writes etcd before the files and release removes the files before etcd: a live lease between the two.
-    return { status: 'unavailable', reason: 'fenced in etcd by this host, its files not (or no longer) written: an acquire or release in progress', owner: this.#summaryOf(owner, owner.phase), inProgress: true };
+    return {
+      status: 'unavailable',
+      reason: 'fenced in etcd by this host, its files not (or no longer) written: an acquire or release in progress',
+      owner: this.#summaryOf(owner, owner.phase),
+      inProgress: true,
+    };
   }
 
   /** A record's owner, with what this host can tell of its process: another host's is `ambiguous`. */
@@ -198,9 +216,16 @@ class CompositeBackend implements EtcdBackend {
   async recover(root: string, options: RecoverRequest): Promise<RecoveryResult> {
     options.assertAuthority();
     const { view, local, etcd } = await this.#views(root);
-    if (view.digest !== options.expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery view and its digest`);
+    if (view.digest !== options.expectedDigest)
+      throw new ContractError(
+        'conflict',
+        `${root} changed since the digest was taken: take a new recovery view and its digest`,
+      );
     if (etcd.owner !== undefined) {
-      throw new ContractError('quarantine', `${root} is held by a live etcd lease (host ${etcd.owner.host}, pid ${etcd.owner.pid}, epoch ${etcd.owner.epoch}): it is never recovered`);
+      throw new ContractError(
+        'quarantine',
+        `${root} is held by a live etcd lease (host ${etcd.owner.host}, pid ${etcd.owner.pid}, epoch ${etcd.owner.epoch}): it is never recovered`,
+      );
     }
     if (view.clear) return { recovered: false, reason: 'clear' };
     let record: string | undefined;
@@ -215,7 +240,12 @@ class CompositeBackend implements EtcdBackend {
     }
     if (!etcd.clear) {
       options.assertAuthority();
-      record = (await this.#etcd.recover(root, etcd.digest, { reviewedDigest: view.digest, ...(options.automatic === undefined ? {} : { automatic: options.automatic }) })).id;
+      record = (
+        await this.#etcd.recover(root, etcd.digest, {
+          reviewedDigest: view.digest,
+          ...(options.automatic === undefined ? {} : { automatic: options.automatic }),
+        })
+      ).id;
     }
     return record === undefined ? { recovered: false, reason: 'clear' } : { recovered: true, record };
   }
@@ -225,16 +255,18 @@ class CompositeBackend implements EtcdBackend {
     const [local, etcd] = await Promise.all([this.#localRecovery.journal(root), this.#etcd.journal()]);
     const fromEtcd = etcd
       .filter((record) => root === undefined || record.root === root)
-      .map(({ id, root: recordRoot, digest, reviewedDigest, recordedAt, operator, automatic }): RecoveryJournalEntry => ({
-        record: `etcd:${this.#keys.journal(id)}`,
-        root: recordRoot,
-        digest,
-        ...(reviewedDigest === undefined ? {} : { reviewedDigest }),
-        recordedAt,
-        operator,
-        fences: [{ kind: 'etcd-fence', path: `etcd:${this.#keys.fence(recordRoot)}` }],
-        ...(automatic === undefined ? {} : { automatic }),
-      }));
+      .map(
+        ({ id, root: recordRoot, digest, reviewedDigest, recordedAt, operator, automatic }): RecoveryJournalEntry => ({
+          record: `etcd:${this.#keys.journal(id)}`,
+          root: recordRoot,
+          digest,
+          ...(reviewedDigest === undefined ? {} : { reviewedDigest }),
+          recordedAt,
+          operator,
+          fences: [{ kind: 'etcd-fence', path: `etcd:${this.#keys.fence(recordRoot)}` }],
+          ...(automatic === undefined ? {} : { automatic }),
+        }),
+      );
     return [...local, ...fromEtcd].sort((a, b) => a.recordedAt.localeCompare(b.recordedAt));
   }
 
@@ -249,12 +281,18 @@ class CompositeBackend implements EtcdBackend {
   /** Both backends' views, and the one view (and digest) of them. */
   async #views(root: string): Promise<{ view: RecoveryView; local: RecoveryView; etcd: EtcdRecoveryView }> {
     const [local, etcd] = await Promise.all([this.#localRecovery.view(root), this.#etcd.recoveryView(root)]);
-    const etcdViews = etcdFenceViews(etcd, this.#keys.fence(root), etcd.fence === undefined ? undefined : this.#etcd.processOf(etcd.fence.record));
+    const etcdViews = etcdFenceViews(
+      etcd,
+      this.#keys.fence(root),
+      etcd.fence === undefined ? undefined : this.#etcd.processOf(etcd.fence.record),
+    );
     const view: RecoveryView = {
       root,
       fences: [...local.fences, ...etcdViews.fences],
       holders: [...local.holders, ...etcdViews.holders],
-      digest: sha256(encode({ schema: 'leasehold.etcd-backend-recovery-digest/1', root, local: local.digest, etcd: etcd.digest })),
+      digest: sha256(
+        encode({ schema: 'leasehold.etcd-backend-recovery-digest/1', root, local: local.digest, etcd: etcd.digest }),
+      ),
       clear: local.clear && etcd.clear,
     };
     return { view, local, etcd };
@@ -264,7 +302,11 @@ class CompositeBackend implements EtcdBackend {
 /** Another host holds the root: its files are out of reach, so an idle owner cannot be proved here. */
 function inspectElsewhere(owner: OwnerRecord): Inspection {
   if (owner.phase === 'stopping') return { status: 'stopping', owner: summaryOf(owner, 'stopping', 'ambiguous') };
-  return { status: 'unavailable', reason: `served on host ${owner.host}`, owner: summaryOf(owner, owner.phase, 'ambiguous') };
+  return {
+    status: 'unavailable',
+    reason: `served on host ${owner.host}`,
+    owner: summaryOf(owner, owner.phase, 'ambiguous'),
+  };
 }
 
 function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase, process: OwnerStatus): OwnerSummary {
@@ -275,14 +317,27 @@ function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase, process: Own
  * The etcd fence as recovery shows it, and its holder: `leased` while an owner key is there,
  * `lease-ended` once it is gone; for a fence of this host, what this host can tell of its `process`.
  */
-function etcdFenceViews(snapshot: EtcdRecoveryView, key: string, process: OwnerStatus | undefined): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
+function etcdFenceViews(
+  snapshot: EtcdRecoveryView,
+  key: string,
+  process: OwnerStatus | undefined,
+): { fences: RecoveryFenceView[]; holders: RecoveryHolderView[] } {
   if (snapshot.fence === undefined) return { fences: [], holders: [] };
   const { pid, host, processStart } = snapshot.fence.record;
   const holder = { pid, host, ...(processStart === undefined ? {} : { processStart }) };
   const path = `etcd:${key}`;
   return {
-    fences: [{ kind: 'etcd-fence', path, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) }],
-    holders: [{ holder, verdict: snapshot.owner === undefined ? 'lease-ended' : 'leased', ...(process === undefined ? {} : { process }), fences: [path] }],
+    fences: [
+      { kind: 'etcd-fence', path, holder, ...(snapshot.owner === undefined ? {} : { phase: snapshot.owner.phase }) },
+    ],
+    holders: [
+      {
+        holder,
+        verdict: snapshot.owner === undefined ? 'lease-ended' : 'leased',
+        ...(process === undefined ? {} : { process }),
+        fences: [path],
+      },
+    ],
   };
 }
 

@@ -23,7 +23,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on a real 3-member cluster', (
     );
     const winners = outcomes.filter(({ outcome }) => outcome === 'acquired');
     expect(winners).toHaveLength(1);
-    expect(outcomes.filter(({ outcome }) => outcome === 'refused').map(({ detail }) => detail.code)).toEqual(Array(15).fill('conflict'));
+    expect(outcomes.filter(({ outcome }) => outcome === 'refused').map(({ detail }) => detail.code)).toEqual(
+      Array(15).fill('conflict'),
+    );
     await releaseOwner(winners[0]?.child ?? expect.unreachable());
   });
 });

@@ -104,7 +104,11 @@ export interface EtcdClient {
    * fails once it applied (a fenced write's). Hedged like a keep-alive: the first answer wins, and the
    * copies still outstanding may apply (and fail their compare) later.
    */
-  repeatableTxn(compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult>;
+  repeatableTxn(
+    compare: readonly Compare[],
+    success: readonly Operation[],
+    failure: readonly Operation[],
+  ): Promise<TxnResult>;
   /** A linearizable read, hedged. */
   range(key: string, prefix?: true): Promise<{ readonly header: Header; readonly kvs: readonly KeyValue[] }>;
   grant(ttlSeconds: number): Promise<{ readonly id: string; readonly ttlSeconds: number }>;

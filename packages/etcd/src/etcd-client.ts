@@ -27,9 +27,20 @@ import { hedged } from './hedging.js';
 import { Members, oneAtATime } from './members.js';
 import { watchAcross } from './watch.js';
 
-export { DEFAULT_REQUEST_TIMEOUT_MS, type Compare, type EtcdAuth, type EtcdClient, type EtcdTls, type KeyValue, type Operation, type WatchEvent } from './etcd-client-types.js';
+export {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type Compare,
+  type EtcdAuth,
+  type EtcdClient,
+  type EtcdTls,
+  type KeyValue,
+  type Operation,
+  type WatchEvent,
+} from './etcd-client-types.js';
 
-type HostPolicy = ReturnType<NonNullable<NonNullable<NonNullable<ConstructorParameters<typeof etcd3.Etcd3>[0]>['faultHandling']>['host']>>;
+type HostPolicy = ReturnType<
+  NonNullable<NonNullable<NonNullable<ConstructorParameters<typeof etcd3.Etcd3>[0]>['faultHandling']>['host']>
+>;
 
 /**
  * The per-member policy: every request goes through. The library's default is a circuit breaker that,
@@ -73,15 +84,22 @@ function rangeEndOf(key: Buffer, prefix: boolean | undefined): { range_end?: Buf
  * The library's TLS credentials: ours when `tls` is given (then every endpoint must be https), none for
  * http endpoints, and the system's CAs for https endpoints without `tls` (the library's own default).
  */
-function credentialsOf(endpoints: readonly string[], tls: EtcdTls | undefined): { rootCertificate: Buffer; privateKey?: Buffer; certChain?: Buffer } | undefined {
+function credentialsOf(
+  endpoints: readonly string[],
+  tls: EtcdTls | undefined,
+): { rootCertificate: Buffer; privateKey?: Buffer; certChain?: Buffer } | undefined {
   const secure = endpoints.filter((endpoint) => endpoint.startsWith('https://')).length;
-  if (secure !== 0 && secure !== endpoints.length) throw new ContractError('refused', 'endpoints: all https:// or none (etcd3 cannot mix secure and plain members)');
+  if (secure !== 0 && secure !== endpoints.length)
+    throw new ContractError('refused', 'endpoints: all https:// or none (etcd3 cannot mix secure and plain members)');
   if (tls === undefined) return undefined;
   if (secure === 0) throw new ContractError('refused', 'endpoints: with `tls`, every endpoint is an https:// URL');
-  if ((tls.cert === undefined) !== (tls.key === undefined)) throw new ContractError('refused', 'tls: give `cert` and `key` together, or neither');
+  if ((tls.cert === undefined) !== (tls.key === undefined))
+    throw new ContractError('refused', 'tls: give `cert` and `key` together, or neither');
   return {
     rootCertificate: Buffer.from(tls.ca),
-    ...(tls.cert === undefined || tls.key === undefined ? {} : { certChain: Buffer.from(tls.cert), privateKey: Buffer.from(tls.key) }),
+    ...(tls.cert === undefined || tls.key === undefined
+      ? {}
+      : { certChain: Buffer.from(tls.cert), privateKey: Buffer.from(tls.key) }),
   };
 }
 
@@ -98,7 +116,9 @@ export function connect(options: ConnectionOptions): EtcdClient {
       (endpoint) =>
         new etcd3.Etcd3({
           hosts: [endpoint],
-          ...(options.auth === undefined ? {} : { auth: { username: options.auth.username, password: options.auth.password } }),
+          ...(options.auth === undefined
+            ? {}
+            : { auth: { username: options.auth.username, password: options.auth.password } }),
           ...(credentials === undefined ? {} : { credentials }),
           faultHandling: { host: () => PASS_THROUGH },
         }),
@@ -110,14 +130,25 @@ export function connect(options: ConnectionOptions): EtcdClient {
   const failure = (error: unknown): ContractError => failureOf(error, options.auth?.username);
   // Every error of the library turned into a ContractError.
   const guarded = <T>(sent: Promise<T>): Promise<T> => sent.catch((error: unknown) => Promise.reject(failure(error)));
-  const txnOf = async (send: typeof oneAtATime, compare: readonly Compare[], success: readonly Operation[], failure: readonly Operation[]): Promise<TxnResult> => {
-    const request = { compare: compare.map(compareOf), success: success.map(operationOf), failure: failure.map(operationOf) };
+  const txnOf = async (
+    send: typeof oneAtATime,
+    compare: readonly Compare[],
+    success: readonly Operation[],
+    failure: readonly Operation[],
+  ): Promise<TxnResult> => {
+    const request = {
+      compare: compare.map(compareOf),
+      success: success.map(operationOf),
+      failure: failure.map(operationOf),
+    };
     const options = call();
     const response = await guarded(send(members, (client) => client.kv.txn(request, options)));
     return {
       ...headerOf(response.header),
       succeeded: response.succeeded,
-      ranges: response.responses.filter((answer) => answer.response_range !== undefined && answer.response_range !== null).map((answer) => answer.response_range.kvs.map(keyValueOf)),
+      ranges: response.responses
+        .filter((answer) => answer.response_range !== undefined && answer.response_range !== null)
+        .map((answer) => answer.response_range.kvs.map(keyValueOf)),
     };
   };
   return {
@@ -126,13 +157,18 @@ export function connect(options: ConnectionOptions): EtcdClient {
     async range(key, prefix) {
       const bytes = Buffer.from(key);
       const options = call();
-      const response = await guarded(hedged(members, (client) => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, options), true));
+      const response = await guarded(
+        hedged(members, (client) => client.kv.range({ key: bytes, ...rangeEndOf(bytes, prefix) }, options), true),
+      );
       return { header: headerOf(response.header), kvs: response.kvs.map(keyValueOf) };
     },
     async grant(ttlSeconds) {
       const options = call();
-      const response = await guarded(oneAtATime(members, (client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, options)));
-      if (response.error !== '') throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
+      const response = await guarded(
+        oneAtATime(members, (client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds }, options)),
+      );
+      if (response.error !== '')
+        throw new ContractError('unavailable', `etcd did not grant a lease: ${response.error}`);
       return { id: response.ID, ttlSeconds: Number(response.TTL) };
     },
     keepAlive(id, timeoutMs = requestTimeoutMs) {
@@ -143,7 +179,8 @@ export function connect(options: ConnectionOptions): EtcdClient {
       const options = call();
       await guarded(oneAtATime(members, (client) => client.leaseClient.leaseRevoke({ ID: id }, options)));
     },
-    watch: (key, startRevision, handlers) => watchAcross(members, (client, from, each) => watchOn(client, failure, key, from, each), startRevision, handlers),
+    watch: (key, startRevision, handlers) =>
+      watchAcross(members, (client, from, each) => watchOn(client, failure, key, from, each), startRevision, handlers),
     close: () => members.close(),
   };
 }
@@ -166,7 +203,13 @@ async function keepAliveOnce(client: Etcd3Client, id: string, deadline: number):
 }
 
 /** One watch stream on one member's client, in etcd's watch protocol; `watchAcross` (watch.ts) moves it between members. */
-function watchOn(client: Etcd3Client, failure: (error: unknown) => ContractError, key: string, startRevision: string, handlers: WatchHandlers): Watch {
+function watchOn(
+  client: Etcd3Client,
+  failure: (error: unknown) => ContractError,
+  key: string,
+  startRevision: string,
+  handlers: WatchHandlers,
+): Watch {
   let ended = false;
   let cancelStream: (() => void) | undefined;
   const end = (reason: string): void => {
@@ -184,12 +227,23 @@ function watchOn(client: Etcd3Client, failure: (error: unknown) => ContractError
         if (response.created) resolve();
         if (response.canceled || response.compact_revision !== '0') {
           // A watch etcd refused at its creation (no permission on the key) says why in its cancel reason.
-          reject(response.canceled && response.cancel_reason !== '' ? failure(new Error(response.cancel_reason)) : new ContractError('unavailable', 'the watch was cancelled'));
-          end(`the watch was ${response.compact_revision === '0' ? `cancelled (${response.cancel_reason})` : `compacted at ${response.compact_revision}`}`);
+          reject(
+            response.canceled && response.cancel_reason !== ''
+              ? failure(new Error(response.cancel_reason))
+              : new ContractError('unavailable', 'the watch was cancelled'),
+          );
+          end(
+            `the watch was ${response.compact_revision === '0' ? `cancelled (${response.cancel_reason})` : `compacted at ${response.compact_revision}`}`,
+          );
           return;
         }
         if (response.events.length > 0) {
-          handlers.onEvents(response.events.map((event) => ({ type: event.type === 'Delete' ? 'delete' : 'put', kv: keyValueOf(event.kv) })));
+          handlers.onEvents(
+            response.events.map((event) => ({
+              type: event.type === 'Delete' ? 'delete' : 'put',
+              kv: keyValueOf(event.kv),
+            })),
+          );
         }
       });
       stream.on('error', (error: Error) => {
@@ -211,18 +265,31 @@ function compareOf(compare: Compare): ICompare {
   const key = Buffer.from(compare.key);
   const rangeEnd = rangeEndOf(key, 'prefix' in compare ? compare.prefix : undefined);
   if ('version' in compare) return { key, ...rangeEnd, target: 'Version', result: 'Equal', version: compare.version };
-  if ('createRevision' in compare) return { key, ...rangeEnd, target: 'Create', result: 'Equal', create_revision: compare.createRevision };
+  if ('createRevision' in compare)
+    return { key, ...rangeEnd, target: 'Create', result: 'Equal', create_revision: compare.createRevision };
   if ('modRevision' in compare) return { key, target: 'Mod', result: 'Equal', mod_revision: compare.modRevision };
   return { key, target: 'Lease', result: 'Equal', lease: compare.lease };
 }
 
 function operationOf(operation: Operation): IRequestOp {
   if ('put' in operation) {
-    return { request_put: { key: Buffer.from(operation.put), value: Buffer.from(operation.value), ...(operation.lease === undefined ? {} : { lease: operation.lease }) } };
+    return {
+      request_put: {
+        key: Buffer.from(operation.put),
+        value: Buffer.from(operation.value),
+        ...(operation.lease === undefined ? {} : { lease: operation.lease }),
+      },
+    };
   }
   if ('delete' in operation) return { request_delete_range: { key: Buffer.from(operation.delete) } };
   const key = Buffer.from(operation.range);
-  return { request_range: { key, ...rangeEndOf(key, operation.prefix), ...(operation.limit === undefined ? {} : { limit: operation.limit }) } };
+  return {
+    request_range: {
+      key,
+      ...rangeEndOf(key, operation.prefix),
+      ...(operation.limit === undefined ? {} : { limit: operation.limit }),
+    },
+  };
 }
 
 function keyValueOf(kv: IKeyValue): KeyValue {
@@ -248,8 +315,14 @@ function headerOf(header: IResponseHeader): Header {
 const REFUSALS: readonly { readonly said: RegExp; readonly meaning: string }[] = [
   { said: /authentication failed, invalid user ID or password/, meaning: 'etcd refused the credentials' },
   { said: /user name is empty/, meaning: 'etcd has authentication enabled and was given no credentials (pass `auth`)' },
-  { said: /permission denied/, meaning: "etcd refused the permission (the user's roles must grant readwrite on the state home's prefix)" },
-  { said: /SSL routines|certificate|self[- ]signed/i, meaning: 'the TLS connection to etcd failed (check `tls` and the https endpoints)' },
+  {
+    said: /permission denied/,
+    meaning: "etcd refused the permission (the user's roles must grant readwrite on the state home's prefix)",
+  },
+  {
+    said: /SSL routines|certificate|self[- ]signed/i,
+    meaning: 'the TLS connection to etcd failed (check `tls` and the https endpoints)',
+  },
 ];
 
 /** Turns what the library threw (or a watch's cancel reason) into a ContractError; the password is never in it (etcd never repeats it). */
@@ -257,7 +330,10 @@ function failureOf(error: unknown, username: string | undefined): ContractError 
   if (ContractError.is(error)) return error;
   const message = error instanceof Error ? error.message : String(error);
   const refusal = REFUSALS.find(({ said }) => said.test(message));
-  if (refusal === undefined && !(error instanceof etcd3.GRPCUnauthenticatedError)) return new ContractError('unavailable', `etcd is unavailable: ${message}`, { cause: error });
+  if (refusal === undefined && !(error instanceof etcd3.GRPCUnauthenticatedError))
+    return new ContractError('unavailable', `etcd is unavailable: ${message}`, { cause: error });
   const as = username === undefined ? '' : ` (user "${username}")`;
-  return new ContractError('refused', `${refusal?.meaning ?? 'etcd refused the request'}${as}: ${message}`, { cause: error });
+  return new ContractError('refused', `${refusal?.meaning ?? 'etcd refused the request'}${as}: ${message}`, {
+    cause: error,
+  });
 }

@@ -19,7 +19,8 @@ export interface Sequencer {
 export const MAX_FENCED_OPERATIONS = TXN_OPS_BOUND - 1;
 
 /** One write of a fenced transaction, to a key outside the ownership's prefix. */
-export type FencedOperation = { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
+export type FencedOperation =
+  { readonly put: string; readonly value: string | Uint8Array } | { readonly delete: string };
 
 /** What a lease is built from; `acquire` makes it. */
 export interface FenceGrant {
@@ -88,10 +89,14 @@ export class EtcdFence {
   async start(): Promise<void> {
     this.#armDeadline();
     this.#scheduleKeepAlive();
-    const watch = this.#grant.client.watch(this.#grant.keys.owner(this.root), (BigInt(this.sequencer.revision) + 1n).toString(), {
-      onEvents: (events) => this.#onWatchEvents(events),
-      onEnd: (reason) => this.#lose('unavailable', reason),
-    });
+    const watch = this.#grant.client.watch(
+      this.#grant.keys.owner(this.root),
+      (BigInt(this.sequencer.revision) + 1n).toString(),
+      {
+        onEvents: (events) => this.#onWatchEvents(events),
+        onEnd: (reason) => this.#lose('unavailable', reason),
+      },
+    );
     this.#cancelWatch = () => watch.cancel();
     try {
       await watch.created;
@@ -132,8 +137,14 @@ export class EtcdFence {
    * behind this lease's earlier writes (see `#fenced`).
    */
   async fencedTxn(operations: readonly FencedOperation[]): Promise<{ readonly revision: string }> {
-    const reserved = operations.map(keyOf).find((key) => key === this.#grant.keys.prefix || key.startsWith(`${this.#grant.keys.prefix}/`));
-    if (reserved !== undefined) throw new ContractError('refused', `fenced write: ${reserved} is under the ownership prefix, which only Leasehold writes`);
+    const reserved = operations
+      .map(keyOf)
+      .find((key) => key === this.#grant.keys.prefix || key.startsWith(`${this.#grant.keys.prefix}/`));
+    if (reserved !== undefined)
+      throw new ContractError(
+        'refused',
+        `fenced write: ${reserved} is under the ownership prefix, which only Leasehold writes`,
+      );
     if (operations.length === 0 || operations.length > MAX_FENCED_OPERATIONS) {
       throw new ContractError('refused', `fenced write: 1 to ${MAX_FENCED_OPERATIONS} operations per transaction`);
     }
@@ -225,11 +236,13 @@ export class EtcdFence {
         this.#assertLocal();
         return { revision: result.revision };
       }
-      if (!this.#holds(result.ranges[0]?.[0])) this.#lose('conflict', 'its owner key is gone or belongs to another owner: the write was refused');
+      if (!this.#holds(result.ranges[0]?.[0]))
+        this.#lose('conflict', 'its owner key is gone or belongs to another owner: the write was refused');
       this.#assertLocal();
       const sequence = result.ranges[1]?.[0];
       this.#committed = Number(sequence?.version ?? '0');
-      if (sequence !== undefined && Buffer.from(sequence.value).toString() === id) return { revision: sequence.modRevision };
+      if (sequence !== undefined && Buffer.from(sequence.value).toString() === id)
+        return { revision: sequence.modRevision };
     }
   }
 
@@ -254,15 +267,19 @@ export class EtcdFence {
   }
 
   #checkDeadline(): void {
-    if (performance.now() >= this.#deadline) this.#lose('unavailable', 'no keep-alive was acknowledged in time: its etcd lease may have expired');
+    if (performance.now() >= this.#deadline)
+      this.#lose('unavailable', 'no keep-alive was acknowledged in time: its etcd lease may have expired');
   }
 
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => {
-      this.#checkDeadline();
-      if (this.#lost === undefined && this.#state !== 'released') this.#armDeadline();
-    }, Math.max(0, this.#deadline - performance.now()));
+    this.#deadlineTimer = setTimeout(
+      () => {
+        this.#checkDeadline();
+        if (this.#lost === undefined && this.#state !== 'released') this.#armDeadline();
+      },
+      Math.max(0, this.#deadline - performance.now()),
+    );
     this.#deadlineTimer.unref();
   }
 
@@ -283,7 +300,10 @@ export class EtcdFence {
     let sentAt: number;
     try {
       // An answer after the local deadline cannot help (the lease then counts as lost): wait no longer.
-      ({ ttlSeconds, sentAt } = await this.#grant.client.keepAlive(this.#grant.leaseId, Math.max(1, this.#deadline - performance.now())));
+      ({ ttlSeconds, sentAt } = await this.#grant.client.keepAlive(
+        this.#grant.leaseId,
+        Math.max(1, this.#deadline - performance.now()),
+      ));
     } catch {
       return; // Unanswered: the deadline decides.
     }
@@ -313,7 +333,10 @@ export class EtcdFence {
         event.kv.lease === this.#grant.leaseId &&
         this.#written.has(Buffer.from(event.kv.value).toString('hex'));
       if (!ours) {
-        this.#lose('conflict', event.type === 'delete' ? 'its owner key was deleted' : 'its owner key was written by someone else');
+        this.#lose(
+          'conflict',
+          event.type === 'delete' ? 'its owner key was deleted' : 'its owner key was written by someone else',
+        );
         return;
       }
     }
@@ -347,5 +370,7 @@ function bytesOf(value: string | Uint8Array): Uint8Array {
 
 /** The etcd operations of fenced writes. */
 export function operationsOf(operations: readonly FencedOperation[]): Operation[] {
-  return operations.map((operation) => ('put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation));
+  return operations.map((operation) =>
+    'put' in operation ? { put: operation.put, value: bytesOf(operation.value) } : operation,
+  );
 }

@@ -19,18 +19,29 @@ import { MAX_FENCED_OPERATIONS, keyOf, operationsOf, type FencedOperation, type 
 function checkToken(admitted: AdmittedToken | undefined, token: Sequencer, where: string): 'newer' | 'same' {
   if (admitted === undefined) return 'newer';
   if (admitted.cluster !== token.cluster || admitted.root !== token.root) {
-    throw new ContractError('refused', `${where}: the token is of root ${token.root} on cluster ${token.cluster}, but this resource is fenced by root ${admitted.root} on cluster ${admitted.cluster}`);
+    throw new ContractError(
+      'refused',
+      `${where}: the token is of root ${token.root} on cluster ${token.cluster}, but this resource is fenced by root ${admitted.root} on cluster ${admitted.cluster}`,
+    );
   }
   const offered = BigInt(token.revision);
   const newest = BigInt(admitted.revision);
   if (offered < newest) {
-    throw new ContractError('conflict', `${where}: stale fencing token: revision ${token.revision} is older than revision ${admitted.revision}, already admitted (a newer owner has written)`);
+    throw new ContractError(
+      'conflict',
+      `${where}: stale fencing token: revision ${token.revision} is older than revision ${admitted.revision}, already admitted (a newer owner has written)`,
+    );
   }
   return offered === newest ? 'same' : 'newer';
 }
 
 function recordOf(token: Sequencer): Uint8Array {
-  return encode({ schema: 'leasehold.fencing-token/1', root: token.root, cluster: token.cluster, revision: token.revision });
+  return encode({
+    schema: 'leasehold.fencing-token/1',
+    root: token.root,
+    cluster: token.cluster,
+    revision: token.revision,
+  });
 }
 
 function admittedOf(bytes: Uint8Array, where: string): AdmittedToken {
@@ -71,8 +82,13 @@ export class EtcdFencingGate {
    * does not answer.
    */
   async admit(token: Sequencer, operations: readonly FencedOperation[] = []): Promise<{ readonly revision: string }> {
-    if (operations.length > MAX_FENCED_OPERATIONS - 1) throw new ContractError('refused', `fenced write: at most ${MAX_FENCED_OPERATIONS - 1} operations besides the token`);
-    if (operations.some((operation) => keyOf(operation) === this.key)) throw new ContractError('refused', `fenced write: ${this.key} is the gate's own key`);
+    if (operations.length > MAX_FENCED_OPERATIONS - 1)
+      throw new ContractError(
+        'refused',
+        `fenced write: at most ${MAX_FENCED_OPERATIONS - 1} operations besides the token`,
+      );
+    if (operations.some((operation) => keyOf(operation) === this.key))
+      throw new ContractError('refused', `fenced write: ${this.key} is the gate's own key`);
     const writes = operationsOf(operations);
     for (;;) {
       const { kvs } = await this.#client.range(this.key);
@@ -80,7 +96,8 @@ export class EtcdFencingGate {
       const where = `etcd:${this.key}`;
       const verdict = checkToken(current === undefined ? undefined : admittedOf(current.value, where), token, where);
       // Compare-and-swap on the key as read: a concurrent admit changes its version, and this one reads again.
-      const compare = current === undefined ? { key: this.key, version: '0' } : { key: this.key, modRevision: current.modRevision };
+      const compare =
+        current === undefined ? { key: this.key, version: '0' } : { key: this.key, modRevision: current.modRevision };
       const success = verdict === 'newer' ? [{ put: this.key, value: recordOf(token) }, ...writes] : writes;
       const result = await this.#client.txn([compare], success);
       if (result.succeeded) return { revision: result.revision };
@@ -118,7 +135,11 @@ export class FileFencingGate {
   admit(token: Sequencer): void {
     for (;;) {
       const current = this.#files.read(this.path, RECORD_BYTES);
-      if (checkToken(current === undefined ? undefined : admittedOf(current.bytes, this.path), token, this.path) === 'same') return;
+      if (
+        checkToken(current === undefined ? undefined : admittedOf(current.bytes, this.path), token, this.path) ===
+        'same'
+      )
+        return;
       try {
         if (current === undefined) this.#files.create(this.path, recordOf(token), RECORD_BYTES);
         else this.#files.replace(this.path, current, recordOf(token), RECORD_BYTES);

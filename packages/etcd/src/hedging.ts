@@ -10,7 +10,11 @@ import { HEDGE_MS, type Member, type MemberClient, type Members } from './member
  * probe. The first answer wins (a refusal from etcd too); the other copies are left to finish. Only
  * for requests that are safe to apply more than once.
  */
-export function hedged<Client extends MemberClient, T>(members: Members<Client>, request: (client: Client) => Promise<T>, probe = false): Promise<T> {
+export function hedged<Client extends MemberClient, T>(
+  members: Members<Client>,
+  request: (client: Client) => Promise<T>,
+  probe = false,
+): Promise<T> {
   const probes = probe ? members.dueProbes() : [];
   const order = members.ordered().filter((member) => !probes.includes(member));
   return new Promise<T>((resolve, reject) => {

@@ -36,14 +36,21 @@ describe('the public entry point', () => {
     expect(exportsMissingFromReadme(PACKAGE)).toEqual([]);
   });
 
-  it.skipIf(!etcdAvailable())('runs the README example as printed, against a real etcd named by LEASEHOLD_ETCD_ENDPOINTS', async () => {
-    const cluster = await startEtcd({ members: 1 });
-    const cwd = makeTemporaryFolder('etcd-readme-cwd-');
-    const run = await runReadmeExample({ packageDir: PACKAGE, cwd, env: { LEASEHOLD_ETCD_ENDPOINTS: cluster.endpoints.join(',') } });
-    expect(run).toEqual({
-      code: 0,
-      stdout: ['both owners wrote, in turn', "the older owner's late write: conflict", ''].join('\n'),
-      stderr: '',
-    });
-  });
+  it.skipIf(!etcdAvailable())(
+    'runs the README example as printed, against a real etcd named by LEASEHOLD_ETCD_ENDPOINTS',
+    async () => {
+      const cluster = await startEtcd({ members: 1 });
+      const cwd = makeTemporaryFolder('etcd-readme-cwd-');
+      const run = await runReadmeExample({
+        packageDir: PACKAGE,
+        cwd,
+        env: { LEASEHOLD_ETCD_ENDPOINTS: cluster.endpoints.join(',') },
+      });
+      expect(run).toEqual({
+        code: 0,
+        stdout: ['both owners wrote, in turn', "the older owner's late write: conflict", ''].join('\n'),
+        stderr: '',
+      });
+    },
+  );
 });

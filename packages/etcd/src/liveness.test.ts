@@ -1,12 +1,22 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
-import { cleanUp, codeOfAsync, etcdAvailable, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOfAsync,
+  etcdAvailable,
+  loopbackEndpoint,
+  startEtcd,
+  type EtcdCluster,
+} from '@leasehold/test-utils';
 import { EtcdOwnership } from './ownership.js';
 import { closeAll, freshPrefix, ownershipOf, rawClient } from '../test/helpers.js';
 
 /** What etcd says is left of lease `id`, in seconds (-1: no such lease, revoked or expired), through its JSON gateway. */
 async function remainingTtl(clientUrl: string, id: string): Promise<number> {
-  const response = await fetch(`${clientUrl}/v3/lease/timetolive`, { method: 'POST', body: JSON.stringify({ ID: id }) });
+  const response = await fetch(`${clientUrl}/v3/lease/timetolive`, {
+    method: 'POST',
+    body: JSON.stringify({ ID: id }),
+  });
   const answer = (await response.json()) as { TTL?: string | number };
   return Number(answer.TTL);
 }
@@ -43,7 +53,9 @@ describe.skipIf(!etcdAvailable())('liveness, on one real etcd member', () => {
     const witnessTtl = await remainingTtl(clientUrl, witness.id);
     expect(witnessTtl).toBeGreaterThan(0);
     expect(await lost).toBe('unavailable');
-    console.log(`close() with a lease held (TTL 30 s): resolved in ${Math.round(closeMs)} ms, owner key gone, lease revoked (witness lease still has ${witnessTtl} s)`);
+    console.log(
+      `close() with a lease held (TTL 30 s): resolved in ${Math.round(closeMs)} ms, owner key gone, lease revoked (witness lease still has ${witnessTtl} s)`,
+    );
 
     // The fence stays: the root is quarantined, not free.
     const reader = ownershipOf(cluster.endpoints, prefix, 'host-b');
@@ -55,7 +67,8 @@ describe.skipIf(!etcdAvailable())('liveness, on one real etcd member', () => {
     const prefix = freshPrefix();
     const root = '/srv/breaker';
     const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
-    const claim = (): Promise<string> => codeOfAsync(async () => (await claimant.acquire(root, { endpoint: loopbackEndpoint(57100) })).release());
+    const claim = (): Promise<string> =>
+      codeOfAsync(async () => (await claimant.acquire(root, { endpoint: loopbackEndpoint(57100) })).release());
     expect(await claim()).toBe('no error');
 
     await cluster.kill(0);

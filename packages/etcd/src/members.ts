@@ -55,15 +55,22 @@ export class Members<Client extends MemberClient> {
 
   /** Answering members first, the one that answered last first; then silent ones, the one silent longest last. */
   ordered(): Member<Client>[] {
-    const answering = this.#members.filter((member) => member.silentSince === undefined).sort((a, b) => b.answeredAt - a.answeredAt);
-    const silent = this.#members.filter((member) => member.silentSince !== undefined).sort((a, b) => (b.silentSince ?? 0) - (a.silentSince ?? 0));
+    const answering = this.#members
+      .filter((member) => member.silentSince === undefined)
+      .sort((a, b) => b.answeredAt - a.answeredAt);
+    const silent = this.#members
+      .filter((member) => member.silentSince !== undefined)
+      .sort((a, b) => (b.silentSince ?? 0) - (a.silentSince ?? 0));
     return [...answering, ...silent];
   }
 
   /** The silent members not tried for `PROBE_AFTER_MS`, marked tried now. */
   dueProbes(): Member<Client>[] {
     const now = performance.now();
-    const due = this.#members.filter((member) => member.silentSince !== undefined && now - Math.max(member.silentSince, member.probedAt) >= PROBE_AFTER_MS);
+    const due = this.#members.filter(
+      (member) =>
+        member.silentSince !== undefined && now - Math.max(member.silentSince, member.probedAt) >= PROBE_AFTER_MS,
+    );
     for (const member of due) member.probedAt = now;
     return due;
   }
@@ -119,7 +126,10 @@ export class Members<Client extends MemberClient> {
  * deadline, so one that waited it out on a silent member leaves none for the next. A silent member
  * is tried only after every answering one.
  */
-export async function oneAtATime<Client extends MemberClient, T>(members: Members<Client>, request: (client: Client) => Promise<T>): Promise<T> {
+export async function oneAtATime<Client extends MemberClient, T>(
+  members: Members<Client>,
+  request: (client: Client) => Promise<T>,
+): Promise<T> {
   let lastError: unknown;
   for (const member of members.ordered()) {
     try {

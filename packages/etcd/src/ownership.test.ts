@@ -1,6 +1,28 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { codeOfAsync, cleanUp, etcdAvailable, isMessage, killAndReap, messagesOf, loopbackEndpoint, startEtcd, stopProcess, type EtcdCluster } from '@leasehold/test-utils';
-import { acquiredOwner, closeAll, freshPrefix, outcomeOf, ownershipOf, pollPause, race, rawClient, releaseOwner, until } from '../test/helpers.js';
+import {
+  codeOfAsync,
+  cleanUp,
+  etcdAvailable,
+  isMessage,
+  killAndReap,
+  messagesOf,
+  loopbackEndpoint,
+  startEtcd,
+  stopProcess,
+  type EtcdCluster,
+} from '@leasehold/test-utils';
+import {
+  acquiredOwner,
+  closeAll,
+  freshPrefix,
+  outcomeOf,
+  ownershipOf,
+  pollPause,
+  race,
+  rawClient,
+  releaseOwner,
+  until,
+} from '../test/helpers.js';
 import { MAX_FENCED_OPERATIONS, type FencedOperation } from './etcd-fence.js';
 import { MAX_ROOT_DEPTH, TXN_OPS_BOUND } from './keys.js';
 import type { EtcdOwnership } from './ownership.js';
@@ -28,7 +50,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     );
     const winners = outcomes.filter(({ outcome }) => outcome === 'acquired');
     expect(winners).toHaveLength(1);
-    expect(outcomes.filter(({ outcome }) => outcome === 'refused').map(({ detail }) => detail.code)).toEqual(Array(15).fill('conflict'));
+    expect(outcomes.filter(({ outcome }) => outcome === 'refused').map(({ detail }) => detail.code)).toEqual(
+      Array(15).fill('conflict'),
+    );
     await releaseOwner(winners[0]?.child ?? expect.unreachable());
   });
 
@@ -72,7 +96,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const a = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const b = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const first = await a.acquire('/srv/ports/one', { endpoint: loopbackEndpoint(44000) });
-    expect(await codeOfAsync(() => a.acquire('/srv/ports/two', { endpoint: loopbackEndpoint(44000) }))).toBe('conflict');
+    expect(await codeOfAsync(() => a.acquire('/srv/ports/two', { endpoint: loopbackEndpoint(44000) }))).toBe(
+      'conflict',
+    );
     const other = await b.acquire('/srv/ports/two', { endpoint: loopbackEndpoint(44000) });
     await other.release();
     await first.release();
@@ -81,8 +107,13 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
   it(`refuses a root deeper than one transaction can check (${MAX_ROOT_DEPTH} levels), naming the bound`, async () => {
     const ownership = ownershipOf(cluster.endpoints, freshPrefix(), 'host-a');
     const rootOf = (depth: number): string => `/${Array.from({ length: depth }, (_, index) => `d${index}`).join('/')}`;
-    const refusal = await ownership.acquire(rootOf(MAX_ROOT_DEPTH + 1), { endpoint: loopbackEndpoint(45000) }).catch((error: unknown) => error);
-    expect(refusal).toMatchObject({ code: 'refused', message: expect.stringContaining(`at most ${TXN_OPS_BOUND} operations`) });
+    const refusal = await ownership
+      .acquire(rootOf(MAX_ROOT_DEPTH + 1), { endpoint: loopbackEndpoint(45000) })
+      .catch((error: unknown) => error);
+    expect(refusal).toMatchObject({
+      code: 'refused',
+      message: expect.stringContaining(`at most ${TXN_OPS_BOUND} operations`),
+    });
     const deepest = await ownership.acquire(rootOf(MAX_ROOT_DEPTH), { endpoint: loopbackEndpoint(45000) });
     await deepest.release();
   });
@@ -92,7 +123,14 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/crashed';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const { child: owner } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46000), ttlSeconds: 2 });
+    const { child: owner } = await acquiredOwner({
+      endpoints: cluster.endpoints,
+      prefix,
+      host: 'host-a',
+      root,
+      endpoint: loopbackEndpoint(46000),
+      ttlSeconds: 2,
+    });
     const whileLive = await other.recoveryView(root);
     expect(await codeOfAsync(() => other.recover(root, whileLive.digest))).toBe('quarantine');
 
@@ -119,7 +157,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
       }
     }
     const inspection = await other.inspect(root);
-    console.log(`kill -9 to quarantined: ${Math.round(performance.now() - killedAt)} ms (TTL 2 s, ${claims} claims refused)`);
+    console.log(
+      `kill -9 to quarantined: ${Math.round(performance.now() - killedAt)} ms (TTL 2 s, ${claims} claims refused)`,
+    );
     expect(inspection).toMatchObject({ status: 'quarantined', owner: undefined, fence: { root, host: 'host-a' } });
     expect(await other.list()).toMatchObject([{ root, owner: undefined }]);
 
@@ -129,7 +169,12 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
 
     const current = await other.recoveryView(root);
     const record = await other.recover(root, current.digest, { user: 'operator' });
-    expect(record).toMatchObject({ root, digest: current.digest, fence: { root, host: 'host-a' }, operator: { host: 'host-b', user: 'operator' } });
+    expect(record).toMatchObject({
+      root,
+      digest: current.digest,
+      fence: { root, host: 'host-a' },
+      operator: { host: 'host-b', user: 'operator' },
+    });
     expect((await raw.range(`${prefix}/journal/${record.id}`)).kvs).toHaveLength(1);
     expect(await other.journal()).toEqual([record]);
     expect(await codeOfAsync(() => other.recover(root, current.digest))).toBe('conflict');
@@ -144,14 +189,26 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const sameHost = ownershipOf(cluster.endpoints, prefix, 'host-a');
     const raw = rawClient(cluster.endpoints);
     // TTL 30 s: the lease outlives the whole test, so the answer cannot come from its end.
-    const { child: owner } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(46500), ttlSeconds: 30 });
+    const { child: owner } = await acquiredOwner({
+      endpoints: cluster.endpoints,
+      prefix,
+      host: 'host-a',
+      root,
+      endpoint: loopbackEndpoint(46500),
+      ttlSeconds: 30,
+    });
     await killAndReap(owner);
 
-    const refusal = await sameHost.acquire(root, { endpoint: loopbackEndpoint(46500) }).catch((error: unknown) => error);
+    const refusal = await sameHost
+      .acquire(root, { endpoint: loopbackEndpoint(46500) })
+      .catch((error: unknown) => error);
     const ownerKv = (await raw.range(`${prefix}/owner${root}/`)).kvs[0];
     // The owner key read after the claim: the lease was live during it, so only this host's proof that the pid is gone can say quarantine.
     expect(ownerKv).toBeDefined();
-    expect(refusal).toMatchObject({ code: 'quarantine', message: expect.stringContaining(`pid ${owner.process.pid} on host host-a, absent`) });
+    expect(refusal).toMatchObject({
+      code: 'quarantine',
+      message: expect.stringContaining(`pid ${owner.process.pid} on host host-a, absent`),
+    });
 
     // Cleaning up: the lease ended by hand, then the recovery a person would run once it had.
     await raw.revoke(ownerKv?.lease ?? expect.unreachable());
@@ -163,7 +220,14 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     const root = '/srv/paused';
     const other = ownershipOf(cluster.endpoints, prefix, 'host-b');
     const raw = rawClient(cluster.endpoints);
-    const { child: owner, sequencer } = await acquiredOwner({ endpoints: cluster.endpoints, prefix, host: 'host-a', root, endpoint: loopbackEndpoint(47000), ttlSeconds: 2 });
+    const { child: owner, sequencer } = await acquiredOwner({
+      endpoints: cluster.endpoints,
+      prefix,
+      host: 'host-a',
+      root,
+      endpoint: loopbackEndpoint(47000),
+      ttlSeconds: 2,
+    });
     const oldRevision = sequencer.revision;
     owner.send('put /app/paused/data before');
     await owner.line(isMessage('put'));
@@ -179,7 +243,9 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     owner.process.kill('SIGCONT');
     const resumedAt = performance.now();
     const [, lost] = await outcomeOf(owner, ['lost']);
-    console.log(`SIGCONT to the loss report: ${Math.round(performance.now() - resumedAt)} ms (${String(lost.code)}: ${String(lost.message)})`);
+    console.log(
+      `SIGCONT to the loss report: ${Math.round(performance.now() - resumedAt)} ms (${String(lost.code)}: ${String(lost.message)})`,
+    );
     const [, refusedPut] = await outcomeOf(owner, ['putRefused']);
     // Its deadline (unavailable) or the owner key's deletion reaching its watch (conflict), whichever it met first.
     expect(['unavailable', 'conflict']).toContain(lost.code);
@@ -189,7 +255,10 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
     expect(Buffer.from((await raw.range('/app/paused/data')).kvs[0]?.value ?? []).toString()).toBe('before');
 
     // etcd itself refuses a write fenced by the old revision, while the successor's commits.
-    const stale = await raw.txn([{ key: `${prefix}/owner${root}/`, createRevision: oldRevision }], [{ put: '/app/paused/data', value: Buffer.from('stale') }]);
+    const stale = await raw.txn(
+      [{ key: `${prefix}/owner${root}/`, createRevision: oldRevision }],
+      [{ put: '/app/paused/data', value: Buffer.from('stale') }],
+    );
     expect(stale.succeeded).toBe(false);
     await successor.fencedPut('/app/paused/data', 'successor');
     expect(Buffer.from((await raw.range('/app/paused/data')).kvs[0]?.value ?? []).toString()).toBe('successor');
@@ -215,17 +284,24 @@ describe.skipIf(!etcdAvailable())('etcd ownership on one real etcd member', () =
   it(`commits a fenced write of ${MAX_FENCED_OPERATIONS} operations (with its write-sequence key, etcd's ${TXN_OPS_BOUND} per branch) and refuses one more before sending it`, async () => {
     const prefix = freshPrefix();
     const raw = rawClient(cluster.endpoints);
-    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/widest', { endpoint: loopbackEndpoint(49500) });
-    const puts = (count: number): FencedOperation[] => Array.from({ length: count }, (_, index) => ({ put: `/app/widest/k${index}`, value: 'x' }));
+    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/widest', {
+      endpoint: loopbackEndpoint(49500),
+    });
+    const puts = (count: number): FencedOperation[] =>
+      Array.from({ length: count }, (_, index) => ({ put: `/app/widest/k${index}`, value: 'x' }));
     const { revision } = await lease.fencedTxn(puts(MAX_FENCED_OPERATIONS));
-    expect((await raw.range('/app/widest/', true)).kvs.map((kv) => kv.modRevision)).toEqual(Array(MAX_FENCED_OPERATIONS).fill(revision));
+    expect((await raw.range('/app/widest/', true)).kvs.map((kv) => kv.modRevision)).toEqual(
+      Array(MAX_FENCED_OPERATIONS).fill(revision),
+    );
     expect(await codeOfAsync(() => lease.fencedTxn(puts(MAX_FENCED_OPERATIONS + 1)))).toBe('refused');
     await lease.release();
   });
 
   it('refuses a fenced write under its own prefix', async () => {
     const prefix = freshPrefix();
-    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/own-keys', { endpoint: loopbackEndpoint(49000) });
+    const lease = await ownershipOf(cluster.endpoints, prefix, 'host-a').acquire('/srv/own-keys', {
+      endpoint: loopbackEndpoint(49000),
+    });
     expect(await codeOfAsync(() => lease.fencedPut(`${prefix}/fence/elsewhere/`, 'x'))).toBe('refused');
     await lease.release();
   });

@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ContractError, decode, encode, type AutomaticRecovery, endpoint as endpointSchema, host as hostSchema, id, sha256 } from '@leasehold/contracts';
+import {
+  ContractError,
+  decode,
+  encode,
+  type AutomaticRecovery,
+  endpoint as endpointSchema,
+  host as hostSchema,
+  id,
+  sha256,
+} from '@leasehold/contracts';
 import { currentProcess, ownerStatus, type OwnerStatus } from '@leasehold/private-files';
 import {
   decodeRecord,
@@ -22,7 +31,10 @@ import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 export const DEFAULT_TTL_SECONDS = 10;
 
 /** How the etcd side of a backend connects: the fields of `EtcdBackendOptions` that are not the host's files or an acquire's. */
-export type EtcdOwnershipOptions = Pick<EtcdBackendOptions, 'endpoints' | 'prefix' | 'host' | 'auth' | 'tls' | 'requestTimeoutMs'>;
+export type EtcdOwnershipOptions = Pick<
+  EtcdBackendOptions,
+  'endpoints' | 'prefix' | 'host' | 'auth' | 'tls' | 'requestTimeoutMs'
+>;
 
 export interface AcquireOptions {
   /** The concrete loopback endpoint the owner serves on (`http://127.0.0.1:PORT`), unique per host. */
@@ -45,7 +57,12 @@ export interface FenceState {
 export type EtcdInspection =
   | { readonly status: 'absent' }
   | { readonly status: 'idle' | 'stopping'; readonly fence: FenceRecord; readonly owner: OwnerRecord }
-  | { readonly status: 'quarantined'; readonly fence: FenceRecord; readonly owner: OwnerRecord | undefined; readonly reason: string }
+  | {
+      readonly status: 'quarantined';
+      readonly fence: FenceRecord;
+      readonly owner: OwnerRecord | undefined;
+      readonly reason: string;
+    }
   | { readonly status: 'unavailable'; readonly reason: string };
 
 /** One fenced root of `list()`: with its owner while a lease holds it, without once the lease is gone. */
@@ -85,9 +102,19 @@ export class EtcdOwnership {
     ancestorsOf(root);
     try {
       const { fence, owner } = await this.#read(root);
-      if (fence === undefined) return owner === undefined ? { status: 'absent' } : { status: 'unavailable', reason: 'an owner key without a fence' };
-      if (owner === undefined) return { status: 'quarantined', fence: fence.record, owner, reason: "the owner's lease ended without a release: recover it" };
-      if (owner.phase === 'quarantined') return { status: 'quarantined', fence: fence.record, owner, reason: 'its live owner declared it quarantined' };
+      if (fence === undefined)
+        return owner === undefined
+          ? { status: 'absent' }
+          : { status: 'unavailable', reason: 'an owner key without a fence' };
+      if (owner === undefined)
+        return {
+          status: 'quarantined',
+          fence: fence.record,
+          owner,
+          reason: "the owner's lease ended without a release: recover it",
+        };
+      if (owner.phase === 'quarantined')
+        return { status: 'quarantined', fence: fence.record, owner, reason: 'its live owner declared it quarantined' };
       return { status: owner.phase, fence: fence.record, owner };
     } catch (error) {
       if (!ContractError.is(error)) throw error;
@@ -97,11 +124,17 @@ export class EtcdOwnership {
 
   /** Every fenced root, with its owner or not, from one read. */
   async list(): Promise<FencedRoot[]> {
-    const { ranges } = await this.#client.repeatableTxn([], [
-      { range: this.#keys.fences, prefix: true },
-      { range: this.#keys.owners, prefix: true },
-    ], []);
-    const owners = new Map((ranges[1] ?? []).map((kv) => [this.#keys.rootOf(kv.key), decodeRecord(ownerRecordSchema, kv.value, kv.key)]));
+    const { ranges } = await this.#client.repeatableTxn(
+      [],
+      [
+        { range: this.#keys.fences, prefix: true },
+        { range: this.#keys.owners, prefix: true },
+      ],
+      [],
+    );
+    const owners = new Map(
+      (ranges[1] ?? []).map((kv) => [this.#keys.rootOf(kv.key), decodeRecord(ownerRecordSchema, kv.value, kv.key)]),
+    );
     return (ranges[0] ?? []).map((kv) => {
       const root = this.#keys.rootOf(kv.key);
       return { root, fence: decodeRecord(fenceRecordSchema, kv.value, kv.key), owner: owners.get(root) };
@@ -116,7 +149,8 @@ export class EtcdOwnership {
     const ancestors = ancestorsOf(root);
     const endpoint = decode(endpointSchema, options.endpoint, 'endpoint');
     const ttlSeconds = options.ttlSeconds ?? DEFAULT_TTL_SECONDS;
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ContractError('refused', 'ttlSeconds: a whole number of seconds, at least 1');
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1)
+      throw new ContractError('refused', 'ttlSeconds: a whole number of seconds, at least 1');
     const identity = currentProcess();
     const holder = {
       root,
@@ -147,7 +181,17 @@ export class EtcdOwnership {
         [
           { put: this.#keys.fence(root), value: recordBytes(fence) },
           { put: this.#keys.owner(root), value: recordBytes(owner), lease: grant.id },
-          { put: endpointKey, value: recordBytes({ schema: 'leasehold.etcd-endpoint/1', root, epoch: owner.epoch, host: this.host, endpoint }), lease: grant.id },
+          {
+            put: endpointKey,
+            value: recordBytes({
+              schema: 'leasehold.etcd-endpoint/1',
+              root,
+              epoch: owner.epoch,
+              host: this.host,
+              endpoint,
+            }),
+            lease: grant.id,
+          },
         ],
         [
           ...ancestors.map((ancestor): Operation => ({ range: this.#keys.fence(ancestor) })),
@@ -164,7 +208,16 @@ export class EtcdOwnership {
       throw await this.#refusal(root, endpoint, result.ranges);
     }
     const lease = new EtcdFence(
-      { client: this.#client, keys: this.#keys, owner, sequencer: { root, cluster: result.cluster, revision: result.revision }, leaseId: grant.id, ttlMs, marginMs, grantSentAt },
+      {
+        client: this.#client,
+        keys: this.#keys,
+        owner,
+        sequencer: { root, cluster: result.cluster, revision: result.revision },
+        leaseId: grant.id,
+        ttlMs,
+        marginMs,
+        grantSentAt,
+      },
       (ended) => this.#leases.delete(ended),
     );
     this.#leases.add(lease);
@@ -206,9 +259,16 @@ export class EtcdOwnership {
     const { fence, owner } = snapshot;
     if (fence === undefined) throw new ContractError('conflict', `${root} has no fence: nothing to recover`);
     if (owner !== undefined) {
-      throw new ContractError('quarantine', `${root} is held by a live lease (host ${owner.host}, pid ${owner.pid}, epoch ${owner.epoch}): it is never recovered`);
+      throw new ContractError(
+        'quarantine',
+        `${root} is held by a live lease (host ${owner.host}, pid ${owner.pid}, epoch ${owner.epoch}): it is never recovered`,
+      );
     }
-    if (snapshot.digest !== expectedDigest) throw new ContractError('conflict', `${root} changed since the digest was taken: take a new recovery view and its digest`);
+    if (snapshot.digest !== expectedDigest)
+      throw new ContractError(
+        'conflict',
+        `${root} changed since the digest was taken: take a new recovery view and its digest`,
+      );
     const identity = currentProcess();
     const record: EtcdRecoveryRecord = {
       schema: 'leasehold.etcd-recovery/1',
@@ -229,12 +289,13 @@ export class EtcdOwnership {
         { key: this.#keys.owner(root), version: '0' },
         { key: journalKey, version: '0' },
       ],
-      [
-        { delete: this.#keys.fence(root) },
-        { put: journalKey, value: recordBytes(record) },
-      ],
+      [{ delete: this.#keys.fence(root) }, { put: journalKey, value: recordBytes(record) }],
     );
-    if (!succeeded) throw new ContractError('conflict', `${root} changed while it was recovered: nothing was written; take a new recovery view and its digest`);
+    if (!succeeded)
+      throw new ContractError(
+        'conflict',
+        `${root} changed while it was recovered: nothing was written; take a new recovery view and its digest`,
+      );
     return record;
   }
 
@@ -263,13 +324,23 @@ export class EtcdOwnership {
   }
 
   /** The fence and owner keys of `root`, from one read. */
-  async #read(root: string): Promise<{ fence: FenceState | undefined; owner: OwnerRecord | undefined; ownerKv: KeyValue | undefined }> {
-    const { ranges } = await this.#client.repeatableTxn([], [{ range: this.#keys.fence(root) }, { range: this.#keys.owner(root) }], []);
+  async #read(
+    root: string,
+  ): Promise<{ fence: FenceState | undefined; owner: OwnerRecord | undefined; ownerKv: KeyValue | undefined }> {
+    const { ranges } = await this.#client.repeatableTxn(
+      [],
+      [{ range: this.#keys.fence(root) }, { range: this.#keys.owner(root) }],
+      [],
+    );
     const fenceKv = ranges[0]?.[0];
     const ownerKv = ranges[1]?.[0];
-    const fence = fenceKv === undefined ? undefined : { record: decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key), modRevision: fenceKv.modRevision };
+    const fence =
+      fenceKv === undefined
+        ? undefined
+        : { record: decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key), modRevision: fenceKv.modRevision };
     const owner = ownerKv === undefined ? undefined : decodeRecord(ownerRecordSchema, ownerKv.value, ownerKv.key);
-    if (fence !== undefined && fence.record.root !== root) throw new ContractError('refused', `etcd key ${fenceKv?.key}: names another root`);
+    if (fence !== undefined && fence.record.root !== root)
+      throw new ContractError('refused', `etcd key ${fenceKv?.key}: names another root`);
     return { fence, owner, ownerKv };
   }
 
@@ -283,20 +354,32 @@ export class EtcdOwnership {
       const { kvs } = await this.#client.range(this.#keys.owner(held));
       const relation = held === root ? 'is' : `overlaps ${held}, which is`;
       if (kvs.length === 0) {
-        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose lease ended (pid ${fence.pid} on host ${fence.host}, lease-ended, epoch ${fence.epoch}): recover it first`);
+        return new ContractError(
+          'quarantine',
+          `${root} ${relation} fenced by an owner whose lease ended (pid ${fence.pid} on host ${fence.host}, lease-ended, epoch ${fence.epoch}): recover it first`,
+        );
       }
       // A lease outlives its process by up to its TTL. On the owner's own host the process can be
       // asked: one proved gone (or not provably the same) fences the root as surely as an ended lease,
       // and only a recovery frees it, so say so now rather than `conflict` until the lease ends.
       const status = this.processOf(fence) ?? 'live';
       if (status !== 'live') {
-        return new ContractError('quarantine', `${root} ${relation} fenced by an owner whose process is gone on this host (pid ${fence.pid} on host ${fence.host}, ${status}, epoch ${fence.epoch}); its lease ends within its TTL: recover it then`);
+        return new ContractError(
+          'quarantine',
+          `${root} ${relation} fenced by an owner whose process is gone on this host (pid ${fence.pid} on host ${fence.host}, ${status}, epoch ${fence.epoch}); its lease ends within its TTL: recover it then`,
+        );
       }
-      return new ContractError('conflict', `${root} ${relation} held by a live owner (pid ${fence.pid} on host ${fence.host}, epoch ${fence.epoch})`);
+      return new ContractError(
+        'conflict',
+        `${root} ${relation} held by a live owner (pid ${fence.pid} on host ${fence.host}, epoch ${fence.epoch})`,
+      );
     }
     if (endpointHeld !== undefined) {
       const holder = decodeRecord(endpointRecordSchema, endpointHeld.value, endpointHeld.key);
-      return new ContractError('conflict', `${endpoint} is already served on host ${this.host}, by the owner of ${holder.root}`);
+      return new ContractError(
+        'conflict',
+        `${endpoint} is already served on host ${this.host}, by the owner of ${holder.root}`,
+      );
     }
     return new ContractError('conflict', `${root}: its keys changed during the acquire; try again`);
   }

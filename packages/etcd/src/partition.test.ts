@@ -1,9 +1,27 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { ContractError } from '@leasehold/contracts';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOfAsync,
+  etcdAvailable,
+  isMessage,
+  loopbackEndpoint,
+  startEtcd,
+  type EtcdCluster,
+} from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
-import { acquiredOwner, arrivalOf, closeAll, freshPrefix, leaderIndex, outcomeOf, ownershipOf, pollPause, rawClient } from '../test/helpers.js';
+import {
+  acquiredOwner,
+  arrivalOf,
+  closeAll,
+  freshPrefix,
+  leaderIndex,
+  outcomeOf,
+  ownershipOf,
+  pollPause,
+  rawClient,
+} from '../test/helpers.js';
 
 const TTL_SECONDS = 4;
 
@@ -65,7 +83,14 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
       const other = ownershipOf(survivors, prefix, 'host-b');
       // TTL 4 s: its default margin (1 s) is the owner's head start over the lease's end, wide enough that a
       // loaded machine's event-loop stall cannot eat it; the property holds for any margin the owner keeps.
-      const { child: owner, sequencer } = await acquiredOwner({ endpoints: [cluster.endpoints[frozen] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds: TTL_SECONDS });
+      const { child: owner, sequencer } = await acquiredOwner({
+        endpoints: [cluster.endpoints[frozen] ?? ''],
+        prefix,
+        host: 'host-a',
+        root,
+        endpoint: loopbackEndpoint(port),
+        ttlSeconds: TTL_SECONDS,
+      });
       const oldRevision = sequencer.revision;
       const loss = arrivalOf(owner, 'lost');
 
@@ -82,13 +107,22 @@ describe.skipIf(!etcdAvailable())('etcd ownership with its cluster member frozen
             `(${presence.reads} reads, ${presence.unanswered} unanswered): the owner was out ${ms(presence.lastPresentSentAt - lost.at)} before the lease could end`,
         );
         // Its local deadline, not anything etcd told it: its only member answers nothing.
-        expect(lost.message).toMatchObject({ code: 'unavailable', message: expect.stringContaining('no keep-alive was acknowledged in time') });
+        expect(lost.message).toMatchObject({
+          code: 'unavailable',
+          message: expect.stringContaining('no keep-alive was acknowledged in time'),
+        });
         // One clock (the test's): the owner had reported its loss before a read that still found its lease in etcd was sent.
         expect(lost.at).toBeLessThan(presence.lastPresentSentAt);
 
         // The lease ended: the fence stays, nothing is freed, and only a recovery lets another owner in.
-        expect(await other.inspect(root)).toMatchObject({ status: 'quarantined', owner: undefined, fence: { root, host: 'host-a' } });
-        expect(await codeOfAsync(() => other.acquire(root, { endpoint: loopbackEndpoint(port + 1) }))).toBe('quarantine');
+        expect(await other.inspect(root)).toMatchObject({
+          status: 'quarantined',
+          owner: undefined,
+          fence: { root, host: 'host-a' },
+        });
+        expect(await codeOfAsync(() => other.acquire(root, { endpoint: loopbackEndpoint(port + 1) }))).toBe(
+          'quarantine',
+        );
         await other.recover(root, (await other.recoveryView(root)).digest);
         const successor = await other.acquire(root, { endpoint: loopbackEndpoint(port + 1) });
         expect(BigInt(successor.sequencer.revision)).toBeGreaterThan(BigInt(oldRevision));

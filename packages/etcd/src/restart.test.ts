@@ -1,8 +1,29 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
-import { cleanUp, codeOfAsync, etcdAvailable, isMessage, loopbackEndpoint, startEtcd, type EtcdCluster, type SpawnedChild } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOfAsync,
+  etcdAvailable,
+  isMessage,
+  loopbackEndpoint,
+  startEtcd,
+  type EtcdCluster,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
 import type { EtcdClient } from './etcd-client.js';
-import { acquiredOwner, answered, closeAll, freshPrefix, keepClaiming, leaderIndex, outcomeOf, ownershipOf, rawClient, tally, until } from '../test/helpers.js';
+import {
+  acquiredOwner,
+  answered,
+  closeAll,
+  freshPrefix,
+  keepClaiming,
+  leaderIndex,
+  outcomeOf,
+  ownershipOf,
+  rawClient,
+  tally,
+  until,
+} from '../test/helpers.js';
 
 /** One restart under a live owner: the member the owner talks to (its only endpoint), and the member restarted. */
 interface RestartCase {
@@ -26,14 +47,25 @@ interface RestartOutcome {
  * restart, with no loss reported before it) or reports the loss before any fenced write commits;
  * the claimant is refused throughout, never granted while the owner believes it owns.
  */
-async function restartUnderOwner(cluster: EtcdCluster, { ownerMember, restarted, port, ttlSeconds = 2 }: RestartCase): Promise<RestartOutcome> {
+async function restartUnderOwner(
+  cluster: EtcdCluster,
+  { ownerMember, restarted, port, ttlSeconds = 2 }: RestartCase,
+): Promise<RestartOutcome> {
   const prefix = freshPrefix();
   const root = '/srv/restarted';
   const written = `/app/restarted-${port}`;
   const raw = rawClient(cluster.endpoints);
   const claimant = ownershipOf(cluster.endpoints, prefix, 'host-b');
-  const claim = (): Promise<string> => codeOfAsync(() => claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) }));
-  const { child: owner } = await acquiredOwner({ endpoints: [cluster.endpoints[ownerMember] ?? ''], prefix, host: 'host-a', root, endpoint: loopbackEndpoint(port), ttlSeconds });
+  const claim = (): Promise<string> =>
+    codeOfAsync(() => claimant.acquire(root, { endpoint: loopbackEndpoint(port + 1) }));
+  const { child: owner } = await acquiredOwner({
+    endpoints: [cluster.endpoints[ownerMember] ?? ''],
+    prefix,
+    host: 'host-a',
+    root,
+    endpoint: loopbackEndpoint(port),
+    ttlSeconds,
+  });
   const fenceKey = `${prefix}/fence${root}/`;
   const fence = (await raw.range(fenceKey)).kvs[0];
   expect(fence).toBeDefined();
@@ -110,7 +142,10 @@ describe.skipIf(!etcdAvailable())('etcd restarted under a live owner, on one rea
   afterAll(cleanUp);
 
   it('the fence survives; the owner, whose watch ended with the member, reports the loss before any fenced write; never two owners', async () => {
-    expect(await restartUnderOwner(cluster, { ownerMember: 0, restarted: 0, port: 53000 })).toEqual({ afterRestart: 'lost', end: 'lost' });
+    expect(await restartUnderOwner(cluster, { ownerMember: 0, restarted: 0, port: 53000 })).toEqual({
+      afterRestart: 'lost',
+      end: 'lost',
+    });
   });
 });
 
@@ -125,7 +160,10 @@ describe.skipIf(!etcdAvailable())('etcd members restarted under a live owner, on
   it("the owner's own member restarted: the fence survives, the owner cleanly loses its lease, never two owners", async () => {
     const leader = await leaderIndex(cluster);
     const follower = (leader + 1) % 3;
-    expect(await restartUnderOwner(cluster, { ownerMember: follower, restarted: follower, port: 54000 })).toEqual({ afterRestart: 'lost', end: 'lost' });
+    expect(await restartUnderOwner(cluster, { ownerMember: follower, restarted: follower, port: 54000 })).toEqual({
+      afterRestart: 'lost',
+      end: 'lost',
+    });
   });
 
   it('another member restarted: the fence survives and the owner keeps its lease, never two owners', async () => {
@@ -133,7 +171,14 @@ describe.skipIf(!etcdAvailable())('etcd members restarted under a live owner, on
     // That the owner keeps its lease is a claim about liveness: its TTL leaves room for the stalls of a busy
     // 2-core machine (the member's restart and a new leader's first heartbeats), so the claim is about etcd, not the
     // machine's mood. Safety is asserted either way.
-    expect(await restartUnderOwner(cluster, { ownerMember: leader, restarted: (leader + 1) % 3, port: 55000, ttlSeconds: 6 })).toEqual({ afterRestart: 'kept', end: 'released' });
+    expect(
+      await restartUnderOwner(cluster, {
+        ownerMember: leader,
+        restarted: (leader + 1) % 3,
+        port: 55000,
+        ttlSeconds: 6,
+      }),
+    ).toEqual({ afterRestart: 'kept', end: 'released' });
   });
 
   it('the leader restarted under an owner on a follower: the fence survives, the owner keeps or cleanly loses its lease, never two owners', async () => {

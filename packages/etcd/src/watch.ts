@@ -15,7 +15,12 @@ type OpenWatch<Client> = (client: Client, startRevision: string, handlers: Watch
  * the watch where it is: a silent member only delays an early warning (the fenced compare and the
  * local deadline are the safety), and must not cost a lease. A stream that ends still ends the watch.
  */
-export function watchAcross<Client extends MemberClient>(members: Members<Client>, openOn: OpenWatch<Client>, startRevision: string, handlers: WatchHandlers): Watch {
+export function watchAcross<Client extends MemberClient>(
+  members: Members<Client>,
+  openOn: OpenWatch<Client>,
+  startRevision: string,
+  handlers: WatchHandlers,
+): Watch {
   let delivered = BigInt(startRevision) - 1n;
   let ended = false;
   const open = (member: Member<Client>): Watch => {
@@ -43,9 +48,20 @@ export function watchAcross<Client extends MemberClient>(members: Members<Client
   let moving: Watch | undefined;
   const move = async (): Promise<void> => {
     const target = members.ordered()[0];
-    if (ended || moving !== undefined || current.member.silentSince === undefined || target === undefined || target === current.member || target.silentSince !== undefined) return;
+    if (
+      ended ||
+      moving !== undefined ||
+      current.member.silentSince === undefined ||
+      target === undefined ||
+      target === current.member ||
+      target.silentSince !== undefined
+    )
+      return;
     moving = open(target);
-    const created = await moving.created.then(() => true, () => false);
+    const created = await moving.created.then(
+      () => true,
+      () => false,
+    );
     const next = moving;
     moving = undefined;
     if (!created || ended) return;

@@ -1,4 +1,11 @@
-import { codeOfAsync, isMessage, spawnPlanned, type EtcdCluster, type FixtureModules, type SpawnedChild } from '@leasehold/test-utils';
+import {
+  codeOfAsync,
+  isMessage,
+  spawnPlanned,
+  type EtcdCluster,
+  type FixtureModules,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
 import { ContractError } from '@leasehold/contracts';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -58,7 +65,10 @@ export async function closeAll(): Promise<void> {
 }
 
 /** The first of these messages the child prints, as `[key, value]`. */
-export async function outcomeOf(child: SpawnedChild, keys: readonly string[]): Promise<[string, Record<string, unknown>]> {
+export async function outcomeOf(
+  child: SpawnedChild,
+  keys: readonly string[],
+): Promise<[string, Record<string, unknown>]> {
   const line = await child.line((candidate) => keys.some((key) => isMessage(key)(candidate)));
   const message = JSON.parse(line) as Record<string, Record<string, unknown>>;
   const key = keys.find((candidate) => candidate in message) ?? '';
@@ -73,8 +83,12 @@ export async function acquiredOwner(plan: OwnerPlan): Promise<{ child: SpawnedCh
 }
 
 /** Starts every owner, waits until each is ready, then lets them race; answers each one's outcome. */
-export async function race(plans: readonly OwnerPlan[]): Promise<{ child: SpawnedChild; outcome: string; detail: Record<string, unknown> }[]> {
-  const children = plans.map((plan) => spawnPlanned(FIXTURES, 'owner.mjs', { ...plan, waitForGo: true } satisfies OwnerPlan, BUILT));
+export async function race(
+  plans: readonly OwnerPlan[],
+): Promise<{ child: SpawnedChild; outcome: string; detail: Record<string, unknown> }[]> {
+  const children = plans.map((plan) =>
+    spawnPlanned(FIXTURES, 'owner.mjs', { ...plan, waitForGo: true } satisfies OwnerPlan, BUILT),
+  );
   await Promise.all(children.map((child) => child.line(isMessage('ready'))));
   for (const child of children) child.send('go');
   return Promise.all(
@@ -105,9 +119,15 @@ export async function until(condition: () => Promise<boolean>): Promise<void> {
 const STATUS_TIMEOUT_MS = 1_000;
 
 /** What one member says of itself and its leader (etcd's JSON gateway), or undefined if it did not answer. */
-async function memberStatus(clientUrl: string): Promise<{ readonly member: string; readonly leader: string } | undefined> {
+async function memberStatus(
+  clientUrl: string,
+): Promise<{ readonly member: string; readonly leader: string } | undefined> {
   try {
-    const response = await fetch(`${clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) });
+    const response = await fetch(`${clientUrl}/v3/maintenance/status`, {
+      method: 'POST',
+      body: '{}',
+      signal: AbortSignal.timeout(STATUS_TIMEOUT_MS),
+    });
     const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
     const member = status.header?.member_id;
     const leader = status.leader;
@@ -129,7 +149,10 @@ export async function leaderIndex(cluster: EtcdCluster): Promise<number> {
 }
 
 /** The test's monotonic time (`performance.now()`) when the child's first `key` message reached it, and the message. Call it before the message can come. */
-export async function arrivalOf(child: SpawnedChild, key: string): Promise<{ readonly at: number; readonly message: Record<string, unknown> }> {
+export async function arrivalOf(
+  child: SpawnedChild,
+  key: string,
+): Promise<{ readonly at: number; readonly message: Record<string, unknown> }> {
   const line = await child.line(isMessage(key));
   // Taken in the same turn as the stdout chunk that carried the line: an upper bound of when the child said it.
   const at = performance.now();

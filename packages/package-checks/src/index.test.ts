@@ -15,14 +15,18 @@ afterEach(() => {
 function scratchPackage(readme: string): string {
   const folder = mkdtempSync(join(tmpdir(), 'leasehold-package-checks-'));
   folders.push(folder);
-  writeFileSync(join(folder, 'package.json'), JSON.stringify({ name: '@scratch/example', type: 'module', exports: './dist/index.js' }));
+  writeFileSync(
+    join(folder, 'package.json'),
+    JSON.stringify({ name: '@scratch/example', type: 'module', exports: './dist/index.js' }),
+  );
   mkdirSync(join(folder, 'dist'));
   writeFileSync(join(folder, 'dist', 'index.js'), 'export const answer = 42;\n');
   writeFileSync(join(folder, 'README.md'), readme);
   return folder;
 }
 
-const EXAMPLE = "```ts example\nimport { answer } from '@scratch/example';\nconst shown: number = answer;\nconsole.log(shown);\n```\n";
+const EXAMPLE =
+  "```ts example\nimport { answer } from '@scratch/example';\nconst shown: number = answer;\nconsole.log(shown);\n```\n";
 
 describe('the package checks', () => {
   it('name exactly what this package exports, and its README names each', () => {
@@ -53,7 +57,9 @@ describe('the package checks', () => {
   });
 
   it('refuse a README with no example, or two', () => {
-    expect(() => readmeExample(join(scratchPackage('# none\n'), 'README.md'))).toThrow(/exactly one ```ts example block, found 0/);
+    expect(() => readmeExample(join(scratchPackage('# none\n'), 'README.md'))).toThrow(
+      /exactly one ```ts example block, found 0/,
+    );
     expect(() => readmeExample(join(scratchPackage(EXAMPLE + EXAMPLE), 'README.md'))).toThrow(/found 2/);
   });
 

@@ -1,2 +1,15 @@
-export { exportsMissingFromReadme, namesMissingFrom, publicDeclarations, publicNames, type PublicDeclaration } from './public-names.js';
-export { EXAMPLE_INFO, exampleAsModule, readmeExample, runReadmeExample, type ExampleOptions, type ExampleRun } from './readme-example.js';
+export {
+  exportsMissingFromReadme,
+  namesMissingFrom,
+  publicDeclarations,
+  publicNames,
+  type PublicDeclaration,
+} from './public-names.js';
+export {
+  EXAMPLE_INFO,
+  exampleAsModule,
+  readmeExample,
+  runReadmeExample,
+  type ExampleOptions,
+  type ExampleRun,
+} from './readme-example.js';

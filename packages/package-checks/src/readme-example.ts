@@ -10,8 +10,11 @@ export const EXAMPLE_INFO = 'ts example';
 /** The TypeScript of the one "```ts example" block of a README, exactly as printed there. */
 export function readmeExample(readmePath: string): string {
   const readme = readFileSync(readmePath, 'utf8');
-  const blocks = [...readme.matchAll(new RegExp(`^\`\`\`${EXAMPLE_INFO}\n([\\s\\S]*?)^\`\`\``, 'gm'))].map((match) => match[1] ?? '');
-  if (blocks.length !== 1) throw new Error(`${readmePath}: wants exactly one \`\`\`${EXAMPLE_INFO} block, found ${blocks.length}`);
+  const blocks = [...readme.matchAll(new RegExp(`^\`\`\`${EXAMPLE_INFO}\n([\\s\\S]*?)^\`\`\``, 'gm'))].map(
+    (match) => match[1] ?? '',
+  );
+  if (blocks.length !== 1)
+    throw new Error(`${readmePath}: wants exactly one \`\`\`${EXAMPLE_INFO} block, found ${blocks.length}`);
   return blocks[0] ?? '';
 }
 

@@ -1,8 +1,24 @@
 import { existsSync, linkSync, lstatSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bytesOf, cleanUp, codeOf, isMessage, killAndReap, spawnFixture, type SpawnedChild } from '@leasehold/test-utils';
-import { FIXTURES, makeRoot, namesIn, plainStep, spawnWriter, unchangedCodeOf, writerMessages } from '../test/helpers.js';
+import {
+  bytesOf,
+  cleanUp,
+  codeOf,
+  isMessage,
+  killAndReap,
+  spawnFixture,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
+import {
+  FIXTURES,
+  makeRoot,
+  namesIn,
+  plainStep,
+  spawnWriter,
+  unchangedCodeOf,
+  writerMessages,
+} from '../test/helpers.js';
 import {
   PrivateFiles,
   STAGING_FOLDER,

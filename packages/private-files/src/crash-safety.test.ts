@@ -42,8 +42,7 @@ function describeSteps(steps: readonly MutationStep[], root: string): string[] {
 }
 
 function expectedStepsFor(start: Start): string[] {
-  const staging =
-    start === 'fresh root' ? [`create mkdir ${STAGING_FOLDER}`, 'create fsync-directory <root>'] : [];
+  const staging = start === 'fresh root' ? [`create mkdir ${STAGING_FOLDER}`, 'create fsync-directory <root>'] : [];
   return [
     ...staging,
     `create write ${STAGING_FOLDER}/<temp>`,
@@ -186,10 +185,13 @@ for (const start of ['fresh root', 'staging folder exists'] as const) {
     const killed: Outcome[] = [];
     const thrown: Outcome[] = [];
     afterAll(() => {
-      console.log(`${start}: crash points covered: ${killed.length} by SIGKILL in a child, ${thrown.length} by a thrown error`, {
-        killed: countsOf(killed),
-        thrown: countsOf(thrown),
-      });
+      console.log(
+        `${start}: crash points covered: ${killed.length} by SIGKILL in a child, ${thrown.length} by a thrown error`,
+        {
+          killed: countsOf(killed),
+          thrown: countsOf(thrown),
+        },
+      );
     });
 
     describe('a writer SIGKILLed before any single step leaves the file absent, old or new, whole, and nothing after sweepStaging', () => {

@@ -50,7 +50,8 @@ const RENAMED_AT = CREATE_FOLDER_STEPS.indexOf('create-folder rename parent/serv
 
 /** Steps as `operation action path`, relative to the root, the staged folder (a `.dir` in staging) as `<staged>`. */
 function shownSteps(steps: readonly MutationStep[], root: string): string[] {
-  const shownPath = (path: string) => relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
+  const shownPath = (path: string) =>
+    relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
   return steps.map(({ operation, action, path }) => `${operation} ${action} ${shownPath(path)}`);
 }
 
@@ -73,7 +74,9 @@ async function killedAt(crashAt: number): Promise<void> {
     stop: { how: 'kill', at: crashAt },
   });
   expect((await writer.closed).signal).toBe('SIGKILL');
-  expect(shownSteps(writerMessages(writer, 'step') as MutationStep[], root)).toEqual(CREATE_FOLDER_STEPS.slice(0, crashAt));
+  expect(shownSteps(writerMessages(writer, 'step') as MutationStep[], root)).toEqual(
+    CREATE_FOLDER_STEPS.slice(0, crashAt),
+  );
   const renamed = crashAt > RENAMED_AT;
   const expected = renamed ? 'whole' : 'absent';
   expect({ crashAt, outcome: outcomeOf(target) }).toEqual({ crashAt, outcome: expected });

@@ -10,7 +10,11 @@ export type EntryType = 'folder' | 'file';
  * owner, `mode` its permission bits, `folder` whether it is one.
  */
 export type UnsafeEntry =
-  | { readonly rule: 'symbolic-link' | 'special-file' | 'wrong-type'; readonly path: string; readonly expected?: EntryType }
+  | {
+      readonly rule: 'symbolic-link' | 'special-file' | 'wrong-type';
+      readonly path: string;
+      readonly expected?: EntryType;
+    }
   | { readonly rule: 'foreign-owner'; readonly path: string; readonly uid: number; readonly folder: boolean }
   | { readonly rule: 'open-mode'; readonly path: string; readonly mode: number; readonly folder: boolean }
   | { readonly rule: 'second-link' | 'unexpected-entry'; readonly path: string }
@@ -21,11 +25,16 @@ export type UnsafeEntry =
  * a FIFO, socket or device never opened, and a file is not read as a folder
  * nor a folder as a file. Undefined when the entry keeps it.
  */
-export function entryTypeBreach(path: string, stats: BigIntStats | Stats, expected?: EntryType): UnsafeEntry | undefined {
+export function entryTypeBreach(
+  path: string,
+  stats: BigIntStats | Stats,
+  expected?: EntryType,
+): UnsafeEntry | undefined {
   const given = expected === undefined ? {} : { expected };
   if (stats.isSymbolicLink()) return { rule: 'symbolic-link', path, ...given };
   if (!stats.isDirectory() && !stats.isFile()) return { rule: 'special-file', path, ...given };
-  if (expected !== undefined && stats.isDirectory() !== (expected === 'folder')) return { rule: 'wrong-type', path, expected };
+  if (expected !== undefined && stats.isDirectory() !== (expected === 'folder'))
+    return { rule: 'wrong-type', path, expected };
   return undefined;
 }
 

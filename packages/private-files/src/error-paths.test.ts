@@ -11,7 +11,11 @@ afterEach(cleanUp);
 /** What a tool acting on the error sees: its code and the path it carries (never parsed from the message). */
 function codeAndPath(action: () => unknown): { code: string; path: string | undefined; named: boolean } {
   const error = contractErrorOf(action);
-  return { code: error.code, path: error.path, named: error.path !== undefined && error.message.startsWith(`${error.path}: `) };
+  return {
+    code: error.code,
+    path: error.path,
+    named: error.path !== undefined && error.message.startsWith(`${error.path}: `),
+  };
 }
 
 function writePlain(path: string, content: string, mode = 0o600): void {
@@ -46,7 +50,11 @@ describe('refused and conflict errors carry the path they are about', () => {
     const folder = join(root, 'folder');
     mkdirSync(folder, { mode: 0o700 });
     writePlain(join(folder, 'stray'), 'x');
-    expect(codeAndPath(() => files.entries(folder, ['allowed']))).toEqual({ code: 'refused', path: folder, named: true });
+    expect(codeAndPath(() => files.entries(folder, ['allowed']))).toEqual({
+      code: 'refused',
+      path: folder,
+      named: true,
+    });
 
     const large = join(folder, 'large');
     writePlain(large, 'x'.repeat(64));
@@ -56,7 +64,8 @@ describe('refused and conflict errors carry the path they are about', () => {
   it('refused for an unsafe entry carries the rule broken, with the facts a remedy needs', () => {
     const root = makeRoot();
     const files = new PrivateFiles(root);
-    const breachOf = (action: () => unknown): UnsafeEntry | undefined => UnsafeEntryError.breachOf(contractErrorOf(action));
+    const breachOf = (action: () => unknown): UnsafeEntry | undefined =>
+      UnsafeEntryError.breachOf(contractErrorOf(action));
     const open = join(root, 'open.json');
     writePlain(open, '{}', 0o640);
     expect(breachOf(() => files.read(open))).toEqual({ rule: 'open-mode', path: open, mode: 0o640, folder: false });
@@ -72,16 +81,29 @@ describe('refused and conflict errors carry the path they are about', () => {
     const fifo = join(root, 'fifo');
     execFileSync('mkfifo', ['-m', '600', fifo]);
     expect(breachOf(() => files.read(fifo))).toEqual({ rule: 'special-file', path: fifo, expected: 'file' });
-    expect(breachOf(() => files.read(join(fifo, 'below')))).toEqual({ rule: 'special-file', path: fifo, expected: 'folder' });
+    expect(breachOf(() => files.read(join(fifo, 'below')))).toEqual({
+      rule: 'special-file',
+      path: fifo,
+      expected: 'folder',
+    });
 
     const folder = join(root, 'folder');
     mkdirSync(folder, { mode: 0o700 });
     expect(breachOf(() => files.read(folder))).toEqual({ rule: 'wrong-type', path: folder, expected: 'file' });
     writePlain(join(folder, 'stray'), 'x'.repeat(64));
     expect(breachOf(() => files.entries(folder, ['allowed']))).toEqual({ rule: 'unexpected-entry', path: folder });
-    expect(breachOf(() => files.read(join(folder, 'stray'), 16))).toEqual({ rule: 'too-large', path: join(folder, 'stray'), maxBytes: 16 });
+    expect(breachOf(() => files.read(join(folder, 'stray'), 16))).toEqual({
+      rule: 'too-large',
+      path: join(folder, 'stray'),
+      maxBytes: 16,
+    });
     chmodSync(folder, 0o750);
-    expect(breachOf(() => files.read(join(folder, 'stray')))).toEqual({ rule: 'open-mode', path: folder, mode: 0o750, folder: true });
+    expect(breachOf(() => files.read(join(folder, 'stray')))).toEqual({
+      rule: 'open-mode',
+      path: folder,
+      mode: 0o750,
+      folder: true,
+    });
 
     expect(UnsafeEntryError.breachOf(contractErrorOf(() => files.read('not/absolute')))).toBeUndefined();
     expect(UnsafeEntryError.breachOf(new Error('x'))).toBeUndefined();
@@ -95,21 +117,30 @@ describe('refused and conflict errors carry the path they are about', () => {
     { rule: 'special-file', make: (path) => execFileSync('mkfifo', ['-m', '600', path]), cleared: 'absent' },
     { rule: 'wrong-type', make: (path) => mkdirSync(path, { mode: 0o700 }), cleared: 'absent' },
     ...(process.geteuid?.() === 0
-      ? [{ rule: 'foreign-owner', make: (path: string) => (writePlain(path, '{}'), chownSync(path, 4242, 4242)), cleared: 'read' as const }]
+      ? [
+          {
+            rule: 'foreign-owner',
+            make: (path: string) => (writePlain(path, '{}'), chownSync(path, 4242, 4242)),
+            cleared: 'read' as const,
+          },
+        ]
       : []),
   ];
-  it.each(repairable)('refused for $rule carries a remedy whose command, run as printed, clears it', ({ make, cleared }) => {
-    const root = makeRoot();
-    const files = new PrivateFiles(root);
-    const path = join(root, "it's here.json");
-    make(path);
-    const { remedy } = contractErrorOf(() => files.read(path));
-    const command = /`([^`]+)`/.exec(remedy ?? '')?.[1];
-    expect(command).toContain(`'${root}/it'\\''s here.json'`);
-    execFileSync('/bin/sh', ['-c', command!]);
-    if (cleared === 'read') expect(files.read(path)?.bytes).toEqual(new TextEncoder().encode('{}'));
-    else expect(files.read(path)).toBeUndefined();
-  });
+  it.each(repairable)(
+    'refused for $rule carries a remedy whose command, run as printed, clears it',
+    ({ make, cleared }) => {
+      const root = makeRoot();
+      const files = new PrivateFiles(root);
+      const path = join(root, "it's here.json");
+      make(path);
+      const { remedy } = contractErrorOf(() => files.read(path));
+      const command = /`([^`]+)`/.exec(remedy ?? '')?.[1];
+      expect(command).toContain(`'${root}/it'\\''s here.json'`);
+      execFileSync('/bin/sh', ['-c', command!]);
+      if (cleared === 'read') expect(files.read(path)?.bytes).toEqual(new TextEncoder().encode('{}'));
+      else expect(files.read(path)).toBeUndefined();
+    },
+  );
 
   it('refused for an open folder names chmod 700 of that folder, and its command clears it', () => {
     const root = makeRoot();
@@ -131,10 +162,14 @@ describe('refused and conflict errors carry the path they are about', () => {
     writePlain(target, 'x'.repeat(64));
     linkSync(target, join(root, 'linked.json'));
     expect(contractErrorOf(() => files.read(target)).remedy).toMatch(/^remove the other name this file has/);
-    expect(contractErrorOf(() => files.entries(root, ['target.json'])).remedy).toBe(`move out of it every name that the program using it did not write (\`ls -A ${root}\` lists them)`);
+    expect(contractErrorOf(() => files.entries(root, ['target.json'])).remedy).toBe(
+      `move out of it every name that the program using it did not write (\`ls -A ${root}\` lists them)`,
+    );
     const large = join(root, 'large.json');
     writePlain(large, 'x'.repeat(64));
-    expect(contractErrorOf(() => files.read(large, 16)).remedy).toBe('it is not a file the program using it wrote: repair or restore it by hand');
+    expect(contractErrorOf(() => files.read(large, 16)).remedy).toBe(
+      'it is not a file the program using it wrote: repair or restore it by hand',
+    );
   });
 
   it('refused: a level above the file that is unsafe names that level, not the file', () => {
@@ -144,7 +179,11 @@ describe('refused and conflict errors carry the path they are about', () => {
     mkdirSync(folder, { mode: 0o700 });
     writePlain(join(folder, 'file.json'), '{}');
     chmodSync(folder, 0o755);
-    expect(codeAndPath(() => files.read(join(folder, 'file.json')))).toEqual({ code: 'refused', path: folder, named: true });
+    expect(codeAndPath(() => files.read(join(folder, 'file.json')))).toEqual({
+      code: 'refused',
+      path: folder,
+      named: true,
+    });
   });
 
   it('conflict: a file that already exists, and one that changed since it was read', () => {
@@ -152,14 +191,24 @@ describe('refused and conflict errors carry the path they are about', () => {
     const files = new PrivateFiles(root);
     const path = join(root, 'file.json');
     const first = files.create(path, new TextEncoder().encode('{"n":1}'));
-    expect(codeAndPath(() => files.create(path, new TextEncoder().encode('{"n":2}')))).toEqual({ code: 'conflict', path, named: true });
+    expect(codeAndPath(() => files.create(path, new TextEncoder().encode('{"n":2}')))).toEqual({
+      code: 'conflict',
+      path,
+      named: true,
+    });
     files.replace(path, first, new TextEncoder().encode('{"n":3}'));
     expect(codeAndPath(() => files.remove(path, first))).toEqual({ code: 'conflict', path, named: true });
   });
 
   it('carries no path for an input that is not a path, and keeps the message as it was', () => {
-    expect(codeAndPath(() => new PrivateFiles('relative/root'))).toEqual({ code: 'refused', path: undefined, named: false });
-    expect(contractErrorOf(() => new PrivateFiles('relative/root')).message).toBe('root: not an absolute, normalised path');
+    expect(codeAndPath(() => new PrivateFiles('relative/root'))).toEqual({
+      code: 'refused',
+      path: undefined,
+      named: false,
+    });
+    expect(contractErrorOf(() => new PrivateFiles('relative/root')).message).toBe(
+      'root: not an absolute, normalised path',
+    );
     const files = new PrivateFiles(makeRoot());
     expect(codeAndPath(() => files.read('not/absolute'))).toEqual({ code: 'refused', path: undefined, named: false });
     expect(contractErrorOf(() => files.read('not/absolute')).message).toBe('path: not an absolute, normalised path');

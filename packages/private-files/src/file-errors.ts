@@ -27,7 +27,10 @@ export function unlessRemoved<T>(path: string, call: () => T): T {
 
 /** `conflict` for a name another process removed after it was checked (ENOENT from the system call, kept as `cause`). */
 export function removedMeanwhile(path: string, cause: unknown): ContractError {
-  return new ContractError('conflict', `${path}: it or a folder above it was removed meanwhile; read again`, { path, cause });
+  return new ContractError('conflict', `${path}: it or a folder above it was removed meanwhile; read again`, {
+    path,
+    cause,
+  });
 }
 
 /** Runs a removal; a name already gone (removed by a concurrent sweeper) is not an error. */

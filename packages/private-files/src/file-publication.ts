@@ -64,7 +64,13 @@ export class FilePublication {
   }
 
   /** Replaces the file when it is still exactly `expected`; see `PrivateFiles.replace`. */
-  replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes: number, options: PublishOptions): FileSnapshot {
+  replace(
+    path: string,
+    expected: FileSnapshot,
+    bytes: Uint8Array,
+    maxBytes: number,
+    options: PublishOptions,
+  ): FileSnapshot {
     const folder = this.#prepareWrite(path, bytes, maxBytes, 'read');
     this.#reads.expect(path, expected, maxBytes);
     const temp = this.#staging.stage('replace', bytes);
@@ -94,7 +100,13 @@ export class FilePublication {
   }
 
   /** Once the temp is linked or renamed to its name in `folder`: the folder fsync (unless `syncFolder: false`), and the new file's snapshot. */
-  #published(operation: MutationOperation, folder: string, temp: StagedTemp, bytes: Uint8Array, options: PublishOptions): FileSnapshot {
+  #published(
+    operation: MutationOperation,
+    folder: string,
+    temp: StagedTemp,
+    bytes: Uint8Array,
+    options: PublishOptions,
+  ): FileSnapshot {
     temp.pending = false;
     const published = fstatSync(temp.descriptor, { bigint: true });
     this.#syncFolder(operation, folder, options);

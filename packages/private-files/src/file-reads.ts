@@ -87,7 +87,8 @@ export class FileReads {
     if (!this.#folders.walk(folder, undefined)) return [];
     const listed = unlessRemoved(folder, () => readdirSync(folder));
     const names = listed.filter((name) => !(folder === this.#folders.root && name === STAGING_FOLDER));
-    const admitted = (name: string) => allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
+    const admitted = (name: string) =>
+      allowed.some((entry) => (typeof entry === 'string' ? entry === name : entry.test(name)));
     if (!names.every(admitted)) throw new UnsafeEntryError({ rule: 'unexpected-entry', path: folder });
     return names.sort();
   }

@@ -33,7 +33,8 @@ export class FolderPublication {
     const parent = this.#folders.folderOf(path, 'new');
     for (const [name, bytes] of Object.entries(files)) {
       if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name)) throw refused(path, 'a file name is not a plain name');
-      if (bytes.byteLength > maxBytes) throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
+      if (bytes.byteLength > maxBytes)
+        throw refused(join(path, name), `${bytes.byteLength} bytes is over the bound of ${maxBytes}`);
     }
     if (lookup(path) !== undefined) throw conflict(path, 'already exists');
     this.#folders.walk(this.#staging.path, 'create-folder');

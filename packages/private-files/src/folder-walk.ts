@@ -1,4 +1,15 @@
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, type BigIntStats } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  type BigIntStats,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ContractError, absolutePath } from '@leasehold/contracts';
 import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-safety.js';
@@ -23,7 +34,10 @@ function firstLevelThere(path: string): string {
 
 /** A folder above the root that cannot be made in: its parent is a dangling link (or was removed meanwhile). */
 function unreachableParent(path: string): ContractError {
-  return refused(path, `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`);
+  return refused(
+    path,
+    `cannot be made: ${dirname(path)} is a dangling symbolic link; point it at a folder or remove it, then try again`,
+  );
 }
 
 /** Refuses a level that is a link, not a folder, or not private. */
@@ -41,7 +55,11 @@ export function checkDirectory(path: string, stats: BigIntStats): void {
 function madeByMkdir(path: string, stats: BigIntStats): boolean {
   if (entryTypeBreach(path, stats, 'folder') !== undefined) return false;
   const breaches = ownershipBreaches(path, stats);
-  return breaches.length === 1 && breaches[0]!.rule === 'open-mode' && unlessRemoved(path, () => readdirSync(path)).length === 0;
+  return (
+    breaches.length === 1 &&
+    breaches[0]!.rule === 'open-mode' &&
+    unlessRemoved(path, () => readdirSync(path)).length === 0
+  );
 }
 
 /** Fsyncs a folder, so that the names made, renamed or removed in it survive a power loss. */
@@ -60,7 +78,8 @@ export function lookup(path: string): BigIntStats | undefined {
     return lstatSync(path, { bigint: true });
   } catch (error) {
     if (isErrno(error, 'ENOENT')) return undefined;
-    if (isErrno(error, 'ENOTDIR')) throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
+    if (isErrno(error, 'ENOTDIR'))
+      throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
     throw error;
   }
 }
@@ -82,7 +101,8 @@ export class FolderWalk {
   /** `path` itself, once proven absolute, normalised and strictly inside the root. */
   inside(path: string): string {
     // No `path`: the input is not one.
-    if (!absolutePath.safeParse(path).success) throw new ContractError('refused', 'path: not an absolute, normalised path');
+    if (!absolutePath.safeParse(path).success)
+      throw new ContractError('refused', 'path: not an absolute, normalised path');
     if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
       throw refused(path, 'outside the root');
     }
@@ -142,7 +162,8 @@ export class FolderWalk {
    */
   #makeAncestors(operation: MutationOperation): void {
     const missing: string[] = [];
-    for (let folder = dirname(this.root); lookup(folder) === undefined; folder = dirname(folder)) missing.unshift(folder);
+    for (let folder = dirname(this.root); lookup(folder) === undefined; folder = dirname(folder))
+      missing.unshift(folder);
     for (const folder of missing) this.#makeFolder(operation, folder, false);
   }
 
@@ -154,7 +175,8 @@ export class FolderWalk {
     const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
     try {
       const opened = fstatSync(descriptor, { bigint: true });
-      if (opened.dev !== stats.dev || opened.ino !== stats.ino) throw conflict(path, 'replaced while it was checked; try again');
+      if (opened.dev !== stats.dev || opened.ino !== stats.ino)
+        throw conflict(path, 'replaced while it was checked; try again');
       this.#step(operation, 'chmod', path);
       fchmodSync(descriptor, 0o700);
       this.#step(operation, 'fsync-directory', path);
@@ -162,7 +184,10 @@ export class FolderWalk {
     } finally {
       closeSync(descriptor);
     }
-    checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
+    checkDirectory(
+      path,
+      unlessRemoved(path, () => lstatSync(path, { bigint: true })),
+    );
   }
 
   /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
@@ -172,10 +197,15 @@ export class FolderWalk {
       mkdirSync(path, { mode: 0o700 });
     } catch (error) {
       // Below the root the parent was just checked, so ENOENT is a race; above it, a dangling link gives it too.
-      if (isErrno(error, 'ENOENT')) throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
+      if (isErrno(error, 'ENOENT'))
+        throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
       if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
     }
-    if (inside) checkDirectory(path, unlessRemoved(path, () => lstatSync(path, { bigint: true })));
+    if (inside)
+      checkDirectory(
+        path,
+        unlessRemoved(path, () => lstatSync(path, { bigint: true })),
+      );
     this.#step(operation, 'fsync-directory', dirname(path));
     fsyncDirectory(dirname(path));
   }

@@ -86,7 +86,8 @@ export class HolderFiles<T extends HolderDocument> {
       throw error;
     }
     if (found === undefined) return { kind: 'free' };
-    if (found.verdict === 'ambiguous' && this.#options.refuseAmbiguous !== undefined) throw this.#options.refuseAmbiguous(found);
+    if (found.verdict === 'ambiguous' && this.#options.refuseAmbiguous !== undefined)
+      throw this.#options.refuseAmbiguous(found);
     if (found.verdict !== 'absent') return { kind: 'held', found };
     // A holder that removed its file and exited between our read and the liveness check reads
     // `absent` too: only a file still there, unchanged, after its holder was seen gone was left behind.

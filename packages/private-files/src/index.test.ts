@@ -62,9 +62,13 @@ describe('the public entry point', () => {
     const run = await runReadmeExample({ packageDir: PACKAGE, cwd, env: { LEASEHOLD_STATE_HOME: stateHome } });
     expect(run).toEqual({
       code: 0,
-      stdout: ['before: absent', 'replaced: {"epoch":2}', 'conflict on locks/owner.json; now: {"epoch":2}', ''].join('\n'),
+      stdout: ['before: absent', 'replaced: {"epoch":2}', 'conflict on locks/owner.json; now: {"epoch":2}', ''].join(
+        '\n',
+      ),
       stderr: '',
     });
-    expect([modeOf(join(cwd, 'app-state')), modeOf(join(cwd, 'app-state', 'locks', 'owner.json'))]).toEqual([0o700, 0o600]);
+    expect([modeOf(join(cwd, 'app-state')), modeOf(join(cwd, 'app-state', 'locks', 'owner.json'))]).toEqual([
+      0o700, 0o600,
+    ]);
   });
 });

@@ -1,10 +1,22 @@
 // Re-exported, so that a caller needs this one package to recognise its errors.
 export { ContractError, type ContractErrorCode } from '@leasehold/contracts';
-export { UnsafeEntryError, entryTypeBreach, ownershipBreaches, type EntryType, type UnsafeEntry } from './entry-safety.js';
+export {
+  UnsafeEntryError,
+  entryTypeBreach,
+  ownershipBreaches,
+  type EntryType,
+  type UnsafeEntry,
+} from './entry-safety.js';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export type { PublishOptions } from './file-publication.js';
 export { sameSnapshot, type FileSnapshot } from './file-reads.js';
-export { HolderFiles, type HeldFile, type HolderDocument, type HolderFilesOptions, type HolderJudgement } from './holder-files.js';
+export {
+  HolderFiles,
+  type HeldFile,
+  type HolderDocument,
+  type HolderFilesOptions,
+  type HolderJudgement,
+} from './holder-files.js';
 export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
 export { PrivateFiles, type PrivateFilesOptions } from './private-files.js';
 export {

@@ -3,7 +3,14 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesOf, cleanUp, codeOf, contractErrorOf, modeOf, treeOf } from '@leasehold/test-utils';
 import { makeRoot, plainStep } from '../test/helpers.js';
-import { PrivateFiles, STAGING_FOLDER, UnsafeEntryError, type FileSnapshot, type MutationAction, type MutationStep } from './index.js';
+import {
+  PrivateFiles,
+  STAGING_FOLDER,
+  UnsafeEntryError,
+  type FileSnapshot,
+  type MutationAction,
+  type MutationStep,
+} from './index.js';
 
 afterEach(cleanUp);
 
@@ -34,40 +41,49 @@ describe('a root that does not exist yet, nor its parent (a fresh machine)', () 
   it.each([
     ['the root', 'state'],
     ['the root and its parent', join('fresh', 'state')],
-  ])('answers absence to every read with %s missing, changes nothing; every write is a ContractError, never a raw ENOENT', (_, below) => {
-    const base = makeRoot();
-    const root = join(base, below);
-    const before = treeOf(base);
-    const outcomes = Object.fromEntries(
-      Object.entries(everyCall(root)).map(([name, call]) => [name, codeOf(() => call(new PrivateFiles(root)))]),
-    );
-    expect(outcomes).toEqual({
-      'directory(root)': 'no error',
-      'directory(inside)': 'no error',
-      read: 'no error',
-      'assert(absent)': 'no error',
-      'assert(snapshot)': 'conflict',
-      entries: 'no error',
-      stagingEntries: 'no error',
-      sweepStaging: 'no error',
-      create: 'refused',
-      createFolder: 'refused',
-      replace: 'conflict',
-      remove: 'conflict',
-      removeFolder: 'conflict',
-    });
-    const files = new PrivateFiles(root);
-    expect([files.directory(root), files.read(join(root, 'owner.json')), files.entries(root, [])]).toEqual([false, undefined, []]);
-    expect(files.sweepStaging()).toEqual({ removed: [], kept: [] });
-    expect(treeOf(base)).toEqual(before);
-  });
+  ])(
+    'answers absence to every read with %s missing, changes nothing; every write is a ContractError, never a raw ENOENT',
+    (_, below) => {
+      const base = makeRoot();
+      const root = join(base, below);
+      const before = treeOf(base);
+      const outcomes = Object.fromEntries(
+        Object.entries(everyCall(root)).map(([name, call]) => [name, codeOf(() => call(new PrivateFiles(root)))]),
+      );
+      expect(outcomes).toEqual({
+        'directory(root)': 'no error',
+        'directory(inside)': 'no error',
+        read: 'no error',
+        'assert(absent)': 'no error',
+        'assert(snapshot)': 'conflict',
+        entries: 'no error',
+        stagingEntries: 'no error',
+        sweepStaging: 'no error',
+        create: 'refused',
+        createFolder: 'refused',
+        replace: 'conflict',
+        remove: 'conflict',
+        removeFolder: 'conflict',
+      });
+      const files = new PrivateFiles(root);
+      expect([files.directory(root), files.read(join(root, 'owner.json')), files.entries(root, [])]).toEqual([
+        false,
+        undefined,
+        [],
+      ]);
+      expect(files.sweepStaging()).toEqual({ removed: [], kept: [] });
+      expect(treeOf(base)).toEqual(before);
+    },
+  );
 
   it('refuses a new file with its path, naming the missing folder and how to make it', () => {
     const root = join(makeRoot(), 'fresh', 'state');
     const path = join(root, 'owner.json');
     const error = contractErrorOf(() => new PrivateFiles(root).create(path, bytesOf('{}')));
     expect({ code: error.code, path: error.path }).toEqual({ code: 'refused', path });
-    expect(error.message).toBe(`${path}: its folder ${root} does not exist; make it first with directory('${root}', true)`);
+    expect(error.message).toBe(
+      `${path}: its folder ${root} does not exist; make it first with directory('${root}', true)`,
+    );
   });
 
   it('answers conflict, read again, for a file the caller read whose folder is gone', () => {
@@ -123,7 +139,7 @@ describe('a root that does not exist yet, nor its parent (a fresh machine)', () 
   });
 });
 
-describe('a root a person made with mkdir (this user\'s, 0755, empty)', () => {
+describe("a root a person made with mkdir (this user's, 0755, empty)", () => {
   /** `base/state`, made as `mkdir` makes it under a 022 umask. */
   function mkdirRoot(): string {
     const root = join(makeRoot(), 'state');
@@ -135,7 +151,11 @@ describe('a root a person made with mkdir (this user\'s, 0755, empty)', () => {
   it('is not there yet for a reader, which changes nothing', () => {
     const root = mkdirRoot();
     const files = new PrivateFiles(root);
-    expect([files.directory(root), files.read(join(root, 'owner.json')), files.entries(root, [])]).toEqual([false, undefined, []]);
+    expect([files.directory(root), files.read(join(root, 'owner.json')), files.entries(root, [])]).toEqual([
+      false,
+      undefined,
+      [],
+    ]);
     expect(modeOf(root)).toBe(0o755);
   });
 
@@ -174,11 +194,17 @@ describe('a root a person made with mkdir (this user\'s, 0755, empty)', () => {
     const root = mkdirRoot();
     const link = join(root, '..', 'link');
     symlinkSync(root, link);
-    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(link).directory(link, true)))).toEqual({ rule: 'symbolic-link', path: link, expected: 'folder' });
+    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(link).directory(link, true)))).toEqual({
+      rule: 'symbolic-link',
+      path: link,
+      expected: 'folder',
+    });
     expect(modeOf(root)).toBe(0o755);
     if (process.geteuid?.() !== 0) return; // only root can give a folder away
     chownSync(root, 4242, 4242);
-    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(root, true)))).toMatchObject({ rule: 'foreign-owner', path: root });
+    expect(
+      UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(root, true))),
+    ).toMatchObject({ rule: 'foreign-owner', path: root });
     expect(modeOf(root)).toBe(0o755);
   });
 
@@ -187,7 +213,9 @@ describe('a root a person made with mkdir (this user\'s, 0755, empty)', () => {
     const inside = join(root, 'locks');
     mkdirSync(inside);
     chmodSync(inside, 0o755);
-    expect(UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(inside, true)))).toMatchObject({ rule: 'open-mode', path: inside });
+    expect(
+      UnsafeEntryError.breachOf(contractErrorOf(() => new PrivateFiles(root).directory(inside, true))),
+    ).toMatchObject({ rule: 'open-mode', path: inside });
     expect(modeOf(inside)).toBe(0o755);
   });
 });

@@ -1,8 +1,10 @@
 /** The public operation a mutating step belongs to. */
-export type MutationOperation = 'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
+export type MutationOperation =
+  'directory' | 'create' | 'create-folder' | 'replace' | 'remove' | 'remove-folder' | 'sweep-staging';
 
 /** The mutating system call about to run. */
-export type MutationAction = 'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+export type MutationAction =
+  'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** What `beforeMutation` is told: the call about to run, and the path it touches. */
 export interface MutationStep {
@@ -24,7 +26,12 @@ export interface PrivateFilesHooks {
 }
 
 /** Tells the test seam of one mutating step, right before its system call runs. */
-export type StepReporter = (operation: MutationOperation, action: MutationAction, path: string, detail?: StepDetail) => void;
+export type StepReporter = (
+  operation: MutationOperation,
+  action: MutationAction,
+  path: string,
+  detail?: StepDetail,
+) => void;
 
 /** The reporter of every step to `hooks` (a no-op without them). */
 export function stepReporter(hooks: PrivateFilesHooks | undefined): StepReporter {

@@ -76,9 +76,18 @@ describe('the persistence model', () => {
   it('may lose a rename without the folder fsync, and shows the target old or new, never neither or a mix', () => {
     const { root, base } = makeBaseTree({ data: 'old' });
     const [temp, data] = [join(root, 'temp'), join(root, 'data')];
-    const ops: TraceOp[] = [write(temp, 'new'), { op: 'fsync', path: temp }, { op: 'rename', path: data, source: temp }];
+    const ops: TraceOp[] = [
+      write(temp, 'new'),
+      { op: 'fsync', path: temp },
+      { op: 'rename', path: data, source: temp },
+    ];
     // The temp's own entry was never made durable: it may be there, as a second name of what `data` shows.
-    expect(shownAt(base, ops)).toEqual([{ data: 'new', temp: 'new =data' }, { data: 'new' }, { data: 'old', temp: 'new' }, { data: 'old' }]);
+    expect(shownAt(base, ops)).toEqual([
+      { data: 'new', temp: 'new =data' },
+      { data: 'new' },
+      { data: 'old', temp: 'new' },
+      { data: 'old' },
+    ]);
     expect(shownAt(base, [...ops, { op: 'fsync-directory', path: root }])).toEqual([{ data: 'new' }]);
   });
 
@@ -98,9 +107,16 @@ describe('the persistence model', () => {
   it('keeps data written and fsynced before a link whole under the new name', () => {
     const { root, base } = makeBaseTree({}, ['staging']);
     const temp = join(root, 'staging', 'temp');
-    const ops: TraceOp[] = [write(temp, 'new'), { op: 'fsync', path: temp }, { op: 'link', path: join(root, 'data'), source: temp }];
+    const ops: TraceOp[] = [
+      write(temp, 'new'),
+      { op: 'fsync', path: temp },
+      { op: 'link', path: join(root, 'data'), source: temp },
+    ];
     for (const state of shownAt(base, ops)) expect([undefined, 'new']).toContain(state.data);
-    expect(shownAt(base, [...ops, { op: 'fsync-directory', path: root }]).map((state) => state.data)).toEqual(['new', 'new']);
+    expect(shownAt(base, [...ops, { op: 'fsync-directory', path: root }]).map((state) => state.data)).toEqual([
+      'new',
+      'new',
+    ]);
   });
 
   it('loses the entries of a folder whose own creation is not durable with it', () => {
@@ -134,7 +150,11 @@ describe('the persistence model', () => {
 
   it('gives every crash point, with the op that ran last', () => {
     const { root, base } = makeBaseTree();
-    const ops: TraceOp[] = [write(join(root, 'a'), 'x'), { op: 'fsync', path: join(root, 'a') }, { op: 'fsync-directory', path: root }];
+    const ops: TraceOp[] = [
+      write(join(root, 'a'), 'x'),
+      { op: 'fsync', path: join(root, 'a') },
+      { op: 'fsync-directory', path: root },
+    ];
     const points = allCrashStates(base, ops);
     expect(points.map(({ point, after, states }) => [point, after?.op, states.length])).toEqual([
       [0, undefined, 1],
@@ -148,7 +168,10 @@ describe('the persistence model', () => {
     const { root, base } = makeBaseTree();
     // Each fsynced file with an un-fsynced entry doubles the states: 12 files fill the cap exactly, 13 overflow it.
     const files = (count: number) =>
-      Array.from({ length: count }, (_, index) => join(root, `f${index}`)).flatMap((path): TraceOp[] => [write(path, 'x'), { op: 'fsync', path }]);
+      Array.from({ length: count }, (_, index) => join(root, `f${index}`)).flatMap((path): TraceOp[] => [
+        write(path, 'x'),
+        { op: 'fsync', path },
+      ]);
     const full = crashStates(base, files(12), 24);
     expect([full.combinations, full.states.length, full.capped]).toEqual([CRASH_STATE_CAP, CRASH_STATE_CAP, false]);
     const over = crashStates(base, files(13), 26);
@@ -160,7 +183,9 @@ describe('the persistence model', () => {
     expect(() => crashStates(base, [write('/elsewhere/a', 'x')], 1)).toThrow(/outside the base tree/);
     expect(() => crashStates(base, [{ op: 'rename', path: join(root, 'data') }], 1)).toThrow(/has no source/);
     expect(() => crashStates(base, [{ op: 'fsync', path: join(root, 'missing') }], 1)).toThrow(/does not exist/);
-    expect(() => crashStates(base, [{ op: 'link', path: join(root, 'data'), source: join(root, 'data') }], 1)).toThrow(/exists/);
+    expect(() => crashStates(base, [{ op: 'link', path: join(root, 'data'), source: join(root, 'data') }], 1)).toThrow(
+      /exists/,
+    );
     expect(() => crashStates(base, [], 1)).toThrow(/crash point/);
   });
 });
@@ -172,7 +197,14 @@ describe('traces', () => {
     const bytes = bytesOf('abc');
     new PrivateFiles(root, { hooks }).create(join(root, 'data'), bytes);
     bytes.fill(0);
-    expect(ops.map(({ op, path, source, bytes: written }) => [op, path === join(root, 'data'), source !== undefined, written && Buffer.from(written).toString()])).toEqual([
+    expect(
+      ops.map(({ op, path, source, bytes: written }) => [
+        op,
+        path === join(root, 'data'),
+        source !== undefined,
+        written && Buffer.from(written).toString(),
+      ]),
+    ).toEqual([
       ['write', false, false, 'abc'],
       ['fsync', false, false, undefined],
       ['link', true, true, undefined],
@@ -182,7 +214,11 @@ describe('traces', () => {
   });
 
   it('survive JSON lines, bytes in base64, beside other lines; a broken trace line throws', () => {
-    const ops: TraceOp[] = [write('/r/a', 'h\u00e9\0'), { op: 'rename', path: '/r/b', source: '/r/a' }, { op: 'fsync-directory', path: '/r' }];
+    const ops: TraceOp[] = [
+      write('/r/a', 'h\u00e9\0'),
+      { op: 'rename', path: '/r/b', source: '/r/a' },
+      { op: 'fsync-directory', path: '/r' },
+    ];
     const lines = ['{"ready":true}', ...encodeTrace(ops).split('\n'), 'not json'];
     expect(decodeTrace(lines)).toEqual(ops);
     expect(decodeTrace(encodeTrace(ops))).toEqual(ops);
@@ -220,12 +256,18 @@ describe('the toy protocol: replace `data` by a temp renamed over it', () => {
   it('is caught without the temp fsync: some crash state has an empty or partial `data`', () => {
     const { root, base } = makeBaseTree({ data: 'old' });
     const temp = join(root, 'temp');
-    const ops: TraceOp[] = [write(temp, 'new'), { op: 'rename', path: join(root, 'data'), source: temp }, { op: 'fsync-directory', path: root }];
+    const ops: TraceOp[] = [
+      write(temp, 'new'),
+      { op: 'rename', path: join(root, 'data'), source: temp },
+      { op: 'fsync-directory', path: root },
+    ];
     const broken = allCrashStates(base, ops).flatMap(({ states }) => states.filter((state) => !dataWhole(state)));
     // `data` names the temp's file from the rename on, whose bytes may not have reached the disk.
-    expect(new Set(broken.map((state) => Buffer.from((state.entries.data as { bytes: Uint8Array }).bytes).toString('latin1')))).toEqual(
-      new Set(['', 'n', '\0\0\0']),
-    );
+    expect(
+      new Set(
+        broken.map((state) => Buffer.from((state.entries.data as { bytes: Uint8Array }).bytes).toString('latin1')),
+      ),
+    ).toEqual(new Set(['', 'n', '\0\0\0']));
   });
 
   it('is clean with the temp fsync and the folder fsync: private-files replace, at every crash point', () => {
@@ -236,7 +278,9 @@ describe('the toy protocol: replace `data` by a temp renamed over it', () => {
     const points = allCrashStates(base, ops);
     expect(points.every(({ states, capped }) => !capped && states.every(dataWhole))).toBe(true);
     // The last point is past the folder fsync: only the new text.
-    expect(points.at(-1)!.states.map((state) => Buffer.from((state.entries.data as { bytes: Uint8Array }).bytes).toString())).toEqual(['new', 'new']);
+    expect(
+      points.at(-1)!.states.map((state) => Buffer.from((state.entries.data as { bytes: Uint8Array }).bytes).toString()),
+    ).toEqual(['new', 'new']);
   });
 
   it('is recorded in a child that is gone before its states are materialised at the same absolute root', async () => {

@@ -40,7 +40,13 @@ function recording(root: string): { files: PrivateFiles; steps: MutationStep[] }
 }
 
 /** A recorded PrivateFiles with one document, `docs/file` holding 'x', made before the recording starts. */
-function recordedDocument(): { root: string; files: PrivateFiles; steps: MutationStep[]; path: string; created: FileSnapshot } {
+function recordedDocument(): {
+  root: string;
+  files: PrivateFiles;
+  steps: MutationStep[];
+  path: string;
+  created: FileSnapshot;
+} {
   const root = makeRoot();
   const { files, steps } = recording(root);
   files.directory(join(root, 'docs'), true);
@@ -410,9 +416,7 @@ describe('conflict', () => {
     expect(unchangedCodeOf(root, () => files.assert(path, undefined))).toBe('conflict');
     files.remove(path, created);
     expect(unchangedCodeOf(root, () => files.assert(path, created))).toBe('conflict');
-    expect(unchangedCodeOf(root, () => files.assert(join(root, 'missing', 'document.json'), created))).toBe(
-      'conflict',
-    );
+    expect(unchangedCodeOf(root, () => files.assert(join(root, 'missing', 'document.json'), created))).toBe('conflict');
   });
 
   it('assert is conflict for a snapshot of another file with the same bytes', () => {
@@ -654,9 +658,7 @@ describe('refused: modes and owners', () => {
       expect(unchangedCodeOf(root, () => files.directory(folder))).toBe('refused');
       expect(unchangedCodeOf(root, () => files.read(join(folder, 'file')))).toBe('refused');
       expect(unchangedCodeOf(root, () => files.create(join(folder, 'new'), bytesOf('x')))).toBe('refused');
-      expect(unchangedCodeOf(root, () => files.replace(join(folder, 'file'), snapshot, bytesOf('x')))).toBe(
-        'refused',
-      );
+      expect(unchangedCodeOf(root, () => files.replace(join(folder, 'file'), snapshot, bytesOf('x')))).toBe('refused');
       expect(unchangedCodeOf(root, () => files.entries(folder, ['file']))).toBe('refused');
     });
   }
@@ -900,7 +902,9 @@ describe('the beforeMutation hook', () => {
     files.replace(path, created, bytesOf('new'));
     const [createTemp, replaceTemp] = steps.filter((step) => step.action === 'write').map((step) => step.path);
     // The recorded arrays are the ones passed in: compare their text, not their identity.
-    const shown = steps.map(({ bytes, ...step }) => (bytes === undefined ? step : { ...step, text: new TextDecoder().decode(bytes) }));
+    const shown = steps.map(({ bytes, ...step }) =>
+      bytes === undefined ? step : { ...step, text: new TextDecoder().decode(bytes) },
+    );
     expect(shown).toEqual([
       { operation: 'create', action: 'mkdir', path: join(root, STAGING_FOLDER) },
       { operation: 'create', action: 'fsync-directory', path: root },
@@ -981,7 +985,9 @@ describe('the beforeMutation hook', () => {
   it('with syncFolder: false, create refuses and conflicts exactly as without it', () => {
     const { root, files, steps, path } = recordedDocument();
     expect(codeOf(() => files.create(path, bytesOf('y'), undefined, { syncFolder: false }))).toBe('conflict');
-    expect(codeOf(() => files.create(join(root, 'missing', 'file'), bytesOf('y'), undefined, { syncFolder: false }))).toBe('refused');
+    expect(
+      codeOf(() => files.create(join(root, 'missing', 'file'), bytesOf('y'), undefined, { syncFolder: false })),
+    ).toBe('refused');
     expect(steps).toEqual([]);
   });
 

@@ -29,7 +29,8 @@ export class PrivateFiles {
   /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
     // No `path`: the input is not one.
-    if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'root: not an absolute, normalised path');
+    if (!absolutePath.safeParse(root).success)
+      throw new ContractError('refused', 'root: not an absolute, normalised path');
     this.root = root;
     const step = stepReporter(options.hooks);
     this.#folders = new FolderWalk(root, step);
@@ -86,7 +87,13 @@ export class PrivateFiles {
    * The comparison runs right before the rename; callers that race other writers hold a lock around it.
    * @throws ContractError `conflict` (the file is not `expected`, or gone with its folder), `refused` (unsafe path or file, over `maxBytes`).
    */
-  replace(path: string, expected: FileSnapshot, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
+  replace(
+    path: string,
+    expected: FileSnapshot,
+    bytes: Uint8Array,
+    maxBytes = DOCUMENT_BYTES,
+    options: PublishOptions = {},
+  ): FileSnapshot {
     return this.#publication.replace(path, expected, bytes, maxBytes, options);
   }
 

@@ -1,7 +1,15 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, killAndReap, killUnreaped, spawnCommand, spawnFixture, spawnUnreaped, type SpawnedChild } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  killAndReap,
+  killUnreaped,
+  spawnCommand,
+  spawnFixture,
+  spawnUnreaped,
+  type SpawnedChild,
+} from '@leasehold/test-utils';
 import { currentProcess, ownerStatus, processDetails, processIdentity, type ProcessIdentity } from './index.js';
 import { FIXTURES } from '../test/helpers.js';
 
@@ -19,7 +27,13 @@ function myStart(): string {
 /** The processStart fields: boot id, PID namespace, start time. */
 function fieldsOf(processStart: string): [string, string, string] {
   const [kind, bootId, namespace, startTime, ...rest] = processStart.split(':');
-  if (kind !== 'linux' || bootId === undefined || namespace === undefined || startTime === undefined || rest.length > 0) {
+  if (
+    kind !== 'linux' ||
+    bootId === undefined ||
+    namespace === undefined ||
+    startTime === undefined ||
+    rest.length > 0
+  ) {
     throw new Error('not a Linux processStart');
   }
   return [bootId, namespace, startTime];
@@ -54,7 +68,7 @@ describe('currentProcess', () => {
     expect(currentProcess()).toEqual(me);
   });
 
-  it("gives another process its own pid and start time, with this boot id and namespace", async () => {
+  it('gives another process its own pid and start time, with this boot id and namespace', async () => {
     const { identity } = await spawnIdentity(false);
     expect(identity.pid).not.toBe(process.pid);
     expect(identity.host).toBe(hostname());
@@ -83,7 +97,8 @@ describe('processIdentity', () => {
   });
 
   it('is undefined for a pid that names no one process', () => {
-    for (const pid of [2_147_483_647, 0, -1, 1.5, Number.NaN]) expect({ pid, identity: processIdentity(pid) }).toEqual({ pid, identity: undefined });
+    for (const pid of [2_147_483_647, 0, -1, 1.5, Number.NaN])
+      expect({ pid, identity: processIdentity(pid) }).toEqual({ pid, identity: undefined });
   });
 });
 
@@ -165,7 +180,10 @@ describe('ownerStatus', () => {
 });
 
 /** A shell that printed its pid (so it runs, past any exec) and waits for its stdin: `argv` after `sh -c SCRIPT`. */
-async function waitingShell(command: string, args: readonly string[]): Promise<{ child: SpawnedChild; identity: ProcessIdentity }> {
+async function waitingShell(
+  command: string,
+  args: readonly string[],
+): Promise<{ child: SpawnedChild; identity: ProcessIdentity }> {
   const child = spawnCommand(command, args);
   const pid = Number(await child.line(() => true));
   const identity = processIdentity(pid);
@@ -179,7 +197,10 @@ describe('processDetails', () => {
   it('reads the command line, word for word, and the process group of a process that leads its own (setsid)', async () => {
     const { child, identity } = await waitingShell('setsid', ['sh', '-c', SCRIPT, 'sh', 'two words', '']);
     expect(identity.pid).toBe(child.pid);
-    expect(processDetails(identity)).toEqual({ commandLine: ['sh', '-c', SCRIPT, 'sh', 'two words', ''], processGroup: child.pid });
+    expect(processDetails(identity)).toEqual({
+      commandLine: ['sh', '-c', SCRIPT, 'sh', 'two words', ''],
+      processGroup: child.pid,
+    });
   });
 
   it("gives a process in this process's group this process's group", async () => {

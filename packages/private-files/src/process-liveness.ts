@@ -70,7 +70,9 @@ function linuxStart(pid: number | 'self'): LinuxStart | 'gone' | undefined {
 /** A process of this host, with `processStart` when its start is known. */
 function identityOf(pid: number, start: LinuxStart | undefined): ProcessIdentity {
   const base = { pid, host: hostname() };
-  return start === undefined ? base : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
+  return start === undefined
+    ? base
+    : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
 }
 
 let current: ProcessIdentity | undefined;
@@ -175,7 +177,11 @@ export interface ProcessDetails {
  * was reused), or when this host cannot tell: another host or PID namespace, no `processStart`,
  * or a platform other than Linux (where no start time is read either). Never throws.
  */
-export function processDetails(identity: { readonly pid: number; readonly host: string; readonly processStart?: string | undefined }): ProcessDetails | undefined {
+export function processDetails(identity: {
+  readonly pid: number;
+  readonly host: string;
+  readonly processStart?: string | undefined;
+}): ProcessDetails | undefined {
   const { pid, host, processStart } = identity;
   if (processStart === undefined || ownerStatus(pid, host, processStart) !== 'live') return undefined;
   const recorded = PROCESS_START.exec(processStart)?.[3];

@@ -33,9 +33,11 @@ const REMOVE_FOLDER_STEPS = [
 
 /** Steps as `operation action path [from source]`, relative to the root, the staged folder (a `.dir` in staging) as `<staged>`. */
 function shownSteps(steps: readonly MutationStep[], root: string): string[] {
-  const shownPath = (path: string) => relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
-  return steps.map(({ operation, action, path, source }) =>
-    `${operation} ${action} ${shownPath(path)}${source === undefined ? '' : ` from ${shownPath(source)}`}`,
+  const shownPath = (path: string) =>
+    relative(root, path).replace(/^\.staging\/[^/]+\.dir(?=\/|$)/, '.staging/<staged>');
+  return steps.map(
+    ({ operation, action, path, source }) =>
+      `${operation} ${action} ${shownPath(path)}${source === undefined ? '' : ` from ${shownPath(source)}`}`,
   );
 }
 
@@ -60,7 +62,12 @@ function failedAt(failAt: number): void {
     expect({ failAt, thrown, names }).toEqual({ failAt, thrown: true, names: ['config.json', 'format.json'] });
   } else {
     // After the rename the folder is gone from its place; a failure before the parent fsync is reported.
-    expect({ failAt, thrown, names, parent: readdirSync(parent) }).toEqual({ failAt, thrown: failAt === 2, names: undefined, parent: [] });
+    expect({ failAt, thrown, names, parent: readdirSync(parent) }).toEqual({
+      failAt,
+      thrown: failAt === 2,
+      names: undefined,
+      parent: [],
+    });
   }
   // Whatever is left in staging names this live writer: a later sweep removes it once the writer is gone.
   expect(files.stagingEntries().every((entry) => entry.writer === 'live')).toBe(true);
@@ -96,7 +103,9 @@ describe('removeFolder', () => {
     expect(readdirSync(join(root, STAGING_FOLDER))).toEqual([]);
     const staged = (path: string) => path.replace(/\/\.staging\/[^/]+\.dir/, '/.staging/<staged>');
     // The rename reports like every other: `path` where the folder goes (its staged name), `source` the folder.
-    const shown = steps.map(({ action, path, source }) => `${action} ${staged(path)}${source === undefined ? '' : ` from ${source}`}`);
+    const shown = steps.map(
+      ({ action, path, source }) => `${action} ${staged(path)}${source === undefined ? '' : ` from ${source}`}`,
+    );
     expect(shown).toEqual([
       `rename ${root}/.staging/<staged> from ${target}`,
       `fsync-directory ${parent}`,
@@ -125,6 +134,8 @@ describe('entries with a pattern', () => {
     writeFileSync(join(folder, 'roots.json'), 'x', { mode: 0o600 });
     expect(files.entries(folder, ['roots.json', /^takeover-[0-9]+\.lock$/])).toEqual(['roots.json', 'takeover-1.lock']);
     writeFileSync(join(folder, 'takeover-x.lock'), 'x', { mode: 0o600 });
-    expect(unchangedCodeOf(root, () => files.entries(folder, ['roots.json', /^takeover-[0-9]+\.lock$/]))).toBe('refused');
+    expect(unchangedCodeOf(root, () => files.entries(folder, ['roots.json', /^takeover-[0-9]+\.lock$/]))).toBe(
+      'refused',
+    );
   });
 });

@@ -22,8 +22,7 @@ export interface StagingEntry {
 }
 
 // libuv opens every descriptor close-on-exec, so child processes never inherit one.
-const TEMP_FLAGS =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+const TEMP_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 /** A temp in the staging folder; `pending` until it is linked or renamed into place. */
 export interface StagedTemp {

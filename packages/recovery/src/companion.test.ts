@@ -70,7 +70,10 @@ function holdersOf(place: TestPlace, root: string) {
 describe('an owner killed (SIGKILL) while the process it fenced the workspace with lives', () => {
   it('shows that process live and refuses (quarantine, nothing changed); once it is killed, shows it absent and recovers', async () => {
     const child = liveChild();
-    const { place, root, owner, places } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
+    const { place, root, owner, places } = await ownerKilled(
+      (at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'),
+      child,
+    );
 
     const snapshot = viewOf(place, root);
     expect(snapshot.fences.map((fence) => fence.kind)).toEqual([
@@ -85,8 +88,16 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     ]);
     // The companion names the child, under the dead owner's epoch.
     const { schema, epoch, ...named } = jsonOf(places.companion) as { schema: string; epoch: string; pid: number };
-    expect([schema, epoch, named.pid]).toEqual(['leasehold.companion/1', (jsonOf(places.registration) as { epoch: string }).epoch, child.pid]);
-    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', path: places.companion, holder: named });
+    expect([schema, epoch, named.pid]).toEqual([
+      'leasehold.companion/1',
+      (jsonOf(places.registration) as { epoch: string }).epoch,
+      child.pid,
+    ]);
+    expect(snapshot.fences.find((fence) => fence.kind === 'companion')).toEqual({
+      kind: 'companion',
+      path: places.companion,
+      holder: named,
+    });
     expect(holdersOf(place, root)).toEqual([
       [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
       [child.pid, 'live', ['companion']],
@@ -98,7 +109,11 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
         kind: 'outliving-program',
         path: places.companion,
         workspace: root,
-        problem: expect.stringMatching(new RegExp(`lives on: pid ${child.pid} on \\S+, started as \\["sleep","1000"\\], in process group [1-9][0-9]*; `)),
+        problem: expect.stringMatching(
+          new RegExp(
+            `lives on: pid ${child.pid} on \\S+, started as \\["sleep","1000"\\], in process group [1-9][0-9]*; `,
+          ),
+        ),
         remedy: { kind: 'stop', workspace: root, stateHome: place.stateHome },
       },
     ]);
@@ -118,8 +133,13 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     await finishRecovery(place, root);
     expect(pathExists(places.companion)).toBe(false);
     const [record] = journalRecords(place.stateHome);
-    const fences = (jsonOf(`${places.namespace}/journal/${record}`) as { fences: { kind: string; holder?: unknown }[] }).fences;
-    expect(fences.find((fence) => fence.kind === 'companion')).toEqual({ kind: 'companion', path: places.companion, holder: named });
+    const fences = (jsonOf(`${places.namespace}/journal/${record}`) as { fences: { kind: string; holder?: unknown }[] })
+      .fences;
+    expect(fences.find((fence) => fence.kind === 'companion')).toEqual({
+      kind: 'companion',
+      path: places.companion,
+      holder: named,
+    });
   });
 
   it('recovery removes the companion first, before the registration is written stopped', async () => {
@@ -127,7 +147,9 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
     const { place, root } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
     await killAndReap(child);
     const steps: string[] = [];
-    const outcome = await recoverWith(place, root, viewOf(place, root).digest, { hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) } });
+    const outcome = await recoverWith(place, root, viewOf(place, root).digest, {
+      hooks: { beforeMutation: (step) => steps.push(shownStep({ step }, place, root)) },
+    });
     expect(outcome).toMatchObject({ recovered: true });
     expect(steps).toEqual([
       'directory mkdir state/v1/journal',
@@ -149,53 +171,88 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
 });
 
 /** The crash points a companion adds to a release: before its removal, before that removal's fsync, and right after it. */
-const RELEASE_POINTS: readonly { readonly name: string; readonly killBefore: (places: ReturnType<typeof handPlaces>) => CrasherStep; readonly companionLeft: boolean }[] = [
-  { name: "before the companion's unlink", killBefore: (places) => ({ operation: 'remove', action: 'unlink', path: places.companion }), companionLeft: true },
-  { name: "before the companion's folder fsync", killBefore: (places) => ({ operation: 'remove', action: 'fsync-directory', path: places.service }), companionLeft: false },
-  { name: 'before the registration is written stopped', killBefore: () => ({ operation: 'replace', action: 'write' }), companionLeft: false },
+const RELEASE_POINTS: readonly {
+  readonly name: string;
+  readonly killBefore: (places: ReturnType<typeof handPlaces>) => CrasherStep;
+  readonly companionLeft: boolean;
+}[] = [
+  {
+    name: "before the companion's unlink",
+    killBefore: (places) => ({ operation: 'remove', action: 'unlink', path: places.companion }),
+    companionLeft: true,
+  },
+  {
+    name: "before the companion's folder fsync",
+    killBefore: (places) => ({ operation: 'remove', action: 'fsync-directory', path: places.service }),
+    companionLeft: false,
+  },
+  {
+    name: 'before the registration is written stopped',
+    killBefore: () => ({ operation: 'replace', action: 'write' }),
+    companionLeft: false,
+  },
 ];
 
-for (const { name, killBefore, companionLeft } of RELEASE_POINTS) describe(`an owner killed (SIGKILL) in a release with a companion, ${name}`, () => {
-  it('leaves every other fence naming the dead owner, refused while the companion is named and live, then recovered', async () => {
-    const child = liveChild();
-    const { place, root, owner, places } = await ownerKilled(
-      (at, workspace) => ({ ...ownerPlan(at, workspace, 'release'), killBefore: killBefore(handPlaces(at.stateHome, workspace)) }),
-      child,
-    );
-    expect(pathExists(places.companion)).toBe(companionLeft);
-    expect(serviceFences(place.stateHome, root)).toEqual([
-      'registry row',
-      'owner.lock',
-      'local-capability.json',
-      ...(companionLeft ? ['companion.json'] : []),
-      'registration (idle)',
-      "checkout.lock (a registration's)",
-    ]);
-    const ownerFences = ['registry-row', 'registration', 'owner-lock', 'checkout-lock'];
-    const expected = [[owner.pid, 'absent', ownerFences], ...(companionLeft ? [[child.pid, 'live', ['companion']]] : [])];
-    expect(holdersOf(place, root)).toEqual(expected);
-    if (companionLeft) expect(await codeOfAsync(recoverWith(place, root, viewOf(place, root).digest))).toBe('quarantine');
-    await killAndReap(child);
-    await judgeFenced(place, root, 'release with a companion');
-    await finishRecovery(place, root);
+for (const { name, killBefore, companionLeft } of RELEASE_POINTS)
+  describe(`an owner killed (SIGKILL) in a release with a companion, ${name}`, () => {
+    it('leaves every other fence naming the dead owner, refused while the companion is named and live, then recovered', async () => {
+      const child = liveChild();
+      const { place, root, owner, places } = await ownerKilled(
+        (at, workspace) => ({
+          ...ownerPlan(at, workspace, 'release'),
+          killBefore: killBefore(handPlaces(at.stateHome, workspace)),
+        }),
+        child,
+      );
+      expect(pathExists(places.companion)).toBe(companionLeft);
+      expect(serviceFences(place.stateHome, root)).toEqual([
+        'registry row',
+        'owner.lock',
+        'local-capability.json',
+        ...(companionLeft ? ['companion.json'] : []),
+        'registration (idle)',
+        "checkout.lock (a registration's)",
+      ]);
+      const ownerFences = ['registry-row', 'registration', 'owner-lock', 'checkout-lock'];
+      const expected = [
+        [owner.pid, 'absent', ownerFences],
+        ...(companionLeft ? [[child.pid, 'live', ['companion']]] : []),
+      ];
+      expect(holdersOf(place, root)).toEqual(expected);
+      if (companionLeft)
+        expect(await codeOfAsync(recoverWith(place, root, viewOf(place, root).digest))).toBe('quarantine');
+      await killAndReap(child);
+      await judgeFenced(place, root, 'release with a companion');
+      await finishRecovery(place, root);
+    });
   });
-});
 
 describe('a recovery killed (SIGKILL) right after it removed the companion', () => {
   it('leaves every other fence naming the dead owner, which the next recovery clears', async () => {
     const child = liveChild();
-    const { place, root, owner, places } = await ownerKilled((at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'), child);
+    const { place, root, owner, places } = await ownerKilled(
+      (at, workspace) => ownerPlan(at, workspace, 'acquire', 'end'),
+      child,
+    );
     await killAndReap(child);
     // The journal record's 7 steps, the companion's unlink and folder fsync: killed before the registration's.
-    const plan: RecovererPlan = { workspace: root, stateHome: place.stateHome, digest: viewOf(place, root).digest, killAt: 10 };
+    const plan: RecovererPlan = {
+      workspace: root,
+      stateHome: place.stateHome,
+      digest: viewOf(place, root).digest,
+      killAt: 10,
+    };
     const recoverer = spawnPlanned(FIXTURES, 'recoverer.mjs', plan);
     expect(await recoverer.closed).toMatchObject({ code: null, signal: 'SIGKILL' });
-    expect(messagesOf(recoverer, 'step').map((message) => shownStep(message, place, root)).slice(7)).toEqual([
-      ...removeSteps(`${SERVICE}/companion.json`),
-      `replace write state/v1/.staging/<temp>`,
-    ]);
+    expect(
+      messagesOf(recoverer, 'step')
+        .map((message) => shownStep(message, place, root))
+        .slice(7),
+    ).toEqual([...removeSteps(`${SERVICE}/companion.json`), `replace write state/v1/.staging/<temp>`]);
     expect(pathExists(places.companion)).toBe(false);
-    expect(holdersOf(place, root)).toEqual([[owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']]]);
+    expect(holdersOf(place, root)).toEqual([
+      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
+    ]);
     await judgeFenced(place, root, 'recovery killed after the companion');
     await finishRecovery(place, root);
   });

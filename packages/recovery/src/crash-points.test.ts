@@ -64,7 +64,10 @@ const WORKSPACE = 'state/v1/workspaces/<ws>';
 const SERVICE = `${WORKSPACE}/service`;
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
-const madeFolder = (operation: string, path: string) => [`${operation} mkdir ${path}`, `${operation} fsync-directory ${parentOf(path)}`];
+const madeFolder = (operation: string, path: string) => [
+  `${operation} mkdir ${path}`,
+  `${operation} fsync-directory ${parentOf(path)}`,
+];
 const lockTaken = lockCreateSteps(`${REGISTRY}/registry.lock`);
 const lockRemoved = lockRemoveSteps(`${REGISTRY}/registry.lock`);
 const serviceFolderPublished = createFolderSteps(SERVICE, ['format.json', 'config.json']);
@@ -107,9 +110,19 @@ const CASES: readonly OperationCase[] = [
     prepare: async (place, root) => {
       await (await acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_000))).release();
     },
-    expectedSteps: [...lockTaken, ...replaceSteps(`${REGISTRY}/roots.json`), ...lockRemoved, ...ownerFilesCreated, ...replaceSteps(`${SERVICE}/registration.json`)],
+    expectedSteps: [
+      ...lockTaken,
+      ...replaceSteps(`${REGISTRY}/roots.json`),
+      ...lockRemoved,
+      ...ownerFilesCreated,
+      ...replaceSteps(`${SERVICE}/registration.json`),
+    ],
   },
-  { name: "phase change to 'stopping'", operation: 'phase', expectedSteps: replaceSteps(`${SERVICE}/registration.json`) },
+  {
+    name: "phase change to 'stopping'",
+    operation: 'phase',
+    expectedSteps: replaceSteps(`${SERVICE}/registration.json`),
+  },
   {
     name: 'release',
     operation: 'release',
@@ -142,17 +155,27 @@ async function recoverAndReacquire(place: TestPlace, root: string, label: string
   const places = handPlaces(place.stateHome, root);
   const snapshot = viewOf(place, root);
   // The registry lock is no fence: a dead writer's lock is for the next transaction to take over.
-  expect(snapshot.fences.map((fence) => fence.path), label).not.toContain(places.registryLock);
+  expect(
+    snapshot.fences.map((fence) => fence.path),
+    label,
+  ).not.toContain(places.registryLock);
   if (!snapshot.clear) {
-    for (const { holder, verdict } of snapshot.holders) expect(verdict, `${label}: holder ${holder.pid}`).toBe('absent');
+    for (const { holder, verdict } of snapshot.holders)
+      expect(verdict, `${label}: holder ${holder.pid}`).toBe('absent');
   } else {
     // Clear: nothing remains but the service format, config and a stopped registration, which name no holder.
-    const kept = snapshot.fences.map((fence) => (fence.kind === 'registration' ? `registration:${fence.phase ?? ''}` : fence.kind));
-    for (const kind of kept) expect(['service-format', 'service-config', 'registration:stopped'], label).toContain(kind);
+    const kept = snapshot.fences.map((fence) =>
+      fence.kind === 'registration' ? `registration:${fence.phase ?? ''}` : fence.kind,
+    );
+    for (const kind of kept)
+      expect(['service-format', 'service-config', 'registration:stopped'], label).toContain(kind);
     expect(snapshot.holders, label).toEqual([]);
   }
   const outcome = await recoverWith(place, root, snapshot.digest).catch((error: unknown) => {
-    throw new Error(`${label}: recover failed (${String(error)}); fences ${JSON.stringify(snapshot.fences.map((fence) => fence.kind))}`, { cause: error });
+    throw new Error(
+      `${label}: recover failed (${String(error)}); fences ${JSON.stringify(snapshot.fences.map((fence) => fence.kind))}`,
+      { cause: error },
+    );
   });
   if (snapshot.clear) {
     expect(outcome, label).toEqual({ recovered: false, reason: 'clear' });
@@ -171,7 +194,10 @@ async function recoverAndReacquire(place: TestPlace, root: string, label: string
   expect(['absent', 'stopped'], `${label}: ${JSON.stringify(after)}`).toContain(after.status);
 
   const lease = await acquireWorkspace(coordination, OWNER_CONFIG, PARENT_ENDPOINT);
-  expect(inspectWorkspace(coordination), label).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, endpoint: PARENT_ENDPOINT, phase: 'idle' } });
+  expect(inspectWorkspace(coordination), label).toMatchObject({
+    status: 'unavailable',
+    owner: { pid: process.pid, endpoint: PARENT_ENDPOINT, phase: 'idle' },
+  });
   await lease.release();
   expect(inspectWorkspace(coordination).status, label).toBe('stopped');
   expect(namesIn(posix.dirname(places.registryLock)), label).toEqual(['format.json', 'roots.json']);
@@ -206,13 +232,18 @@ async function preparedPlace(operationCase: OperationCase): Promise<{ place: Tes
  * after the last step); the steps it reported are the expected list's up to
  * there, so the point is the step its title names.
  */
-async function killed(operationCase: OperationCase, killAt: number | 'end'): Promise<{ place: TestPlace; root: string }> {
+async function killed(
+  operationCase: OperationCase,
+  killAt: number | 'end',
+): Promise<{ place: TestPlace; root: string }> {
   const { place, root } = await preparedPlace(operationCase);
   const child = spawnSharedFixture('crasher', ownerPlan(place, root, operationCase.operation, killAt), FIXTURE_MODULES);
   const end = await child.closed;
   expect(end, `killed at ${killAt}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
   const steps = operationCase.expectedSteps;
-  expect(messagesOf(child, 'step').map((message) => shownStep(message, place, root))).toEqual(killAt === 'end' ? steps : steps.slice(0, killAt));
+  expect(messagesOf(child, 'step').map((message) => shownStep(message, place, root))).toEqual(
+    killAt === 'end' ? steps : steps.slice(0, killAt),
+  );
   return { place, root };
 }
 
@@ -221,12 +252,22 @@ async function killed(operationCase: OperationCase, killAt: number | 'end'): Pro
  * an owner process (owners.mjs) that then exited: the state is as a failing
  * disk and an exited process left it.
  */
-async function failed(operationCase: OperationCase, failAt: number): Promise<{ place: TestPlace; root: string; failed: string }> {
+async function failed(
+  operationCase: OperationCase,
+  failAt: number,
+): Promise<{ place: TestPlace; root: string; failed: string }> {
   const { place, root } = await preparedPlace(operationCase);
   const runs = [{ workspace: root, stateHome: place.stateHome, endpoint: CHILD_ENDPOINT, failAt }];
-  const [report] = await runBatch('owners.mjs', { operation: operationCase.operation, config: OWNER_CONFIG, runs, end: 'exit' });
+  const [report] = await runBatch('owners.mjs', {
+    operation: operationCase.operation,
+    config: OWNER_CONFIG,
+    runs,
+    end: 'exit',
+  });
   // The step that failed is the expected list's step of that number.
-  expect(report!.step === null ? null : shownStep({ step: report!.step }, place, root)).toBe(operationCase.expectedSteps[failAt - 1]);
+  expect(report!.step === null ? null : shownStep({ step: report!.step }, place, root)).toBe(
+    operationCase.expectedSteps[failAt - 1],
+  );
   return { place, root, failed: String(report!.failed) };
 }
 
@@ -260,14 +301,24 @@ async function failingPoint(operationCase: OperationCase, failAt: number, label:
   const hadLock = lockLeft(left.place);
   const asLeft = await recoverAndReacquire(left.place, left.root, label);
   if (!hadLock) return { asLeft, answered: left.failed };
-  return { asLeft, answered: left.failed, withoutLock: await withLockDeleted(await failed(operationCase, failAt), label) };
+  return {
+    asLeft,
+    answered: left.failed,
+    withoutLock: await withLockDeleted(await failed(operationCase, failAt), label),
+  };
 }
 
 /** Every crash point of a case: killed before step k, for k in 1..N, and once after the operation returned. */
-const killPoints = (operationCase: OperationCase): (number | 'end')[] => [...operationCase.expectedSteps.map((_, index) => index + 1), 'end'];
+const killPoints = (operationCase: OperationCase): (number | 'end')[] => [
+  ...operationCase.expectedSteps.map((_, index) => index + 1),
+  'end',
+];
 const killPointName = (operationCase: OperationCase, killAt: number | 'end') =>
-  killAt === 'end' ? 'killed after the last step' : `killed before step ${killAt}: ${operationCase.expectedSteps[killAt - 1]}`;
-const failingPointName = (operationCase: OperationCase, failAt: number) => `failing with EIO at step ${failAt}: ${operationCase.expectedSteps[failAt - 1]}`;
+  killAt === 'end'
+    ? 'killed after the last step'
+    : `killed before step ${killAt}: ${operationCase.expectedSteps[killAt - 1]}`;
+const failingPointName = (operationCase: OperationCase, failAt: number) =>
+  `failing with EIO at step ${failAt}: ${operationCase.expectedSteps[failAt - 1]}`;
 
 /** Counts of the crash points recovered in this file, for the closing log (bookkeeping only). */
 const recovered = { killed: 0, failing: 0 };
@@ -277,43 +328,54 @@ function logOutcomes(name: string, kind: 'killed' | 'failing', results: readonly
   recovered[kind] += results.length;
   const outcomes = results.map((result) => result.asLeft);
   const withoutLock = results.flatMap((result) => (result.withoutLock === undefined ? [] : [result.withoutLock]));
-  console.log(`${name} (${kind}): recovered ${results.length} crash points (and ${withoutLock.length} with the registry lock deleted by hand)`, {
-    ...(kind === 'failing' ? { 'the operation answered': countsOf(results.map((result) => result.answered ?? '')) } : {}),
-    'inspect before recovery': countsOf(outcomes.map((outcome) => outcome.inspected)),
-    recovery: countsOf(outcomes.map((outcome) => outcome.recovery)),
-    'lock deleted: inspect before recovery': countsOf(withoutLock.map((outcome) => outcome.inspected)),
-    'lock deleted: recovery': countsOf(withoutLock.map((outcome) => outcome.recovery)),
-  });
+  console.log(
+    `${name} (${kind}): recovered ${results.length} crash points (and ${withoutLock.length} with the registry lock deleted by hand)`,
+    {
+      ...(kind === 'failing'
+        ? { 'the operation answered': countsOf(results.map((result) => result.answered ?? '')) }
+        : {}),
+      'inspect before recovery': countsOf(outcomes.map((outcome) => outcome.inspected)),
+      recovery: countsOf(outcomes.map((outcome) => outcome.recovery)),
+      'lock deleted: inspect before recovery': countsOf(withoutLock.map((outcome) => outcome.inspected)),
+      'lock deleted: recovery': countsOf(withoutLock.map((outcome) => outcome.recovery)),
+    },
+  );
 }
 
-afterAll(() => console.log(`recovered crash points of acquire/phase/release: ${recovered.killed} killed, ${recovered.failing} failing with EIO`));
+afterAll(() =>
+  console.log(
+    `recovered crash points of acquire/phase/release: ${recovered.killed} killed, ${recovered.failing} failing with EIO`,
+  ),
+);
 
 // One test per crash point (each a fresh place and its own child), so that each stays far inside its bound; the dry
 // run, which proves the step list every point's title and checks rely on, is a test of its own.
-for (const operationCase of CASES) describe(`recovery from every crash point of an owner leaves it fenced: ${operationCase.name}`, () => {
-  const killedResults: PointResult[] = [];
-  const failingResults: PointResult[] = [];
-  afterAll(() => {
-    logOutcomes(operationCase.name, 'killed', killedResults);
-    logOutcomes(operationCase.name, 'failing', failingResults);
+for (const operationCase of CASES)
+  describe(`recovery from every crash point of an owner leaves it fenced: ${operationCase.name}`, () => {
+    const killedResults: PointResult[] = [];
+    const failingResults: PointResult[] = [];
+    afterAll(() => {
+      logOutcomes(operationCase.name, 'killed', killedResults);
+      logOutcomes(operationCase.name, 'failing', failingResults);
+    });
+
+    it('the dry run reports exactly the steps written from docs/ownership.md and docs/persistence.md', () =>
+      dryRun(operationCase));
+
+    for (const killAt of killPoints(operationCase)) {
+      const name = killPointName(operationCase, killAt);
+      it(name, async () => {
+        killedResults.push(await killPoint(operationCase, killAt, `${operationCase.name}, ${name}`));
+      });
+    }
+
+    for (const [index] of operationCase.expectedSteps.entries()) {
+      const name = failingPointName(operationCase, index + 1);
+      it(`${name}, then the process exits`, async () => {
+        failingResults.push(await failingPoint(operationCase, index + 1, `${operationCase.name}, ${name}`));
+      });
+    }
   });
-
-  it('the dry run reports exactly the steps written from docs/ownership.md and docs/persistence.md', () => dryRun(operationCase));
-
-  for (const killAt of killPoints(operationCase)) {
-    const name = killPointName(operationCase, killAt);
-    it(name, async () => {
-      killedResults.push(await killPoint(operationCase, killAt, `${operationCase.name}, ${name}`));
-    });
-  }
-
-  for (const [index] of operationCase.expectedSteps.entries()) {
-    const name = failingPointName(operationCase, index + 1);
-    it(`${name}, then the process exits`, async () => {
-      failingResults.push(await failingPoint(operationCase, index + 1, `${operationCase.name}, ${name}`));
-    });
-  }
-});
 
 describe('recovery of an owner killed while idle (docs/persistence.md, "Crash safety")', () => {
   it('a running owner killed with kill -9 while idle', async () => {
@@ -322,7 +384,10 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
     const coordination = coordinationOf(place, root);
     const owner = spawnSharedFixture('crasher', ownerPlan(place, root, 'acquire', 'hold'), FIXTURE_MODULES);
     await messageOf(owner, 'held');
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordination)).toMatchObject({
+      status: 'unavailable',
+      owner: { pid: owner.pid, phase: 'idle' },
+    });
     expect(await killAndReap(owner)).toMatchObject({ code: null, signal: 'SIGKILL' });
 
     const snapshot = viewOf(place, root);
@@ -337,6 +402,9 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
       'checkout-lock',
     ]);
     expect(snapshot.holders.map(({ holder, verdict }) => [holder.pid, verdict])).toEqual([[owner.pid, 'absent']]);
-    expect(await recoverAndReacquire(place, root, 'kill -9 while idle')).toEqual({ inspected: 'unavailable', recovery: 'recovered' });
+    expect(await recoverAndReacquire(place, root, 'kill -9 while idle')).toEqual({
+      inspected: 'unavailable',
+      recovery: 'recovered',
+    });
   });
 });

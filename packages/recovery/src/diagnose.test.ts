@@ -24,7 +24,16 @@ import {
   spawnSharedFixture,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { FIXTURE_MODULES, OWNER_CONFIG, coordinationOf, deadOwner, grantOf, recoverWith, viewOf, writeByHand } from '../test/helpers.js';
+import {
+  FIXTURE_MODULES,
+  OWNER_CONFIG,
+  coordinationOf,
+  deadOwner,
+  grantOf,
+  recoverWith,
+  viewOf,
+  writeByHand,
+} from '../test/helpers.js';
 import { FINDING_KINDS, diagnose, type Finding, type FindingRemedy } from './index.js';
 
 afterEach(cleanUp);
@@ -60,14 +69,20 @@ function removeRemedy(path: string, recursive = false): FindingRemedy {
 
 /** A holder proved gone: this pid as it was on another boot. */
 function goneHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()) };
+  const holder = {
+    ...currentProcess(),
+    processStart: processStartWith(currentProcess().processStart, 'bootId', randomUUID()),
+  };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('absent');
   return holder;
 }
 
 /** A holder that cannot be told from here: this pid in another PID namespace (a container sharing the state home). */
 function otherNamespaceHolder(): ProcessIdentity {
-  const holder = { ...currentProcess(), processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1') };
+  const holder = {
+    ...currentProcess(),
+    processStart: processStartWith(currentProcess().processStart, 'pidNamespace', '1'),
+  };
   expect(ownerStatus(holder.pid, holder.host, holder.processStart)).toBe('ambiguous');
   return holder;
 }
@@ -108,7 +123,11 @@ describe('diagnose: nothing to report', () => {
 
     const served = makeWorkspace(place, 'served');
     const lease = await acquireWorkspace(coordinationOf(place, served), OWNER_CONFIG, loopbackEndpoint(45_102));
-    const tool = spawnSharedFixture('checkout-holder', { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome }, FIXTURE_MODULES);
+    const tool = spawnSharedFixture(
+      'checkout-holder',
+      { workspace: makeWorkspace(place, 'tool'), stateHome: place.stateHome },
+      FIXTURE_MODULES,
+    );
     await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);
     await lease.release();
@@ -125,7 +144,12 @@ describe('diagnose: a state home a person made with mkdir (0755)', () => {
     writeByHand(join(place.stateHome, 'notes.txt'), 'x');
     chmodSync(place.stateHome, 0o755);
     expect(findingsOf(place)).toEqual([
-      { kind: 'open-mode', path: place.stateHome, problem: expect.stringContaining('mode 755'), remedy: { kind: 'chmod', path: place.stateHome, mode: 0o700 } },
+      {
+        kind: 'open-mode',
+        path: place.stateHome,
+        problem: expect.stringContaining('mode 755'),
+        remedy: { kind: 'chmod', path: place.stateHome, mode: 0o700 },
+      },
     ]);
   });
 });
@@ -146,15 +170,30 @@ describe('diagnose: unsafe files come first and alone', () => {
 
     expect(findingsOf(place)).toEqual([
       { kind: 'special-file', path: fifo, problem: expect.stringContaining('FIFO'), remedy: removeRemedy(fifo) },
-      { kind: 'open-mode', path: places.service, problem: expect.stringContaining('mode 755'), remedy: { kind: 'chmod', path: places.service, mode: 0o700 } },
+      {
+        kind: 'open-mode',
+        path: places.service,
+        problem: expect.stringContaining('mode 755'),
+        remedy: { kind: 'chmod', path: places.service, mode: 0o700 },
+      },
       {
         kind: 'foreign-owner',
         path: places.config,
         problem: 'owned by uid 65534, not by you',
         remedy: { kind: 'chown', path: places.config, uid: process.geteuid?.(), asRoot: false },
       },
-      { kind: 'open-mode', path: places.registration, problem: expect.stringContaining('mode 644'), remedy: { kind: 'chmod', path: places.registration, mode: 0o600 } },
-      { kind: 'symbolic-link', path: link, problem: expect.stringContaining('symbolic link'), remedy: removeRemedy(link) },
+      {
+        kind: 'open-mode',
+        path: places.registration,
+        problem: expect.stringContaining('mode 644'),
+        remedy: { kind: 'chmod', path: places.registration, mode: 0o600 },
+      },
+      {
+        kind: 'symbolic-link',
+        path: link,
+        problem: expect.stringContaining('symbolic link'),
+        remedy: removeRemedy(link),
+      },
     ]);
 
     for (const path of [fifo, link]) rmSync(path);
@@ -224,9 +263,24 @@ describe('diagnose: staging leftovers', () => {
     const byPath = (a: { path: string }, b: { path: string }) => a.path.localeCompare(b.path);
     expect(findingsOf(place).sort(byPath)).toEqual(
       [
-        { kind: 'staging-leftover', path: gone, problem: 'a staging leftover of a writer that is gone', remedy: removeRemedy(gone, true) },
-        { kind: 'staging-leftover', path: untellable, problem: expect.stringContaining('cannot tell'), remedy: removeRemedy(untellable, true) },
-        { kind: 'staging-leftover', path: unknown, problem: expect.stringContaining('cannot tell'), remedy: removeRemedy(unknown, true) },
+        {
+          kind: 'staging-leftover',
+          path: gone,
+          problem: 'a staging leftover of a writer that is gone',
+          remedy: removeRemedy(gone, true),
+        },
+        {
+          kind: 'staging-leftover',
+          path: untellable,
+          problem: expect.stringContaining('cannot tell'),
+          remedy: removeRemedy(untellable, true),
+        },
+        {
+          kind: 'staging-leftover',
+          path: unknown,
+          problem: expect.stringContaining('cannot tell'),
+          remedy: removeRemedy(unknown, true),
+        },
       ].sort(byPath),
     );
     for (const path of [gone, untellable, unknown]) rmSync(path);
@@ -375,7 +429,9 @@ describe('diagnose: owners', () => {
     const place = makePlace('recovery');
     const never = makeWorkspace(place, 'never-served');
     const stopped = await stoppedWorkspace(place, 'stopped', 45_109);
-    const tools = [never, stopped].map((workspace) => spawnSharedFixture('checkout-holder', { workspace, stateHome: place.stateHome }, FIXTURE_MODULES));
+    const tools = [never, stopped].map((workspace) =>
+      spawnSharedFixture('checkout-holder', { workspace, stateHome: place.stateHome }, FIXTURE_MODULES),
+    );
     for (const tool of tools) await messageOf(tool, 'held');
     expect(findingsOf(place)).toEqual([]);
     for (const tool of tools) expect((await killAndReap(tool)).signal).toBe('SIGKILL');
@@ -443,7 +499,14 @@ describe('diagnose: unreadable files', () => {
       remedy: recoverRemedy(place, root),
     });
     const perWorkspace = new Map([
-      [b.privateRoot, [unreadable(b.format, broken), unreadable(b.ownerLock, broken), deadOwnerOf(broken, b.roots, 'fix the findings above first')]],
+      [
+        b.privateRoot,
+        [
+          unreadable(b.format, broken),
+          unreadable(b.ownerLock, broken),
+          deadOwnerOf(broken, b.roots, 'fix the findings above first'),
+        ],
+      ],
       [h.privateRoot, [deadOwnerOf(healthy, h.roots, `the owner of ${healthy} is gone but`)]],
       [s.privateRoot, [unreadable(s.format, stopped)]],
     ]);
@@ -460,7 +523,8 @@ describe('diagnose: unreadable files', () => {
         .sort(([x], [y]) => x!.localeCompare(y!))
         .map(([, workspace]) => ({ kind: 'dead-owner', workspace })),
     );
-    for (const root of [broken, healthy]) expect(await recoverWith(place, root, viewOf(place, root).digest)).toMatchObject({ recovered: true });
+    for (const root of [broken, healthy])
+      expect(await recoverWith(place, root, viewOf(place, root).digest)).toMatchObject({ recovered: true });
     expect(findingsOf(place)).toEqual([]);
   });
 

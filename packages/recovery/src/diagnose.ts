@@ -114,12 +114,27 @@ class Diagnosis implements DiagnosisContext {
     const { path } = breach;
     switch (breach.rule) {
       case 'symbolic-link':
-        return { kind: 'symbolic-link', path, problem: 'a symbolic link: Leasehold never follows one', remedy: { kind: 'remove', path, recursive: false } };
+        return {
+          kind: 'symbolic-link',
+          path,
+          problem: 'a symbolic link: Leasehold never follows one',
+          remedy: { kind: 'remove', path, recursive: false },
+        };
       case 'special-file':
-        return { kind: 'special-file', path, problem: 'not a regular file or folder (a FIFO, socket or device)', remedy: { kind: 'remove', path, recursive: false } };
+        return {
+          kind: 'special-file',
+          path,
+          problem: 'not a regular file or folder (a FIFO, socket or device)',
+          remedy: { kind: 'remove', path, recursive: false },
+        };
       case 'foreign-owner': {
         const uid = process.geteuid?.() ?? -1; // POSIX has it; elsewhere no file is this user's
-        return { kind: 'foreign-owner', path, problem: `owned by uid ${breach.uid}, not by you`, remedy: this.foreignOwnerRemedy(path, breach.uid, uid) };
+        return {
+          kind: 'foreign-owner',
+          path,
+          problem: `owned by uid ${breach.uid}, not by you`,
+          remedy: this.foreignOwnerRemedy(path, breach.uid, uid),
+        };
       }
       case 'open-mode':
         return {
@@ -137,7 +152,11 @@ class Diagnosis implements DiagnosisContext {
    * Runs a read; a `refused` becomes `onRefused(error)`, a `conflict` that
    * outlasted the retries `onChanging(error)`; anything else is rethrown.
    */
-  guarded<T>(read: () => T, onRefused: (error: ContractError) => void, onChanging: (error: ContractError) => void = onRefused): T | undefined {
+  guarded<T>(
+    read: () => T,
+    onRefused: (error: ContractError) => void,
+    onChanging: (error: ContractError) => void = onRefused,
+  ): T | undefined {
     try {
       return retryingReads(read);
     } catch (error) {
@@ -167,8 +186,14 @@ class Diagnosis implements DiagnosisContext {
       kind: error.code === 'conflict' ? 'changing' : 'unreadable',
       path,
       ...where,
-      problem: error.code === 'conflict' ? `kept changing while read (a writer is at work): ${error.message}` : `unreadable: ${error.message}`,
-      remedy: error.code === 'conflict' ? { kind: 'wait-for-writer', stateHome: this.stateHome } : { kind: 'repair', path, stateHome: this.stateHome },
+      problem:
+        error.code === 'conflict'
+          ? `kept changing while read (a writer is at work): ${error.message}`
+          : `unreadable: ${error.message}`,
+      remedy:
+        error.code === 'conflict'
+          ? { kind: 'wait-for-writer', stateHome: this.stateHome }
+          : { kind: 'repair', path, stateHome: this.stateHome },
     });
   }
 
@@ -201,7 +226,11 @@ class Diagnosis implements DiagnosisContext {
     if (error.path !== undefined) return error.path;
     const { registryFormat, roots } = this.layout;
     const decoders: [string, number, (bytes: Uint8Array) => unknown][] = [
-      [registryFormat, DOCUMENT_BYTES, (bytes) => decodeBytes(registryFormatSchema, bytes, DOCUMENT_BYTES, registryFormat)],
+      [
+        registryFormat,
+        DOCUMENT_BYTES,
+        (bytes) => decodeBytes(registryFormatSchema, bytes, DOCUMENT_BYTES, registryFormat),
+      ],
       [roots, REGISTRY_BYTES, (bytes) => decodeBytes(reservationTableSchema, bytes, REGISTRY_BYTES, roots)],
     ];
     for (const [path, maxBytes, decode] of decoders) {
@@ -310,7 +339,13 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
   if (lookup(stateHome) === undefined) return [];
   // Made with mkdir and still empty (its first writer makes it 0700): nothing in it to find. An
   // unsafe one is refused here, and the walk below says why.
-  if (diagnosis.guarded(() => diagnosis.registry.checkStateHome(), () => undefined) === false) return [];
+  if (
+    diagnosis.guarded(
+      () => diagnosis.registry.checkStateHome(),
+      () => undefined,
+    ) === false
+  )
+    return [];
   diagnosis.safety(stateHome);
   if (diagnosis.findings.length > 0) return diagnosis.findings; // fix modes and links first: every other read would refuse
 
@@ -327,7 +362,9 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
     .filter((name) => PRIVATE_ROOT_NAME.test(name))
     .map((name) => join(layout.workspaces, name));
   const privateRoots = [...new Set([...folders, ...rowsByPrivateRoot.keys()])];
-  const workspaces = privateRoots.sort().map((privateRoot) => readWorkspace(diagnosis, privateRoot, rowsByPrivateRoot.get(privateRoot)));
+  const workspaces = privateRoots
+    .sort()
+    .map((privateRoot) => readWorkspace(diagnosis, privateRoot, rowsByPrivateRoot.get(privateRoot)));
 
   diagnosis.strays(layout.namespace, [STAGING_FOLDER, ...NAMESPACE_ENTRIES]);
   diagnosis.strays(layout.registry, REGISTRY_FOLDER_ENTRIES);
@@ -338,7 +375,8 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
     diagnosis.strays(read.paths.service, SERVICE_ENTRIES, read.root);
   }
   diagnosis.staging();
-  if (registryError !== undefined) diagnosis.unreadable(registryError, diagnosis.registryFileOf(registryError), undefined);
+  if (registryError !== undefined)
+    diagnosis.unreadable(registryError, diagnosis.registryFileOf(registryError), undefined);
   diagnosis.registryLocks();
   for (const read of workspaces) workspaceFindings(diagnosis, read, registryError === undefined);
   return diagnosis.findings;

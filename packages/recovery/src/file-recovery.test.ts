@@ -1,6 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileOwnership } from '@leasehold/coordination';
-import { cleanUp, codeOfAsync, killAndReap, spawnCommand, makePlace, makeWorkspace, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOfAsync,
+  killAndReap,
+  spawnCommand,
+  makePlace,
+  makeWorkspace,
+  pathExists,
+  replaceFile,
+  serviceFences,
+} from '@leasehold/test-utils';
 import { OWNER_CONFIG, PARENT_ENDPOINT, deadOwner, journalRecords, liveOwner, viewOf } from '../test/helpers.js';
 import { processIdentity } from '@leasehold/private-files';
 import { ContractError, fileRecovery } from './index.js';
@@ -35,7 +45,10 @@ describe('fileRecovery', () => {
     const recovery = fileRecovery({ stateHome: place.stateHome });
     const view = await recovery.view(root);
     expect(view).toMatchObject({ root, fences: [], holders: [], clear: true });
-    expect(await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted })).toEqual({ recovered: false, reason: 'clear' });
+    expect(await recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted })).toEqual({
+      recovered: false,
+      reason: 'clear',
+    });
   });
 
   it('shows a SIGKILLed owner’s fences where they are, recovers them with the digest, and a fresh acquire succeeds', async () => {
@@ -45,18 +58,26 @@ describe('fileRecovery', () => {
     const recovery = fileRecovery({ stateHome: place.stateHome });
     const ownership = fileOwnership({ stateHome: place.stateHome });
     // Its row still fences the root, and names its gone process: quarantine until recovered.
-    expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe('quarantine');
+    expect(await codeOfAsync(() => ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT }))).toBe(
+      'quarantine',
+    );
 
     const view = await recovery.view(root);
     const state = viewOf(place, root);
     expect(view.digest).toBe(state.digest);
     expect(view.clear).toBe(false);
-    expect(view.fences.map(({ kind, path }) => ({ kind, path }))).toEqual(state.fences.map(({ kind, path }) => ({ kind, path })));
+    expect(view.fences.map(({ kind, path }) => ({ kind, path }))).toEqual(
+      state.fences.map(({ kind, path }) => ({ kind, path })),
+    );
     for (const { path } of view.fences) expect(pathExists(path), path).toBe(true);
-    expect(view.holders).toEqual([{ holder: expect.objectContaining({ pid }) as unknown, verdict: 'absent', fences: state.holders[0]?.fences }]);
+    expect(view.holders).toEqual([
+      { holder: expect.objectContaining({ pid }) as unknown, verdict: 'absent', fences: state.holders[0]?.fences },
+    ]);
 
     const wrong = '0'.repeat(64);
-    expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: wrong, assertAuthority: granted }))).toBe('conflict');
+    expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: wrong, assertAuthority: granted }))).toBe(
+      'conflict',
+    );
     const denied = recovery.recover(root, {
       expectedDigest: view.digest,
       assertAuthority: () => {
@@ -100,8 +121,12 @@ describe('fileRecovery', () => {
     const child = await liveOwner(place, root);
     const recovery = fileRecovery({ stateHome: place.stateHome });
     const view = await recovery.view(root);
-    expect(view.holders.map(({ holder, verdict }) => ({ pid: holder.pid, verdict }))).toEqual([{ pid: child.pid, verdict: 'live' }]);
-    expect(await codeOfAsync(() => recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted }))).toBe('quarantine');
+    expect(view.holders.map(({ holder, verdict }) => ({ pid: holder.pid, verdict }))).toEqual([
+      { pid: child.pid, verdict: 'live' },
+    ]);
+    expect(
+      await codeOfAsync(() => recovery.recover(root, { expectedDigest: view.digest, assertAuthority: granted })),
+    ).toBe('quarantine');
     expect(serviceFences(place.stateHome, root)).not.toEqual([]);
   });
 });
@@ -112,15 +137,41 @@ describe('fileRecovery.fencedProcess', () => {
     const child = spawnCommand('sleep', ['1000']);
     const { host, processStart } = processIdentity(child.pid)!;
     const recorded = { pid: child.pid, host, processStart: processStart! };
-    expect(recovery.fencedProcess(recorded)).toEqual({ verdict: 'live', commandLine: ['sleep', '1000'], processGroup: expect.any(Number), pidInUse: true });
+    expect(recovery.fencedProcess(recorded)).toEqual({
+      verdict: 'live',
+      commandLine: ['sleep', '1000'],
+      processGroup: expect.any(Number),
+      pidInUse: true,
+    });
     // Another start time under the same pid: a reused pid is absent, though the pid is in use.
-    const reused = { ...recorded, processStart: recorded.processStart.replace(/:(\d+)$/, (_, time: string) => `:${BigInt(time) - 1n}`) };
-    expect(recovery.fencedProcess(reused)).toEqual({ verdict: 'absent', commandLine: null, processGroup: null, pidInUse: true });
+    const reused = {
+      ...recorded,
+      processStart: recorded.processStart.replace(/:(\d+)$/, (_, time: string) => `:${BigInt(time) - 1n}`),
+    };
+    expect(recovery.fencedProcess(reused)).toEqual({
+      verdict: 'absent',
+      commandLine: null,
+      processGroup: null,
+      pidInUse: true,
+    });
     // Without a start time it is judged by its pid alone, and shows nothing it cannot prove.
-    expect(recovery.fencedProcess({ pid: child.pid, host })).toEqual({ verdict: 'live', commandLine: null, processGroup: null, pidInUse: true });
+    expect(recovery.fencedProcess({ pid: child.pid, host })).toEqual({
+      verdict: 'live',
+      commandLine: null,
+      processGroup: null,
+      pidInUse: true,
+    });
     await killAndReap(child);
-    expect(recovery.fencedProcess(recorded)).toEqual({ verdict: 'absent', commandLine: null, processGroup: null, pidInUse: false });
-    expect(recovery.fencedProcess({ ...recorded, host: `${recorded.host}-elsewhere` })).toMatchObject({ verdict: 'ambiguous', commandLine: null, processGroup: null });
+    expect(recovery.fencedProcess(recorded)).toEqual({
+      verdict: 'absent',
+      commandLine: null,
+      processGroup: null,
+      pidInUse: false,
+    });
+    expect(recovery.fencedProcess({ ...recorded, host: `${recorded.host}-elsewhere` })).toMatchObject({
+      verdict: 'ambiguous',
+      commandLine: null,
+      processGroup: null,
+    });
   });
 });
-

@@ -31,6 +31,11 @@ export type FindingRemedy =
   /** A writer is at work on the file: wait for it, then diagnose `stateHome` again. */
   | { readonly kind: 'wait-for-writer'; readonly stateHome: string }
   /** Review and recover the workspace (`fileRecovery`'s `view`, then `recover`), after `processGone` when given. */
-  | { readonly kind: 'recover'; readonly workspace: string; readonly stateHome: string; readonly processGone?: ProcessGone }
+  | {
+      readonly kind: 'recover';
+      readonly workspace: string;
+      readonly stateHome: string;
+      readonly processGone?: ProcessGone;
+    }
   /** Stop the workspace's live owner, or end the program its gone owner fenced it with (`leasehold stop` does either). */
   | { readonly kind: 'stop'; readonly workspace: string; readonly stateHome: string };

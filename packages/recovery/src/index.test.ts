@@ -58,9 +58,17 @@ describe('the README example', () => {
   it('reviews a workspace of a fresh state home, finds nothing to recover or diagnose, and creates nothing', async () => {
     const workspace = makeTemporaryFolder('leasehold-recovery-readme-');
     const stateHome = join(makeTemporaryFolder('leasehold-recovery-readme-state-'), 'fresh', 'state');
-    const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
+    const run = await runReadmeExample({
+      packageDir: PACKAGE,
+      cwd: workspace,
+      env: { LEASEHOLD_STATE_HOME: stateHome },
+    });
     const { digest } = await recovery.fileRecovery({ stateHome }).view(workspace);
-    expect(run).toEqual({ code: 0, stdout: `fences: 0, digest: ${digest}\nnothing to recover (clear)\nfindings: 0\n`, stderr: '' });
+    expect(run).toEqual({
+      code: 0,
+      stdout: `fences: 0, digest: ${digest}\nnothing to recover (clear)\nfindings: 0\n`,
+      stderr: '',
+    });
     expect(pathExists(join(stateHome, '..'))).toBe(false);
   });
 });

@@ -58,7 +58,9 @@ describe('the journal record', () => {
       { kind: 'checkout-lock', path: places.checkoutLock, holder: owner },
     ]);
     // The same fences the snapshot showed (which also gives the registration's phase).
-    expect(record.fences).toEqual(snapshot.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder })));
+    expect(record.fences).toEqual(
+      snapshot.fences.map(({ kind, path, holder }) => (holder === undefined ? { kind, path } : { kind, path, holder })),
+    );
     expect(snapshot.fences.find((fence) => fence.kind === 'registration')?.phase).toBe('idle');
   });
 });
@@ -91,7 +93,9 @@ describe('Journal (the durable bridge: docs/ownership.md, "The journal record")'
     const journal = handPlaces(place.stateHome, root).journal;
     mkdirSync(journal, { mode: 0o700 });
     chmodSync(journal, 0o755);
-    expect(codeOf(() => new Journal(placesOf(place, root)).record(viewOf(place, root), currentOperator()))).toBe('refused');
+    expect(codeOf(() => new Journal(placesOf(place, root)).record(viewOf(place, root), currentOperator()))).toBe(
+      'refused',
+    );
     expect(journalRecords(place.stateHome)).toEqual([]);
   });
 });

@@ -60,7 +60,12 @@ export class Journal {
    * Publishes the record of a recovery of `state`; `automatic` for one no person confirmed.
    * @throws ContractError `refused` (an unsafe journal folder, a record over its bound).
    */
-  record(state: FileRecoveryView, operator: RecoveryRecord['operator'], automatic?: AutomaticRecovery, now = new Date()): JournalRecord {
+  record(
+    state: FileRecoveryView,
+    operator: RecoveryRecord['operator'],
+    automatic?: AutomaticRecovery,
+    now = new Date(),
+  ): JournalRecord {
     const record: RecoveryRecord = {
       schema: 'leasehold.recovery-record/1',
       root: state.root,
@@ -85,7 +90,14 @@ export class Journal {
       // Records are never removed; one that is gone meanwhile was never this journal's to show.
       const snapshot = this.#files.read(path, RECOVERY_RECORD_BYTES);
       if (snapshot === undefined) return [];
-      const { root: recordRoot, digest, recordedAt, operator, fences, automatic } = decodeBytes(recoveryRecordSchema, snapshot.bytes, RECOVERY_RECORD_BYTES, path);
+      const {
+        root: recordRoot,
+        digest,
+        recordedAt,
+        operator,
+        fences,
+        automatic,
+      } = decodeBytes(recoveryRecordSchema, snapshot.bytes, RECOVERY_RECORD_BYTES, path);
       if (root !== undefined && recordRoot !== root) return [];
       const entry: RecoveryJournalEntry = {
         record: path,

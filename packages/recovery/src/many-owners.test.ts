@@ -42,7 +42,10 @@ afterEach(cleanUp);
 
 /** A churner child: acquires and releases `count` workspaces of its own, round after round, until told to stop. */
 function churner(place: TestPlace, name: string, firstPort: number, count: number): SpawnedChild {
-  const workspaces = Array.from({ length: count }, (_, index) => ({ root: makeWorkspace(place, `${name}-${index}`), endpoint: loopbackEndpoint(firstPort + index) }));
+  const workspaces = Array.from({ length: count }, (_, index) => ({
+    root: makeWorkspace(place, `${name}-${index}`),
+    endpoint: loopbackEndpoint(firstPort + index),
+  }));
   return spawnPlanned(FIXTURES, 'churner.mjs', { stateHome: place.stateHome, workspaces, config: OWNER_CONFIG });
 }
 
@@ -71,7 +74,7 @@ async function stopped(child: SpawnedChild): Promise<number> {
   return (await messageOf(child, 'stopped')).stopped as number;
 }
 
-describe("other workspaces' churn never invalidates a recovery (docs/ownership.md, \"Many owners in one state home\")", () => {
+describe('other workspaces\' churn never invalidates a recovery (docs/ownership.md, "Many owners in one state home")', () => {
   it('owners of other roots acquiring and releasing between the snapshot and recover, and during it: the first digest recovers', async () => {
     const place = makePlace('recovery');
     const root = makeWorkspace(place, 'dead');
@@ -91,7 +94,12 @@ describe("other workspaces' churn never invalidates a recovery (docs/ownership.m
 
     // Recovery with the first digest, while they go on (the lock wait bounds the short holds of their transactions).
     const during = churners.map(lastRound);
-    const outcome = await recover(root, { stateHome: place.stateHome, expectedDigest: snapshot.digest, assertAuthority: () => {}, lockWaitMs: 30_000 });
+    const outcome = await recover(root, {
+      stateHome: place.stateHome,
+      expectedDigest: snapshot.digest,
+      assertAuthority: () => {},
+      lockWaitMs: 30_000,
+    });
     expect(outcome).toMatchObject({ recovered: true });
     expect(serviceFences(place.stateHome, root)).toEqual([]);
     const coordination = coordinationOf(place, root);

@@ -91,7 +91,12 @@ function grantFor(workspace: Workspace, expectedDigest: string, assertAuthority:
  * @throws ContractError `refused` (malformed digest), `conflict` (the state changed since the digest),
  * `quarantine` (a holder is live or cannot be told, named in the message), and whatever `assertAuthority` throws.
  */
-export function prepareRecoveryRelease(root: string, expectedDigest: string, assertAuthority: () => void, options: RecoveryOptions = {}): RecoveryGrant {
+export function prepareRecoveryRelease(
+  root: string,
+  expectedDigest: string,
+  assertAuthority: () => void,
+  options: RecoveryOptions = {},
+): RecoveryGrant {
   return grantFor(openWorkspace(root, options), expectedDigest, assertAuthority);
 }
 

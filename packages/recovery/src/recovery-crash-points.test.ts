@@ -56,13 +56,21 @@ const SERVICE = `${WORKSPACE}/service`;
 const MARKER = `${REGISTRY}/takeover-<token>.lock`;
 
 /** The journal record first, written before the first effect (docs/ownership.md, "The journal record"). */
-const journalRecorded = ['directory mkdir state/v1/journal', 'directory fsync-directory state/v1', ...createSteps('state/v1/journal/<record>')];
+const journalRecorded = [
+  'directory mkdir state/v1/journal',
+  'directory fsync-directory state/v1',
+  ...createSteps('state/v1/journal/<record>'),
+];
 /** The effects on the service folder, in release order (one folder fsync for the three). */
 const serviceEffects = releaseServiceSteps(SERVICE);
 /** A dead holder's registry lock taken over: the marker (exclusive), the lock replaced, the marker swept. */
 const lockTakenOver = [...createSteps(MARKER), ...replaceSteps(`${REGISTRY}/registry.lock`), ...removeSteps(MARKER)];
 /** In the transaction: the row, then the checkout lock; then its lock removed. */
-const rowAndCheckout = [...replaceSteps(`${REGISTRY}/roots.json`), ...removeSteps(`${WORKSPACE}/checkout.lock`), ...lockRemoveSteps(`${REGISTRY}/registry.lock`)];
+const rowAndCheckout = [
+  ...replaceSteps(`${REGISTRY}/roots.json`),
+  ...removeSteps(`${WORKSPACE}/checkout.lock`),
+  ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
+];
 
 /** A fresh place with one workspace. */
 interface Place {
@@ -78,18 +86,35 @@ interface DeadOwnerCase {
 }
 
 /** One owners.mjs run per place; `failOn` names the steps of that place that fail with EIO. */
-function runsOf(places: readonly Place[], failOn: (places: ReturnType<typeof handPlaces>) => MutationStep[] = () => []) {
-  return places.map(({ place, root }) => ({ workspace: root, stateHome: place.stateHome, endpoint: CHILD_ENDPOINT, failOn: failOn(handPlaces(place.stateHome, root)) }));
+function runsOf(
+  places: readonly Place[],
+  failOn: (places: ReturnType<typeof handPlaces>) => MutationStep[] = () => [],
+) {
+  return places.map(({ place, root }) => ({
+    workspace: root,
+    stateHome: place.stateHome,
+    endpoint: CHILD_ENDPOINT,
+    failOn: failOn(handPlaces(place.stateHome, root)),
+  }));
 }
 
 const CASES: readonly DeadOwnerCase[] = [
   {
     name: 'an owner killed while idle (recovery takes a fresh registry lock)',
     kill: async (places) => {
-      const reports = await runBatch('owners.mjs', { operation: 'acquire', config: OWNER_CONFIG, runs: runsOf(places), end: 'kill' }, 'kill');
+      const reports = await runBatch(
+        'owners.mjs',
+        { operation: 'acquire', config: OWNER_CONFIG, runs: runsOf(places), end: 'kill' },
+        'kill',
+      );
       for (const report of reports) expect(report.failed).toBeNull();
     },
-    expectedSteps: [...journalRecorded, ...serviceEffects, ...lockCreateSteps(`${REGISTRY}/registry.lock`), ...rowAndCheckout],
+    expectedSteps: [
+      ...journalRecorded,
+      ...serviceEffects,
+      ...lockCreateSteps(`${REGISTRY}/registry.lock`),
+      ...rowAndCheckout,
+    ],
   },
   {
     name: 'an owner whose release failed in its transaction and could not remove its lock, then exited (recovery takes the lock over)',
@@ -99,8 +124,14 @@ const CASES: readonly DeadOwnerCase[] = [
         { operation: 'replace', action: 'rename', path: at.roots },
         { operation: 'remove', action: 'unlink', path: at.registryLock },
       ];
-      const reports = await runBatch('owners.mjs', { operation: 'release', config: OWNER_CONFIG, runs: runsOf(places, failOn), end: 'exit' });
-      for (const report of reports) expect(report).toMatchObject({ failed: 'EIO', step: { operation: 'replace', action: 'rename' } });
+      const reports = await runBatch('owners.mjs', {
+        operation: 'release',
+        config: OWNER_CONFIG,
+        runs: runsOf(places, failOn),
+        end: 'exit',
+      });
+      for (const report of reports)
+        expect(report).toMatchObject({ failed: 'EIO', step: { operation: 'replace', action: 'rename' } });
     },
     expectedSteps: [...journalRecorded, ...lockTakenOver, ...rowAndCheckout],
   },
@@ -112,10 +143,21 @@ const CASES: readonly DeadOwnerCase[] = [
         { operation: 'create', action: 'link', path: at.roots },
         { operation: 'remove', action: 'unlink', path: at.registryLock },
       ];
-      const reports = await runBatch('owners.mjs', { operation: 'acquire', config: OWNER_CONFIG, runs: runsOf(places, failOn), end: 'exit' });
-      for (const report of reports) expect(report).toMatchObject({ failed: 'EIO', step: { operation: 'create', action: 'link' } });
+      const reports = await runBatch('owners.mjs', {
+        operation: 'acquire',
+        config: OWNER_CONFIG,
+        runs: runsOf(places, failOn),
+        end: 'exit',
+      });
+      for (const report of reports)
+        expect(report).toMatchObject({ failed: 'EIO', step: { operation: 'create', action: 'link' } });
     },
-    expectedSteps: [...journalRecorded, ...lockTakenOver, ...createSteps(`${REGISTRY}/roots.json`), ...lockRemoveSteps(`${REGISTRY}/registry.lock`)],
+    expectedSteps: [
+      ...journalRecorded,
+      ...lockTakenOver,
+      ...createSteps(`${REGISTRY}/roots.json`),
+      ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
+    ],
   },
 ];
 
@@ -143,7 +185,11 @@ const numbered = (steps: readonly string[]) => steps.map((step, index) => `  ${i
 /** The dry run: the whole recovery in a child, every step reported and checked against the expected list. */
 async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
   const dry = await deadOwnerPlace(deadOwnerCase);
-  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: dry.root, stateHome: dry.place.stateHome, digest: dry.digest } satisfies RecovererPlan);
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', {
+    workspace: dry.root,
+    stateHome: dry.place.stateHome,
+    digest: dry.digest,
+  } satisfies RecovererPlan);
   const done = await messageOf(child, 'done');
   expect(await child.closed).toMatchObject({ code: 0, signal: null });
   expect(done.outcome).toMatchObject({ recovered: true });
@@ -156,17 +202,39 @@ async function dryRun(deadOwnerCase: DeadOwnerCase): Promise<void> {
 }
 
 /** A recovery child killed before step `at`; the steps it reported are the expected list's up to there. */
-async function recoveryKilled(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<void> {
-  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', { workspace: root, stateHome: place.stateHome, digest, killAt: at } satisfies RecovererPlan);
+async function recoveryKilled(
+  deadOwnerCase: DeadOwnerCase,
+  { place, root, digest }: Place & { digest: string },
+  at: number,
+  label: string,
+): Promise<void> {
+  const child = spawnPlanned(FIXTURES, 'recoverer.mjs', {
+    workspace: root,
+    stateHome: place.stateHome,
+    digest,
+    killAt: at,
+  } satisfies RecovererPlan);
   const end = await child.closed;
   expect(end, `${label}: ${end.stderr}`).toMatchObject({ code: null, signal: 'SIGKILL' });
-  expect(messagesOf(child, 'step').map((message) => stepOf(message, place, root)), label).toEqual(deadOwnerCase.expectedSteps.slice(0, at));
+  expect(
+    messagesOf(child, 'step').map((message) => stepOf(message, place, root)),
+    label,
+  ).toEqual(deadOwnerCase.expectedSteps.slice(0, at));
 }
 
 /** A recovery failing with EIO at step `at`, run by a recoverer process that then exits; answers what that recovery failed with. */
-async function recoveryFailed(deadOwnerCase: DeadOwnerCase, { place, root, digest }: Place & { digest: string }, at: number, label: string): Promise<string> {
-  const [report] = await runBatch('recoverer.mjs', { runs: [{ workspace: root, stateHome: place.stateHome, digest, failAt: at }] });
-  expect(report!.step === null ? null : stepOf({ step: report!.step }, place, root), label).toBe(deadOwnerCase.expectedSteps[at - 1]);
+async function recoveryFailed(
+  deadOwnerCase: DeadOwnerCase,
+  { place, root, digest }: Place & { digest: string },
+  at: number,
+  label: string,
+): Promise<string> {
+  const [report] = await runBatch('recoverer.mjs', {
+    runs: [{ workspace: root, stateHome: place.stateHome, digest, failAt: at }],
+  });
+  expect(report!.step === null ? null : stepOf({ step: report!.step }, place, root), label).toBe(
+    deadOwnerCase.expectedSteps[at - 1],
+  );
   return String(report!.failed);
 }
 
@@ -213,7 +281,8 @@ async function judgeAndFinish(left: Place, label: string): Promise<Omit<PointRes
   const files = handPlaces(place.stateHome, root);
   const asLeft = await judgeFenced(place, root, label);
   const markers = namesIn(join(place.stateHome, 'v1', 'registry')).filter((name) => name.startsWith('takeover-'));
-  const lockAside = pathExists(files.registryLock) && markers.length === 0 ? await judgedWithLockAside(left, label) : undefined;
+  const lockAside =
+    pathExists(files.registryLock) && markers.length === 0 ? await judgedWithLockAside(left, label) : undefined;
   const second = await secondRecovery(left, label);
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(pathExists(files.checkoutLock), label).toBe(false);
@@ -233,44 +302,53 @@ const recoveryCrashPoints = { killed: 0, failing: 0 };
 function logOutcomes(name: string, kind: 'killed' | 'failing', results: readonly PointResult[]) {
   recoveryCrashPoints[kind] += results.length;
   console.log(`${name}: recovered ${results.length} crash points of recovery itself (${kind})`, {
-    ...(kind === 'failing' ? { 'the first recovery answered': countsOf(results.map((result) => result.first ?? '')) } : {}),
+    ...(kind === 'failing'
+      ? { 'the first recovery answered': countsOf(results.map((result) => result.first ?? '')) }
+      : {}),
     'inspect as left': countsOf(results.map((result) => result.asLeft)),
-    'inspect with the lock set aside': countsOf(results.flatMap((result) => (result.lockAside === undefined ? [] : [result.lockAside]))),
+    'inspect with the lock set aside': countsOf(
+      results.flatMap((result) => (result.lockAside === undefined ? [] : [result.lockAside])),
+    ),
     'second recovery': countsOf(results.map((result) => result.second)),
   });
 }
 
-afterAll(() => console.log(`crash points of recovery itself: ${recoveryCrashPoints.killed} killed, ${recoveryCrashPoints.failing} failing with EIO`));
+afterAll(() =>
+  console.log(
+    `crash points of recovery itself: ${recoveryCrashPoints.killed} killed, ${recoveryCrashPoints.failing} failing with EIO`,
+  ),
+);
 
 // One test per crash point of the recovery (each a fresh place with its own dead owner, and its own recovery child),
 // so that each stays far inside its bound; the dry run, which proves the step list every point's title and checks
 // rely on, is a test of its own.
-for (const deadOwnerCase of CASES) describe(`recovery from every crash point of a recovery leaves it fenced: ${deadOwnerCase.name}`, () => {
-  const results = { killed: [] as PointResult[], failing: [] as PointResult[] };
-  afterAll(() => {
-    logOutcomes(deadOwnerCase.name, 'killed', results.killed);
-    logOutcomes(deadOwnerCase.name, 'failing', results.failing);
+for (const deadOwnerCase of CASES)
+  describe(`recovery from every crash point of a recovery leaves it fenced: ${deadOwnerCase.name}`, () => {
+    const results = { killed: [] as PointResult[], failing: [] as PointResult[] };
+    afterAll(() => {
+      logOutcomes(deadOwnerCase.name, 'killed', results.killed);
+      logOutcomes(deadOwnerCase.name, 'failing', results.failing);
+    });
+
+    it('the dry run reports exactly the steps written from docs/ownership.md', () => dryRun(deadOwnerCase));
+
+    for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
+      const at = index + 1;
+      const name = `recovery killed before step ${at}: ${step}`;
+      it(name, async () => {
+        const left = await deadOwnerPlace(deadOwnerCase);
+        await recoveryKilled(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
+        results.killed.push(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`));
+      });
+    }
+
+    for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
+      const at = index + 1;
+      const name = `recovery failing with EIO at step ${at}: ${step}`;
+      it(`${name}, then the process exits`, async () => {
+        const left = await deadOwnerPlace(deadOwnerCase);
+        const first = await recoveryFailed(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
+        results.failing.push({ first, ...(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`)) });
+      });
+    }
   });
-
-  it('the dry run reports exactly the steps written from docs/ownership.md', () => dryRun(deadOwnerCase));
-
-  for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
-    const at = index + 1;
-    const name = `recovery killed before step ${at}: ${step}`;
-    it(name, async () => {
-      const left = await deadOwnerPlace(deadOwnerCase);
-      await recoveryKilled(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
-      results.killed.push(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`));
-    });
-  }
-
-  for (const [index, step] of deadOwnerCase.expectedSteps.entries()) {
-    const at = index + 1;
-    const name = `recovery failing with EIO at step ${at}: ${step}`;
-    it(`${name}, then the process exits`, async () => {
-      const left = await deadOwnerPlace(deadOwnerCase);
-      const first = await recoveryFailed(deadOwnerCase, left, at, `${deadOwnerCase.name}, ${name}`);
-      results.failing.push({ first, ...(await judgeAndFinish(left, `${deadOwnerCase.name}, ${name}`)) });
-    });
-  }
-});

@@ -41,7 +41,9 @@ export interface RecoveryRead {
 
 /** Whether two fences name one process: the same pid, host and start time. */
 export function sameHolder(a: Holder | undefined, b: Holder | undefined): boolean {
-  return a !== undefined && b !== undefined && a.pid === b.pid && a.host === b.host && a.processStart === b.processStart;
+  return (
+    a !== undefined && b !== undefined && a.pid === b.pid && a.host === b.host && a.processStart === b.processStart
+  );
 }
 
 /** The process a document names. */
@@ -73,7 +75,11 @@ function ownerOf(service: ServiceState, row: Holder | undefined): Holder | undef
   return row ?? (registration === undefined ? undefined : holderOf(registration));
 }
 
-function digestOf(places: Workspace['places'], row: Reservation | undefined, files: ReadonlyArray<[string, FileSnapshot | undefined, boolean]>): string {
+function digestOf(
+  places: Workspace['places'],
+  row: Reservation | undefined,
+  files: ReadonlyArray<[string, FileSnapshot | undefined, boolean]>,
+): string {
   const parts = files.map(([path, snapshot, secret]) =>
     snapshot === undefined
       ? { path, absent: true }
@@ -139,7 +145,11 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
   if (service.ownerLock !== undefined) {
     const named = holderOf(service.ownerLock.value);
     // owner.lock carries no process start: judge it by the owner's when it is the same process.
-    add('owner-lock', places.ownerLock, owner !== undefined && owner.pid === named.pid && owner.host === named.host ? owner : named);
+    add(
+      'owner-lock',
+      places.ownerLock,
+      owner !== undefined && owner.pid === named.pid && owner.host === named.host ? owner : named,
+    );
   }
   if (service.capability !== undefined) add('capability', places.capability);
   // The companion names a process of its own: until it is gone, the workspace is in use.
@@ -157,5 +167,11 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
     [places.checkoutLock, service.checkoutLock?.snapshot, false],
   ]);
   const clear = !fences.some(holdsWorkspace);
-  return { view: { root: places.root, fences, holders: holdersOf(fences), digest, clear }, service, row, initialisation, ownersCheckout };
+  return {
+    view: { root: places.root, fences, holders: holdersOf(fences), digest, clear },
+    service,
+    row,
+    initialisation,
+    ownersCheckout,
+  };
 }

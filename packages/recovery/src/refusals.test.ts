@@ -68,7 +68,13 @@ async function deadOwnerPlace(): Promise<{ place: TestPlace; root: string; pid: 
 }
 
 /** The service fences a dead idle owner leaves (docs/ownership.md, "Words"), by hand. */
-const IDLE_OWNER_FENCES = ['registry row', 'owner.lock', 'local-capability.json', 'registration (idle)', "checkout.lock (a registration's)"];
+const IDLE_OWNER_FENCES = [
+  'registry row',
+  'owner.lock',
+  'local-capability.json',
+  'registration (idle)',
+  "checkout.lock (a registration's)",
+];
 
 /** The names in the registry folder: no lock and no take-over marker once every writer is done. */
 function registryFolder(place: TestPlace): string[] {
@@ -76,7 +82,11 @@ function registryFolder(place: TestPlace): string[] {
 }
 
 /** Writes a registry lock by hand, as a writer on another host, in another container or before a reboot would leave it. */
-function lockByHand(place: TestPlace, root: string, holder: { pid: number; host: string; processStart?: string }): Buffer {
+function lockByHand(
+  place: TestPlace,
+  root: string,
+  holder: { pid: number; host: string; processStart?: string },
+): Buffer {
   const bytes = Buffer.from(encode({ schema: 'leasehold.registry-lock/1', token: randomUUID(), ...holder, root }));
   writeByHand(handPlaces(place.stateHome, '/').registryLock, bytes);
   return bytes;
@@ -113,14 +123,23 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
 
     expect(stateListing(place.stateHome)).toEqual(before);
     expect(journalRecords(place.stateHome)).toEqual([]);
-    expect(inspectWorkspace(coordinationOf(place, root))).toMatchObject({ status: 'unavailable', owner: { pid: owner.pid, phase: 'idle' } });
+    expect(inspectWorkspace(coordinationOf(place, root))).toMatchObject({
+      status: 'unavailable',
+      owner: { pid: owner.pid, phase: 'idle' },
+    });
   });
 
   const ambiguous = [
-    { name: 'another host', change: (registration: Record<string, unknown>) => ({ ...registration, host: 'elsewhere.invalid' }) },
+    {
+      name: 'another host',
+      change: (registration: Record<string, unknown>) => ({ ...registration, host: 'elsewhere.invalid' }),
+    },
     {
       name: 'another PID namespace of this host',
-      change: (registration: Record<string, unknown>) => ({ ...registration, processStart: inAnotherPidNamespace(String(registration.processStart)) }),
+      change: (registration: Record<string, unknown>) => ({
+        ...registration,
+        processStart: inAnotherPidNamespace(String(registration.processStart)),
+      }),
     },
   ];
   for (const { name, change } of ambiguous) {
@@ -130,11 +149,16 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
       rewriteJson(registration, change, { scratch: place.base });
       const named = jsonOf(registration) as { host: string };
       const snapshot = viewOf(place, root);
-      expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({ holder: { pid, host: named.host } });
+      expect(snapshot.fences.find((fence) => fence.kind === 'registration')).toMatchObject({
+        holder: { pid, host: named.host },
+      });
       expect(snapshot.holders.map(({ verdict }) => verdict)).toContain('ambiguous');
       const before = stateListing(place.stateHome);
 
-      for (const attempt of [() => grantOf(place, root, snapshot.digest), () => recoverWith(place, root, snapshot.digest)]) {
+      for (const attempt of [
+        () => grantOf(place, root, snapshot.digest),
+        () => recoverWith(place, root, snapshot.digest),
+      ]) {
         const error = await errorOf(attempt);
         expect(error).toMatchObject({ code: 'quarantine', remedy: recoverRemedy(root, place.stateHome, 'ambiguous') });
         expect((error as Error).message).toContain(`process ${pid} on ${named.host} is ambiguous`);
@@ -146,11 +170,15 @@ describe('holders: only absent ones are recovered (docs/ownership.md, "Recovery:
   }
 });
 
-describe("registry locks: not a fence; a dead writer's is taken over by recovery's own transaction (docs/ownership.md, \"Taking over a dead registry lock\")", () => {
+describe('registry locks: not a fence; a dead writer\'s is taken over by recovery\'s own transaction (docs/ownership.md, "Taking over a dead registry lock")', () => {
   it('a lock of another boot names an absent holder: recovery takes it over (the reboot case)', async () => {
     const { place, root } = await deadOwnerPlace();
     const { pidNamespace, startTime } = processStartParts();
-    lockByHand(place, '/elsewhere', { pid: process.pid, host: hostname(), processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}` });
+    lockByHand(place, '/elsewhere', {
+      pid: process.pid,
+      host: hostname(),
+      processStart: `linux:${randomUUID()}:${pidNamespace}:${startTime}`,
+    });
     const snapshot = viewOf(place, root);
     // Neither a fence nor a holder of this workspace.
     expect(snapshot.fences.map((fence) => fence.path)).not.toContain(handPlaces(place.stateHome, root).registryLock);
@@ -227,8 +255,14 @@ describe("registry locks: not a fence; a dead writer's is taken over by recovery
 
 describe('the digest: only the state the operator saw (docs/ownership.md, "Recovery: snapshot and digest")', () => {
   const rewritten = [
-    { name: 'registration.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).registration },
-    { name: 'local-capability.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).capability },
+    {
+      name: 'registration.json',
+      path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).registration,
+    },
+    {
+      name: 'local-capability.json',
+      path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).capability,
+    },
     { name: 'owner.lock', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).ownerLock },
     { name: 'checkout.lock', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).checkoutLock },
     { name: 'service format.json', path: (place: TestPlace, root: string) => handPlaces(place.stateHome, root).format },
@@ -248,7 +282,10 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
       make: (place: TestPlace, root: string) =>
         rewriteJson(
           handPlaces(place.stateHome, root).roots,
-          (table) => ({ ...table, entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root) }),
+          (table) => ({
+            ...table,
+            entries: (table.entries as { root: string }[]).filter((entry) => entry.root !== root),
+          }),
           { scratch: place.base },
         ),
     },
@@ -302,18 +339,37 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
   const notStaleMakers = [
     {
       name: 'roots.json rewritten with identical bytes',
-      make: async (place: TestPlace) => replaceFile(place.base, handPlaces(place.stateHome, '/').roots, readFileSync(handPlaces(place.stateHome, '/').roots)),
+      make: async (place: TestPlace) =>
+        replaceFile(
+          place.base,
+          handPlaces(place.stateHome, '/').roots,
+          readFileSync(handPlaces(place.stateHome, '/').roots),
+        ),
     },
     {
       name: 'the registry format.json rewritten with identical bytes',
       make: async (place: TestPlace) =>
-        replaceFile(place.base, handPlaces(place.stateHome, '/').registryFormat, readFileSync(handPlaces(place.stateHome, '/').registryFormat)),
+        replaceFile(
+          place.base,
+          handPlaces(place.stateHome, '/').registryFormat,
+          readFileSync(handPlaces(place.stateHome, '/').registryFormat),
+        ),
     },
     {
       name: "another workspace's row added (a live owner, this process) and another's added and removed",
       make: async (place: TestPlace) => {
-        await acquireWorkspace(coordinationOf(place, makeWorkspace(place, 'other')), OWNER_CONFIG, loopbackEndpoint(45_020));
-        await (await acquireWorkspace(coordinationOf(place, makeWorkspace(place, 'third')), OWNER_CONFIG, loopbackEndpoint(45_021))).release();
+        await acquireWorkspace(
+          coordinationOf(place, makeWorkspace(place, 'other')),
+          OWNER_CONFIG,
+          loopbackEndpoint(45_020),
+        );
+        await (
+          await acquireWorkspace(
+            coordinationOf(place, makeWorkspace(place, 'third')),
+            OWNER_CONFIG,
+            loopbackEndpoint(45_021),
+          )
+        ).release();
       },
     },
   ];
@@ -346,9 +402,24 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
     const counted = () => {
       asked += 1;
     };
-    for (const malformed of ['', 'not a digest', digest.slice(1), `${digest}0`, digest.toUpperCase(), `${digest.slice(0, 63)}g`]) {
-      expect(codeOf(() => grantOf(place, root, malformed, counted)), malformed).toBe('refused');
-      expect(await codeOfAsync(recover(root, { stateHome: place.stateHome, expectedDigest: malformed, assertAuthority: counted })), malformed).toBe('refused');
+    for (const malformed of [
+      '',
+      'not a digest',
+      digest.slice(1),
+      `${digest}0`,
+      digest.toUpperCase(),
+      `${digest.slice(0, 63)}g`,
+    ]) {
+      expect(
+        codeOf(() => grantOf(place, root, malformed, counted)),
+        malformed,
+      ).toBe('refused');
+      expect(
+        await codeOfAsync(
+          recover(root, { stateHome: place.stateHome, expectedDigest: malformed, assertAuthority: counted }),
+        ),
+        malformed,
+      ).toBe('refused');
     }
     expect(asked).toBe(0);
     expect(stateListing(place.stateHome)).toEqual(before);
@@ -378,7 +449,10 @@ const CROSSINGS: Record<number, string> = {
 };
 
 /** A granted recovery released with its durable bridge failing at crossing `failAt`: what it ended with, and how many crossings it made. */
-async function releaseFailingAt(granted: RecoveryGrant, failAt: number): Promise<{ outcome: unknown; calls: number; down: BridgeDown }> {
+async function releaseFailingAt(
+  granted: RecoveryGrant,
+  failAt: number,
+): Promise<{ outcome: unknown; calls: number; down: BridgeDown }> {
   const down = new BridgeDown('the durable bridge is down');
   let calls = 0;
   const outcome = await errorOf(async () => {
@@ -401,7 +475,9 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
       throw denial;
     };
     expect(await errorOf(() => grantOf(place, root, digest, deny))).toBe(denial);
-    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: deny }))).toBe(denial);
+    expect(
+      await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: deny })),
+    ).toBe(denial);
     expect(stateListing(place.stateHome)).toEqual(before);
     expect(serviceFences(place.stateHome, root)).toEqual(IDLE_OWNER_FENCES);
   });
@@ -415,7 +491,15 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
       calls += 1;
       if (calls === 4) throw denial;
     };
-    expect(await errorOf(() => recover(root, { stateHome: place.stateHome, expectedDigest: viewOf(place, root).digest, assertAuthority: withdrawn }))).toBe(denial);
+    expect(
+      await errorOf(() =>
+        recover(root, {
+          stateHome: place.stateHome,
+          expectedDigest: viewOf(place, root).digest,
+          assertAuthority: withdrawn,
+        }),
+      ),
+    ).toBe(denial);
     expect(serviceFences(place.stateHome, root)).toEqual(REMAINING_AFTER[3]);
     expect(registryFolder(place)).toEqual(['format.json', 'roots.json']);
     await finishRecovery(place, root);
@@ -465,10 +549,15 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
       expect(outcome, label).toBe(down);
       expect(calls, label).toBe(failAt);
       expect(serviceFences(place.stateHome, root), label).toEqual(REMAINING_AFTER[failAt]);
-      expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), `${label}: the checkout lock goes last`).toBe(true);
+      expect(pathExists(handPlaces(place.stateHome, root).checkoutLock), `${label}: the checkout lock goes last`).toBe(
+        true,
+      );
       expect(['absent', 'stopped'], label).not.toContain(inspectWorkspace(coordinationOf(place, root)).status);
       if (failAt === 1) expect(stateListing(place.stateHome), 'nothing written').toEqual(before);
-      expect(await codeOfAsync(acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_030))), label).not.toBe('no error');
+      expect(
+        await codeOfAsync(acquireWorkspace(coordinationOf(place, root), OWNER_CONFIG, loopbackEndpoint(45_030))),
+        label,
+      ).not.toBe('no error');
       await finishRecovery(place, root, label);
     });
   }
@@ -492,7 +581,8 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
       // service folder's fsync is left to owner.lock's removal), so the next effect's guard is the first to see it.
       const hooks = {
         beforeMutation(step: { operation: string; action: string; path: string }) {
-          if (tampered || step.operation !== 'replace' || step.action !== 'rename' || step.path !== places.registration) return;
+          if (tampered || step.operation !== 'replace' || step.action !== 'rename' || step.path !== places.registration)
+            return;
           tampered = true;
           const [name, ...others] = journalRecords(place.stateHome);
           if (name === undefined || others.length > 0) throw new Error('expected one journal record');

@@ -14,7 +14,9 @@ describe('rootExists', () => {
     writeFileSync(join(parent, 'file'), 'x');
     symlinkSync(folder, join(parent, 'link'));
     expect(
-      Object.fromEntries(['ws', 'file', 'link', 'missing', 'ws/../ws'].map((name) => [name, rootExists(`${parent}/${name}`)])),
+      Object.fromEntries(
+        ['ws', 'file', 'link', 'missing', 'ws/../ws'].map((name) => [name, rootExists(`${parent}/${name}`)]),
+      ),
     ).toEqual({ ws: true, file: false, link: false, missing: false, 'ws/../ws': false });
   });
 });

@@ -118,7 +118,10 @@ describe('the capability never shows (docs/threats.md, "The one secret")', () =>
         if (step.operation === 'remove' && step.path === places.capability) throw ioError(step);
       },
     };
-    errors.push({ what: 'EIO at the capability', error: await errorOf(() => recoverWith(place, root, viewOf(place, root).digest, { hooks: failing })) });
+    errors.push({
+      what: 'EIO at the capability',
+      error: await errorOf(() => recoverWith(place, root, viewOf(place, root).digest, { hooks: failing })),
+    });
     expect(errors.map(({ error }) => (error as { code?: string }).code)).toEqual([
       'quarantine',
       'quarantine',

@@ -1,7 +1,17 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Checkout, acquireWorkspace, inspectWorkspace } from '@leasehold/coordination';
-import { cleanUp, loopbackEndpoint, handPlaces, killAndReap, makePlace, makeWorkspace, messageOf, spawnSharedFixture, stateListing } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  loopbackEndpoint,
+  handPlaces,
+  killAndReap,
+  makePlace,
+  makeWorkspace,
+  messageOf,
+  spawnSharedFixture,
+  stateListing,
+} from '@leasehold/test-utils';
 import {
   FIXTURE_MODULES,
   OWNER_CONFIG,
@@ -35,9 +45,17 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     const held = makeWorkspace(place, 'held');
 
     await deadOwner(place, dead);
-    const liveTool = spawnSharedFixture('checkout-holder', { workspace: toolHeld, stateHome: place.stateHome }, FIXTURE_MODULES);
+    const liveTool = spawnSharedFixture(
+      'checkout-holder',
+      { workspace: toolHeld, stateHome: place.stateHome },
+      FIXTURE_MODULES,
+    );
     await messageOf(liveTool, 'held');
-    const deadTool = spawnSharedFixture('checkout-holder', { workspace: toolDied, stateHome: place.stateHome }, FIXTURE_MODULES);
+    const deadTool = spawnSharedFixture(
+      'checkout-holder',
+      { workspace: toolDied, stateHome: place.stateHome },
+      FIXTURE_MODULES,
+    );
     await messageOf(deadTool, 'held');
     expect(await killAndReap(deadTool)).toMatchObject({ signal: 'SIGKILL' });
     const strayCoordination = coordinationOf(place, stray);
@@ -90,7 +108,10 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
     // roots.json changed only by losing the dead owner's row: the live owner's row is exactly as it was.
     expect(rowsOf(place.stateHome)).toEqual([heldRow]);
     heldLease.assert();
-    expect(inspectWorkspace(heldCoordination)).toMatchObject({ status: 'unavailable', owner: { pid: process.pid, phase: 'idle' } });
+    expect(inspectWorkspace(heldCoordination)).toMatchObject({
+      status: 'unavailable',
+      owner: { pid: process.pid, phase: 'idle' },
+    });
     expect(new Checkout(toolHeld, { stateHome: place.stateHome }).inspect()?.verdict).toBe('live');
     expect(new Checkout(toolDied, { stateHome: place.stateHome }).inspect()?.verdict).toBe('absent');
     expect(inspectWorkspace(strayCoordination).status).toBe('unavailable');

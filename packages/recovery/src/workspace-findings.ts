@@ -1,7 +1,23 @@
 import { join, relative } from 'node:path';
-import { workspacePlaces, type CheckoutLock, type Companion, type ContractError, type Holder, type Registration, type Reservation, type StateHomeLayout } from '@leasehold/contracts';
+import {
+  workspacePlaces,
+  type CheckoutLock,
+  type Companion,
+  type ContractError,
+  type Holder,
+  type Registration,
+  type Reservation,
+  type StateHomeLayout,
+} from '@leasehold/contracts';
 import { SERVICE_FILES, readServiceFile, type ServiceFile } from '@leasehold/coordination';
-import { currentProcess, ownerStatus, processDetails, type OwnerStatus, type PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
+import {
+  currentProcess,
+  ownerStatus,
+  processDetails,
+  type OwnerStatus,
+  type PrivateFiles,
+  type PrivateFilesHooks,
+} from '@leasehold/private-files';
 import type { FindingRemedy, ProcessGone } from './finding-remedy.js';
 import type { Finding } from './findings.js';
 import { outlivingProgram } from './outliving-program.js';
@@ -21,7 +37,11 @@ export interface DiagnosisContext {
   readonly hooks: PrivateFilesHooks | undefined;
   add(finding: Finding): void;
   /** Runs a read; a refusal or a lasting conflict goes to the handlers, and the answer is then undefined. */
-  guarded<T>(read: () => T, onRefused: (error: ContractError) => void, onChanging?: (error: ContractError) => void): T | undefined;
+  guarded<T>(
+    read: () => T,
+    onRefused: (error: ContractError) => void,
+    onChanging?: (error: ContractError) => void,
+  ): T | undefined;
   /** A finding for a file that cannot be read, unless another finding already covers it. */
   unreadable(error: ContractError, fallback: string, workspace: string | undefined): void;
 }
@@ -40,7 +60,11 @@ export interface WorkspaceRead {
 }
 
 /** What one private root holds; every file read on its own. */
-export function readWorkspace(diagnosis: DiagnosisContext, privateRoot: string, row: Reservation | undefined): WorkspaceRead {
+export function readWorkspace(
+  diagnosis: DiagnosisContext,
+  privateRoot: string,
+  row: Reservation | undefined,
+): WorkspaceRead {
   // The paths of a workspace's files, below its private root, as coordination names them.
   const model = workspacePlaces('/', diagnosis.stateHome);
   const below = (path: string) => join(privateRoot, relative(model.privateRoot, path));
@@ -56,7 +80,10 @@ export function readWorkspace(diagnosis: DiagnosisContext, privateRoot: string, 
     problems: [],
   };
   const note = (fallback: string) => (error: ContractError) => read.problems.push({ error, fallback });
-  const folders = diagnosis.guarded(() => diagnosis.files.directory(privateRoot) && diagnosis.files.directory(read.paths.service), note(privateRoot));
+  const folders = diagnosis.guarded(
+    () => diagnosis.files.directory(privateRoot) && diagnosis.files.directory(read.paths.service),
+    note(privateRoot),
+  );
   const documents: Partial<Record<ServiceFile, unknown>> = {};
   for (const key of SERVICE_FILES) {
     if (key !== 'checkoutLock' && folders !== true) continue;
@@ -84,7 +111,11 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
   }
   let state: FileRecoveryView | undefined;
   if (read.problems.length === 0 && registryReadable) {
-    const options = { stateHome: diagnosis.stateHome, sweepStaging: false, ...(diagnosis.hooks === undefined ? {} : { hooks: diagnosis.hooks }) };
+    const options = {
+      stateHome: diagnosis.stateHome,
+      sweepStaging: false,
+      ...(diagnosis.hooks === undefined ? {} : { hooks: diagnosis.hooks }),
+    };
     state = diagnosis.guarded(
       () => recoveryView(root, options),
       (error) => diagnosis.unreadable(error, read.privateRoot, root),
@@ -99,7 +130,12 @@ export function workspaceFindings(diagnosis: DiagnosisContext, read: WorkspaceRe
  * a snapshot (a file above stops recovery from reading), the holders named
  * by the row, a registration that is not stopped and a companion. True when it reported one.
  */
-function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: string, state: FileRecoveryView | undefined): boolean {
+function ownerFinding(
+  diagnosis: DiagnosisContext,
+  read: WorkspaceRead,
+  root: string,
+  state: FileRecoveryView | undefined,
+): boolean {
   const deleted = read.row !== undefined && !rootExists(root);
   let holders: { holder: Holder; verdict: OwnerStatus; path: string }[];
   let remaining: { kind: string; path: string }[] = [];
@@ -108,18 +144,25 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
     holders = state.holders.map(({ holder, verdict }) => ({
       holder,
       verdict,
-      path: state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.path ?? read.paths.service,
+      path:
+        state.fences.find((fence) => fence.holder !== undefined && sameHolder(fence.holder, holder))?.path ??
+        read.paths.service,
     }));
     if (state.clear && !deleted) return false;
     if (plainToolOnly(read, remaining)) return false;
   } else {
     holders = [];
-    if (read.row !== undefined) holders.push({ holder: holderOf(read.row), verdict: 'absent', path: diagnosis.layout.roots });
+    if (read.row !== undefined)
+      holders.push({ holder: holderOf(read.row), verdict: 'absent', path: diagnosis.layout.roots });
     if (read.registration !== undefined && read.registration.phase !== 'stopped') {
       holders.push({ holder: holderOf(read.registration), verdict: 'absent', path: read.paths.registration });
     }
-    if (read.companion !== undefined) holders.push({ holder: holderOf(read.companion), verdict: 'absent', path: read.paths.companion });
-    holders = holders.map((entry) => ({ ...entry, verdict: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart) }));
+    if (read.companion !== undefined)
+      holders.push({ holder: holderOf(read.companion), verdict: 'absent', path: read.paths.companion });
+    holders = holders.map((entry) => ({
+      ...entry,
+      verdict: ownerStatus(entry.holder.pid, entry.holder.host, entry.holder.processStart),
+    }));
     if (holders.length === 0 && !deleted) return false;
   }
   const live = holders.find(({ verdict }) => verdict === 'live');
@@ -134,7 +177,10 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
   const pending = state === undefined ? '; recovery reads every file strictly: fix the findings above first' : '';
   if (deleted) {
     const shown = live ?? ambiguous ?? first;
-    const owner = shown === undefined ? 'unknown' : `${named(shown.holder)} is ${shown.verdict === 'absent' ? 'not live' : shown.verdict}`;
+    const owner =
+      shown === undefined
+        ? 'unknown'
+        : `${named(shown.holder)} is ${shown.verdict === 'absent' ? 'not live' : shown.verdict}`;
     let remedy: FindingRemedy = recoverHere;
     if (live !== undefined) remedy = { kind: 'stop', workspace: root, stateHome: diagnosis.stateHome };
     else if (ambiguous !== undefined) remedy = ambiguousRemedy(ambiguous.holder);
@@ -185,7 +231,10 @@ function ownerFinding(diagnosis: DiagnosisContext, read: WorkspaceRead, root: st
  */
 function outlivingProgramFinding(diagnosis: DiagnosisContext, root: string, program: Holder, path: string): void {
   const details = processDetails(program);
-  const shown = details === undefined ? '' : `, started as ${JSON.stringify(details.commandLine)}, in process group ${details.processGroup}`;
+  const shown =
+    details === undefined
+      ? ''
+      : `, started as ${JSON.stringify(details.commandLine)}, in process group ${details.processGroup}`;
   diagnosis.add({
     kind: 'outliving-program',
     path,

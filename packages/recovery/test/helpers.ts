@@ -32,7 +32,9 @@ import type { FileRecoveryView } from '../src/recovery-state.js';
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** What the shared fixtures of @leasehold/test-utils load: the built coordination, resolved here (test-utils may not depend on it). */
-export const FIXTURE_MODULES: FixtureModules = { '@leasehold/coordination': import.meta.resolve('@leasehold/coordination') };
+export const FIXTURE_MODULES: FixtureModules = {
+  '@leasehold/coordination': import.meta.resolve('@leasehold/coordination'),
+};
 
 /** The one config every test uses: any port on 127.0.0.1. */
 export const OWNER_CONFIG: OwnerConfig = {
@@ -136,7 +138,12 @@ export interface RecovererPlan {
 
 /** A batch of recoverer.mjs: one recovery per run, each failing with EIO at its own step. */
 export interface RecoverersPlan {
-  readonly runs: readonly { readonly workspace: string; readonly stateHome: string; readonly digest: string; readonly failAt: number }[];
+  readonly runs: readonly {
+    readonly workspace: string;
+    readonly stateHome: string;
+    readonly digest: string;
+    readonly failAt: number;
+  }[];
 }
 
 /**
@@ -144,17 +151,28 @@ export interface RecoverersPlan {
  * and answers its reports, one per run, in order; the process ended as
  * `expected` says.
  */
-export async function runBatch(fixture: string, plan: OwnersPlan | RecoverersPlan, expected: 'exit' | 'kill' = 'exit'): Promise<RunReport[]> {
+export async function runBatch(
+  fixture: string,
+  plan: OwnersPlan | RecoverersPlan,
+  expected: 'exit' | 'kill' = 'exit',
+): Promise<RunReport[]> {
   const child = spawnPlanned(FIXTURES, fixture, plan);
   const end = await child.closed;
-  expect(end, end.stderr).toMatchObject(expected === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
+  expect(end, end.stderr).toMatchObject(
+    expected === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' },
+  );
   const reports = child.lines.filter((line) => line.startsWith('{"run":')).map((line) => JSON.parse(line) as RunReport);
   expect(reports.map(({ run }) => run)).toEqual(plan.runs.map((_, index) => index));
   return reports;
 }
 
 /** The plan of an owner child for `root`. */
-export function ownerPlan(place: TestPlace, root: string, operation: OwnerPlan['operation'], killAt?: OwnerPlan['killAt']): OwnerPlan {
+export function ownerPlan(
+  place: TestPlace,
+  root: string,
+  operation: OwnerPlan['operation'],
+  killAt?: OwnerPlan['killAt'],
+): OwnerPlan {
   return {
     workspace: root,
     stateHome: place.stateHome,
@@ -194,12 +212,22 @@ export function viewOf(place: TestPlace, root: string): FileRecoveryView {
 }
 
 /** `recover` of `root` in the test's state home with `digest`, authority granted. */
-export function recoverWith(place: TestPlace, root: string, digest: string, options: { hooks?: PrivateFilesHooks } = {}): Promise<RecoveryResult> {
+export function recoverWith(
+  place: TestPlace,
+  root: string,
+  digest: string,
+  options: { hooks?: PrivateFilesHooks } = {},
+): Promise<RecoveryResult> {
   return recover(root, { stateHome: place.stateHome, expectedDigest: digest, assertAuthority: grant, ...options });
 }
 
 /** `prepareRecoveryRelease` of `root` in the test's state home. */
-export function grantOf(place: TestPlace, root: string, digest: string, assertAuthority: () => void = grant): RecoveryGrant {
+export function grantOf(
+  place: TestPlace,
+  root: string,
+  digest: string,
+  assertAuthority: () => void = grant,
+): RecoveryGrant {
   return prepareRecoveryRelease(root, digest, assertAuthority, { stateHome: place.stateHome });
 }
 
@@ -233,7 +261,8 @@ function expectedAcquireCode(place: TestPlace, root: string): string {
   if (rowsOf(place.stateHome).some((row) => row.root === root)) return 'quarantine'; // a dead writer's row for this root
   const registration = jsonOf(places.registration) as { phase: string; checkoutToken: string } | undefined;
   const ownerFiles = [places.ownerLock, places.capability, places.checkoutLock].map(pathExists);
-  if (registration !== undefined && registration.phase !== 'stopped') return ownerFiles.every(Boolean) ? 'quarantine' : 'refused';
+  if (registration !== undefined && registration.phase !== 'stopped')
+    return ownerFiles.every(Boolean) ? 'quarantine' : 'refused';
   if (ownerFiles[0] === true || ownerFiles[1] === true) return 'refused'; // docs/layout.md, "The selected state", rule 5
   const checkout = jsonOf(places.checkoutLock) as { token: string } | undefined;
   if (checkout !== undefined) return checkout.token === registration?.checkoutToken ? 'refused' : 'quarantine';
@@ -254,9 +283,11 @@ export async function judgeFenced(place: TestPlace, root: string, label: string)
   const coordination = coordinationOf(place, root);
   const fences = serviceFences(place.stateHome, root);
   const inspected = inspectWorkspace(coordination).status;
-  if (fences.length > 0) expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspected);
+  if (fences.length > 0)
+    expect(['absent', 'stopped'], `${label}: fences ${fences.join(', ')}`).not.toContain(inspected);
   const registryFolder = dirname(handPlaces(place.stateHome, root).registryLock);
-  if (namesIn(registryFolder).some((name) => name === 'registry.lock' || name.startsWith('takeover-'))) return inspected;
+  if (namesIn(registryFolder).some((name) => name === 'registry.lock' || name.startsWith('takeover-')))
+    return inspected;
   const expected = expectedAcquireCode(place, root);
   if (fences.length > 0) expect(expected, `${label}: fences ${fences.join(', ')}`).not.toBe('no error');
   if (expected === 'no error') return inspected;
@@ -274,5 +305,10 @@ export function placesOf(place: TestPlace, root: string): WorkspacePlaces {
 
 /** An error shaped as node:fs reports a failing disk (the fixtures throw the same). */
 export function ioError(step: MutationStep): Error {
-  return Object.assign(new Error(`EIO: i/o error, ${step.action} '${step.path}'`), { code: 'EIO', errno: -5, syscall: step.action, path: step.path });
+  return Object.assign(new Error(`EIO: i/o error, ${step.action} '${step.path}'`), {
+    code: 'EIO',
+    errno: -5,
+    syscall: step.action,
+    path: step.path,
+  });
 }

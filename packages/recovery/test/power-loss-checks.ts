@@ -45,12 +45,14 @@ export async function checkState(where: Case, state: Tree, recoveryOf?: Tree): P
   const { stateHome } = where.place;
   materialise(state);
   const broken = clashingRows(state, stateHome).map((clash) => `registry rows: ${clash}`);
-  if (recoveryOf !== undefined) broken.push(...where.roots.flatMap((root) => effectWithoutRecord(state, recoveryOf, stateHome, root)));
+  if (recoveryOf !== undefined)
+    broken.push(...where.roots.flatMap((root) => effectWithoutRecord(state, recoveryOf, stateHome, root)));
   const fenced = where.roots.map((root) => fencesIn(state, stateHome, root));
   const inspected = where.roots.map((root, index) => {
     const fences = fenced[index]!;
     const status = inspectWorkspace(openWorkspace(root, { stateHome })).status;
-    if (fences.length > 0 && (status === 'absent' || status === 'stopped')) broken.push(`${root}: inspect answered ${status} with ${fences.join(', ')}`);
+    if (fences.length > 0 && (status === 'absent' || status === 'stopped'))
+      broken.push(`${root}: inspect answered ${status} with ${fences.join(', ')}`);
     return status;
   });
   try {
@@ -59,7 +61,8 @@ export async function checkState(where: Case, state: Tree, recoveryOf?: Tree): P
     broken.push(`a registry transaction of another workspace failed (${failureOf(error)})`);
   }
   const acquired: string[] = [];
-  for (const [index, root] of where.roots.entries()) if (fenced[index]!.length > 0) acquired.push(await refusedAcquire(stateHome, root, fenced[index]!, broken));
+  for (const [index, root] of where.roots.entries())
+    if (fenced[index]!.length > 0) acquired.push(await refusedAcquire(stateHome, root, fenced[index]!, broken));
   const recovery: string[] = [];
   for (const root of where.roots) recovery.push(await recovered(stateHome, root, broken));
   if (broken.length === 0) for (const root of where.roots) await reacquired(stateHome, root, broken);
@@ -67,7 +70,12 @@ export async function checkState(where: Case, state: Tree, recoveryOf?: Tree): P
 }
 
 /** While a fence of `root` remains, a new owner's acquire is refused (docs/persistence.md, "Crash safety"); answers how ('refused: <code>'), or 'acquired'. */
-async function refusedAcquire(stateHome: string, root: string, fences: readonly string[], broken: string[]): Promise<string> {
+async function refusedAcquire(
+  stateHome: string,
+  root: string,
+  fences: readonly string[],
+  broken: string[],
+): Promise<string> {
   let lease: Awaited<ReturnType<typeof acquireWorkspace>> | undefined;
   const code = await codeOfAsync(async () => {
     lease = await acquireWorkspace(openWorkspace(root, { stateHome }), OWNER_CONFIG, PARENT_ENDPOINT);
@@ -87,10 +95,12 @@ async function recovered(stateHome: string, root: string, broken: string[]): Pro
     broken.push(`${root}: recoveryView refused (${failureOf(error)})`);
     return 'unreadable';
   }
-  for (const { holder, verdict } of snapshot.holders) if (verdict !== 'absent') broken.push(`${root}: holder ${holder.pid} reads ${verdict}`);
+  for (const { holder, verdict } of snapshot.holders)
+    if (verdict !== 'absent') broken.push(`${root}: holder ${holder.pid} reads ${verdict}`);
   try {
     const outcome = await recover(root, { stateHome, expectedDigest: snapshot.digest, assertAuthority: () => {} });
-    if (outcome.recovered === snapshot.clear) broken.push(`${root}: recover answered ${JSON.stringify(outcome)} for a snapshot with clear ${snapshot.clear}`);
+    if (outcome.recovered === snapshot.clear)
+      broken.push(`${root}: recover answered ${JSON.stringify(outcome)} for a snapshot with clear ${snapshot.clear}`);
   } catch (error) {
     broken.push(`${root}: recover failed (${failureOf(error)})`);
     return 'failed';

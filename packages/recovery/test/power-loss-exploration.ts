@@ -71,11 +71,21 @@ export async function exploreTrace(
   options: ExploreOptions = {},
 ): Promise<Exploration> {
   const { where, recoveryOf } = recorded;
-  const { untilFirstFinding = false, verdicts = new Map<string, Checked>(), familiar = [], shard = { index: 0, count: 1 } } = options;
-  expect(points.filter((point) => point.capped).map((point) => point.point), 'capped crash points').toEqual([]);
+  const {
+    untilFirstFinding = false,
+    verdicts = new Map<string, Checked>(),
+    familiar = [],
+    shard = { index: 0, count: 1 },
+  } = options;
+  expect(
+    points.filter((point) => point.capped).map((point) => point.point),
+    'capped crash points',
+  ).toEqual([]);
   const distinct = distinctStates(points, where.home);
   const known = new Set(distinctStates(familiar, where.home).keys());
-  const order = [...distinct].sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b))).filter((_, position) => position % shard.count === shard.index);
+  const order = [...distinct]
+    .sort(([a], [b]) => Number(known.has(a)) - Number(known.has(b)))
+    .filter((_, position) => position % shard.count === shard.index);
   const inspected: string[] = [];
   const recovery: string[] = [];
   const acquired: string[] = [];
@@ -95,5 +105,15 @@ export async function exploreTrace(
     if (untilFirstFinding && findings.length > 0) break;
   }
   const yielded = points.reduce((sum, point) => sum + point.states.length, 0);
-  return { points: points.length, yielded, distinct: distinct.size, inShare: order.length, checkedNow, inspected, recovery, acquired, findings };
+  return {
+    points: points.length,
+    yielded,
+    distinct: distinct.size,
+    inShare: order.length,
+    checkedNow,
+    inspected,
+    recovery,
+    acquired,
+    findings,
+  };
 }

@@ -43,13 +43,19 @@ export interface Fsync {
 /** The op's name for the record: its action and path relative to the state home, a staged temp's name elided. */
 function opName(stateHome: string, op: TraceOp | undefined): string {
   if (op === undefined) return 'nothing';
-  const path = (relative(stateHome, op.path) || '.').replace(/\.staging\/[^/]+\.dir(\/|$)/, '.staging/<folder>$1').replace(/\.staging\/[^/]+\.tmp$/, '.staging/<temp>');
+  const path = (relative(stateHome, op.path) || '.')
+    .replace(/\.staging\/[^/]+\.dir(\/|$)/, '.staging/<folder>$1')
+    .replace(/\.staging\/[^/]+\.tmp$/, '.staging/<temp>');
   return `${op.op} ${path}`;
 }
 
 /** Whether the op is the link or the unlink of registry.lock (not its replace by a take-over). */
 export function isLockPublication(op: TraceOp): boolean {
-  return (op.op === 'link' || op.op === 'unlink') && basename(op.path) === 'registry.lock' && basename(dirname(op.path)) === 'registry';
+  return (
+    (op.op === 'link' || op.op === 'unlink') &&
+    basename(op.path) === 'registry.lock' &&
+    basename(dirname(op.path)) === 'registry'
+  );
 }
 
 /**
@@ -138,13 +144,25 @@ export type Outcome = { readonly kind: 'holds' } | { readonly kind: 'broken' | '
  * last point yielded. With `shard`, only that share of the states is
  * explored (the promise is checked by every share).
  */
-export async function without(recorded: Recorded, dropped: readonly number[], verdicts: Verdicts, shard?: ExploreOptions['shard']): Promise<Outcome> {
+export async function without(
+  recorded: Recorded,
+  dropped: readonly number[],
+  verdicts: Verdicts,
+  shard?: ExploreOptions['shard'],
+): Promise<Outcome> {
   const { points, explorable } = variantOf(recorded, dropped);
   const promise = promiseBroken(recorded, points.at(-1)!);
   if (promise.length > 0) return { kind: 'broken', why: `${promise[0]} (the promise of the finished operation)` };
-  const explored = await exploreTrace(recorded, explorable, { untilFirstFinding: true, verdicts, familiar: recorded.points, ...(shard === undefined ? {} : { shard }) });
+  const explored = await exploreTrace(recorded, explorable, {
+    untilFirstFinding: true,
+    verdicts,
+    familiar: recorded.points,
+    ...(shard === undefined ? {} : { shard }),
+  });
   const first = explored.findings[0];
   if (first !== undefined) return { kind: 'broken', why: `${first.at}: ${first.broken.join('; ')}` };
   const over = points.find((point) => point.capped);
-  return over === undefined ? { kind: 'holds' } : { kind: 'unproved', why: `over ${CRASH_STATE_CAP} states at crash point ${over.point}` };
+  return over === undefined
+    ? { kind: 'holds' }
+    : { kind: 'unproved', why: `over ${CRASH_STATE_CAP} states at crash point ${over.point}` };
 }

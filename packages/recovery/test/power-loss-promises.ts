@@ -10,7 +10,12 @@ function promised(tree: Tree, stateHome: string): Tree {
   const places = handPlaces(stateHome, '/');
   const lock = relative(tree.root, places.registryLock);
   const staging = `${relative(tree.root, places.staging)}/`;
-  return { root: tree.root, entries: Object.fromEntries(Object.entries(tree.entries).filter(([path]) => path !== lock && !path.startsWith(staging))) };
+  return {
+    root: tree.root,
+    entries: Object.fromEntries(
+      Object.entries(tree.entries).filter(([path]) => path !== lock && !path.startsWith(staging)),
+    ),
+  };
 }
 
 /**
@@ -27,10 +32,14 @@ export function promiseBroken(recorded: Pick<Recorded, 'where' | 'finished'>, la
   const { stateHome } = recorded.where.place;
   const finished = promised(recorded.finished, stateHome);
   const expected = contentKey(finished);
-  const differing = last.states.map((state) => promised(state, stateHome)).filter((state) => contentKey(state) !== expected);
+  const differing = last.states
+    .map((state) => promised(state, stateHome))
+    .filter((state) => contentKey(state) !== expected);
   if (differing.length === 0) return [];
   const paths = new Set(differing.flatMap((state) => changedPaths(state, finished)));
-  return [`after the operation returned, ${differing.length} state(s) differ from what it left, at ${[...paths].sort().join(', ')}`];
+  return [
+    `after the operation returned, ${differing.length} state(s) differ from what it left, at ${[...paths].sort().join(', ')}`,
+  ];
 }
 
 /** The paths at which two trees differ (by kind, mode, bytes or target). */

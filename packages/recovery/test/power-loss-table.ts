@@ -26,15 +26,31 @@ interface FsyncDrop {
 function fsyncDrops(proved: ProvedFsyncs): FsyncDrop[] {
   const alone = Array.from({ length: proved.fsyncs }, (_, index): FsyncDrop => {
     const fsync = index + 1;
-    const expected = proved.notNeededAlone.includes(fsync) ? 'holds' : proved.unprovedAlone.includes(fsync) ? 'unproved' : 'broken';
-    const what = { holds: 'not needed alone', unproved: 'unproved alone (a crash point over the cap)', broken: 'needed alone' }[expected];
+    const expected = proved.notNeededAlone.includes(fsync)
+      ? 'holds'
+      : proved.unprovedAlone.includes(fsync)
+        ? 'unproved'
+        : 'broken';
+    const what = {
+      holds: 'not needed alone',
+      unproved: 'unproved alone (a crash point over the cap)',
+      broken: 'needed alone',
+    }[expected];
     return { title: `fsync ${fsync} of ${proved.fsyncs}: ${what}`, dropped: [fsync], expected };
   });
   const stayed = droppedTogether(proved);
   const together = proved.notNeededAlone.map((fsync): FsyncDrop => {
     const before = stayed.filter((earlier) => earlier < fsync);
-    const expected = proved.keptTogether.includes(fsync) ? 'broken' : proved.unprovedTogether.includes(fsync) ? 'unproved' : 'holds';
-    return { title: `fsync ${fsync} dropped with ${before.length === 0 ? 'no other' : `fsyncs ${before.join(', ')}`}: ${expected === 'holds' ? 'stays dropped' : `kept (${expected})`}`, dropped: [...before, fsync], expected };
+    const expected = proved.keptTogether.includes(fsync)
+      ? 'broken'
+      : proved.unprovedTogether.includes(fsync)
+        ? 'unproved'
+        : 'holds';
+    return {
+      title: `fsync ${fsync} dropped with ${before.length === 0 ? 'no other' : `fsyncs ${before.join(', ')}`}: ${expected === 'holds' ? 'stays dropped' : `kept (${expected})`}`,
+      dropped: [...before, fsync],
+      expected,
+    };
   });
   return [...alone, ...together.filter((drop) => drop.dropped.length > 1)];
 }
@@ -54,11 +70,14 @@ export function powerLossTable({ name, protocol }: Protocol): void {
       const { ops, points } = recorded;
       const yielded = points.reduce((sum, point) => sum + point.states.length, 0);
       const checked = explored.reduce((sum, share) => sum + share.inShare, 0);
-      console.log(`${name}: ${ops.length} ops, ${points.length} crash points, ${yielded} states yielded, ${checked} distinct states checked`, {
-        'inspect before recovery': countsOf(explored.flatMap((share) => share.inspected)),
-        'a new acquire while fenced': countsOf(explored.flatMap((share) => share.acquired)),
-        recovery: countsOf(explored.flatMap((share) => share.recovery)),
-      });
+      console.log(
+        `${name}: ${ops.length} ops, ${points.length} crash points, ${yielded} states yielded, ${checked} distinct states checked`,
+        {
+          'inspect before recovery': countsOf(explored.flatMap((share) => share.inspected)),
+          'a new acquire while fenced': countsOf(explored.flatMap((share) => share.acquired)),
+          recovery: countsOf(explored.flatMap((share) => share.recovery)),
+        },
+      );
     });
 
     it('what the finished operation promised survives a power loss after it returned', () => {
@@ -84,7 +103,9 @@ export function powerLossTable({ name, protocol }: Protocol): void {
         expect(fsyncs.filter((fsync) => fsync.registryLock).map((fsync) => fsync.label)).toEqual([]);
         // And the lock is still taken where it was (link and unlink, once each), so the absence above is not vacuous.
         expect(recorded.ops.filter(isLockPublication)).toHaveLength(protocol === 'phase' ? 0 : 2);
-        console.log(`${protocol}: ${recorded.ops.length} ops, ${JSON.stringify(provedCounts(proved))}; not needed alone: ${proved.notNeededAlone.map((n) => fsyncs[n - 1]!.label).join('; ') || 'none'}`);
+        console.log(
+          `${protocol}: ${recorded.ops.length} ops, ${JSON.stringify(provedCounts(proved))}; not needed alone: ${proved.notNeededAlone.map((n) => fsyncs[n - 1]!.label).join('; ') || 'none'}`,
+        );
       });
 
       for (const drop of fsyncDrops(proved)) {
@@ -95,12 +116,21 @@ export function powerLossTable({ name, protocol }: Protocol): void {
           it(`${drop.title}${parts === 1 ? '' : `, share ${index + 1} of ${parts}`}`, async () => {
             const fsyncs = fsyncsOf(recorded);
             const indexes = drop.dropped.map((n) => fsyncs[n - 1]!.index);
-            const outcome = await without(recorded, indexes, verdicts, parts === 1 ? undefined : { index, count: parts });
+            const outcome = await without(
+              recorded,
+              indexes,
+              verdicts,
+              parts === 1 ? undefined : { index, count: parts },
+            );
             const label = drop.dropped.map((n) => fsyncs[n - 1]!.label).join('; ');
-            expect({ dropped: label, outcome: outcome.kind }, 'why' in outcome ? outcome.why : 'every state holds').toEqual({ dropped: label, outcome: drop.expected });
+            expect(
+              { dropped: label, outcome: outcome.kind },
+              'why' in outcome ? outcome.why : 'every state holds',
+            ).toEqual({ dropped: label, outcome: drop.expected });
             // No file fsync can go: each stages the bytes a link or rename then publishes, and without it the published
             // name may read empty, half or zeros (needed alone, or unproved where the states are too many to enumerate).
-            if (drop.dropped.length === 1 && drop.expected === 'holds') expect(recorded.ops[indexes[0]!]!.op, label).toBe('fsync-directory');
+            if (drop.dropped.length === 1 && drop.expected === 'holds')
+              expect(recorded.ops[indexes[0]!]!.op, label).toBe('fsync-directory');
           });
         }
       }

@@ -21,7 +21,11 @@ function documentIn(tree: Tree, path: string): unknown {
 
 /** The service fences of `root` in the tree (docs/ownership.md, "Words"); a fence file that does not parse counts, since it cannot be proved not to be one. */
 export function fencesIn(tree: Tree, stateHome: string, root: string): string[] {
-  return fencesOf({ json: (path) => documentIn(tree, path), exists: (path) => tree.entries[relative(tree.root, path)] !== undefined }, stateHome, root);
+  return fencesOf(
+    { json: (path) => documentIn(tree, path), exists: (path) => tree.entries[relative(tree.root, path)] !== undefined },
+    stateHome,
+    root,
+  );
 }
 
 interface Row {

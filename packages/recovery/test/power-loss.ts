@@ -71,7 +71,10 @@ export const PROTOCOLS: readonly Protocol[] = [
   { name: 'phase idle -> stopping', protocol: 'phase' },
   { name: 'release', protocol: 'release' },
   { name: 'recovery of an owner killed with SIGKILL', protocol: 'recover' },
-  { name: 'a registry transaction alone: a reservation of another root while this one is held', protocol: 'transaction' },
+  {
+    name: 'a registry transaction alone: a reservation of another root while this one is held',
+    protocol: 'transaction',
+  },
 ];
 
 /**
@@ -113,12 +116,17 @@ function caseFor(protocol: PowerLossProtocol): Case {
   const home = join(base, 'home');
   mkdirSync(home, { mode: 0o700 });
   const place: TestPlace = { base, stateHome: join(home, 'state') };
-  const roots = [makeWorkspace(place, 'workspace'), ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : [])];
+  const roots = [
+    makeWorkspace(place, 'workspace'),
+    ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : []),
+  ];
   return { place, home, roots, elsewhere: makeWorkspace(place, 'elsewhere') };
 }
 
 /** A tree node as the recorder prints it: a file's bytes in base64. */
-type PrintedNode = Exclude<TreeNode, { kind: 'file' }> | { readonly kind: 'file'; readonly mode: number; readonly bytes: string; readonly inode: string };
+type PrintedNode =
+  | Exclude<TreeNode, { kind: 'file' }>
+  | { readonly kind: 'file'; readonly mode: number; readonly bytes: string; readonly inode: string };
 
 /** The base tree a recorder printed, its file bytes back from base64. */
 function baseOf(lines: readonly string[]): Tree {
@@ -173,6 +181,8 @@ export async function recordProtocol(protocol: PowerLossProtocol): Promise<Recor
   // The run's own end is a state of the last point: no mutation escaped the hooks, so the trace is whole.
   const finished = baseTree(where.home);
   const points = allCrashStates(base, ops);
-  expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(contentKey(finished));
+  expect(points.at(-1)!.states.map(contentKey), 'the trace replays to what the run left').toContain(
+    contentKey(finished),
+  );
   return { where, base, finished, ops, points, ...(protocol === 'recover' ? { recoveryOf: base } : {}) };
 }

@@ -2,12 +2,23 @@ import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend } from '@leasehold/contracts';
 import { cleanUp, codeOf, makeTemporaryFolder, namesIn, pathExists } from '@leasehold/test-utils';
-import { TEST_ROOT, bytesOf, failedTransaction, makeStateHome, reservation, writePrivateFile } from '../test/helpers.js';
+import {
+  TEST_ROOT,
+  bytesOf,
+  failedTransaction,
+  makeStateHome,
+  reservation,
+  writePrivateFile,
+} from '../test/helpers.js';
 import { ContractError, Registry, backendOf, type RegistryOptions } from './index.js';
 
 afterEach(cleanUp);
 
-const ETCD: Backend = { kind: 'etcd', endpoints: ['http://10.0.0.5:2379', 'https://10.0.0.6:2379'], prefix: '/leasehold/team' };
+const ETCD: Backend = {
+  kind: 'etcd',
+  endpoints: ['http://10.0.0.5:2379', 'https://10.0.0.6:2379'],
+  prefix: '/leasehold/team',
+};
 const OTHER_PREFIX: Backend = { ...ETCD, prefix: '/leasehold/other' };
 const REORDERED: Backend = { ...ETCD, endpoints: ['https://10.0.0.6:2379', 'http://10.0.0.5:2379'] };
 const FILES: Backend = { kind: 'files' };
@@ -29,7 +40,12 @@ async function initialisedWith(backend: Backend): Promise<{ stateHome: string; r
 /** Every name and every file's bytes under the registry folder, to prove nothing was written. */
 function registryFiles(registry: Registry): Record<string, string | undefined> {
   const { registry: folder, registryFormat, roots } = registry.layout;
-  return { names: namesIn(folder).join(','), format: bytesOf(registryFormat), roots: bytesOf(roots), staging: namesIn(registry.layout.staging).join(',') };
+  return {
+    names: namesIn(folder).join(','),
+    format: bytesOf(registryFormat),
+    roots: bytesOf(roots),
+    staging: namesIn(registry.layout.staging).join(','),
+  };
 }
 
 /** The refusal a transaction with `options` meets on `stateHome`, after proving it wrote nothing and left no lock. */
@@ -58,7 +74,9 @@ describe('a state home of the file backend', () => {
       const stateHome = makeStateHome();
       const registry = new Registry(stateHome, options);
       await registry.transaction(TEST_ROOT, () => undefined);
-      expect(textOf(registry.layout.registryFormat)).toBe(`{"schema":"leasehold.registry-format/1","stateHome":${JSON.stringify(stateHome)}}`);
+      expect(textOf(registry.layout.registryFormat)).toBe(
+        `{"schema":"leasehold.registry-format/1","stateHome":${JSON.stringify(stateHome)}}`,
+      );
       expect(backendOf(stateHome)).toEqual(FILES);
     }
   });
@@ -79,7 +97,11 @@ describe('a state home of the file backend', () => {
 describe('a state home of the etcd backend', () => {
   it('records the backend in format.json, and reads it back', async () => {
     const { stateHome, registry } = await initialisedWith(ETCD);
-    expect(JSON.parse(textOf(registry.layout.registryFormat)!)).toEqual({ schema: 'leasehold.registry-format/1', stateHome, backend: ETCD });
+    expect(JSON.parse(textOf(registry.layout.registryFormat)!)).toEqual({
+      schema: 'leasehold.registry-format/1',
+      stateHome,
+      backend: ETCD,
+    });
     expect(backendOf(stateHome)).toEqual(ETCD);
     expect(registry.list().entries).toEqual([]);
   });
@@ -87,21 +109,34 @@ describe('a state home of the etcd backend', () => {
   it('takes transactions of the same backend', async () => {
     const { stateHome, registry } = await initialisedWith(ETCD);
     const row = reservation(stateHome, 1);
-    await new Registry(stateHome, { backend: { ...ETCD } }).transaction(row.root, (transaction) => transaction.reserve(row));
+    await new Registry(stateHome, { backend: { ...ETCD } }).transaction(row.root, (transaction) =>
+      transaction.reserve(row),
+    );
     expect(registry.rowOf(row.root).row).toEqual(row);
   });
 
   it.each([
     ['the file backend (the default)', {}, 'the file backend'],
-    ['another prefix', { backend: OTHER_PREFIX }, 'the etcd backend (prefix /leasehold/other on http://10.0.0.5:2379, https://10.0.0.6:2379)'],
-    ['its endpoints in another order', { backend: REORDERED }, 'the etcd backend (prefix /leasehold/team on https://10.0.0.6:2379, http://10.0.0.5:2379)'],
-  ] as const)('is refused to %s, naming the backend it records, with nothing written and the lock gone', async (_, options, asked) => {
-    const { stateHome } = await initialisedWith(ETCD);
-    const error = await refusedTransaction(stateHome, options);
-    expect(error.message).toBe(
-      `${stateHome} uses the etcd backend (prefix /leasehold/team on http://10.0.0.5:2379, https://10.0.0.6:2379), not ${asked}: open it with that backend`,
-    );
-  });
+    [
+      'another prefix',
+      { backend: OTHER_PREFIX },
+      'the etcd backend (prefix /leasehold/other on http://10.0.0.5:2379, https://10.0.0.6:2379)',
+    ],
+    [
+      'its endpoints in another order',
+      { backend: REORDERED },
+      'the etcd backend (prefix /leasehold/team on https://10.0.0.6:2379, http://10.0.0.5:2379)',
+    ],
+  ] as const)(
+    'is refused to %s, naming the backend it records, with nothing written and the lock gone',
+    async (_, options, asked) => {
+      const { stateHome } = await initialisedWith(ETCD);
+      const error = await refusedTransaction(stateHome, options);
+      expect(error.message).toBe(
+        `${stateHome} uses the etcd backend (prefix /leasehold/team on http://10.0.0.5:2379, https://10.0.0.6:2379), not ${asked}: open it with that backend`,
+      );
+    },
+  );
 
   it('is refused to another backend when only format.json is there (an interrupted initialisation): roots.json is not made', async () => {
     const { stateHome, registry } = await initialisedWith(ETCD);
@@ -137,7 +172,9 @@ describe('initialize', () => {
     const { stateHome, registry } = await initialisedWith(ETCD);
     const before = registryFiles(registry);
     await expect(new Registry(stateHome).initialize()).rejects.toMatchObject({ code: 'refused' });
-    await expect(new Registry(stateHome, { backend: OTHER_PREFIX }).initialize()).rejects.toMatchObject({ code: 'refused' });
+    await expect(new Registry(stateHome, { backend: OTHER_PREFIX }).initialize()).rejects.toMatchObject({
+      code: 'refused',
+    });
     expect(registryFiles(registry)).toEqual(before);
   });
 });
@@ -172,17 +209,23 @@ describe('an invalid backend', () => {
     ['a credential beside it', { kind: 'etcd', endpoints: ['http://10.0.0.5:2379'], prefix: '/x', password: 'secret' }],
   ];
 
-  it.each(invalid)('in format.json (%s) is refused to every reader and writer, and the file stays', async (_, backend) => {
-    const { stateHome, registry } = await initialisedWith(ETCD);
-    writePrivateFile(registry.layout.registryFormat, JSON.stringify({ backend, schema: 'leasehold.registry-format/1', stateHome }));
-    const before = registryFiles(registry);
-    expect(codeOf(() => backendOf(stateHome))).toBe('refused');
-    expect(codeOf(() => registry.list())).toBe('refused');
-    expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
-    expect(await failedTransaction(new Registry(stateHome), TEST_ROOT)).toEqual({ code: 'refused', ran: false });
-    expect(registryFiles(registry)).toEqual(before);
-    expect(pathExists(registry.layout.registryLock)).toBe(false);
-  });
+  it.each(invalid)(
+    'in format.json (%s) is refused to every reader and writer, and the file stays',
+    async (_, backend) => {
+      const { stateHome, registry } = await initialisedWith(ETCD);
+      writePrivateFile(
+        registry.layout.registryFormat,
+        JSON.stringify({ backend, schema: 'leasehold.registry-format/1', stateHome }),
+      );
+      const before = registryFiles(registry);
+      expect(codeOf(() => backendOf(stateHome))).toBe('refused');
+      expect(codeOf(() => registry.list())).toBe('refused');
+      expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
+      expect(await failedTransaction(new Registry(stateHome), TEST_ROOT)).toEqual({ code: 'refused', ran: false });
+      expect(registryFiles(registry)).toEqual(before);
+      expect(pathExists(registry.layout.registryLock)).toBe(false);
+    },
+  );
 
   it.each(invalid)('as the option (%s) is refused at construction, naming no secret', (_, backend) => {
     let caught: unknown;
@@ -197,6 +240,8 @@ describe('an invalid backend', () => {
 
   it('whose format document would pass DOCUMENT_BYTES is refused at construction', () => {
     const endpoints = Array.from({ length: 16 }, (_, index) => `http://${'h'.repeat(1000)}${index}:2379`);
-    expect(codeOf(() => new Registry(makeStateHome(), { backend: { kind: 'etcd', endpoints, prefix: '/x' } }))).toBe('refused');
+    expect(codeOf(() => new Registry(makeStateHome(), { backend: { kind: 'etcd', endpoints, prefix: '/x' } }))).toBe(
+      'refused',
+    );
   });
 });

@@ -59,29 +59,32 @@ const cases: [string, (stateHome: string) => string][] = [
 ];
 
 describe('a corrupt roots.json', () => {
-  it.each(cases)('is refused (%s): list, rowOf and transactions refuse, the file stays, no lock is left', async (_, corrupt) => {
-    const stateHome = makeStateHome();
-    const registry = new Registry(stateHome);
-    await registry.transaction(TEST_ROOT, () => undefined);
-    writePrivateFile(registry.layout.roots, corrupt(stateHome));
-    const before = bytesOf(registry.layout.roots);
-    const format = bytesOf(registry.layout.registryFormat);
+  it.each(cases)(
+    'is refused (%s): list, rowOf and transactions refuse, the file stays, no lock is left',
+    async (_, corrupt) => {
+      const stateHome = makeStateHome();
+      const registry = new Registry(stateHome);
+      await registry.transaction(TEST_ROOT, () => undefined);
+      writePrivateFile(registry.layout.roots, corrupt(stateHome));
+      const before = bytesOf(registry.layout.roots);
+      const format = bytesOf(registry.layout.registryFormat);
 
-    expect(await codeOfAsync(() => registry.list())).toBe('refused');
-    expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
-    expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
-    expect(bytesOf(registry.layout.roots)).toBe(before);
-    expect(bytesOf(registry.layout.registryFormat)).toBe(format);
-    // The failure came before any write, so the lock is removed (docs/ownership.md, "The registry transaction", step 5).
-    expect(pathExists(registry.layout.registryLock)).toBe(false);
-    expect(registry.readLock()).toBeUndefined();
-    expect(namesIn(registry.layout.staging)).toEqual([]);
-    // The corrupt file itself keeps refusing: nothing repaired or replaced it.
-    expect(await failedTransaction(new Registry(stateHome), TEST_ROOT)).toEqual({ code: 'refused', ran: false });
-    expect(bytesOf(registry.layout.roots)).toBe(before);
-    expect(pathExists(registry.layout.registryLock)).toBe(false);
-    expect(await codeOfAsync(() => registry.list())).toBe('refused');
-  });
+      expect(await codeOfAsync(() => registry.list())).toBe('refused');
+      expect(await codeOfAsync(() => registry.rowOf('/srv/workspace-1'))).toBe('refused');
+      expect(await failedTransaction(registry, TEST_ROOT)).toEqual({ code: 'refused', ran: false });
+      expect(bytesOf(registry.layout.roots)).toBe(before);
+      expect(bytesOf(registry.layout.registryFormat)).toBe(format);
+      // The failure came before any write, so the lock is removed (docs/ownership.md, "The registry transaction", step 5).
+      expect(pathExists(registry.layout.registryLock)).toBe(false);
+      expect(registry.readLock()).toBeUndefined();
+      expect(namesIn(registry.layout.staging)).toEqual([]);
+      // The corrupt file itself keeps refusing: nothing repaired or replaced it.
+      expect(await failedTransaction(new Registry(stateHome), TEST_ROOT)).toEqual({ code: 'refused', ran: false });
+      expect(bytesOf(registry.layout.roots)).toBe(before);
+      expect(pathExists(registry.layout.registryLock)).toBe(false);
+      expect(await codeOfAsync(() => registry.list())).toBe('refused');
+    },
+  );
 
   it('is refused when it is not private (group-readable), like any unsafe file', async () => {
     const stateHome = makeStateHome();

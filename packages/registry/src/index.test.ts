@@ -53,7 +53,9 @@ describe('the public entry point', () => {
     const run = await runReadmeExample({ packageDir: PACKAGE, cwd, env: { LEASEHOLD_STATE_HOME: stateHome } });
     expect(run).toEqual({
       code: 0,
-      stdout: [`reserved ${cwd}, held by a live process`, 'rows in the table: 1', 'after unreserve: no row', ''].join('\n'),
+      stdout: [`reserved ${cwd}, held by a live process`, 'rows in the table: 1', 'after unreserve: no row', ''].join(
+        '\n',
+      ),
       stderr: '',
     });
     expect(modeOf(stateHome)).toBe(0o700);

@@ -27,12 +27,7 @@ export {
 } from '@leasehold/private-files';
 export type { GuardedWriter } from './guarded-writer.js';
 export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
-export {
-  Registry,
-  type RegistryOptions,
-  type RegistryView,
-  type RowRead,
-} from './registry.js';
+export { Registry, type RegistryOptions, type RegistryView, type RowRead } from './registry.js';
 export { rootsOverlap } from './roots-overlap.js';
 export { backendOf, ensureStateHome } from './state-home-setup.js';
 export type { RegistryTransaction } from './transaction.js';

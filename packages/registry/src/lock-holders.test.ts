@@ -52,7 +52,9 @@ describe('a live holder', () => {
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     const written = reservation(stateHome, 1);
-    expect(await codeOfAsync(waiter.transaction(written.root, (transaction) => transaction.reserve(written)))).toBe('no error');
+    expect(await codeOfAsync(waiter.transaction(written.root, (transaction) => transaction.reserve(written)))).toBe(
+      'no error',
+    );
     expect(registry.list().entries).toEqual([written]);
   });
 

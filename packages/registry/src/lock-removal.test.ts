@@ -2,7 +2,16 @@ import { hostname } from 'node:os';
 import { ownerStatus } from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOfAsync, messageOf, messagesOf, namesIn, pathExists } from '@leasehold/test-utils';
-import { bytesOf, initialised, lockAt, markersIn, myProcessStart, reservation, spawnTransactor, writePrivateFile } from '../test/helpers.js';
+import {
+  bytesOf,
+  initialised,
+  lockAt,
+  markersIn,
+  myProcessStart,
+  reservation,
+  spawnTransactor,
+  writePrivateFile,
+} from '../test/helpers.js';
 import { Registry } from './index.js';
 
 afterEach(cleanUp);
@@ -45,7 +54,12 @@ describe('a failed removal of the lock', () => {
     // The write stands; the lock is still there, whole, naming this process and the root.
     expect(registry.list().entries).toEqual([row]);
     const left = registry.readLock();
-    expect(left?.lock).toMatchObject({ pid: process.pid, host: hostname(), processStart: myProcessStart(), root: row.root });
+    expect(left?.lock).toMatchObject({
+      pid: process.pid,
+      host: hostname(),
+      processStart: myProcessStart(),
+      root: row.root,
+    });
     // Its holder is live, but within this process the lock is known to guard nothing: readLock tells it apart.
     expect(ownerStatus(left!.lock.pid, left!.lock.host, left!.lock.processStart)).toBe('live');
     expect(left?.verdict).toBe('absent');
@@ -78,7 +92,7 @@ describe('a failed removal of the lock', () => {
     expect(registry.list().entries).toEqual([row, next, other]);
   });
 
-  it('after a failed operation, the operation\'s error is what the transaction rejects with; the lock stays for this process to take over', async () => {
+  it("after a failed operation, the operation's error is what the transaction rejects with; the lock stays for this process to take over", async () => {
     const { stateHome, registry } = await initialised();
     const thrown = new Error('the operation failed');
     const hooked = failingAt(stateHome, unlinkOfLock);
@@ -107,18 +121,25 @@ describe('a failed removal of the lock', () => {
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
   });
 
-  it('the unlink has no folder fsync after it: a power loss may bring the lock back, and the next writer takes the dead holder\'s lock over', async () => {
+  it("the unlink has no folder fsync after it: a power loss may bring the lock back, and the next writer takes the dead holder's lock over", async () => {
     const { stateHome, registry } = await initialised();
     const row = reservation(stateHome, 1);
     // The writer stops right before it unlinks its lock: its bytes are what a power loss that lost the unlink brings back.
-    const child = spawnTransactor({ stateHome, root: row.root, reserve: row, pauseAt: [`^${unlinkOfLock(registry)}$`] });
+    const child = spawnTransactor({
+      stateHome,
+      root: row.root,
+      reserve: row,
+      pauseAt: [`^${unlinkOfLock(registry)}$`],
+    });
     expect(await messageOf(child, 'paused')).toMatchObject({ paused: { operation: 'remove', action: 'unlink' } });
     const lock = bytesOf(registry.layout.registryLock)!;
     child.send('go');
     expect((await child.closed).code).toBe(0);
     expect(messagesOf(child, 'done')).toHaveLength(1);
     // The unlink is the transaction's last step: no folder fsync makes the removal durable.
-    expect(messagesOf(child, 'step').at(-1)).toMatchObject({ step: { operation: 'remove', action: 'unlink', path: registry.layout.registryLock } });
+    expect(messagesOf(child, 'step').at(-1)).toMatchObject({
+      step: { operation: 'remove', action: 'unlink', path: registry.layout.registryLock },
+    });
     expect(pathExists(registry.layout.registryLock)).toBe(false);
 
     // The power loss: the removal is lost, the lock is back, whole (its data was fsynced before its link), naming a dead holder.

@@ -13,17 +13,30 @@ import {
 } from '@leasehold/contracts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanUp, codeOf, codeOfAsync, namesIn, pathExists } from '@leasehold/test-utils';
-import { TEST_ROOT, bytesOf, initialised, makeStateHome, myProcessStart, reservation, reservations, withChangedField, writePrivateFile } from '../test/helpers.js';
+import {
+  TEST_ROOT,
+  bytesOf,
+  initialised,
+  makeStateHome,
+  myProcessStart,
+  reservation,
+  reservations,
+  withChangedField,
+  writePrivateFile,
+} from '../test/helpers.js';
 import { Registry } from './index.js';
 import { checkedRow, encodeTable, validateEntries } from './registry-view.js';
 
 afterEach(cleanUp);
 
 /** A registry on a fresh state home whose roots.json holds `rows`, reserved through the API in one transaction. */
-async function registryWith(rows: (stateHome: string) => readonly Reservation[]): Promise<{ stateHome: string; registry: Registry }> {
+async function registryWith(
+  rows: (stateHome: string) => readonly Reservation[],
+): Promise<{ stateHome: string; registry: Registry }> {
   const { stateHome, registry } = await initialised();
   const initial = rows(stateHome);
-  if (initial.length > 0) await registry.transaction(TEST_ROOT, (transaction) => initial.forEach((row) => transaction.reserve(row)));
+  if (initial.length > 0)
+    await registry.transaction(TEST_ROOT, (transaction) => initial.forEach((row) => transaction.reserve(row)));
   return { stateHome, registry };
 }
 
@@ -87,7 +100,10 @@ describe('capacity by entries', () => {
     expect(await codeOfAsync(() => encodeTable(reservations(stateHome, REGISTRY_ENTRIES + 1), 'roots.json'))).toBe(
       'capacity',
     );
-    expect(await refusedReserve(registry, reservation(stateHome, REGISTRY_ENTRIES))).toEqual({ admit: 'capacity', reserve: 'capacity' });
+    expect(await refusedReserve(registry, reservation(stateHome, REGISTRY_ENTRIES))).toEqual({
+      admit: 'capacity',
+      reserve: 'capacity',
+    });
     expect(registry.list().entries).toEqual(full);
   });
 
@@ -98,7 +114,10 @@ describe('capacity by entries', () => {
     ['the same endpoint', { endpoint: 'http://127.0.0.1:10007' }],
   ])('on a full table, refuses %s with conflict before capacity, writing nothing', async (_, overrides) => {
     const { stateHome, registry } = await registryWith((stateHome) => reservations(stateHome, REGISTRY_ENTRIES));
-    expect(await refusedReserve(registry, reservation(stateHome, 999, overrides))).toEqual({ admit: 'conflict', reserve: 'conflict' });
+    expect(await refusedReserve(registry, reservation(stateHome, 999, overrides))).toEqual({
+      admit: 'conflict',
+      reserve: 'conflict',
+    });
     expect(registry.list().entries).toHaveLength(REGISTRY_ENTRIES);
   });
 
@@ -143,7 +162,10 @@ describe('capacity by bytes', () => {
     writePrivateFile(registry.layout.roots, encode({ schema: 'leasehold.registry/1', entries: table }));
     expect(registry.list().entries).toEqual(table);
 
-    expect(await refusedReserve(registry, wideEntry(stateHome, count))).toEqual({ admit: 'capacity', reserve: 'capacity' });
+    expect(await refusedReserve(registry, wideEntry(stateHome, count))).toEqual({
+      admit: 'capacity',
+      reserve: 'capacity',
+    });
     // An overlap is refused first, even for a row that would not fit.
     const overlapping = reservation(stateHome, count, { root: table[0]!.root });
     expect(encodedBytes([...table, overlapping])).toBeGreaterThan(REGISTRY_BYTES);
@@ -167,7 +189,8 @@ describe('capacity by bytes', () => {
 });
 
 describe('reserve refusals', () => {
-  const existing = (stateHome: string) => reservation(stateHome, 40, { root: '/srv/a', endpoint: 'http://127.0.0.1:8080' });
+  const existing = (stateHome: string) =>
+    reservation(stateHome, 40, { root: '/srv/a', endpoint: 'http://127.0.0.1:8080' });
   const cases: [string, (stateHome: string) => Reservation, string][] = [
     ['a descendant root', (stateHome) => reservation(stateHome, 1, { root: '/srv/a/b' }), 'conflict'],
     ['an ancestor root', (stateHome) => reservation(stateHome, 1, { root: '/srv' }), 'conflict'],
@@ -178,8 +201,16 @@ describe('reserve refusals', () => {
     ['a relative root', (stateHome) => reservation(stateHome, 1, { root: 'srv/b' }), 'refused'],
     ['an unnormalised root', (stateHome) => reservation(stateHome, 1, { root: '/srv/b/../c' }), 'refused'],
     ['a root with a trailing slash', (stateHome) => reservation(stateHome, 1, { root: '/srv/b/' }), 'refused'],
-    ['an uppercase epoch', (stateHome) => reservation(stateHome, 1, { epoch: 'AAAAAAAA-AAAA-4AAA-8AAA-AAAAAAAAAAAA' }), 'refused'],
-    ['an endpoint that is not loopback', (stateHome) => reservation(stateHome, 1, { endpoint: 'http://10.0.0.1:80' }), 'refused'],
+    [
+      'an uppercase epoch',
+      (stateHome) => reservation(stateHome, 1, { epoch: 'AAAAAAAA-AAAA-4AAA-8AAA-AAAAAAAAAAAA' }),
+      'refused',
+    ],
+    [
+      'an endpoint that is not loopback',
+      (stateHome) => reservation(stateHome, 1, { endpoint: 'http://10.0.0.1:80' }),
+      'refused',
+    ],
   ];
 
   it.each(cases)('refuses %s (%s) with nothing written', async (_, make, code) => {
@@ -187,7 +218,9 @@ describe('reserve refusals', () => {
     const kept = registry.list().entries;
     const row = make(stateHome);
     // The list with the row added is no valid table either.
-    expect(codeOf(() => validateEntries([...kept, checkedRow(row, stateHome, 'roots.json')], stateHome, 'roots.json'))).toBe('refused');
+    expect(
+      codeOf(() => validateEntries([...kept, checkedRow(row, stateHome, 'roots.json')], stateHome, 'roots.json')),
+    ).toBe('refused');
     expect((await refusedReserve(registry, row)).reserve).toBe(code);
     expect(registry.list().entries).toEqual(kept);
     expect(kept.map((entry) => entry.root)).toEqual(['/srv/a']);
@@ -197,20 +230,42 @@ describe('reserve refusals', () => {
   // pid) or cannot be told from here (another host, another PID namespace) is quarantine, naming it.
   const holders: [string, () => Partial<Reservation>, string, string][] = [
     ['a live process (this one)', () => ({}), 'conflict', 'live'],
-    ['a process of another boot', () => ({ processStart: withChangedField(myProcessStart(), 1) }), 'quarantine', 'absent'],
+    [
+      'a process of another boot',
+      () => ({ processStart: withChangedField(myProcessStart(), 1) }),
+      'quarantine',
+      'absent',
+    ],
     ['a reused pid', () => ({ processStart: withChangedField(myProcessStart(), 3) }), 'quarantine', 'absent'],
-    ['another PID namespace', () => ({ processStart: withChangedField(myProcessStart(), 2) }), 'quarantine', 'ambiguous'],
+    [
+      'another PID namespace',
+      () => ({ processStart: withChangedField(myProcessStart(), 2) }),
+      'quarantine',
+      'ambiguous',
+    ],
     ['another host', () => ({ host: 'another-host' }), 'quarantine', 'ambiguous'],
   ];
   for (const [name, holder, code, status] of holders) {
-    for (const [what, row] of [['the same root', { root: '/srv/a' }], ['an overlapping root', { root: '/srv/a/inner' }], ['the same endpoint', { endpoint: 'http://127.0.0.1:8080' }]] as const) {
+    for (const [what, row] of [
+      ['the same root', { root: '/srv/a' }],
+      ['an overlapping root', { root: '/srv/a/inner' }],
+      ['the same endpoint', { endpoint: 'http://127.0.0.1:8080' }],
+    ] as const) {
       it(`refuses ${what} held by ${name} (${code}, naming the holder ${status}) with nothing written`, async () => {
         const { stateHome, registry } = await registryWith((stateHome) => [{ ...existing(stateHome), ...holder() }]);
         const [held] = registry.list().entries;
-        const refusal = await registry.transaction(TEST_ROOT, (transaction) => transaction.admit(reservation(stateHome, 1, row))).catch((error: unknown) => error);
-        expect(refusal).toMatchObject({ code, message: expect.stringContaining(`pid ${held!.pid} on host ${held!.host} (${status})`) });
+        const refusal = await registry
+          .transaction(TEST_ROOT, (transaction) => transaction.admit(reservation(stateHome, 1, row)))
+          .catch((error: unknown) => error);
+        expect(refusal).toMatchObject({
+          code,
+          message: expect.stringContaining(`pid ${held!.pid} on host ${held!.host} (${status})`),
+        });
         // The remedy names the workspace in the way (not the one asked for), pasteable.
-        const remedy = status === 'live' ? expect.stringContaining(`\`leasehold status ${placeOptions(held!.root, stateHome)}\``) : recoverRemedy(held!.root, stateHome, status as 'absent' | 'ambiguous');
+        const remedy =
+          status === 'live'
+            ? expect.stringContaining(`\`leasehold status ${placeOptions(held!.root, stateHome)}\``)
+            : recoverRemedy(held!.root, stateHome, status as 'absent' | 'ambiguous');
         expect(refusal).toMatchObject({ remedy });
         expect(await refusedReserve(registry, reservation(stateHome, 1, row))).toEqual({ admit: code, reserve: code });
       });
@@ -220,9 +275,11 @@ describe('reserve refusals', () => {
   it('accepts siblings whose names share a prefix (/a/b and /a/bc)', async () => {
     const { stateHome, registry } = await initialised();
     const entries = [reservation(stateHome, 1, { root: '/a/b' }), reservation(stateHome, 2, { root: '/a/bc' })];
-    expect(await codeOfAsync(registry.transaction(TEST_ROOT, (transaction) => entries.forEach((row) => transaction.reserve(row))))).toBe(
-      'no error',
-    );
+    expect(
+      await codeOfAsync(
+        registry.transaction(TEST_ROOT, (transaction) => entries.forEach((row) => transaction.reserve(row))),
+      ),
+    ).toBe('no error');
     expect(registry.list().entries).toEqual(entries);
   });
 });
@@ -230,7 +287,12 @@ describe('reserve refusals', () => {
 describe('unreserve', () => {
   it('removes exactly the row of that root and epoch, keeping the others in order', async () => {
     const { registry } = await registryWith((stateHome) => reservations(stateHome, 4));
-    const [first, second, third, fourth] = registry.list().entries as [Reservation, Reservation, Reservation, Reservation];
+    const [first, second, third, fourth] = registry.list().entries as [
+      Reservation,
+      Reservation,
+      Reservation,
+      Reservation,
+    ];
     await registry.transaction(second.root, (transaction) => {
       transaction.unreserve(second.root, second.epoch);
       expect(transaction.entries).toEqual([first, third, fourth]);
@@ -249,7 +311,9 @@ describe('unreserve', () => {
     const before = registry.list().entries;
     const { root, epoch } = target(before[1]!);
     const roots = bytesOf(registry.layout.roots);
-    expect(await codeOfAsync(registry.transaction(root, (transaction) => transaction.unreserve(root, epoch)))).toBe('conflict');
+    expect(await codeOfAsync(registry.transaction(root, (transaction) => transaction.unreserve(root, epoch)))).toBe(
+      'conflict',
+    );
     expect(bytesOf(registry.layout.roots)).toBe(roots);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(namesIn(registry.layout.staging)).toEqual([]);

@@ -12,7 +12,13 @@ import {
   type RegistryLock,
   type StateHomeLayout,
 } from '@leasehold/contracts';
-import { HolderFiles, ownerStatus, type FileSnapshot, type OwnerStatus, type PrivateFiles } from '@leasehold/private-files';
+import {
+  HolderFiles,
+  ownerStatus,
+  type FileSnapshot,
+  type OwnerStatus,
+  type PrivateFiles,
+} from '@leasehold/private-files';
 
 /** How long a transaction waits for a live holder's lock by default, in milliseconds. */
 export const DEFAULT_LOCK_WAIT_MS = 2000;
@@ -72,10 +78,14 @@ export class RegistryLockProtocol {
       verdict: lockVerdict,
       // A holder that cannot be told (another host or PID namespace) is a fence, which no wait ends.
       refuseAmbiguous: ({ path, holder }) =>
-        new ContractError('quarantine', `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`, {
-          path,
-          remedy: `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor --state-home ${shellQuote(layout.stateHome)}\` shows what to check and the command that clears it`,
-        }),
+        new ContractError(
+          'quarantine',
+          `${path}: its holder (pid ${holder.pid} on ${holder.host}) cannot be told live or gone from here, so no writer may take it over`,
+          {
+            path,
+            remedy: `no writer may pass that lock until a person checks its holder is gone: \`leasehold doctor --state-home ${shellQuote(layout.stateHome)}\` shows what to check and the command that clears it`,
+          },
+        ),
     });
     this.#lockWaitMs = lockWaitMs;
   }
@@ -116,9 +126,14 @@ export class RegistryLockProtocol {
         if (taken !== undefined) return taken;
       }
       if (Date.now() >= deadline) {
-        throw new ContractError('busy', `${this.#layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`, {
-          remedy: 'another process holds the registry for a moment (a leasehold command or an owner starting or stopping); try again in a moment',
-        });
+        throw new ContractError(
+          'busy',
+          `${this.#layout.registryLock}: held by a live process for more than ${this.#lockWaitMs} ms`,
+          {
+            remedy:
+              'another process holds the registry for a moment (a leasehold command or an owner starting or stopping); try again in a moment',
+          },
+        );
       }
       // Jittered exponential backoff up to ~16 ms, so that racing writers spread
       // out and a freed lock does not sit idle for long.
@@ -190,6 +205,8 @@ export class RegistryLockProtocol {
 
   #readHolder(path: string): RegistryLockState | undefined {
     const found = this.#locks.read(path);
-    return found === undefined ? undefined : { path, snapshot: found.snapshot, lock: found.holder, verdict: found.verdict };
+    return found === undefined
+      ? undefined
+      : { path, snapshot: found.snapshot, lock: found.holder, verdict: found.verdict };
   }
 }

@@ -27,7 +27,11 @@ interface Step {
 }
 
 const operation: fc.Arbitrary<Operation> = fc.oneof(
-  fc.record({ kind: fc.constant('reserve' as const), root: fc.constantFrom(...ROOTS), port: fc.constantFrom(...PORTS) }),
+  fc.record({
+    kind: fc.constant('reserve' as const),
+    root: fc.constantFrom(...ROOTS),
+    port: fc.constantFrom(...PORTS),
+  }),
   fc.record({ kind: fc.constant('unreserve' as const), pick: fc.nat({ max: 7 }), exactEpoch: fc.boolean() }),
 );
 const step: fc.Arbitrary<Step> = fc.record({
@@ -40,7 +44,8 @@ class Model {
   rows: Reservation[] = [];
 
   reserve(row: Reservation): string {
-    if (this.rows.some((entry) => rootsOverlap(entry.root, row.root) || entry.endpoint === row.endpoint)) return 'conflict';
+    if (this.rows.some((entry) => rootsOverlap(entry.root, row.root) || entry.endpoint === row.endpoint))
+      return 'conflict';
     this.rows = [...this.rows, row];
     return 'no error';
   }
@@ -69,7 +74,10 @@ describe('the table compare-and-swap against a model', () => {
               let actual: string;
               if (planned.kind === 'reserve') {
                 made += 1;
-                const row = reservation(stateHome, made, { root: planned.root, endpoint: `http://127.0.0.1:${planned.port}` });
+                const row = reservation(stateHome, made, {
+                  root: planned.root,
+                  endpoint: `http://127.0.0.1:${planned.port}`,
+                });
                 expected = model.reserve(row);
                 actual = codeOf(() => transaction.reserve(row));
               } else {
@@ -89,11 +97,17 @@ describe('the table compare-and-swap against a model', () => {
           else expect(await codeOfAsync(attempt)).toBe('no error');
 
           // Success or failure: the table on disk is the model's, whole and valid, and no lock is left.
-          const onDisk = decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json');
+          const onDisk = decodeBytes(
+            reservationTableSchema,
+            readFileSync(registry.layout.roots),
+            REGISTRY_BYTES,
+            'roots.json',
+          );
           expect(codeOf(() => validateEntries(onDisk.entries, stateHome, 'roots.json'))).toBe('no error');
           expect(onDisk.entries).toEqual(model.rows);
           expect(registry.list().entries).toEqual(model.rows);
-          for (const root of ROOTS) expect(registry.rowOf(root).row).toEqual(model.rows.find((entry) => entry.root === root));
+          for (const root of ROOTS)
+            expect(registry.rowOf(root).row).toEqual(model.rows.find((entry) => entry.root === root));
           expect(pathExists(registry.layout.registryLock)).toBe(false);
           expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
           expect(namesIn(registry.layout.staging)).toEqual([]);

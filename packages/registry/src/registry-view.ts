@@ -28,8 +28,10 @@ import { rootsOverlap } from './roots-overlap.js';
 export function validateEntries(entries: readonly Reservation[], stateHome: string, label: string): void {
   const endpoints = new Set<string>();
   entries.forEach((entry, index) => {
-    if (entry.stateHome !== stateHome) throw new ContractError('refused', `${label}: entries[${index}] is of another state home`);
-    if (endpoints.has(entry.endpoint)) throw new ContractError('refused', `${label}: entries[${index}] shares an endpoint`);
+    if (entry.stateHome !== stateHome)
+      throw new ContractError('refused', `${label}: entries[${index}] is of another state home`);
+    if (endpoints.has(entry.endpoint))
+      throw new ContractError('refused', `${label}: entries[${index}] shares an endpoint`);
     endpoints.add(entry.endpoint);
   });
   // Sorted by `root + '/'`, every name between an ancestor and a descendant
@@ -38,7 +40,10 @@ export function validateEntries(entries: readonly Reservation[], stateHome: stri
   const order = entries.map((entry, index) => ({ key: `${entry.root === '/' ? '' : entry.root}/`, index }));
   order.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   for (let position = 1; position < order.length; position += 1) {
-    const [first, second] = [order[position - 1]!.index, order[position]!.index].sort((a, b) => a - b) as [number, number];
+    const [first, second] = [order[position - 1]!.index, order[position]!.index].sort((a, b) => a - b) as [
+      number,
+      number,
+    ];
     if (rootsOverlap(entries[first]!.root, entries[second]!.root)) {
       throw new ContractError('refused', `${label}: entries[${first}] and entries[${second}] have overlapping roots`);
     }
@@ -54,9 +59,15 @@ export function validateEntries(entries: readonly Reservation[], stateHome: stri
  * @throws ContractError `conflict`, `quarantine`, `capacity`.
  */
 export function admitReservation(entries: readonly Reservation[], reservation: Reservation, label: string): void {
-  const clash = entries.find((entry) => rootsOverlap(entry.root, reservation.root) || entry.endpoint === reservation.endpoint);
+  const clash = entries.find(
+    (entry) => rootsOverlap(entry.root, reservation.root) || entry.endpoint === reservation.endpoint,
+  );
   if (clash !== undefined) {
-    const what = rootsOverlap(clash.root, reservation.root) ? (clash.root === reservation.root ? 'this root' : `an overlapping root, ${clash.root}`) : `the same endpoint, for ${clash.root}`;
+    const what = rootsOverlap(clash.root, reservation.root)
+      ? clash.root === reservation.root
+        ? 'this root'
+        : `an overlapping root, ${clash.root}`
+      : `the same endpoint, for ${clash.root}`;
     const status = ownerStatus(clash.pid, clash.host, clash.processStart);
     const holder = describeHolder(clash, status);
     if (status === 'live') {
@@ -65,10 +76,15 @@ export function admitReservation(entries: readonly Reservation[], reservation: R
         remedy: `see it with \`leasehold status ${place}\` and every owner with \`leasehold list --state-home ${shellQuote(clash.stateHome)}\`; wait for it, or stop it with \`leasehold stop ${place}\``,
       });
     }
-    const owner = status === 'absent' ? 'an owner whose process is gone' : 'an owner this host cannot tell live or gone';
-    throw new ContractError('quarantine', `${label}: ${owner} still fences ${what}: ${holder}; its fences stay until its workspace is recovered`, {
-      remedy: recoverRemedy(clash.root, clash.stateHome, status),
-    });
+    const owner =
+      status === 'absent' ? 'an owner whose process is gone' : 'an owner this host cannot tell live or gone';
+    throw new ContractError(
+      'quarantine',
+      `${label}: ${owner} still fences ${what}: ${holder}; its fences stay until its workspace is recovered`,
+      {
+        remedy: recoverRemedy(clash.root, clash.stateHome, status),
+      },
+    );
   }
   if (entries.length >= REGISTRY_ENTRIES) {
     throw new ContractError('capacity', `${label}: ${REGISTRY_ENTRIES} reservations already`);
@@ -119,7 +135,11 @@ export function decodeRoots(roots: FileSnapshot, stateHome: string, label: strin
 }
 
 /** Records the rows a transaction just wrote as the table of the `roots.json` snapshot it wrote. */
-export function rememberRoots(roots: FileSnapshot, entries: readonly Reservation[], label: string): readonly Reservation[] {
+export function rememberRoots(
+  roots: FileSnapshot,
+  entries: readonly Reservation[],
+  label: string,
+): readonly Reservation[] {
   return decodedTables.set(label, roots.identity, frozenRows(entries));
 }
 
@@ -128,7 +148,9 @@ export const FILE_BACKEND: Backend = Object.freeze({ kind: 'files' });
 
 /** The decoded `format.json`; refuses one that is not this state home's. */
 export function checkFormat(format: FileSnapshot, stateHome: string, label: string): RegistryFormat {
-  const decoded = decodedFormats.get(label, format.identity, () => decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label));
+  const decoded = decodedFormats.get(label, format.identity, () =>
+    decodeBytes(registryFormatSchema, format.bytes, DOCUMENT_BYTES, label),
+  );
   if (decoded.stateHome !== stateHome) throw new ContractError('refused', `${label}: names another state home`);
   return decoded;
 }
@@ -156,7 +178,10 @@ export function encodeFormat(stateHome: string, backend: Backend, label: string)
   const format = decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome, ...recorded }, label);
   const bytes = encode(format);
   if (bytes.byteLength > DOCUMENT_BYTES) {
-    throw new ContractError('refused', `${label}: the format document of this backend would be larger than ${DOCUMENT_BYTES} bytes; use fewer or shorter endpoints`);
+    throw new ContractError(
+      'refused',
+      `${label}: the format document of this backend would be larger than ${DOCUMENT_BYTES} bytes; use fewer or shorter endpoints`,
+    );
   }
   return bytes;
 }
@@ -167,7 +192,8 @@ export function encodeFormat(stateHome: string, backend: Backend, label: string)
  */
 export function checkedRow(reservation: Reservation, stateHome: string, label: string): Reservation {
   const row = decode(reservationSchema, reservation, `${label}: the new reservation`);
-  if (row.stateHome !== stateHome) throw new ContractError('refused', `${label}: the new reservation is of another state home`);
+  if (row.stateHome !== stateHome)
+    throw new ContractError('refused', `${label}: the new reservation is of another state home`);
   return row;
 }
 
@@ -182,6 +208,7 @@ export function encodeTable(entries: readonly Reservation[], label: string): Uin
     throw new ContractError('capacity', `${label}: more than ${REGISTRY_ENTRIES} reservations`);
   }
   const bytes = encode({ schema: 'leasehold.registry/1', entries });
-  if (bytes.byteLength > REGISTRY_BYTES) throw new ContractError('capacity', `${label}: larger than ${REGISTRY_BYTES} bytes`);
+  if (bytes.byteLength > REGISTRY_BYTES)
+    throw new ContractError('capacity', `${label}: larger than ${REGISTRY_BYTES} bytes`);
   return bytes;
 }

@@ -1,5 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { chmodSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
@@ -20,7 +30,13 @@ import {
   stateHomeLayout,
   takeoverMarker,
 } from '@leasehold/contracts';
-import { PrivateFiles, ownerStatus, sameSnapshot, type FileSnapshot, type MutationStep } from '@leasehold/private-files';
+import {
+  PrivateFiles,
+  ownerStatus,
+  sameSnapshot,
+  type FileSnapshot,
+  type MutationStep,
+} from '@leasehold/private-files';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   cleanUp,
@@ -51,12 +67,7 @@ import {
   withChangedField,
   writePrivateFile,
 } from '../test/helpers.js';
-import {
-  DEFAULT_LOCK_WAIT_MS,
-  Registry,
-  type GuardedWriter,
-  type RegistryTransaction,
-} from './index.js';
+import { DEFAULT_LOCK_WAIT_MS, Registry, type GuardedWriter, type RegistryTransaction } from './index.js';
 
 afterEach(cleanUp);
 
@@ -144,17 +155,28 @@ describe('Registry construction', () => {
     const layout = stateHomeLayout('/srv/state');
     expect(isRegistryLockFile(layout.registryLock)).toBe(true);
     expect(isRegistryLockFile(takeoverMarker(layout, randomUUID()))).toBe(true);
-    for (const path of [layout.roots, layout.registry, join(layout.registry, 'takeover-x.lock'), join(layout.journal, 'registry.lock'), '/registry.lock', '/', 'registry/registry.lock']) {
+    for (const path of [
+      layout.roots,
+      layout.registry,
+      join(layout.registry, 'takeover-x.lock'),
+      join(layout.journal, 'registry.lock'),
+      '/registry.lock',
+      '/',
+      'registry/registry.lock',
+    ]) {
       expect(isRegistryLockFile(path), path).toBe(false);
     }
   });
 
-  it.each(['relative/root', '/srv/a/', '/srv/../a', ''])('refuses a transaction for the root %j, writing nothing', async (root) => {
-    const stateHome = makeStateHome();
-    const registry = new Registry(stateHome);
-    expect(await failedTransaction(registry, root)).toEqual({ code: 'refused', ran: false });
-    expect(pathExists(stateHome)).toBe(false);
-  });
+  it.each(['relative/root', '/srv/a/', '/srv/../a', ''])(
+    'refuses a transaction for the root %j, writing nothing',
+    async (root) => {
+      const stateHome = makeStateHome();
+      const registry = new Registry(stateHome);
+      expect(await failedTransaction(registry, root)).toEqual({ code: 'refused', ran: false });
+      expect(pathExists(stateHome)).toBe(false);
+    },
+  );
 });
 
 describe('transaction basics', () => {
@@ -173,11 +195,15 @@ describe('transaction basics', () => {
     });
     expect(result).toBe('result');
     expect(inside).toEqual({ entries: [], root: '/srv/a' });
-    expect(decodeBytes(registryFormatSchema, readFileSync(registry.layout.registryFormat), 8192, 'format.json')).toEqual({
+    expect(
+      decodeBytes(registryFormatSchema, readFileSync(registry.layout.registryFormat), 8192, 'format.json'),
+    ).toEqual({
       schema: 'leasehold.registry-format/1',
       stateHome,
     });
-    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
+    expect(
+      decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json'),
+    ).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
@@ -205,9 +231,9 @@ describe('transaction basics', () => {
         expect(transaction.entries).toEqual(written.slice(0, index + 1));
       }
     });
-    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual(
-      written,
-    );
+    expect(
+      decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries,
+    ).toEqual(written);
     const seen = await new Registry(stateHome).transaction(TEST_ROOT, (transaction) => transaction.entries);
     expect(seen).toEqual(written);
     const view = registry.list();
@@ -286,9 +312,11 @@ describe('transaction basics', () => {
       });
       expect(state?.verdict).toBe('live');
       expect(modeOf(registry.layout.registryLock)).toBe(0o600);
-      expect(await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }))).toBe(
-        'no error',
-      );
+      expect(
+        await codeOfAsync(() =>
+          transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
+        ),
+      ).toBe('no error');
     });
     expect(registry.readLock()).toBeUndefined();
     expect(registry.readMarkers()).toEqual([]);
@@ -317,7 +345,9 @@ describe('transaction basics', () => {
       registry.transaction(TEST_ROOT, async (transaction) => {
         // Something that is not a registry writer changed the file: the snapshot no longer holds.
         writePrivateFile(registry.layout.roots, foreign);
-        held = await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }));
+        held = await codeOfAsync(() =>
+          transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
+        );
         transaction.reserve(reservation(stateHome, 1));
       }),
     );
@@ -336,7 +366,9 @@ describe('transaction basics', () => {
     const code = await codeOfAsync(
       registry.transaction(TEST_ROOT, async (transaction) => {
         foreign = writeLock(registry, { root: '/srv/other' });
-        held = await codeOfAsync(() => transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }));
+        held = await codeOfAsync(() =>
+          transaction.writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
+        );
         transaction.reserve(reservation(stateHome, 1));
       }),
     );
@@ -369,7 +401,8 @@ describe('the transaction writer', () => {
     ],
     [
       'publishFolder, with the folders above it',
-      (registry) => (writer) => writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
+      (registry) => (writer) =>
+        writer.publishFolder(join(workspaceFolder(registry), 'service'), { 'format.json': PUBLISHED }),
     ],
     [
       'removeFolder',
@@ -385,43 +418,51 @@ describe('the transaction writer', () => {
     const { registry } = await initialised();
     const write = prepare(registry);
     const before = filesUnder(registry.layout.workspaces);
-    expect(await codeOfAsync(registry.transaction(TEST_ROOT, (transaction) => write(transaction.writer)))).toBe('no error');
+    expect(await codeOfAsync(registry.transaction(TEST_ROOT, (transaction) => write(transaction.writer)))).toBe(
+      'no error',
+    );
     expect(filesUnder(registry.layout.workspaces)).not.toEqual(before);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
   });
 
-  it.each(writes)('%s proves the lock first: once it is no longer ours, conflict with nothing written, the other lock left', async (_name, prepare) => {
-    const { registry } = await initialised();
-    const write = prepare(registry);
-    const before = filesUnder(registry.layout.workspaces);
-    let foreign: RegistryLock | undefined;
-    const code = await codeOfAsync(
-      registry.transaction(TEST_ROOT, (transaction) => {
-        foreign = writeLock(registry, { root: '/srv/other' });
-        write(transaction.writer);
-      }),
-    );
-    expect(code).toBe('conflict');
-    expect(filesUnder(registry.layout.workspaces)).toEqual(before);
-    expect(namesIn(registry.layout.staging)).toEqual([]);
-    expect(decodeLock(registry.layout.registryLock)).toEqual(foreign);
-  });
+  it.each(writes)(
+    '%s proves the lock first: once it is no longer ours, conflict with nothing written, the other lock left',
+    async (_name, prepare) => {
+      const { registry } = await initialised();
+      const write = prepare(registry);
+      const before = filesUnder(registry.layout.workspaces);
+      let foreign: RegistryLock | undefined;
+      const code = await codeOfAsync(
+        registry.transaction(TEST_ROOT, (transaction) => {
+          foreign = writeLock(registry, { root: '/srv/other' });
+          write(transaction.writer);
+        }),
+      );
+      expect(code).toBe('conflict');
+      expect(filesUnder(registry.layout.workspaces)).toEqual(before);
+      expect(namesIn(registry.layout.staging)).toEqual([]);
+      expect(decodeLock(registry.layout.registryLock)).toEqual(foreign);
+    },
+  );
 
-  it.each(writes)('%s proves the table first: once roots.json moved, conflict with nothing written', async (_name, prepare) => {
-    const { registry } = await initialised();
-    const write = prepare(registry);
-    const before = filesUnder(registry.layout.workspaces);
-    const code = await codeOfAsync(
-      registry.transaction(TEST_ROOT, (transaction) => {
-        writePrivateFile(registry.layout.roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
-        write(transaction.writer);
-      }),
-    );
-    expect(code).toBe('conflict');
-    expect(filesUnder(registry.layout.workspaces)).toEqual(before);
-    expect(namesIn(registry.layout.staging)).toEqual([]);
-    expect(pathExists(registry.layout.registryLock)).toBe(false);
-  });
+  it.each(writes)(
+    '%s proves the table first: once roots.json moved, conflict with nothing written',
+    async (_name, prepare) => {
+      const { registry } = await initialised();
+      const write = prepare(registry);
+      const before = filesUnder(registry.layout.workspaces);
+      const code = await codeOfAsync(
+        registry.transaction(TEST_ROOT, (transaction) => {
+          writePrivateFile(registry.layout.roots, encode({ schema: 'leasehold.registry/1', entries: [] }));
+          write(transaction.writer);
+        }),
+      );
+      expect(code).toBe('conflict');
+      expect(filesUnder(registry.layout.workspaces)).toEqual(before);
+      expect(namesIn(registry.layout.staging)).toEqual([]);
+      expect(pathExists(registry.layout.registryLock)).toBe(false);
+    },
+  );
 });
 
 describe('initialisation states', () => {
@@ -435,7 +476,9 @@ describe('initialisation states', () => {
     expect(view.format).toBeDefined();
     const inside = await registry.transaction(TEST_ROOT, (transaction) => transaction.entries);
     expect(inside).toEqual([]);
-    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json')).toEqual({
+    expect(
+      decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json'),
+    ).toEqual({
       schema: 'leasehold.registry/1',
       entries: [],
     });
@@ -460,7 +503,10 @@ describe('initialisation states', () => {
 
   it('refuses a format.json of another state home, in list and in a transaction', async () => {
     const { registry } = await initialised();
-    writePrivateFile(registry.layout.registryFormat, encode({ schema: 'leasehold.registry-format/1', stateHome: '/elsewhere' }));
+    writePrivateFile(
+      registry.layout.registryFormat,
+      encode({ schema: 'leasehold.registry-format/1', stateHome: '/elsewhere' }),
+    );
     expect(await codeOfAsync(() => registry.list())).toBe('refused');
     expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
     expect(pathExists(registry.layout.registryLock)).toBe(false);
@@ -605,12 +651,14 @@ describe('failure semantics', () => {
     expect(pathExists(registry.layout.registryLock)).toBe(false);
     expect(registry.readLock()).toBeUndefined();
     expect(registry.list().entries).toEqual([written]);
-    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([
-      written,
-    ]);
+    expect(
+      decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries,
+    ).toEqual([written]);
     // Nobody waits on it: a writer with a long wait bound, and this one, go ahead.
     const other = reservation(stateHome, 2);
-    await new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(other.root, (transaction) => transaction.reserve(other));
+    await new Registry(stateHome, { lockWaitMs: 60_000 }).transaction(other.root, (transaction) =>
+      transaction.reserve(other),
+    );
     await registry.transaction(written.root, (transaction) => transaction.unreserve(written.root, written.epoch));
     expect(registry.list().entries).toEqual([other]);
     expect(namesIn(registry.layout.staging)).toEqual([]);
@@ -626,7 +674,9 @@ describe('failure semantics', () => {
       }),
     ).rejects.toBe(thrown);
     expect(pathExists(registry.layout.registryLock)).toBe(false);
-    expect(decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries).toEqual([]);
+    expect(
+      decodeBytes(reservationTableSchema, readFileSync(registry.layout.roots), REGISTRY_BYTES, 'roots.json').entries,
+    ).toEqual([]);
     expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('no error');
   });
 
@@ -739,7 +789,10 @@ describe('locks left by hand', () => {
     const attempt = new Registry(stateHome, { lockWaitMs: 50 }).transaction(TEST_ROOT, () => {
       ran = true;
     });
-    await expect(attempt).rejects.toMatchObject({ code: 'busy', remedy: expect.stringContaining('try again in a moment') });
+    await expect(attempt).rejects.toMatchObject({
+      code: 'busy',
+      remedy: expect.stringContaining('try again in a moment'),
+    });
     expect(ran).toBe(false);
     expect(stateOf(registry)).toEqual(before);
   });
@@ -749,10 +802,12 @@ describe('locks left by hand', () => {
     writePrivateFile(registry.layout.registryLock, '{"schema":"leasehold.registry-lock/1"}');
     expect(await codeOfAsync(() => registry.readLock())).toBe('refused');
     expect(await codeOfAsync(registry.transaction(TEST_ROOT, () => undefined))).toBe('refused');
-    expect(bytesOf(registry.layout.registryLock)).toBe(Buffer.from('{"schema":"leasehold.registry-lock/1"}').toString('hex'));
+    expect(bytesOf(registry.layout.registryLock)).toBe(
+      Buffer.from('{"schema":"leasehold.registry-lock/1"}').toString('hex'),
+    );
   });
 
-  it('a dead holder\'s lock with a hard link outside staging is refused, never taken over', async () => {
+  it("a dead holder's lock with a hard link outside staging is refused, never taken over", async () => {
     const { registry } = await initialised();
     writeLock(registry, { processStart: withChangedField(myProcessStart(), 3) });
     linkSync(registry.layout.registryLock, join(dirname(registry.layout.stateHome), 'second-link'));
@@ -782,7 +837,9 @@ describe('the order of mutations', () => {
     expect(await codeOfAsync(hooked.transaction('/srv/workspace-1', write))).toBe('no error');
     const inStaging = (path: string) => path.startsWith(`${hooked.layout.staging}/`);
     // Operations in order, runs collapsed: create (the lock), replace (roots), remove (the lock).
-    const operations = steps.map((step) => step.operation).filter((operation, index, all) => all[index - 1] !== operation);
+    const operations = steps
+      .map((step) => step.operation)
+      .filter((operation, index, all) => all[index - 1] !== operation);
     expect(operations).toEqual(['create', 'replace', 'remove']);
     const create = steps.filter((step) => step.operation === 'create');
     const replace = steps.filter((step) => step.operation === 'replace');
@@ -799,7 +856,9 @@ describe('the order of mutations', () => {
     expect(remove).toEqual([{ operation: 'remove', action: 'unlink', path: hooked.layout.registryLock }]);
     expect(steps.at(-1)).toEqual({ operation: 'remove', action: 'unlink', path: hooked.layout.registryLock });
     // The registry folder is fsynced once in all: by the table's replace.
-    expect(steps.filter((step) => step.action === 'fsync-directory' && step.path === hooked.layout.registry)).toHaveLength(1);
+    expect(
+      steps.filter((step) => step.action === 'fsync-directory' && step.path === hooked.layout.registry),
+    ).toHaveLength(1);
     expect(pathExists(hooked.layout.registryLock)).toBe(false);
   });
 
@@ -829,7 +888,8 @@ describe('the order of mutations', () => {
     const hooked = new Registry(stateHome, {
       hooks: {
         beforeMutation(step) {
-          if (step.operation === 'replace' && step.action === 'rename' && step.path === registry.layout.roots) throw injected;
+          if (step.operation === 'replace' && step.action === 'rename' && step.path === registry.layout.roots)
+            throw injected;
         },
       },
     });

@@ -14,7 +14,15 @@ import {
 } from '@leasehold/contracts';
 import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
-import { FILE_BACKEND, checkBackend, checkFormat, decodeRoots, encodeFormat, encodeTable, recordedBackend } from './registry-view.js';
+import {
+  FILE_BACKEND,
+  checkBackend,
+  checkFormat,
+  decodeRoots,
+  encodeFormat,
+  encodeTable,
+  recordedBackend,
+} from './registry-view.js';
 import { ensureStateHome, reachStateHome } from './state-home-setup.js';
 import { Transaction, type RegistryTransaction } from './transaction.js';
 
@@ -142,7 +150,8 @@ export class Registry {
    * backend, before anything is written), and whatever `operation` throws.
    */
   async transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
-    if (!absolutePath.safeParse(root).success) throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
+    if (!absolutePath.safeParse(root).success)
+      throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
     ensureStateHome(this.layout.stateHome, this.#hooks);
     this.#files.directory(this.layout.registry, true);
     const token = randomUUID();
@@ -160,7 +169,13 @@ export class Registry {
       // Before anything else is written: a state home of another backend is not this caller's to change.
       this.#assertBackend(format);
       this.#lock.sweepMarkers(names);
-      const transaction = new Transaction(this.layout, this.#files, root, held, this.#completeInitialisation(held, format, roots));
+      const transaction = new Transaction(
+        this.layout,
+        this.#files,
+        root,
+        held,
+        this.#completeInitialisation(held, format, roots),
+      );
       return await operation(transaction);
     } finally {
       this.#lock.removeLock(held, token);
@@ -181,7 +196,11 @@ export class Registry {
   /** The registry folder's names, checked, then `format.json` and `roots.json`, each read once. */
   #read(): { names: string[]; format: FileSnapshot | undefined; roots: FileSnapshot | undefined } {
     const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
-    return { names, format: this.#files.read(this.layout.registryFormat), roots: this.#files.read(this.layout.roots, REGISTRY_BYTES) };
+    return {
+      names,
+      format: this.#files.read(this.layout.registryFormat),
+      roots: this.#files.read(this.layout.roots, REGISTRY_BYTES),
+    };
   }
 
   /** Refuses, under the lock and before any write, a state home that records another backend. */
@@ -210,7 +229,11 @@ export class Registry {
    * recording this registry's backend); format alone: create roots. An unexpected name in the registry folder is refused first, as
    * readers refuse it. Answers the table the transaction starts from.
    */
-  #completeInitialisation(held: FileSnapshot, format: FileSnapshot | undefined, roots: FileSnapshot | undefined): { entries: Reservation[]; roots: FileSnapshot } {
+  #completeInitialisation(
+    held: FileSnapshot,
+    format: FileSnapshot | undefined,
+    roots: FileSnapshot | undefined,
+  ): { entries: Reservation[]; roots: FileSnapshot } {
     if (roots !== undefined) return { entries: this.#validate(format, roots), roots };
     const rootsBytes = encodeTable([], this.layout.roots);
     this.#files.assert(this.layout.registryLock, held);

@@ -1,7 +1,15 @@
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUp, codeOf, contractErrorOf, makeTemporaryFolder, modeOf, namesIn, pathExists } from '@leasehold/test-utils';
+import {
+  cleanUp,
+  codeOf,
+  contractErrorOf,
+  makeTemporaryFolder,
+  modeOf,
+  namesIn,
+  pathExists,
+} from '@leasehold/test-utils';
 import { TEST_ROOT, reservation } from '../test/helpers.js';
 import { Registry, ensureStateHome } from './index.js';
 
@@ -30,7 +38,8 @@ describe('a state home that does not exist yet, nor its parents', () => {
     const registry = new Registry(stateHome);
     const row = reservation(stateHome, 1);
     await registry.transaction(row.root, (transaction) => transaction.reserve(row));
-    for (const folder of [join(base, 'fresh'), join(base, 'fresh', 'local'), stateHome]) expect(modeOf(folder)).toBe(0o700);
+    for (const folder of [join(base, 'fresh'), join(base, 'fresh', 'local'), stateHome])
+      expect(modeOf(folder)).toBe(0o700);
     expect(registry.rowOf(row.root).row).toEqual(row);
   });
 
@@ -69,17 +78,27 @@ describe('a state home that cannot be made', () => {
     ],
   ];
 
-  it.each(blocked)('%s: a transaction and ensureStateHome are refused, naming the state home and the level, and write nothing', async (_, make) => {
-    const base = makeTemporaryFolder('registry-state-home-');
-    const { stateHome, blocker } = make(base);
-    const before = namesIn(base);
-    const error = contractErrorOf(() => ensureStateHome(stateHome));
-    expect(error).toMatchObject({ code: 'refused', path: stateHome });
-    // private-files names the level that stands in the way, and what to do about it.
-    expect(error.message).toMatch(new RegExp(`^${stateHome}: .*${blocker} is (not a folder; make it one or choose another path|a dangling symbolic link; point it at a folder or remove it)`));
-    await expect(new Registry(stateHome).transaction(TEST_ROOT, () => undefined)).rejects.toMatchObject({ code: 'refused', path: stateHome });
-    expect(namesIn(base)).toEqual(before);
-  });
+  it.each(blocked)(
+    '%s: a transaction and ensureStateHome are refused, naming the state home and the level, and write nothing',
+    async (_, make) => {
+      const base = makeTemporaryFolder('registry-state-home-');
+      const { stateHome, blocker } = make(base);
+      const before = namesIn(base);
+      const error = contractErrorOf(() => ensureStateHome(stateHome));
+      expect(error).toMatchObject({ code: 'refused', path: stateHome });
+      // private-files names the level that stands in the way, and what to do about it.
+      expect(error.message).toMatch(
+        new RegExp(
+          `^${stateHome}: .*${blocker} is (not a folder; make it one or choose another path|a dangling symbolic link; point it at a folder or remove it)`,
+        ),
+      );
+      await expect(new Registry(stateHome).transaction(TEST_ROOT, () => undefined)).rejects.toMatchObject({
+        code: 'refused',
+        path: stateHome,
+      });
+      expect(namesIn(base)).toEqual(before);
+    },
+  );
 
   it('a dangling link above it reads as no state home yet; one that is a file is refused to readers', () => {
     const base = makeTemporaryFolder('registry-state-home-');
@@ -90,7 +109,7 @@ describe('a state home that cannot be made', () => {
     expect(pathExists(join(base, 'nowhere'))).toBe(false);
   });
 
-  it('a state home made with mkdir (this user\'s, 0755, empty) reads as none yet, and the first transaction makes it 0700', async () => {
+  it("a state home made with mkdir (this user's, 0755, empty) reads as none yet, and the first transaction makes it 0700", async () => {
     const base = makeTemporaryFolder('registry-state-home-');
     const stateHome = join(base, 'state');
     mkdirSync(stateHome);

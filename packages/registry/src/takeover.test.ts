@@ -124,7 +124,8 @@ async function race(stateHome: string, rows: readonly Reservation[]): Promise<vo
   expect(pathExists(critical)).toBe(false);
 }
 
-const byRoot = (rows: readonly Reservation[]) => [...rows].sort((a, b) => (a.root < b.root ? -1 : a.root > b.root ? 1 : 0));
+const byRoot = (rows: readonly Reservation[]) =>
+  [...rows].sort((a, b) => (a.root < b.root ? -1 : a.root > b.root ? 1 : 0));
 
 describe('the take-over of a dead lock', () => {
   it('the dry run: a taker shows exactly marker, lock, marker removal, table and lock removal', async () => {
@@ -157,7 +158,14 @@ describe('the take-over of a dead lock', () => {
       const lock = lockAt(registry.layout.registryLock);
       const markerNames = markersIn(stateHome);
       expect({
-        lock: lock === undefined ? 'none' : lock.pid === dead.pid ? 'dead holder' : lock.pid === taker.pid ? 'taker' : lock.pid,
+        lock:
+          lock === undefined
+            ? 'none'
+            : lock.pid === dead.pid
+              ? 'dead holder'
+              : lock.pid === taker.pid
+                ? 'taker'
+                : lock.pid,
         markers: markerNames.map((name) => shownPath(name, { [dead.token]: '<dead>' })),
         markerLinks: markerNames.length === 1 ? linksOf(join(registry.layout.registry, markerNames[0]!)) : 0,
         staging: namesIn(registry.layout.staging).length,
@@ -263,7 +271,9 @@ describe('a take-over marker whose own holder died', () => {
     ]);
     // Then the three markers are removed, and at last our lock.
     expect(shown.slice(5 + 4 * 3, -1).sort()).toEqual(
-      ['<lock>', '<first>', '<second>'].flatMap((name) => removeSteps(`state/v1/registry/takeover-${name}.lock`)).sort(),
+      ['<lock>', '<first>', '<second>']
+        .flatMap((name) => removeSteps(`state/v1/registry/takeover-${name}.lock`))
+        .sort(),
     );
     expect(shown.slice(-1)).toEqual(lockRemoveSteps(LOCK));
     expect(namesIn(registry.layout.registry)).toEqual(['format.json', 'roots.json']);
@@ -300,7 +310,7 @@ describe('a take-over marker whose own holder died', () => {
     expect(namesIn(registry.layout.staging)).toEqual([]);
   });
 
-  it('a marker named after a token that is not the lock\'s is stale: the next holder removes it', async () => {
+  it("a marker named after a token that is not the lock's is stale: the next holder removes it", async () => {
     const { registry } = await initialised();
     const path = join(registry.layout.registry, `takeover-${randomUUID()}.lock`);
     writePrivateFile(path, encode(lockDocument({})));

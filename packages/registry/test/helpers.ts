@@ -161,13 +161,22 @@ export function spawnTransactor(plan: TransactorPlan): SpawnedChild {
  * state home's parent) with `<temp>` for staged files, and each take-over
  * marker named by `tokens` (token to a name such as `<dead>`).
  */
-export function shownSteps(child: SpawnedChild, stateHome: string, tokens: Readonly<Record<string, string>> = {}): string[] {
-  return messagesOf(child, 'step').map((message) => shownPath(shownStep(message, { base: dirname(stateHome), stateHome }, TEST_ROOT), tokens));
+export function shownSteps(
+  child: SpawnedChild,
+  stateHome: string,
+  tokens: Readonly<Record<string, string>> = {},
+): string[] {
+  return messagesOf(child, 'step').map((message) =>
+    shownPath(shownStep(message, { base: dirname(stateHome), stateHome }, TEST_ROOT), tokens),
+  );
 }
 
 /** A path (or a shown step) with every take-over marker's token replaced by its name in `tokens`. */
 export function shownPath(text: string, tokens: Readonly<Record<string, string>>): string {
-  return Object.entries(tokens).reduce((shown, [token, name]) => shown.replaceAll(`takeover-${token}.lock`, `takeover-${name}.lock`), text);
+  return Object.entries(tokens).reduce(
+    (shown, [token, name]) => shown.replaceAll(`takeover-${token}.lock`, `takeover-${name}.lock`),
+    text,
+  );
 }
 
 /** The lock (or marker) at `path`, parsed by hand; undefined when there is none. */

@@ -21,20 +21,40 @@ export function credentialsOf(env: NodeJS.ProcessEnv): { auth?: EtcdAuth; tls?: 
   const username = env.LEASEHOLD_ETCD_USER;
   const password = env.LEASEHOLD_ETCD_PASSWORD;
   if ((username === undefined) !== (password === undefined)) {
-    throw new StateHomeError('LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither', 'set-both-or-neither', ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD']);
+    throw new StateHomeError(
+      'LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD: set both or neither',
+      'set-both-or-neither',
+      ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'],
+    );
   }
   const ca = env.LEASEHOLD_ETCD_CA;
   const cert = env.LEASEHOLD_ETCD_CERT;
   const key = env.LEASEHOLD_ETCD_KEY;
   if ((cert === undefined) !== (key === undefined)) {
-    throw new StateHomeError('LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY: set both or neither', 'set-both-or-neither', ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY']);
+    throw new StateHomeError('LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY: set both or neither', 'set-both-or-neither', [
+      'LEASEHOLD_ETCD_CERT',
+      'LEASEHOLD_ETCD_KEY',
+    ]);
   }
   if (cert !== undefined && ca === undefined) {
-    throw new StateHomeError('LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY: a client certificate needs LEASEHOLD_ETCD_CA', 'set-also', ['LEASEHOLD_ETCD_CA']);
+    throw new StateHomeError(
+      'LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY: a client certificate needs LEASEHOLD_ETCD_CA',
+      'set-also',
+      ['LEASEHOLD_ETCD_CA'],
+    );
   }
   return {
     ...(username === undefined || password === undefined ? {} : { auth: { username, password } }),
-    ...(ca === undefined ? {} : { tls: { ca: pem(ca, 'LEASEHOLD_ETCD_CA'), ...(cert === undefined || key === undefined ? {} : { cert: pem(cert, 'LEASEHOLD_ETCD_CERT'), key: pem(key, 'LEASEHOLD_ETCD_KEY') }) } }),
+    ...(ca === undefined
+      ? {}
+      : {
+          tls: {
+            ca: pem(ca, 'LEASEHOLD_ETCD_CA'),
+            ...(cert === undefined || key === undefined
+              ? {}
+              : { cert: pem(cert, 'LEASEHOLD_ETCD_CERT'), key: pem(key, 'LEASEHOLD_ETCD_KEY') }),
+          },
+        }),
   };
 }
 
@@ -42,6 +62,11 @@ function pem(path: string, variable: string): Uint8Array {
   try {
     return readFileSync(path);
   } catch (error) {
-    throw new StateHomeError(`${variable}: cannot read ${path} (${errnoOf(error) ?? 'error'})`, 'readable-file', [variable], { path, cause: error });
+    throw new StateHomeError(
+      `${variable}: cannot read ${path} (${errnoOf(error) ?? 'error'})`,
+      'readable-file',
+      [variable],
+      { path, cause: error },
+    );
   }
 }

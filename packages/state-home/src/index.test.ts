@@ -43,7 +43,8 @@ describe('the public entry point', () => {
     expect(stateHome.defaultStateHome).toBe(defaultStateHome);
     expect(stateHome.resolveWorkspace).toBe(resolveWorkspace);
     expect(stateHome.rootsOverlap).toBe(rootsOverlap);
-    for (const name of ['describeHolder', 'errnoOf', 'isErrno', 'isSystemError'] as const) expect(stateHome[name]).toBe(privateFiles[name]);
+    for (const name of ['describeHolder', 'errnoOf', 'isErrno', 'isSystemError'] as const)
+      expect(stateHome[name]).toBe(privateFiles[name]);
   });
 
   it('names every export in the README', () => {

@@ -2,7 +2,13 @@ export { openStateHome, type OpenBackend, type OpenOptions } from './open-state-
 export { recordBackend } from './record-backend.js';
 export { StateHomeError, type StateHomeRemedy } from './state-home-error.js';
 // What a caller meets in the signatures above, from the layers below, so that one install is enough.
-export { ContractError, type Backend, type ContractErrorCode, type Ownership, type Recovery } from '@leasehold/contracts';
+export {
+  ContractError,
+  type Backend,
+  type ContractErrorCode,
+  type Ownership,
+  type Recovery,
+} from '@leasehold/contracts';
 export { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 // What a layer above the seam needs of the layers below that is no backend's knowledge: narrowing a
 // system error, a holder in words, whether two workspace roots overlap (one is the other or inside it).

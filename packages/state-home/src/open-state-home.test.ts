@@ -75,14 +75,20 @@ describe('a state home on the file backend', () => {
     writeFileSync(format, 'not a format document', { mode: 0o600 });
     const backend = await open(home);
     expect(backend.backend).toEqual({ kind: 'files' });
-    await expect(backend.ownership.list()).rejects.toMatchObject({ code: 'refused', message: expect.stringContaining(format) });
+    await expect(backend.ownership.list()).rejects.toMatchObject({
+      code: 'refused',
+      message: expect.stringContaining(format),
+    });
   });
 
-  it.each(['relative/state', '/state/../home', '/state/home/'])('refuses the state home %s: not an absolute, normalised path', async (home) => {
-    const error = await refusalOf(() => openStateHome(home));
-    expect(ContractError.is(error, 'refused')).toBe(true);
-    expect(StateHomeError.is(error)).toBe(false);
-  });
+  it.each(['relative/state', '/state/../home', '/state/home/'])(
+    'refuses the state home %s: not an absolute, normalised path',
+    async (home) => {
+      const error = await refusalOf(() => openStateHome(home));
+      expect(ContractError.is(error, 'refused')).toBe(true);
+      expect(StateHomeError.is(error)).toBe(false);
+    },
+  );
 });
 
 describe('a state home that records etcd', () => {
@@ -99,7 +105,6 @@ describe('a state home that records etcd', () => {
     const { home } = await etcdStateHome();
     expect((await open(home)).host).toBe(hostname());
   });
-
 });
 
 // The password, and a path standing for each PEM file: no message may carry a value.
@@ -109,22 +114,60 @@ const MISSING = 'missing.pem';
 
 describe("this host's etcd setup, read from the environment before etcd is loaded or reached: each mistake is a StateHomeError with its remedy", () => {
   it.each([
-    { set: { LEASEHOLD_ETCD_USER: 'alice' }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
-    { set: { LEASEHOLD_ETCD_PASSWORD: PASSWORD }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'set-both-or-neither', variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'] },
-    { set: { LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'set-also', variables: ['LEASEHOLD_ETCD_CA'] },
+    {
+      set: { LEASEHOLD_ETCD_USER: 'alice' },
+      remedyKind: 'set-both-or-neither',
+      variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'],
+    },
+    {
+      set: { LEASEHOLD_ETCD_PASSWORD: PASSWORD },
+      remedyKind: 'set-both-or-neither',
+      variables: ['LEASEHOLD_ETCD_USER', 'LEASEHOLD_ETCD_PASSWORD'],
+    },
+    {
+      set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE },
+      remedyKind: 'set-both-or-neither',
+      variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'],
+    },
+    {
+      set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_KEY: READABLE },
+      remedyKind: 'set-both-or-neither',
+      variables: ['LEASEHOLD_ETCD_CERT', 'LEASEHOLD_ETCD_KEY'],
+    },
+    {
+      set: { LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: READABLE },
+      remedyKind: 'set-also',
+      variables: ['LEASEHOLD_ETCD_CA'],
+    },
     { set: { LEASEHOLD_ETCD_CA: MISSING }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_CA'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: MISSING, LEASEHOLD_ETCD_KEY: READABLE }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_CERT'] },
-    { set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: MISSING }, remedyKind: 'readable-file', variables: ['LEASEHOLD_ETCD_KEY'] },
+    {
+      set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: MISSING, LEASEHOLD_ETCD_KEY: READABLE },
+      remedyKind: 'readable-file',
+      variables: ['LEASEHOLD_ETCD_CERT'],
+    },
+    {
+      set: { LEASEHOLD_ETCD_CA: READABLE, LEASEHOLD_ETCD_CERT: READABLE, LEASEHOLD_ETCD_KEY: MISSING },
+      remedyKind: 'readable-file',
+      variables: ['LEASEHOLD_ETCD_KEY'],
+    },
   ])('$set: $remedyKind $variables', async ({ set, remedyKind, variables }) => {
     const { base, home } = await etcdStateHome();
     const readable = join(base, READABLE);
     writeFileSync(readable, '-----BEGIN CERTIFICATE-----\n', { mode: 0o600 });
-    const env = Object.fromEntries(Object.entries(set).map(([name, value]) => [name, value === READABLE ? readable : value === MISSING ? join(base, MISSING) : value]));
+    const env = Object.fromEntries(
+      Object.entries(set).map(([name, value]) => [
+        name,
+        value === READABLE ? readable : value === MISSING ? join(base, MISSING) : value,
+      ]),
+    );
     const error = await refusalOf(() => openStateHome(home, { env }));
     if (!StateHomeError.is(error)) throw error;
-    expect(error).toMatchObject({ code: 'refused', remedyKind, variables, remedy: expect.stringContaining(variables[0]!) });
+    expect(error).toMatchObject({
+      code: 'refused',
+      remedyKind,
+      variables,
+      remedy: expect.stringContaining(variables[0]!),
+    });
     expect(ContractError.is(error, 'refused')).toBe(true);
     // A file that cannot be read is named, as the error's path; no value of a variable is ever in the message.
     if (remedyKind === 'readable-file') expect(error.path).toBe(join(base, MISSING));
@@ -171,16 +214,25 @@ describe('where @leasehold/etcd is missing (a bundle that keeps it external, and
     writeFileSync(script, WITHOUT_ETCD_SCRIPT);
     const plan = { files: place().home, etcd: (await etcdStateHome()).home };
 
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [script, JSON.stringify(plan)], { cwd: project, encoding: 'utf8' });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [script, JSON.stringify(plan)], {
+      cwd: project,
+      encoding: 'utf8',
+    });
 
     expect(stderr).toBe('');
-    expect(stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([
+    expect(
+      stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual([
       { files: 'files', served: 0 },
       {
         is: true,
         code: 'refused',
         remedyKind: 'install-etcd',
-        remedy: 'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
+        remedy:
+          'install @leasehold/etcd beside @leasehold/state-home (for the leasehold command: install @leasehold/cli again, with its dependencies, @leasehold/etcd among them)',
         variables: [],
         message: 'this state home records etcd, and @leasehold/etcd is not installed where it is loaded from',
       },

@@ -59,17 +59,31 @@ function recordedBackend(stateHome: string): Backend {
  * is asked to record, and reaches it, before recording it).
  * @throws as `openStateHome`.
  */
-export async function openBackendFor(stateHome: string, backend: Backend, options: OpenOptions = {}): Promise<OpenBackend> {
+export async function openBackendFor(
+  stateHome: string,
+  backend: Backend,
+  options: OpenOptions = {},
+): Promise<OpenBackend> {
   return backend.kind === 'files' ? fileBackend(stateHome) : etcdBackendOf(stateHome, backend, options);
 }
 
 function fileBackend(stateHome: string): OpenBackend {
   const backend = FILES;
   const ownership = fileOwnership({ stateHome, backend });
-  return { stateHome, backend, ownership, recovery: fileRecovery({ stateHome, backend }), close: () => ownership.close() };
+  return {
+    stateHome,
+    backend,
+    ownership,
+    recovery: fileRecovery({ stateHome, backend }),
+    close: () => ownership.close(),
+  };
 }
 
-async function etcdBackendOf(stateHome: string, backend: Extract<Backend, { kind: 'etcd' }>, options: OpenOptions): Promise<OpenBackend> {
+async function etcdBackendOf(
+  stateHome: string,
+  backend: Extract<Backend, { kind: 'etcd' }>,
+  options: OpenOptions,
+): Promise<OpenBackend> {
   const env = options.env ?? process.env;
   // Read before anything is loaded or reached, so a half-set variable is told as such, and first.
   const credentials = credentialsOf(env);
@@ -101,7 +115,13 @@ async function loadEtcd(): Promise<typeof Etcd> {
     return await import('@leasehold/etcd');
   } catch (error) {
     // Only the package itself missing: one of its own dependencies missing is a broken install, told as it is.
-    if (errnoOf(error) !== 'ERR_MODULE_NOT_FOUND' || !(error as Error).message.includes(`'${ETCD_PACKAGE}'`)) throw error;
-    throw new StateHomeError(`this state home records etcd, and ${ETCD_PACKAGE} is not installed where it is loaded from`, 'install-etcd', [], { cause: error });
+    if (errnoOf(error) !== 'ERR_MODULE_NOT_FOUND' || !(error as Error).message.includes(`'${ETCD_PACKAGE}'`))
+      throw error;
+    throw new StateHomeError(
+      `this state home records etcd, and ${ETCD_PACKAGE} is not installed where it is loaded from`,
+      'install-etcd',
+      [],
+      { cause: error },
+    );
   }
 }

@@ -48,7 +48,10 @@ describe('recording the backend of a state home', () => {
   it('tells a half-set credential before reaching etcd, and records nothing', async () => {
     const stateHome = home();
     const error = await rejectionOf(() => recordBackend(stateHome, SILENT, { env: { LEASEHOLD_ETCD_USER: 'u' } }));
-    expect(StateHomeError.is(error) && [error.remedyKind, error.remedy]).toEqual(['set-both-or-neither', 'export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both']);
+    expect(StateHomeError.is(error) && [error.remedyKind, error.remedy]).toEqual([
+      'set-both-or-neither',
+      'export both LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, or unset both',
+    ]);
     expect(pathExists(stateHome)).toBe(false);
   });
 });

@@ -43,7 +43,12 @@ export class StateHomeError extends ContractError {
   readonly variables: readonly string[];
   declare readonly [BRAND]: true;
 
-  constructor(message: string, remedyKind: StateHomeRemedy, variables: readonly string[], options?: Omit<ContractErrorOptions, 'remedy'>) {
+  constructor(
+    message: string,
+    remedyKind: StateHomeRemedy,
+    variables: readonly string[],
+    options?: Omit<ContractErrorOptions, 'remedy'>,
+  ) {
     super('refused', message, { ...options, remedy: remedyOf(remedyKind, variables) });
     this.name = 'StateHomeError';
     this.remedyKind = remedyKind;

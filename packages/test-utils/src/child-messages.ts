@@ -33,10 +33,21 @@ export interface ConnectedClient {
  * Waits until every client has ended, and answers each one's connection and every output (its
  * stdout lines and stderr, for a secrets scan). Throws, with their output, when any did not exit 0.
  */
-export async function connectedClients(clients: readonly SpawnedChild[]): Promise<{ connected: ConnectedClient[]; outputs: string[] }> {
+export async function connectedClients(
+  clients: readonly SpawnedChild[],
+): Promise<{ connected: ConnectedClient[]; outputs: string[] }> {
   const ends = await Promise.all(clients.map((client) => client.closed));
   const outputs = clients.flatMap((client, index) => [client.lines.join('\n'), ends[index]!.stderr]);
-  const failed = clients.flatMap((client, index) => (ends[index]!.code === 0 ? [] : [`pid ${client.pid}, exit ${ends[index]!.code ?? ends[index]!.signal}: ${outputs[2 * index]}${outputs[2 * index + 1]}`]));
+  const failed = clients.flatMap((client, index) =>
+    ends[index]!.code === 0
+      ? []
+      : [
+          `pid ${client.pid}, exit ${ends[index]!.code ?? ends[index]!.signal}: ${outputs[2 * index]}${outputs[2 * index + 1]}`,
+        ],
+  );
   if (failed.length > 0) throw new Error(`clients that did not connect:\n${failed.join('\n')}`);
-  return { connected: clients.map((client) => messagesOf(client, 'connected')[0]!.connected as ConnectedClient), outputs };
+  return {
+    connected: clients.map((client) => messagesOf(client, 'connected')[0]!.connected as ConnectedClient),
+    outputs,
+  };
 }

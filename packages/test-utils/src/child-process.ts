@@ -75,8 +75,17 @@ child.kill('SIGKILL');
  * a parent that does not wait for it leaves (`killUnreaped` makes it one). `cleanUp` ends the
  * parent through its stdin, which then kills and reaps the child.
  */
-export async function spawnUnreaped(command: string, args: readonly string[], options: SpawnOptions = {}): Promise<UnreapedChild> {
-  const parent = spawnNamed(basename(command), process.execPath, ['-e', UNREAPING_PARENT, JSON.stringify([command, ...args])], options);
+export async function spawnUnreaped(
+  command: string,
+  args: readonly string[],
+  options: SpawnOptions = {},
+): Promise<UnreapedChild> {
+  const parent = spawnNamed(
+    basename(command),
+    process.execPath,
+    ['-e', UNREAPING_PARENT, JSON.stringify([command, ...args])],
+    options,
+  );
   unreapedParents.push(parent);
   const line = await parent.line((text) => text.startsWith('unreaped '));
   return { parent, pid: Number(line.slice('unreaped '.length)) };
@@ -90,7 +99,10 @@ function spawnNamed(name: string, command: string, args: readonly string[], opti
   let stderr = '';
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8');
-  child.stdout.on('data', splitLines((line) => receive(line, lines, waiters)));
+  child.stdout.on(
+    'data',
+    splitLines((line) => receive(line, lines, waiters)),
+  );
   child.stderr.on('data', (chunk: string) => {
     stderr += chunk;
   });

@@ -9,7 +9,11 @@ export interface LoggedProcess {
 
 /** The non-empty lines of a log that children append to; none while no child has written. */
 export function logLines(path: string): string[] {
-  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter((line) => line !== '') : [];
+  return existsSync(path)
+    ? readFileSync(path, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+    : [];
 }
 
 /** The processes recorded in the log at `path`, in the order they wrote. */
@@ -23,7 +27,11 @@ export function loggedProcesses(path: string): LoggedProcess[] {
  * since its pid may name another by now; then waits until none is, for 5 s at most. `isLive` is
  * the caller's (private-files' `ownerStatus`): test-utils may not depend on private-files.
  */
-export async function killDetached(processes: readonly LoggedProcess[], isLive: (process: LoggedProcess) => boolean): Promise<void> {
+export async function killDetached(
+  processes: readonly LoggedProcess[],
+  isLive: (process: LoggedProcess) => boolean,
+): Promise<void> {
   for (const each of processes.filter(isLive)) process.kill(each.pid, 'SIGKILL');
-  for (let round = 0; processes.some(isLive) && round < 500; round += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (let round = 0; processes.some(isLive) && round < 500; round += 1)
+    await new Promise((resolve) => setTimeout(resolve, 10));
 }

@@ -4,6 +4,8 @@ import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
 import { delimiter, join } from 'node:path';
+import type { EtcdCertificates } from './etcd-certificates.js';
+import { onPath } from './etcd-tools.js';
 import { stopProcess } from './stopped-processes.js';
 import { makeTemporaryFolder } from './temporary-folders.js';
 
@@ -12,21 +14,6 @@ export interface EtcdMember {
   readonly name: string;
   readonly pid: number;
   readonly clientUrl: string;
-}
-
-/**
- * A throwaway CA, a server certificate for IP 127.0.0.1 and a client certificate it signed, made by
- * `makeEtcdCertificates`: PEM files in a temp folder (removed by `cleanUp`), and the client's side as text.
- */
-export interface EtcdCertificates {
-  readonly caFile: string;
-  readonly serverCertFile: string;
-  readonly serverKeyFile: string;
-  readonly clientCertFile: string;
-  readonly clientKeyFile: string;
-  readonly ca: string;
-  readonly clientCert: string;
-  readonly clientKey: string;
 }
 
 /** A real etcd cluster on loopback, started by `startEtcd` and stopped by `stop()` or `cleanUp`. */
@@ -67,25 +54,6 @@ const HEALTH_WAIT_MS = 30_000;
 const HEALTH_POLL_MS = 25;
 const STDERR_KEPT = 4_000;
 const running = new Set<RunningMember>();
-let skipNoticeShown = false;
-
-/** The Debian package that brings each tool a test may need besides etcd. */
-const TOOL_PACKAGES = { etcd: 'etcd-server', etcdctl: 'etcd-client', openssl: 'openssl' } as const;
-type Tool = keyof typeof TOOL_PACKAGES;
-
-/**
- * Whether the `etcd` binary (and each of `tools`) is on PATH, for `describe.skipIf(!etcdAvailable())`.
- * One missing under `CI=true` throws (a CI run must not pass by skipping); elsewhere it says once that the etcd tests are skipped.
- */
-export function etcdAvailable(...tools: readonly Exclude<Tool, 'etcd'>[]): boolean {
-  const missing = (['etcd', ...tools] as const).filter((tool) => onPath(tool) === undefined);
-  if (missing.length === 0) return true;
-  const what = missing.map((tool) => `\`${tool}\``).join(', ');
-  if (process.env.CI === 'true') throw new Error(`not on PATH: ${what}, and CI=true: install ${missing.map((tool) => TOOL_PACKAGES[tool]).join(' ')}`);
-  if (!skipNoticeShown) console.warn(`not on PATH: ${what}: the tests that need them are skipped`);
-  skipNoticeShown = true;
-  return false;
-}
 
 /**
  * `etcd --version`'s version (such as `3.4.23`), or undefined when no etcd is on PATH: for a
@@ -94,7 +62,11 @@ export function etcdAvailable(...tools: readonly Exclude<Tool, 'etcd'>[]): boole
 export function etcdVersion(): string | undefined {
   const binary = onPath('etcd');
   if (binary === undefined) return undefined;
-  const out = execFileSync(binary, ['--version'], { encoding: 'utf8', env: etcdEnvironment(), stdio: ['ignore', 'pipe', 'ignore'] });
+  const out = execFileSync(binary, ['--version'], {
+    encoding: 'utf8',
+    env: etcdEnvironment(),
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   return /etcd Version:\s*(\S+)/.exec(out)?.[1] ?? 'unknown';
 }
 
@@ -103,7 +75,10 @@ export function etcdVersion(): string | undefined {
  * With `tls`, client URLs are https, serve its server certificate and require a client certificate its CA signed
  * (`--client-cert-auth`); peers stay on plain loopback http.
  */
-export async function startEtcd(options: { readonly members: 1 | 3; readonly tls?: EtcdCertificates }): Promise<EtcdCluster> {
+export async function startEtcd(options: {
+  readonly members: 1 | 3;
+  readonly tls?: EtcdCertificates;
+}): Promise<EtcdCluster> {
   const binary = onPath('etcd');
   if (binary === undefined) throw new Error('etcd is not installed (no `etcd` on PATH)');
   const ports = await freePorts(options.members * 2);
@@ -129,7 +104,11 @@ export async function startEtcd(options: { readonly members: 1 | 3; readonly tls
     endpoints: plans.map((plan) => plan.clientUrl),
     tls: options.tls,
     get members() {
-      return members.map((member) => ({ name: member.plan.name, pid: member.child.pid ?? -1, clientUrl: member.plan.clientUrl }));
+      return members.map((member) => ({
+        name: member.plan.name,
+        pid: member.child.pid ?? -1,
+        clientUrl: member.plan.clientUrl,
+      }));
     },
     freeze: (index) => stopProcess(live(at(index)).child.pid ?? -1),
     thaw: (index) => {
@@ -153,28 +132,18 @@ export async function stopEtcds(): Promise<void> {
   await Promise.all([...running].map(killMember));
 }
 
-/** The executable `name` on PATH, or undefined. */
-function onPath(name: Tool): string | undefined {
-  for (const folder of (process.env.PATH ?? '').split(delimiter).filter((entry) => entry !== '')) {
-    const candidate = join(folder, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not in this folder
-    }
-  }
-  return undefined;
-}
-
 /** `count` distinct free loopback ports: all held open together, so none is handed out twice. */
 async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const server = createServer();
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
   );
   const ports = servers.map((server) => (server.address() as AddressInfo).port);
   await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
@@ -201,7 +170,12 @@ function launchMember(binary: string, plan: MemberPlan, initialCluster: string, 
     ['--log-level', 'error'],
     ...(plan.tls === undefined
       ? []
-      : [['--cert-file', plan.tls.serverCertFile], ['--key-file', plan.tls.serverKeyFile], ['--trusted-ca-file', plan.tls.caFile], ['--client-cert-auth']]),
+      : [
+          ['--cert-file', plan.tls.serverCertFile],
+          ['--key-file', plan.tls.serverKeyFile],
+          ['--trusted-ca-file', plan.tls.caFile],
+          ['--client-cert-auth'],
+        ]),
   ].flat();
   const child = spawn(binary, args, { env: etcdEnvironment(), stdio: ['ignore', 'ignore', 'pipe'] });
   const member: RunningMember = { plan, child, exited: Promise.resolve(), stderr: '' };
@@ -241,7 +215,8 @@ async function waitHealthy(member: RunningMember): Promise<void> {
   const deadline = Date.now() + HEALTH_WAIT_MS;
   while (!(await healthy(member.plan))) {
     if (!isRunning(member)) throw new Error(`etcd ${member.plan.name} exited before it was healthy: ${member.stderr}`);
-    if (Date.now() > deadline) throw new Error(`etcd ${member.plan.name} not healthy after ${HEALTH_WAIT_MS} ms: ${member.stderr}`);
+    if (Date.now() > deadline)
+      throw new Error(`etcd ${member.plan.name} not healthy after ${HEALTH_WAIT_MS} ms: ${member.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, HEALTH_POLL_MS));
   }
 }
@@ -261,54 +236,14 @@ function healthy(plan: MemberPlan): Promise<boolean> {
     const request =
       plan.tls === undefined
         ? get(url, { timeout: 1_000 }, onResponse)
-        : getTls(url, { timeout: 1_000, ca: plan.tls.ca, cert: plan.tls.clientCert, key: plan.tls.clientKey }, onResponse);
+        : getTls(
+            url,
+            { timeout: 1_000, ca: plan.tls.ca, cert: plan.tls.clientCert, key: plan.tls.clientKey },
+            onResponse,
+          );
     request.on('timeout', () => request.destroy());
     request.on('error', () => resolve(false));
   });
-}
-
-/** The extensions of each certificate: a CA that signs only, a server for IP 127.0.0.1, a client. */
-const OPENSSL_CONFIG = `[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = leasehold-test
-[ca]
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, keyCertSign, cRLSign
-[server]
-basicConstraints = CA:FALSE
-subjectAltName = IP:127.0.0.1
-extendedKeyUsage = serverAuth
-[client]
-basicConstraints = CA:FALSE
-extendedKeyUsage = clientAuth
-`;
-
-/** Makes a throwaway CA (P-256, valid one day) and a server and a client certificate it signed, with `openssl`, in a temp folder. */
-export function makeEtcdCertificates(): EtcdCertificates {
-  const binary = onPath('openssl');
-  if (binary === undefined) throw new Error('openssl is not installed (no `openssl` on PATH): install openssl');
-  const openssl = (args: readonly string[]): Buffer => execFileSync(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const folder = makeTemporaryFolder('etcd-tls-');
-  const file = (name: string): string => join(folder, name);
-  writeFileSync(file('openssl.cnf'), OPENSSL_CONFIG);
-  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(['req', '-x509', '-config', file('openssl.cnf'), '-extensions', 'ca', ...newKey, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '1', '-subj', '/CN=leasehold-test-ca']);
-  for (const [index, name] of ['server', 'client'].entries()) {
-    openssl(['req', '-new', '-config', file('openssl.cnf'), ...newKey, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`), '-subj', `/CN=leasehold-test-${name}`]);
-    openssl(['x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-set_serial', String(index + 1), '-days', '1', '-extfile', file('openssl.cnf'), '-extensions', name, '-out', file(`${name}.crt`)]);
-  }
-  return {
-    caFile: file('ca.crt'),
-    serverCertFile: file('server.crt'),
-    serverKeyFile: file('server.key'),
-    clientCertFile: file('client.crt'),
-    clientKeyFile: file('client.key'),
-    ca: readFileSync(file('ca.crt'), 'utf8'),
-    clientCert: readFileSync(file('client.crt'), 'utf8'),
-    clientKey: readFileSync(file('client.key'), 'utf8'),
-  };
 }
 
 /** etcd's own credential: a user name and its password. */
@@ -322,11 +257,22 @@ export interface EtcdUser {
  * answers its stdout, or throws with its stderr. Its environment has no `ETCD*` variable but the API version set here.
  */
 export function etcdctl(cluster: EtcdCluster, args: readonly string[], user?: EtcdUser): Promise<string> {
-  const tls = cluster.tls === undefined ? [] : ['--cacert', cluster.tls.caFile, '--cert', cluster.tls.clientCertFile, '--key', cluster.tls.clientKeyFile];
+  const tls =
+    cluster.tls === undefined
+      ? []
+      : ['--cacert', cluster.tls.caFile, '--cert', cluster.tls.clientCertFile, '--key', cluster.tls.clientKeyFile];
   const credential = user === undefined ? [] : ['--user', user.name, '--password', user.password];
-  const argv = [`--endpoints=${cluster.endpoints.join(',')}`, '--dial-timeout=5s', '--command-timeout=10s', ...tls, ...credential, ...args];
+  const argv = [
+    `--endpoints=${cluster.endpoints.join(',')}`,
+    '--dial-timeout=5s',
+    '--command-timeout=10s',
+    ...tls,
+    ...credential,
+    ...args,
+  ];
   const binary = onPath('etcdctl');
-  if (binary === undefined) return Promise.reject(new Error('etcdctl is not installed (no `etcdctl` on PATH): install etcd-client'));
+  if (binary === undefined)
+    return Promise.reject(new Error('etcdctl is not installed (no `etcdctl` on PATH): install etcd-client'));
   return new Promise((resolve, reject) => {
     execFile(binary, argv, { env: { ...etcdEnvironment(), ETCDCTL_API: '3' } }, (error, stdout, stderr) => {
       if (error === null) resolve(stdout);
@@ -339,8 +285,12 @@ export function etcdctl(cluster: EtcdCluster, args: readonly string[], user?: Et
  * Turns on etcd's authentication: a `root` user (with the root role) with `rootPassword`, and for each of
  * `users` a role of its own whose only permission is readwrite on the keys starting with its `prefix`.
  */
-export async function enableEtcdAuth(cluster: EtcdCluster, options: { readonly rootPassword: string; readonly users: readonly (EtcdUser & { readonly prefix: string })[] }): Promise<void> {
-  const addUser = (user: EtcdUser): Promise<string> => etcdctl(cluster, ['user', 'add', user.name, `--new-user-password=${user.password}`, '--interactive=false']);
+export async function enableEtcdAuth(
+  cluster: EtcdCluster,
+  options: { readonly rootPassword: string; readonly users: readonly (EtcdUser & { readonly prefix: string })[] },
+): Promise<void> {
+  const addUser = (user: EtcdUser): Promise<string> =>
+    etcdctl(cluster, ['user', 'add', user.name, `--new-user-password=${user.password}`, '--interactive=false']);
   await addUser({ name: 'root', password: options.rootPassword });
   await etcdctl(cluster, ['role', 'add', 'root']);
   await etcdctl(cluster, ['user', 'grant-role', 'root', 'root']);

@@ -28,7 +28,13 @@ export function treeOf(root: string, options: TreeOptions = {}): Record<string, 
   const visit = (relative: string): void => {
     const path = relative === '.' ? root : join(root, relative);
     const stats = lstatSync(path, { bigint: true });
-    const kind = stats.isFile() ? 'file' : stats.isDirectory() ? 'folder' : stats.isSymbolicLink() ? 'symlink' : 'other';
+    const kind = stats.isFile()
+      ? 'file'
+      : stats.isDirectory()
+        ? 'folder'
+        : stats.isSymbolicLink()
+          ? 'symlink'
+          : 'other';
     const timeless = kind === 'folder' && !folderTimes;
     tree[relative] = {
       kind,

@@ -73,13 +73,15 @@ export function fencesOf(read: StateReader, stateHome: string, root: string): st
   if (read.exists(places.ownerLock)) fences.push('owner.lock');
   if (read.exists(places.capability)) fences.push('local-capability.json');
   if (read.exists(places.companion)) fences.push('companion.json');
-  const registration = read.json(places.registration) as { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
+  const registration = read.json(places.registration) as
+    { phase?: unknown; checkoutToken?: unknown } | 'unreadable' | undefined;
   if (registration === 'unreadable') fences.push('registration.json (unreadable)');
-  else if (registration !== undefined && registration.phase !== 'stopped') fences.push(`registration (${String(registration.phase)})`);
+  else if (registration !== undefined && registration.phase !== 'stopped')
+    fences.push(`registration (${String(registration.phase)})`);
   const checkout = read.json(places.checkoutLock) as { token?: unknown } | 'unreadable' | undefined;
   if (checkout === 'unreadable') fences.push('checkout.lock (unreadable)');
   else if (checkout !== undefined && registration !== 'unreadable' && checkout.token === registration?.checkoutToken) {
-    fences.push('checkout.lock (a registration\'s)');
+    fences.push("checkout.lock (a registration's)");
   }
   return fences;
 }

@@ -10,7 +10,11 @@ type JsonObject = Record<string, unknown>;
  * rewritten (its inode and mode kept); with it, a new 0600 file made in `scratch` is renamed over
  * it (`replaceFile`). Code under test can tell the two apart, so each test picks the one it means.
  */
-export function rewriteJson(path: string, change: (value: JsonObject) => JsonObject | void, options: { scratch?: string } = {}): void {
+export function rewriteJson(
+  path: string,
+  change: (value: JsonObject) => JsonObject | void,
+  options: { scratch?: string } = {},
+): void {
   const value = JSON.parse(readFileSync(path, 'utf8')) as JsonObject;
   const bytes = encode(change(value) ?? value);
   if (options.scratch === undefined) writeFileSync(path, bytes);

@@ -6,7 +6,11 @@ import { handPlaces } from './hand-places.js';
 const STAGING = 'state/v1/.staging';
 
 /** A step as a fixture printed it, shown relative to the test folder, with `<ws>`, `<temp>`, `<folder>` and `<record>`. */
-export function shownStep(message: Record<string, unknown>, place: { readonly base: string; readonly stateHome: string }, root: string): string {
+export function shownStep(
+  message: Record<string, unknown>,
+  place: { readonly base: string; readonly stateHome: string },
+  root: string,
+): string {
   const step = message.step as { operation: string; action: string; path: string };
   let path = step.path === place.base ? '<base>' : step.path.slice(place.base.length + 1);
   path = path.replace(handPlaces(place.stateHome, root).privateRootName, '<ws>');
@@ -46,7 +50,10 @@ export function replaceSteps(path: string, options: ShownPublish = {}): string[]
 
 /** The shown steps of a private-files remove of `path` (docs/persistence.md, "Removing a file or folder"): unlinked, folder fsynced (unless `syncFolder: false`). */
 export function removeSteps(path: string, options: ShownPublish = {}): string[] {
-  return [`remove unlink ${path}`, ...(options.syncFolder === false ? [] : [`remove fsync-directory ${posix.dirname(path)}`])];
+  return [
+    `remove unlink ${path}`,
+    ...(options.syncFolder === false ? [] : [`remove fsync-directory ${posix.dirname(path)}`]),
+  ];
 }
 
 /**
@@ -92,7 +99,10 @@ export function lockRemoveSteps(path: string): string[] {
 export function createFolderSteps(path: string, names: readonly string[]): string[] {
   return [
     `create-folder mkdir ${STAGING}/<folder>`,
-    ...names.flatMap((name) => [`create-folder write ${STAGING}/<folder>/${name}`, `create-folder fsync ${STAGING}/<folder>/${name}`]),
+    ...names.flatMap((name) => [
+      `create-folder write ${STAGING}/<folder>/${name}`,
+      `create-folder fsync ${STAGING}/<folder>/${name}`,
+    ]),
     `create-folder fsync-directory ${STAGING}/<folder>`,
     `create-folder rename ${path}`,
     `create-folder fsync-directory ${posix.dirname(path)}`,

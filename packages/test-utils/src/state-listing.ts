@@ -36,7 +36,12 @@ function listing(stateHome: string, skipped: string | undefined): Record<string,
         entries[shown] = { kind: 'folder' };
         visit(child, shown);
       } else {
-        entries[shown] = { kind: 'file', ino: String(stats.ino), mtimeNs: String(stats.mtimeNs), bytes: readFileSync(child).toString('hex') };
+        entries[shown] = {
+          kind: 'file',
+          ino: String(stats.ino),
+          mtimeNs: String(stats.mtimeNs),
+          bytes: readFileSync(child).toString('hex'),
+        };
       }
     }
   };

@@ -8,7 +8,9 @@ afterEach(cleanUp);
 
 /** Each thread's `State:` line from `/proc/<pid>/task/<tid>/status`. */
 function threadStates(pid: number): string[] {
-  return readdirSync(`/proc/${pid}/task`).map((thread) => /^State:\s+(.*)$/m.exec(readFileSync(`/proc/${pid}/task/${thread}/status`, 'utf8'))?.[1] ?? '');
+  return readdirSync(`/proc/${pid}/task`).map(
+    (thread) => /^State:\s+(.*)$/m.exec(readFileSync(`/proc/${pid}/task/${thread}/status`, 'utf8'))?.[1] ?? '',
+  );
 }
 
 // A child whose main thread and two workers spin, each on a core of its own: the kind of process whose

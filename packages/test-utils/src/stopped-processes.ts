@@ -23,7 +23,8 @@ export async function stopProcess(pid: number): Promise<void> {
 export async function killUnreaped(pid: number): Promise<void> {
   if (!Number.isInteger(pid) || pid <= 0) throw new Error(`killUnreaped: ${pid} is not one process's id`);
   process.kill(pid, 'SIGKILL');
-  while (stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')) !== 'Z') await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
+  while (stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')) !== 'Z')
+    await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
 }
 
 /**
@@ -42,7 +43,8 @@ async function gone(pid: number): Promise<boolean> {
   try {
     return /^[ZX]$/.test(stateOf(await readFile(`/proc/${pid}/stat`, 'utf8')));
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ESRCH') return true;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ESRCH')
+      return true;
     throw error;
   }
 }

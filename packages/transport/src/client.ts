@@ -63,7 +63,14 @@ export interface ConnectOptions {
 const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
 /** A call to `endpoint` with the capability, answered once its headers arrive; never prints or returns it. */
-function callStreaming(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<StreamReply> {
+function callStreaming(
+  endpoint: string,
+  capability: string,
+  timeoutMs: number,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<StreamReply> {
   const address = addressOf(endpoint);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
@@ -76,7 +83,9 @@ function callStreaming(endpoint: string, capability: string, timeoutMs: number, 
         headers: {
           host: address.hostHeader,
           authorization: `Bearer ${capability}`,
-          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(payload.byteLength) }),
+          ...(payload === undefined
+            ? {}
+            : { 'content-type': 'application/json', 'content-length': String(payload.byteLength) }),
         },
         timeout: timeoutMs,
       },
@@ -93,7 +102,14 @@ function callStreaming(endpoint: string, capability: string, timeoutMs: number, 
 }
 
 /** The same call, its body read whole (within the same bound) and decoded every way a caller may want it. */
-async function call(endpoint: string, capability: string, timeoutMs: number, method: string, path: string, body?: unknown): Promise<Reply> {
+async function call(
+  endpoint: string,
+  capability: string,
+  timeoutMs: number,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<Reply> {
   const deadline = Date.now() + timeoutMs;
   const { status, headers, body: stream } = await callStreaming(endpoint, capability, timeoutMs, method, path, body);
   const bytes = await readWhole(stream, Math.max(0, deadline - Date.now()), endpoint);

@@ -23,7 +23,16 @@ import {
   type SpawnedChild,
 } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIXTURES, capabilityOf, endTest, filesOf, inspectionOf, placeWithWorkspace, witness, type Place } from '../test/helpers.js';
+import {
+  FIXTURES,
+  capabilityOf,
+  endTest,
+  filesOf,
+  inspectionOf,
+  placeWithWorkspace,
+  witness,
+  type Place,
+} from '../test/helpers.js';
 import { ContractError, connect, connectOrStart, type WaitingOn } from './index.js';
 
 const POLICY = '{"policy":"connectOrStart tests"}';
@@ -41,7 +50,12 @@ const scenes: Scene[] = [];
 
 function makeScene(): Scene {
   const place = placeWithWorkspace();
-  const scene = { ...place, starts: join(place.base, 'starts.log'), owners: join(place.base, 'owners.log'), ownerErrors: join(place.base, 'owner-errors.log') };
+  const scene = {
+    ...place,
+    starts: join(place.base, 'starts.log'),
+    owners: join(place.base, 'owners.log'),
+    ownerErrors: join(place.base, 'owner-errors.log'),
+  };
   scenes.push(scene);
   return scene;
 }
@@ -61,7 +75,10 @@ function handClaim(scene: Scene, name: string, claim: { token: string; processSt
   mkdirSync(folder, { recursive: true, mode: 0o700 });
   const path = join(folder, name);
   const { pid, host } = currentProcess();
-  writeFileSync(path, JSON.stringify({ schema: 'leasehold.start-claim/1', root: scene.root, pid, host, ...claim }), { mode: 0o600, flag: 'wx' });
+  writeFileSync(path, JSON.stringify({ schema: 'leasehold.start-claim/1', root: scene.root, pid, host, ...claim }), {
+    mode: 0o600,
+    flag: 'wx',
+  });
   return path;
 }
 
@@ -75,18 +92,34 @@ const isLive = (owner: LoggedProcess) => ownerStatus(owner.pid, owner.host, owne
 
 afterEach(async () => {
   // The owners the scenes' clients launched detached, as each recorded itself in the scene's owners log.
-  await killDetached(scenes.splice(0).flatMap((scene) => loggedProcesses(scene.owners)), isLive);
+  await killDetached(
+    scenes.splice(0).flatMap((scene) => loggedProcesses(scene.owners)),
+    isLive,
+  );
   await endTest();
 });
 
 function spawnClient(scene: Scene, plan: Record<string, unknown> = {}): SpawnedChild {
-  const base = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, starts: scene.starts, owners: scene.owners, ownerErrors: scene.ownerErrors };
+  const base = {
+    workspace: scene.root,
+    stateHome: scene.stateHome,
+    policy: POLICY,
+    starts: scene.starts,
+    owners: scene.owners,
+    ownerErrors: scene.ownerErrors,
+  };
   return spawnPlanned(FIXTURES, 'on-demand-client.mjs', { ...base, timeoutMs: PATIENT_MS, ...plan });
 }
 
 /** The started-owner fixture as a child of this process (a start() of this process, or an owner already there). */
 function spawnStartedOwner(scene: Scene, compatibility?: string): SpawnedChild {
-  const plan = { workspace: scene.root, stateHome: scene.stateHome, policy: POLICY, owners: scene.owners, ...(compatibility === undefined ? {} : { compatibility }) };
+  const plan = {
+    workspace: scene.root,
+    stateHome: scene.stateHome,
+    policy: POLICY,
+    owners: scene.owners,
+    ...(compatibility === undefined ? {} : { compatibility }),
+  };
   return spawnPlanned(FIXTURES, 'started-owner.mjs', plan);
 }
 
@@ -145,8 +178,12 @@ describe('connectOrStart across processes', () => {
 
   it('when the first starter is SIGKILLed mid-start, exactly one of the 15 others takes its claim over and starts the one owner', async () => {
     const scene = makeScene();
-    const clients = Array.from({ length: 16 }, () => spawnClient(scene, { hangFirst: join(scene.base, 'first-start') }));
-    const starting = await Promise.any(clients.map(async (client) => ({ client, message: await messageOf(client, 'starting') })));
+    const clients = Array.from({ length: 16 }, () =>
+      spawnClient(scene, { hangFirst: join(scene.base, 'first-start') }),
+    );
+    const starting = await Promise.any(
+      clients.map(async (client) => ({ client, message: await messageOf(client, 'starting') })),
+    );
     const killed = starting.client;
     expect(starting.message.starting).toBe(killed.pid);
     expect((await killAndReap(killed)).signal).toBe('SIGKILL');
@@ -174,7 +211,9 @@ describe('a start that cannot succeed ends at once, with why', () => {
       }),
     );
     expect(refused.code).toBe('unavailable');
-    expect(refused.message).toMatch(/the process start\(\) launched \(pid \d+\) exited with code 3 before an owner answered/);
+    expect(refused.message).toMatch(
+      /the process start\(\) launched \(pid \d+\) exited with code 3 before an owner answered/,
+    );
     expect(refused.message).not.toMatch(/within \d+ ms/);
     expect(claimFiles(scene)).toEqual([]);
   });
@@ -205,7 +244,9 @@ describe('a start that cannot succeed ends at once, with why', () => {
     const errors = await Promise.all(clients.map((client) => messageOf(client, 'error')));
     for (const { error, message } of errors) {
       expect(error).toBe('quarantine');
-      expect(message).toContain(`the fences of an owner whose process is gone, pid ${crashed.pid} on host ${crashed.host} (absent), remain`);
+      expect(message).toContain(
+        `the fences of an owner whose process is gone, pid ${crashed.pid} on host ${crashed.host} (absent), remain`,
+      );
     }
     // Each start it ran was refused by the owner it launched, which exited: none serves, none recovered.
     const starts = logLines(scene.starts).length;
@@ -236,7 +277,9 @@ describe('connectOrStart and the start claim', () => {
     const error = await rejectionOf(waited);
     expect(error.code).toBe('unavailable');
     expect(error.message).toContain(`start claim of pid ${holder.pid} on host ${hostname()} (live)`);
-    expect(waits).toEqual([{ what: 'start-claim', pid: holder.pid, host: hostname(), since: expect.any(String) as string }]);
+    expect(waits).toEqual([
+      { what: 'start-claim', pid: holder.pid, host: hostname(), since: expect.any(String) as string },
+    ]);
     expect(started).toBe(0);
     expect(claimFiles(scene)).toHaveLength(1);
 
@@ -249,11 +292,20 @@ describe('connectOrStart and the start claim', () => {
     const scene = makeScene();
     const claimName = `${handPlaces(scene.stateHome, scene.root).privateRootName}.json`;
     const since = '2020-01-01T00:00:00.000Z';
-    const path = handClaim(scene, claimName, { token: randomUUID(), processStart: currentProcess().processStart!, since });
+    const path = handClaim(scene, claimName, {
+      token: randomUUID(),
+      processStart: currentProcess().processStart!,
+      since,
+    });
     const before = readFileSync(path, 'utf8');
     const waits: WaitingOn[] = [];
     const error = await rejectionOf(
-      connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: 1000, start: () => void spawnStartedOwner(scene), onWait: (waitingOn) => waits.push(waitingOn) }),
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: 1000,
+        start: () => void spawnStartedOwner(scene),
+        onWait: (waitingOn) => waits.push(waitingOn),
+      }),
     );
     expect(error.code).toBe('unavailable');
     expect(waits).toEqual([{ what: 'start-claim', pid: process.pid, host: hostname(), since }]);
@@ -295,9 +347,19 @@ describe('connectOrStart and the start claim', () => {
   it('releases the claim when start() throws, and rethrows its error; the next call starts', async () => {
     const scene = makeScene();
     const failure = new Error('the daemon binary is missing');
-    await expect(connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, start: () => Promise.reject(failure) })).rejects.toBe(failure);
+    await expect(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: PATIENT_MS,
+        start: () => Promise.reject(failure),
+      }),
+    ).rejects.toBe(failure);
     expect(claimFiles(scene)).toEqual([]);
-    const connection = await connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, start: () => void spawnStartedOwner(scene) });
+    const connection = await connectOrStart(scene.root, {
+      ownership: filesOf(scene),
+      timeoutMs: PATIENT_MS,
+      start: () => void spawnStartedOwner(scene),
+    });
     expect(connection.status.root).toBe(scene.root);
     capabilityOf(scene);
   });
@@ -316,7 +378,12 @@ describe("connectOrStart and an owner's process, judged as the backend judges it
     expect(await inspectionOf(scene)).toMatchObject({ status: 'unavailable', owner: { pid, process: 'absent' } });
     const told: WaitingOn[] = [];
     const starting = new Error('start() ran');
-    const call = connectOrStart(scene.root, { ownership: filesOf(scene), timeoutMs: PATIENT_MS, onWait: (waitingOn) => told.push(waitingOn), start: () => Promise.reject(starting) });
+    const call = connectOrStart(scene.root, {
+      ownership: filesOf(scene),
+      timeoutMs: PATIENT_MS,
+      onWait: (waitingOn) => told.push(waitingOn),
+      start: () => Promise.reject(starting),
+    });
     await expect(call).rejects.toBe(starting);
     expect(told).toEqual([]);
     expect(claimFiles(scene)).toEqual([]);
@@ -372,7 +439,9 @@ describe('connectOrStart and compatibility', () => {
   it('a client process that needs another compatibility replaces the owner the others share', async () => {
     const scene = makeScene();
     const [first] = await connectedOf([spawnClient(scene, { ownerCompatibility: 'hello/1' })]);
-    const [second] = await connectedOf([spawnClient(scene, { compatibility: 'hello/2', ownerCompatibility: 'hello/2', onIncompatible: 'replace' })]);
+    const [second] = await connectedOf([
+      spawnClient(scene, { compatibility: 'hello/2', ownerCompatibility: 'hello/2', onIncompatible: 'replace' }),
+    ]);
     expect(first).toMatchObject({ compatibility: 'hello/1' });
     expect(second).toMatchObject({ compatibility: 'hello/2' });
     expect(second!.epoch).not.toBe(first!.epoch);

@@ -1,4 +1,11 @@
-import { ContractError, placeOptions, recoverRemedy, type Inspection, type OwnerSummary, type Ownership } from '@leasehold/contracts';
+import {
+  ContractError,
+  placeOptions,
+  recoverRemedy,
+  type Inspection,
+  type OwnerSummary,
+  type Ownership,
+} from '@leasehold/contracts';
 import { describeHolder, ownerStatus, processIdentity, type ProcessIdentity } from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
 import { givenOwnership } from './ownership-option.js';
@@ -88,7 +95,12 @@ class Bound {
 
   /** Tells `onWait` of a claim's maker, unless it was the last holder told. */
   claimHolder(holder: ClaimHolder): void {
-    this.#tell(`claim ${holder.token}`, { what: 'start-claim', pid: holder.pid, host: holder.host, since: holder.since });
+    this.#tell(`claim ${holder.token}`, {
+      what: 'start-claim',
+      pid: holder.pid,
+      host: holder.host,
+      since: holder.since,
+    });
   }
 
   /** Tells `onWait` of an owner, unless it was the last holder told; `since` is when this call first saw it. */
@@ -106,7 +118,10 @@ class Bound {
   }
 
   #expired(waitedFor: string): ContractError {
-    return new ContractError('unavailable', `${this.#workspace}: no owner answered within ${this.#timeoutMs} ms; waited for ${waitedFor}`);
+    return new ContractError(
+      'unavailable',
+      `${this.#workspace}: no owner answered within ${this.#timeoutMs} ms; waited for ${waitedFor}`,
+    );
   }
 }
 
@@ -182,7 +197,11 @@ class Launched {
   /** It in words: its pid and, for a child of this process, how it exited. */
   toString(): string {
     const started = this.#started;
-    const exit = !isChild(started) ? 'exited' : started.signalCode !== null ? `was killed by ${started.signalCode}` : `exited with code ${started.exitCode}`;
+    const exit = !isChild(started)
+      ? 'exited'
+      : started.signalCode !== null
+        ? `was killed by ${started.signalCode}`
+        : `exited with code ${started.exitCode}`;
     return `the process start() launched (pid ${this.#pid ?? 'none'}) ${exit} before an owner answered`;
   }
 }
@@ -280,7 +299,8 @@ class StartOnDemand {
   async #fits(connection: Connection): Promise<boolean> {
     const wanted = this.#options.compatibility;
     if (wanted === undefined || connection.status.compatibility === wanted) return true;
-    if (this.#options.onIncompatible !== 'replace' || this.#replaced) throw incompatible(this.#workspace, connection, wanted);
+    if (this.#options.onIncompatible !== 'replace' || this.#replaced)
+      throw incompatible(this.#workspace, connection, wanted);
     this.#replaced = true;
     await this.#stop(connection);
     return false;
@@ -300,7 +320,9 @@ class StartOnDemand {
       this.#waitedOver = stateKey(seen);
       if (attempt.holder === undefined) return this.#bound.pause('the start claim, which was changing');
       this.#bound.claimHolder(attempt.holder);
-      return this.#bound.pause(`the start claim of ${describeHolder(attempt.holder, attempt.holder.verdict)}, made at ${attempt.holder.since}`);
+      return this.#bound.pause(
+        `the start claim of ${describeHolder(attempt.holder, attempt.holder.verdict)}, made at ${attempt.holder.since}`,
+      );
     }
     try {
       // Looked at again under the claim: whoever held it before may have brought its owner up.
@@ -309,10 +331,18 @@ class StartOnDemand {
       // Its maker let the claim go (never a dead maker's, taken over) and left the state as it was:
       // that start ended with no owner, and this one would end the same.
       if (!attempt.tookOver && this.#waitedOver === stateKey(inspection)) {
-        throw failedStart(this.#workspace, this.#ownership.stateHome, inspection, 'the start another caller ran, whose claim this call waited on, ended with no owner answering');
+        throw failedStart(
+          this.#workspace,
+          this.#ownership.stateHome,
+          inspection,
+          'the start another caller ran, whose claim this call waited on, ended with no owner answering',
+        );
       }
       const gone = ownerOf(inspection);
-      const over = gone === undefined ? '' : ` over the fences of an owner whose process is gone, ${describeHolder(gone, gone.process)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
+      const over =
+        gone === undefined
+          ? ''
+          : ` over the fences of an owner whose process is gone, ${describeHolder(gone, gone.process)}, which a start refuses as quarantine unless it recovers them (recoverDead),`;
       const started = await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
       const launched = started === undefined ? undefined : new Launched(started);
       for (;;) {
@@ -345,7 +375,9 @@ class StartOnDemand {
       if (stoppedSince(inspection, connection.epoch)) return;
       const owner = ownerOf(inspection);
       if (owner !== undefined) this.#bound.owner(owner);
-      await this.#bound.pause(`the incompatible owner (pid ${connection.status.pid}) to stop (${described(inspection)})`);
+      await this.#bound.pause(
+        `the incompatible owner (pid ${connection.status.pid}) to stop (${described(inspection)})`,
+      );
     }
   }
 }

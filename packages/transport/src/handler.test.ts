@@ -101,7 +101,12 @@ describe('GET /v1/status', () => {
     expect(reply.status).toBe(200);
     expect(reply.headers['content-type']).toBe('application/json');
     expect(reply.headers['cache-control']).toBe('no-store');
-    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.owner.epoch, phase: 'idle', root: owner.place.root, pid: process.pid });
+    expect(jsonBody(reply)).toEqual({
+      epoch: owner.lease.owner.epoch,
+      phase: 'idle',
+      root: owner.place.root,
+      pid: process.pid,
+    });
     // A query string does not change the route.
     const queried = await exchange(owner.port, request('GET', '/v1/status?verbose=1', owner.port, owner.capability));
     expect(jsonBody(queried)).toEqual(jsonBody(reply));
@@ -135,14 +140,23 @@ describe('the bearer check', () => {
       otherToken(),
       owner.capability.slice(0, 42),
       `${owner.capability}A`,
-      owner.capability.toLowerCase() === owner.capability ? owner.capability.toUpperCase() : owner.capability.toLowerCase(),
+      owner.capability.toLowerCase() === owner.capability
+        ? owner.capability.toUpperCase()
+        : owner.capability.toLowerCase(),
     ];
     for (const token of wrong) {
       for (const path of ['/v1/status', '/hello']) {
         expectUnauthorized(await exchange(owner.port, request('GET', path, owner.port, token)));
       }
     }
-    for (const authorization of [`Basic ${owner.capability}`, `bearer ${owner.capability}`, owner.capability, 'Bearer', 'Bearer ', '']) {
+    for (const authorization of [
+      `Basic ${owner.capability}`,
+      `bearer ${owner.capability}`,
+      owner.capability,
+      'Bearer',
+      'Bearer ',
+      '',
+    ]) {
       const bytes = requestBytes('GET /v1/status HTTP/1.1', [
         ['Host', `127.0.0.1:${owner.port}`],
         ['Authorization', authorization],
@@ -203,7 +217,10 @@ describe('the Host check comes first', () => {
     const owner = await ownServer(hello);
     for (const version of ['HTTP/1.0', 'HTTP/1.1']) {
       for (const path of ['/v1/status', '/hello']) {
-        const reply = await exchange(owner.port, requestBytes(`GET ${path} ${version}`, [['Authorization', `Bearer ${owner.capability}`]]));
+        const reply = await exchange(
+          owner.port,
+          requestBytes(`GET ${path} ${version}`, [['Authorization', `Bearer ${owner.capability}`]]),
+        );
         expect({ version, path, status: reply.status }).toEqual({ version, path, status: 400 });
       }
     }
@@ -241,7 +258,10 @@ describe('the Host check comes first', () => {
     ];
     for (const [label, headers] of cases) {
       for (const path of ['/v1/status', '/hello', '/v1/stop']) {
-        const reply = await exchange(owner.port, requestBytes(`${path === '/v1/stop' ? 'POST' : 'GET'} ${path} HTTP/1.1`, headers));
+        const reply = await exchange(
+          owner.port,
+          requestBytes(`${path === '/v1/stop' ? 'POST' : 'GET'} ${path} HTTP/1.1`, headers),
+        );
         expect({ label, path, status: reply.status }).toEqual({ label, path, status: 400 });
       }
     }
@@ -260,7 +280,12 @@ describe('routes', () => {
       ['PUT', '/v1/stop', 'POST'],
     ] as const) {
       const reply = await exchange(owner.port, request(method, path, owner.port, owner.capability));
-      expect({ method, path, status: reply.status, allow: reply.headers.allow }).toEqual({ method, path, status: 405, allow });
+      expect({ method, path, status: reply.status, allow: reply.headers.allow }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+      });
     }
     expect(owner.stops).toBe(0);
     expect(owner.routed).toEqual([]);
@@ -324,7 +349,13 @@ describe('POST /v1/stop', () => {
     const reply = await exchange(owner.port, request('POST', '/v1/stop', owner.port, owner.capability));
     expect(reply.status).toBe(202);
     expect(reply.headers.connection).toBe('close');
-    expect(jsonBody(reply)).toEqual({ epoch: owner.lease.owner.epoch, phase: 'idle', root: owner.place.root, pid: process.pid, stopping: true });
+    expect(jsonBody(reply)).toEqual({
+      epoch: owner.lease.owner.epoch,
+      phase: 'idle',
+      root: owner.place.root,
+      pid: process.pid,
+      stopping: true,
+    });
     expect(owner.stops).toBe(1);
   });
 });
@@ -334,12 +365,17 @@ describe('request bodies', () => {
     const owner = await ownServer(hello);
     const over = String(DEFAULT_LIMITS.bodyBytes + 1);
     for (const path of ['/hello', '/v1/status', '/v1/stop']) {
-      const reply = await exchange(owner.port, request('POST', path, owner.port, owner.capability, [['Content-Length', over]]));
+      const reply = await exchange(
+        owner.port,
+        request('POST', path, owner.port, owner.capability, [['Content-Length', over]]),
+      );
       expect({ path, status: reply.status }).toEqual({ path, status: 413 });
       expect(reply.headers.connection).toBe('close');
     }
     // Unauthenticated, it is 401 first: nothing about the body is judged.
-    expectUnauthorized(await exchange(owner.port, request('POST', '/hello', owner.port, undefined, [['Content-Length', over]])));
+    expectUnauthorized(
+      await exchange(owner.port, request('POST', '/hello', owner.port, undefined, [['Content-Length', over]])),
+    );
     expect(owner.routed).toEqual([]);
     expect(owner.stops).toBe(0);
     const at = requestBytes(

@@ -57,7 +57,12 @@ export interface OwnerHandlerOptions {
 
 const CONTRACT_ROUTES: Readonly<Record<string, string>> = { '/v1/status': 'GET', '/v1/stop': 'POST' };
 
-function answer(response: ServerResponse, status: number, body: Record<string, unknown>, headers: Record<string, string> = {}): void {
+function answer(
+  response: ServerResponse,
+  status: number,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): void {
   response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
   response.end(`${JSON.stringify(body)}\n`);
 }
@@ -82,7 +87,9 @@ function occurrences(request: IncomingMessage, name: string): number {
  * `GET /v1/status` and `POST /v1/stop`; every other path goes to `routes`.
  * @throws ContractError as the lease's `localAccess` (the lease is not held).
  */
-export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
+export function ownerHandler(
+  options: OwnerHandlerOptions,
+): (request: IncomingMessage, response: ServerResponse) => void {
   const { lease, onStop, routes, compatibility } = options;
   const access = lease.localAccess();
   const hostHeader = addressOf(access.endpoint).hostHeader;
@@ -97,7 +104,12 @@ export function ownerHandler(options: OwnerHandlerOptions): (request: IncomingMe
   });
   return (request, response) => {
     if (occurrences(request, 'host') !== 1 || occurrences(request, 'authorization') > 1) {
-      return answer(response, 400, { error: 'bad request: one Host and at most one Authorization header' }, { connection: 'close' });
+      return answer(
+        response,
+        400,
+        { error: 'bad request: one Host and at most one Authorization header' },
+        { connection: 'close' },
+      );
     }
     if (request.headers.host !== hostHeader || !(request.url ?? '').startsWith('/')) {
       return answer(response, 421, { error: 'misdirected request' }, { connection: 'close' });

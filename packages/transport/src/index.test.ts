@@ -64,12 +64,21 @@ describe('the README example', () => {
   it('serves the current folder, is proven live, answers its route, stops on request and leaves it stopped', async () => {
     const workspace = makeTemporaryFolder('leasehold-transport-readme-');
     const stateHome = join(makeTemporaryFolder('leasehold-transport-readme-state-'), 'fresh', 'state');
-    const run = await runReadmeExample({ packageDir: PACKAGE, cwd: workspace, env: { LEASEHOLD_STATE_HOME: stateHome } });
+    const run = await runReadmeExample({
+      packageDir: PACKAGE,
+      cwd: workspace,
+      env: { LEASEHOLD_STATE_HOME: stateHome },
+    });
     expect(run).toMatchObject({ code: 0, stderr: '' });
     const lines = run.stdout.split('\n');
     const epoch = /^connected: phase idle, epoch ([0-9a-f-]{36})$/.exec(lines[0] ?? '')?.[1];
     expect(epoch).toBeDefined();
-    expect(lines.slice(1)).toEqual(['GET /hello: 200 {"greeting":"hello"}', 'POST /v1/stop: 202', 'stopped (stop): released', '']);
+    expect(lines.slice(1)).toEqual([
+      'GET /hello: 200 {"greeting":"hello"}',
+      'POST /v1/stop: 202',
+      'stopped (stop): released',
+      '',
+    ]);
     expect(await fileOwnership({ stateHome }).inspect(workspace)).toEqual({ status: 'stopped', epoch });
   });
 });

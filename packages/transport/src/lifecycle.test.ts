@@ -1,5 +1,13 @@
 import { readFileSync, rmSync } from 'node:fs';
-import { bytesOf, handPlaces, listingOutsideStaging, messageOf, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import {
+  bytesOf,
+  handPlaces,
+  listingOutsideStaging,
+  messageOf,
+  pathExists,
+  replaceFile,
+  serviceFences,
+} from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilityOf,
@@ -38,7 +46,10 @@ describe('the owner life cycle in its own process', () => {
     child.process.kill('SIGTERM');
     // Its own listener runs after serveOwner's: by then the phase is stopping and the listener closed.
     await messageOf(child, 'signalled');
-    expect(await inspectionOf(place)).toMatchObject({ status: 'stopping', owner: { epoch: serving.epoch, pid: child.pid } });
+    expect(await inspectionOf(place)).toMatchObject({
+      status: 'stopping',
+      owner: { epoch: serving.epoch, pid: child.pid },
+    });
     expect(await connectionResult(port)).toBe('ECONNREFUSED');
     expect(child.lines.some((line) => line.includes('outcome'))).toBe(false);
     child.send('answer');
@@ -65,11 +76,25 @@ describe('the owner life cycle in its own process', () => {
     const serving = await servingOf(child);
     const port = portOf(serving.endpoint);
     const capability = capabilityOf(place);
-    const refused = await exchange(port, request('POST', '/v1/stop', port, capability.replace(/^./, (first) => (first === 'A' ? 'B' : 'A'))));
+    const refused = await exchange(
+      port,
+      request(
+        'POST',
+        '/v1/stop',
+        port,
+        capability.replace(/^./, (first) => (first === 'A' ? 'B' : 'A')),
+      ),
+    );
     expect(refused.status).toBe(401);
     const stop = await exchange(port, request('POST', '/v1/stop', port, capability));
     expect(stop.status).toBe(202);
-    expect(jsonBody(stop)).toEqual({ epoch: serving.epoch, phase: 'idle', root: place.root, pid: child.pid, stopping: true });
+    expect(jsonBody(stop)).toEqual({
+      epoch: serving.epoch,
+      phase: 'idle',
+      root: place.root,
+      pid: child.pid,
+      stopping: true,
+    });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
     expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
@@ -123,7 +148,10 @@ describe('the owner life cycle in its own process', () => {
     expect((await exchange(kept, keptAlive('GET', '/v1/status', port, capability))).status).toBe(200);
     // A hand rewrites registration.json under the running owner.
     const { registration } = handPlaces(place.stateHome, place.root);
-    const changed = { ...(JSON.parse(readFileSync(registration, 'utf8')) as Record<string, unknown>), phase: 'quarantined' };
+    const changed = {
+      ...(JSON.parse(readFileSync(registration, 'utf8')) as Record<string, unknown>),
+      phase: 'quarantined',
+    };
     replaceFile(place.base, registration, bytesOf(JSON.stringify(changed)));
     const afterRewrite = listingOutsideStaging(place.stateHome);
     const reported = await messageOf(child, 'error');

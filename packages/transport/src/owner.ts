@@ -1,6 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ContractError, recoverProvedDead, sha256, type OwnerConfig, type Ownership, type OwnershipLease, type ProvedDeadRecovery, type Recovery } from '@leasehold/contracts';
+import {
+  ContractError,
+  recoverProvedDead,
+  sha256,
+  type OwnerConfig,
+  type Ownership,
+  type OwnershipLease,
+  type ProvedDeadRecovery,
+  type Recovery,
+} from '@leasehold/contracts';
 import { resolveWorkspace } from '@leasehold/coordination';
 import { errnoOf, isErrno } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
@@ -136,7 +145,10 @@ function closeListener(server: Server, now: boolean, drainMs: number): Promise<v
 function deadOwnerRecovery(options: ServeOptions): Recovery | undefined {
   if (options.recoverDead !== true) return undefined;
   if (options.recovery === undefined) {
-    throw new ContractError('refused', 'recoverDead: pass `recovery`, the recovery of the same backend (fileRecovery({ stateHome }) of @leasehold/recovery)');
+    throw new ContractError(
+      'refused',
+      'recoverDead: pass `recovery`, the recovery of the same backend (fileRecovery({ stateHome }) of @leasehold/recovery)',
+    );
   }
   return options.recovery;
 }

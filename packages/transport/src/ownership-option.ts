@@ -8,9 +8,14 @@ import { ContractError, type Ownership } from '@leasehold/contracts';
  */
 export function givenOwnership(call: string, ownership: Ownership | undefined): Ownership {
   if (ownership === undefined || ownership === null) {
-    throw new ContractError('refused', `${call}: the option \`ownership\` is required: @leasehold/transport picks no backend itself`, {
-      remedy: "pass the state home's ownership: `(await openStateHome(stateHome)).ownership` of @leasehold/state-home, or `fileOwnership({ stateHome })` for the file backend",
-    });
+    throw new ContractError(
+      'refused',
+      `${call}: the option \`ownership\` is required: @leasehold/transport picks no backend itself`,
+      {
+        remedy:
+          "pass the state home's ownership: `(await openStateHome(stateHome)).ownership` of @leasehold/state-home, or `fileOwnership({ stateHome })` for the file backend",
+      },
+    );
   }
   return ownership;
 }

@@ -2,7 +2,16 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { ContractError } from '@leasehold/contracts';
-import { codeOfAsync, handPlaces, jsonOf, listingOutsideStaging, modeOf, pathExists, replaceFile, serviceFences } from '@leasehold/test-utils';
+import {
+  codeOfAsync,
+  handPlaces,
+  jsonOf,
+  listingOutsideStaging,
+  modeOf,
+  pathExists,
+  replaceFile,
+  serviceFences,
+} from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   capabilityOf,
@@ -24,7 +33,16 @@ import {
   type Place,
   filesOf,
 } from '../test/helpers.js';
-import { connect, connectOrStart, fileOwnership, serveOwner, settledInspection, type OwnerRoutes, type Ownership, type OwnershipLease } from './index.js';
+import {
+  connect,
+  connectOrStart,
+  fileOwnership,
+  serveOwner,
+  settledInspection,
+  type OwnerRoutes,
+  type Ownership,
+  type OwnershipLease,
+} from './index.js';
 
 afterEach(endTest);
 
@@ -154,8 +172,12 @@ describe("a connection reads an owner's own routes however they answer", () => {
     let finish: () => void = () => {};
     const finished = new Promise<void>((resolve) => (finish = resolve));
     const routes: OwnerRoutes = async (incoming, response) => {
-      if (incoming.url === '/text') return void response.writeHead(200, { 'content-type': 'text/plain' }).end('héllo\n');
-      if (incoming.url === '/bytes') return void response.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0, 255, 1]));
+      if (incoming.url === '/text')
+        return void response.writeHead(200, { 'content-type': 'text/plain' }).end('héllo\n');
+      if (incoming.url === '/bytes')
+        return void response
+          .writeHead(200, { 'content-type': 'application/octet-stream' })
+          .end(Buffer.from([0, 255, 1]));
       response.writeHead(200, { 'content-type': 'text/event-stream' });
       response.write('first\n');
       await finished;
@@ -164,7 +186,11 @@ describe("a connection reads an owner's own routes however they answer", () => {
     const owner = await serveHere(place, { routes });
     const connection = await connect(place.root, { ownership: filesOf(place) });
     const text = await connection.request('GET', '/text');
-    expect({ status: text.status, body: text.body, text: text.text }).toEqual({ status: 200, body: undefined, text: 'héllo\n' });
+    expect({ status: text.status, body: text.body, text: text.text }).toEqual({
+      status: 200,
+      body: undefined,
+      text: 'héllo\n',
+    });
     const bytes = await connection.request('GET', '/bytes');
     expect([...bytes.bytes]).toEqual([0, 255, 1]);
     const status = await connection.request('GET', '/v1/status');
@@ -190,8 +216,17 @@ describe("a connection reads an owner's own routes however they answer", () => {
 describe('serveOwner refusals', () => {
   it('refuses an endpoint that is not loopback HTTP, and a port that is taken, before touching any file', async () => {
     const place = placeWithWorkspace();
-    for (const endpoint of ['http://localhost:0', 'http://0.0.0.0:0', 'https://127.0.0.1:0', 'http://127.0.0.1:0/path', 'http://[::]:0']) {
-      expect({ endpoint, code: await codeOfAsync(serveHere(place, { endpoint })) }).toEqual({ endpoint, code: 'refused' });
+    for (const endpoint of [
+      'http://localhost:0',
+      'http://0.0.0.0:0',
+      'https://127.0.0.1:0',
+      'http://127.0.0.1:0/path',
+      'http://[::]:0',
+    ]) {
+      expect({ endpoint, code: await codeOfAsync(serveHere(place, { endpoint })) }).toEqual({
+        endpoint,
+        code: 'refused',
+      });
     }
     const { port } = await plainServer((_request, response) => response.end());
     expect(await codeOfAsync(serveHere(place, { endpoint: `http://127.0.0.1:${port}` }))).toBe('conflict');
@@ -239,7 +274,8 @@ describe('bounds against hostile local clients', () => {
     const place = placeWithWorkspace();
     const owner = await serveHere(place, { limits: { headerBytes: 2048 } });
     const capability = capabilityOf(place);
-    const padded = (size: number, token?: string) => request('GET', '/v1/status', owner.port, token, [['X-Padding', 'a'.repeat(size)]]);
+    const padded = (size: number, token?: string) =>
+      request('GET', '/v1/status', owner.port, token, [['X-Padding', 'a'.repeat(size)]]);
     expect((await exchange(owner.port, padded(1024, capability))).status).toBe(200);
     for (const token of [capability, undefined]) {
       const reply = await exchange(owner.port, padded(4096, token));
@@ -260,7 +296,9 @@ describe('bounds against hostile local clients', () => {
     const place = placeWithWorkspace();
     const LIMIT = 5;
     const TOTAL = 500;
-    const owner = await serveHere(place, { limits: { connections: LIMIT, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 } });
+    const owner = await serveHere(place, {
+      limits: { connections: LIMIT, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 },
+    });
     const capability = capabilityOf(place);
     const sockets = Array.from({ length: TOTAL }, () => socketTo(owner.port));
     const closed = new Set<Socket>();
@@ -298,7 +336,10 @@ describe('bounds against hostile local clients', () => {
     const silent = await openSocket(owner.port);
     const slow = await openSocket(owner.port);
     const silentEnd = exchange(silent, '');
-    const slowEnd = exchange(slow, `GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1:${owner.port}\r\nAuthorization: Bearer `);
+    const slowEnd = exchange(
+      slow,
+      `GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1:${owner.port}\r\nAuthorization: Bearer `,
+    );
     for (let index = 0; index < 20; index += 1) {
       const reply = await exchange(owner.port, request('GET', '/v1/status', owner.port, capability));
       expect(reply.status).toBe(200);
@@ -350,7 +391,11 @@ describe('a lease lost while stopping', () => {
  * loss reaches serveOwner only through the interface (`watch`, `assert`), the
  * files stay exactly as the owner left them.
  */
-function revocable(place: Place): { ownership: Ownership; revoke: (error: Error) => void; held: () => OwnershipLease | undefined } {
+function revocable(place: Place): {
+  ownership: Ownership;
+  revoke: (error: Error) => void;
+  held: () => OwnershipLease | undefined;
+} {
   const files = filesOf(place);
   const watchers = new Set<(error: unknown) => void>();
   let revoked: Error | undefined;
@@ -399,13 +444,25 @@ describe('serveOwner and connect on an explicit ownership', () => {
     const ownership = fileOwnership({ stateHome: elsewhere.stateHome });
     const owner = await serveHere(place, { ownership });
     capabilityOf(elsewhere);
-    expect(owner.serving.lease.owner).toMatchObject({ endpoint: owner.serving.endpoint, epoch: owner.serving.epoch, phase: 'idle' });
-    expect(await ownership.inspect(place.root)).toMatchObject({ status: 'unavailable', owner: { epoch: owner.serving.epoch } });
+    expect(owner.serving.lease.owner).toMatchObject({
+      endpoint: owner.serving.endpoint,
+      epoch: owner.serving.epoch,
+      phase: 'idle',
+    });
+    expect(await ownership.inspect(place.root)).toMatchObject({
+      status: 'unavailable',
+      owner: { epoch: owner.serving.epoch },
+    });
     expect(await inspectionOf(place)).toEqual({ status: 'absent' });
 
     const connection = await connect(place.root, { ownership });
     witness(connection);
-    expect(connection.status).toEqual({ epoch: owner.serving.epoch, phase: 'idle', root: place.root, pid: process.pid });
+    expect(connection.status).toEqual({
+      epoch: owner.serving.epoch,
+      phase: 'idle',
+      root: place.root,
+      pid: process.pid,
+    });
     expect(await codeOfAsync(connect(place.root, { ownership: filesOf(place) }))).toBe('unavailable');
     expect((await connection.request('POST', '/v1/stop')).status).toBe(202);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
@@ -454,7 +511,10 @@ describe('a call without an ownership', () => {
     for (const [name, call] of Object.entries(calls)) {
       const error = await rejectionOf(call);
       expect(ContractError.is(error, 'refused')).toBe(true);
-      expect(error).toMatchObject({ message: `${name}: the option \`ownership\` is required: @leasehold/transport picks no backend itself`, remedy: expect.stringContaining('openStateHome') });
+      expect(error).toMatchObject({
+        message: `${name}: the option \`ownership\` is required: @leasehold/transport picks no backend itself`,
+        remedy: expect.stringContaining('openStateHome'),
+      });
     }
     expect(pathExists(place.stateHome)).toBe(false);
   });

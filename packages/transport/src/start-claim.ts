@@ -15,7 +15,13 @@ import {
   text,
   type StartClaimPlaces,
 } from '@leasehold/contracts';
-import { HolderFiles, PrivateFiles, currentProcess, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
+import {
+  HolderFiles,
+  PrivateFiles,
+  currentProcess,
+  type FileSnapshot,
+  type OwnerStatus,
+} from '@leasehold/private-files';
 
 const CLAIM_SCHEMA = 'leasehold.start-claim/1';
 
@@ -24,7 +30,9 @@ const claimSchema = holderSchema.extend({
   schema: text(64).refine((value) => value === CLAIM_SCHEMA, { message: `not ${CLAIM_SCHEMA}` }),
   token: id,
   root: absolutePath,
-  since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), { message: 'not an ISO 8601 time' }),
+  since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
+    message: 'not an ISO 8601 time',
+  }),
 });
 
 interface ClaimDocument {
@@ -45,7 +53,10 @@ function decodeClaim(path: string, bytes: Uint8Array): ClaimDocument {
     return decodeBytes(claimSchema, bytes, DOCUMENT_BYTES, path);
   } catch (error) {
     if (!ContractError.is(error, 'refused')) throw error;
-    throw new ContractError('refused', `${error.message}; remove it once no start is under way`, { path, cause: error });
+    throw new ContractError('refused', `${error.message}; remove it once no start is under way`, {
+      path,
+      cause: error,
+    });
   }
 }
 
@@ -104,7 +115,13 @@ export class StartClaim {
     // A maker killed between the link and the unlink of its create left a second link: its claim
     // reads `refused` until its staged temp is gone.
     this.#files.sweepStaging();
-    const bytes = encode({ schema: CLAIM_SCHEMA, token: randomUUID(), ...currentProcess(), root: this.#root, since: new Date().toISOString() });
+    const bytes = encode({
+      schema: CLAIM_SCHEMA,
+      token: randomUUID(),
+      ...currentProcess(),
+      root: this.#root,
+      since: new Date().toISOString(),
+    });
     try {
       return { kind: 'won', held: this.#files.create(this.#places.claim, bytes), tookOver: false };
     } catch (error) {
@@ -113,7 +130,10 @@ export class StartClaim {
     const found = this.#claims.judge(this.#places.claim);
     if (found.kind === 'held') {
       const { holder: claim, verdict } = found.found;
-      return { kind: 'wait', holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, verdict } };
+      return {
+        kind: 'wait',
+        holder: { token: claim.token, pid: claim.pid, host: claim.host, since: claim.since, verdict },
+      };
     }
     if (found.kind !== 'dead') return { kind: 'wait' };
     const taken = this.#claims.takeOver(found, bytes);

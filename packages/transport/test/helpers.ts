@@ -62,7 +62,9 @@ const children: SpawnedChild[] = [];
 
 /** The capability of the workspace's owner, read from its file by hand (and remembered for the scan). */
 export function capabilityOf(place: Place, root = place.root): string {
-  const { capability } = JSON.parse(readFileSync(handPlaces(place.stateHome, root).capability, 'utf8')) as { capability: string };
+  const { capability } = JSON.parse(readFileSync(handPlaces(place.stateHome, root).capability, 'utf8')) as {
+    capability: string;
+  };
   capabilities.add(capability);
   return capability;
 }
@@ -123,7 +125,9 @@ export async function endTest(): Promise<void> {
   capabilities.clear();
   for (const capability of met) {
     // Shown redacted when it fails: the texts that held a capability.
-    expect(texts.filter((text) => text.includes(capability)).map((text) => text.replaceAll(capability, '<CAPABILITY>'))).toEqual([]);
+    expect(
+      texts.filter((text) => text.includes(capability)).map((text) => text.replaceAll(capability, '<CAPABILITY>')),
+    ).toEqual([]);
   }
 }
 
@@ -153,7 +157,10 @@ export async function plainServer(listener: RequestListener, port = 0): Promise<
 
 /** An owner's lease acquired in this process for `port`'s endpoint, the way serveOwner acquires. */
 export async function acquireFor(place: Place, port: number): Promise<OwnershipLease> {
-  return fileOwnership({ stateHome: place.stateHome }).acquire(place.root, ANY_PORT, { boundEndpoint: `http://127.0.0.1:${port}`, initializeNew: (fresh) => fresh.writeHostConfig(POLICY) });
+  return fileOwnership({ stateHome: place.stateHome }).acquire(place.root, ANY_PORT, {
+    boundEndpoint: `http://127.0.0.1:${port}`,
+    initializeNew: (fresh) => fresh.writeHostConfig(POLICY),
+  });
 }
 
 /** serveOwner in this process (no signals of its own), aborted after the test if it still runs. */
@@ -230,7 +237,12 @@ export interface ChildServing {
 
 /** Spawns an owner child for the place's workspace; `endTest` kills it if it still runs and scans its output. */
 export function spawnOwner(place: Place, plan: Partial<OwnerPlan> = {}): SpawnedChild {
-  const child = spawnPlanned(FIXTURES, 'owner.mjs', { workspace: place.root, stateHome: place.stateHome, policy: POLICY_TEXT, ...plan });
+  const child = spawnPlanned(FIXTURES, 'owner.mjs', {
+    workspace: place.root,
+    stateHome: place.stateHome,
+    policy: POLICY_TEXT,
+    ...plan,
+  });
   children.push(child);
   return child;
 }
@@ -274,7 +286,13 @@ export function requestBytes(requestLine: string, headers: readonly (readonly [s
 }
 
 /** The usual request: `Host` of `port`, the bearer (when given), `Connection: close`. */
-export function request(method: string, path: string, port: number, token?: string, extra: readonly (readonly [string, string])[] = []): string {
+export function request(
+  method: string,
+  path: string,
+  port: number,
+  token?: string,
+  extra: readonly (readonly [string, string])[] = [],
+): string {
   const headers: (readonly [string, string])[] = [['Host', `127.0.0.1:${port}`]];
   if (token !== undefined) headers.push(['Authorization', `Bearer ${token}`]);
   headers.push(['Connection', 'close'], ...extra);
@@ -391,7 +409,15 @@ export function exchange(target: number | Socket, bytes: string | Buffer): Promi
     };
     const onClose = () => {
       const text = received.toString('latin1');
-      finish(parseReply(received, true, error) ?? { status: 0, headers: {}, body: '', text, ...(error === undefined ? {} : { error }) });
+      finish(
+        parseReply(received, true, error) ?? {
+          status: 0,
+          headers: {},
+          body: '',
+          text,
+          ...(error === undefined ? {} : { error }),
+        },
+      );
     };
     const onError = (failure: NodeJS.ErrnoException) => {
       error = failure.code ?? failure.message;

@@ -20,10 +20,16 @@ export function checkManifest(workspacePackage, repo, report) {
   }
   // Folders are the short names, so a path under packages/ tells whose code it is.
   if (name !== workspacePackage.expectedName) {
-    report(manifestFile, `folder ${workspacePackage.where} must hold the package "${workspacePackage.expectedName}", not ${JSON.stringify(name)}`);
+    report(
+      manifestFile,
+      `folder ${workspacePackage.where} must hold the package "${workspacePackage.expectedName}", not ${JSON.stringify(name)}`,
+    );
   }
   if (kind === 'unknown') {
-    report(manifestFile, 'is not in the layer map (tooling/scripts/check-layers.mjs): place it as a layer, with the layers it may use, or as a private helper');
+    report(
+      manifestFile,
+      'is not in the layer map (tooling/scripts/check-layers.mjs): place it as a layer, with the layers it may use, or as a private helper',
+    );
   }
   if ((kind === 'helper' || kind === 'example') && !workspacePackage.isPrivate) {
     report(manifestFile, `is ${kind === 'helper' ? 'a helper' : 'an example'}, so it must be "private": true`);
@@ -76,7 +82,9 @@ function dependencyProblems(workspacePackage, dependency, field, range, repo) {
   const expected = isRuntime ? runtimeRange : devRange;
   if (range !== expected) {
     const kind = isRuntime ? 'a runtime' : 'a dev-only';
-    problems.push(`${field}["${dependency}"] is ${JSON.stringify(range)}; ${kind} internal dependency must be "${expected}"`);
+    problems.push(
+      `${field}["${dependency}"] is ${JSON.stringify(range)}; ${kind} internal dependency must be "${expected}"`,
+    );
   }
   if (dependency === workspacePackage.name) {
     problems.push(`depends on itself (${field})`);
@@ -94,7 +102,9 @@ function dependencyProblems(workspacePackage, dependency, field, range, repo) {
   } else if (isRuntime && !allowance.runtime.has(dependency)) {
     // A helper could itself depend on any layer, so a package that ships
     // with it would close a cycle around the layers.
-    problems.push(`depends at runtime on ${dependency} (${field}), which is a helper, not a layer; ${allowance.who} may use a helper package only as a devDependency`);
+    problems.push(
+      `depends at runtime on ${dependency} (${field}), which is a helper, not a layer; ${allowance.who} may use a helper package only as a devDependency`,
+    );
   }
   return problems;
 }

@@ -25,7 +25,9 @@ export function loadRepository(root, map) {
   const examplesDir = join(root, 'examples');
   const packages = [
     ...listPackages(packagesDir, 'packages', map),
-    ...(existsSync(examplesDir) && statSync(examplesDir).isDirectory() ? listPackages(examplesDir, 'examples', map) : []),
+    ...(existsSync(examplesDir) && statSync(examplesDir).isDirectory()
+      ? listPackages(examplesDir, 'examples', map)
+      : []),
   ];
   const byName = new Map(packages.map((workspacePackage) => [workspacePackage.name, workspacePackage]));
   return { root, packagesDir, toolingDir: join(root, 'tooling'), packages, byName };

@@ -17,7 +17,10 @@ export function listSourceFiles(dir, report) {
     const path = join(dir, entry.name);
     if (entry.isSymbolicLink()) {
       if (isSourceOrFolderLink(path, entry.name)) {
-        report(path, 'is a symbolic link; the layer check does not follow links, so it cannot see what this one reaches');
+        report(
+          path,
+          'is a symbolic link; the layer check does not follow links, so it cannot see what this one reaches',
+        );
       }
     } else if (entry.isDirectory()) {
       if (!skippedFolders.has(entry.name)) files.push(...listSourceFiles(path, report));
@@ -99,7 +102,9 @@ function pathSpecifierProblems(specifier, file, workspacePackage, repo) {
   if (isInside(repo.toolingDir, target)) return [];
   if (isInside(repo.packagesDir, target)) {
     const otherFolder = relative(repo.packagesDir, target).split(sep)[0];
-    return [`import "${specifier}" reaches into another package (packages/${otherFolder}); import its public entry point instead`];
+    return [
+      `import "${specifier}" reaches into another package (packages/${otherFolder}); import its public entry point instead`,
+    ];
   }
   return [`import "${specifier}" escapes the package folder`];
 }

@@ -56,7 +56,11 @@ export async function doctor(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
   // Opened without the access check the other commands make: what keeps this user out is a finding here.
   const opening = openStateHome(stateHome, { env: context.env });
-  const found: Found[] = await withBackend(context, async (opened) => withAccess(stateHome, [...diagnosed(stateHome), ...(await etcdFindings(opened))]), opening);
+  const found: Found[] = await withBackend(
+    context,
+    async (opened) => withAccess(stateHome, [...diagnosed(stateHome), ...(await etcdFindings(opened))]),
+    opening,
+  );
   const { output } = context;
   output.record({
     findings: found.map((finding) => ({

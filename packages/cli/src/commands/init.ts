@@ -15,11 +15,20 @@ export async function init(context: CommandContext): Promise<number> {
   await recordBackend(stateHome, backend, { env: context.env }).catch((error: unknown) => {
     // Nothing is recorded yet, so `status` would not help: the cluster the options name is what to check.
     if (ContractError.is(error, 'unavailable')) {
-      throw new RemedyError('unavailable', error.message, 'nothing was recorded: check that etcd answers at --etcd-endpoints (and LEASEHOLD_ETCD_* for its credentials and TLS), then run this again', { cause: error });
+      throw new RemedyError(
+        'unavailable',
+        error.message,
+        'nothing was recorded: check that etcd answers at --etcd-endpoints (and LEASEHOLD_ETCD_* for its credentials and TLS), then run this again',
+        { cause: error },
+      );
     }
     if (!ContractError.is(error, 'refused') || error.path === undefined || StateHomeError.is(error)) throw error;
     // The state home records another backend: a state home keeps the backend it was made with.
-    throw new SetupError(error.message, 'a state home keeps its backend: use it as recorded, or pass another --state-home for this one', { path: error.path, cause: error });
+    throw new SetupError(
+      error.message,
+      'a state home keeps its backend: use it as recorded, or pass another --state-home for this one',
+      { path: error.path, cause: error },
+    );
   });
   context.output.record({ initialized: true, stateHome, backend });
   context.output.say(`${stateHome} uses the ${describeBackend(backend)}`);

@@ -25,9 +25,16 @@ export async function journal(context: CommandContext): Promise<number> {
   const entries = await withBackend(context, ({ recovery }) => recovery.journal(root));
   const { output } = context;
   output.record({ entries });
-  if (entries.length === 0) output.say(root === undefined ? 'no recovery is journalled' : `no recovery of ${root} is journalled`);
+  if (entries.length === 0)
+    output.say(root === undefined ? 'no recovery is journalled' : `no recovery of ${root} is journalled`);
   for (const entry of entries) {
-    output.say(`${entry.recordedAt}  ${entry.root}`, `  digest  ${entry.digest}`, `  ${byWhom(entry)}`, `  record  ${entry.record}`, '');
+    output.say(
+      `${entry.recordedAt}  ${entry.root}`,
+      `  digest  ${entry.digest}`,
+      `  ${byWhom(entry)}`,
+      `  record  ${entry.record}`,
+      '',
+    );
   }
   return 0;
 }

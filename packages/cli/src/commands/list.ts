@@ -45,7 +45,10 @@ export async function list(context: CommandContext): Promise<number> {
     // With --all, every workspace this host keeps files for, stopped ones too, in root order.
     const fencedRoots = new Set(fenced.map((entry) => entry.root));
     const stopped = all ? (await ownership.workspaces()).filter((root) => !fencedRoots.has(root)) : [];
-    const rows = await Promise.all([...fenced.map((entry) => entryOf(entry.root, entry)), ...stopped.map((root) => entryOf(root, undefined))]);
+    const rows = await Promise.all([
+      ...fenced.map((entry) => entryOf(entry.root, entry)),
+      ...stopped.map((root) => entryOf(root, undefined)),
+    ]);
     return { entries: all ? rows.sort((a, b) => a.root.localeCompare(b.root)) : rows, stateHome: home };
   });
   const { output } = context;
@@ -53,17 +56,24 @@ export async function list(context: CommandContext): Promise<number> {
   if (entries.length === 0) output.say('no workspace is registered');
   const width = Math.max(4, ...entries.map((entry) => entry.root.length));
   const statusWidth = Math.max(6, ...entries.map((entry) => entry.status.length));
-  if (entries.length > 0) output.say(`${'ROOT'.padEnd(width)}  ${'STATUS'.padEnd(statusWidth)}  ENDPOINT                  PID      PROCESS`);
+  if (entries.length > 0)
+    output.say(`${'ROOT'.padEnd(width)}  ${'STATUS'.padEnd(statusWidth)}  ENDPOINT                  PID      PROCESS`);
   for (const entry of entries) {
     const flag = entry.rootExists ? '' : '  (folder no longer exists)';
     const reason = entry.reasonCode === undefined ? '' : `  (${entry.reasonCode})`;
     const process = entry.ownerStatus === null ? '-' : PROCESS_WORDS[entry.ownerStatus];
-    output.say(`${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${(entry.endpoint ?? '-').padEnd(24)}  ${String(entry.pid ?? '-').padEnd(7)}  ${process}${reason}${flag}`);
+    output.say(
+      `${entry.root.padEnd(width)}  ${entry.status.padEnd(statusWidth)}  ${(entry.endpoint ?? '-').padEnd(24)}  ${String(entry.pid ?? '-').padEnd(7)}  ${process}${reason}${flag}`,
+    );
   }
   // A program that outlived its crashed owner is what blocks its workspace: named, with what ends it.
   for (const { root, program } of entries) {
     if (program === undefined) continue;
-    output.say('', `${root}: its owner is gone, but the program it fenced the workspace with lives on: ${programInWords(program)}`, `  ${programRemedy(program, root, stateHome)}`);
+    output.say(
+      '',
+      `${root}: its owner is gone, but the program it fenced the workspace with lives on: ${programInWords(program)}`,
+      `  ${programRemedy(program, root, stateHome)}`,
+    );
   }
   return 0;
 }

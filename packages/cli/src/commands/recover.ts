@@ -1,12 +1,28 @@
 import { statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { ContractError, encode, holdersNotProvedGone, placeOptions, sha256, shellQuote, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import {
+  ContractError,
+  encode,
+  holdersNotProvedGone,
+  placeOptions,
+  sha256,
+  shellQuote,
+  type Ownership,
+  type Recovery,
+  type RecoveryView,
+} from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
-import { commandInWords, outlivingProgramIn, programInWords, programRemedy, type OutlivingProgram } from '../outliving-program.js';
+import {
+  commandInWords,
+  outlivingProgramIn,
+  programInWords,
+  programRemedy,
+  type OutlivingProgram,
+} from '../outliving-program.js';
 import { RemedyError } from '../remedies.js';
 
 /** One word for all holders: `live` (a live process or lease) or `ambiguous` if any is, else `absent`. */
@@ -32,13 +48,16 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
     context.output.say(`nothing to recover: no fence remains for ${state.root}`);
     return;
   }
-  const programOf = (pid: number) => (pid === program?.holder.pid ? `, the program its gone owner ran: ${commandInWords(program.record)}` : '');
+  const programOf = (pid: number) =>
+    pid === program?.holder.pid ? `, the program its gone owner ran: ${commandInWords(program.record)}` : '';
   context.output.say(
     `fences of ${state.root}:`,
     ...table(state.fences.map((fence) => [fence.kind, fence.path])).map((line) => `  ${line}`),
     '',
     'processes they name:',
-    ...state.holders.map(({ holder, verdict }) => `  pid ${holder.pid} on ${holder.host}: ${verdict}${programOf(holder.pid)}`),
+    ...state.holders.map(
+      ({ holder, verdict }) => `  pid ${holder.pid} on ${holder.host}: ${verdict}${programOf(holder.pid)}`,
+    ),
     '',
     `digest  ${state.digest}`,
     '',
@@ -47,9 +66,16 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
 }
 
 /** What to do after a review: recover, end the program its gone owner left running, or find out about a holder. */
-function nextStep(state: RecoveryView, ownerStatus: string, program: OutlivingProgram | undefined, stateHome: string): string {
-  if (ownerStatus === 'absent') return `Every holder is gone. To recover: leasehold recover ${placeOptions(state.root, stateHome)} --digest ${state.digest} --yes`;
-  if (program !== undefined) return `The program its gone owner ran lives on, so recovery would be refused; ${programRemedy(program.record, state.root, stateHome)}`;
+function nextStep(
+  state: RecoveryView,
+  ownerStatus: string,
+  program: OutlivingProgram | undefined,
+  stateHome: string,
+): string {
+  if (ownerStatus === 'absent')
+    return `Every holder is gone. To recover: leasehold recover ${placeOptions(state.root, stateHome)} --digest ${state.digest} --yes`;
+  if (program !== undefined)
+    return `The program its gone owner ran lives on, so recovery would be refused; ${programRemedy(program.record, state.root, stateHome)}`;
   return 'A holder is not gone: recovery would be refused. Stop it first, or diagnose with: leasehold doctor';
 }
 
@@ -77,7 +103,9 @@ export async function recover(context: CommandContext): Promise<number> {
   const allDead = context.values['all-dead'] === true;
   digestOption(context.values.digest, allDead ? '`leasehold recover --all-dead`' : '`leasehold recover`');
   if (allDead) {
-    return withBackend(context, ({ ownership, recovery, stateHome }) => recoverAllDead(context, stateHome, ownership, recovery));
+    return withBackend(context, ({ ownership, recovery, stateHome }) =>
+      recoverAllDead(context, stateHome, ownership, recovery),
+    );
   }
   const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, recovery, stateHome }) => {
@@ -94,7 +122,11 @@ export async function recover(context: CommandContext): Promise<number> {
 async function refusedConfirmation(context: CommandContext, command: string): Promise<number | undefined> {
   const answer = await confirmed(context);
   if (answer === undefined) {
-    context.output.record({ error: 'usage', message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)', remedy: `run: ${command}` });
+    context.output.record({
+      error: 'usage',
+      message: 'recover --digest needs a confirmation: add --yes (no terminal to ask on)',
+      remedy: `run: ${command}`,
+    });
     context.output.warn(`leasehold: recover --digest needs a confirmation: nothing changed. To recover: ${command}`);
     return UNCONFIRMED_EXIT;
   }
@@ -112,11 +144,17 @@ async function refusedConfirmation(context: CommandContext, command: string): Pr
 function authorityOver(stateHome: string): () => void {
   return () => {
     const owner = statSync(stateHome, { throwIfNoEntry: false })?.uid;
-    if (owner !== undefined && owner !== process.geteuid?.()) throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
+    if (owner !== undefined && owner !== process.geteuid?.())
+      throw new ContractError('refused', `${stateHome}: owned by another user`, { path: stateHome });
   };
 }
 
-async function recoverOn(context: CommandContext, root: string, stateHome: string, recovery: Recovery): Promise<number> {
+async function recoverOn(
+  context: CommandContext,
+  root: string,
+  stateHome: string,
+  recovery: Recovery,
+): Promise<number> {
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
     describe(context, recovery, await recovery.view(root), stateHome);
@@ -127,7 +165,11 @@ async function recoverOn(context: CommandContext, root: string, stateHome: strin
   const now = await recovery.view(root);
   if (now.clear) return nothingToRecover(context, root);
   if (now.digest !== digest) {
-    throw new RemedyError('conflict', `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`, `see the current state and its digest: ${review}`);
+    throw new RemedyError(
+      'conflict',
+      `${root}: --digest ${digest} does not match the state shown now (it changed since, or the digest was mistyped); nothing changed`,
+      `see the current state and its digest: ${review}`,
+    );
   }
   const program = outlivingProgramIn(recovery, now);
   if (program !== undefined) {
@@ -162,7 +204,9 @@ async function deadWorkspaces(ownership: Ownership, recovery: Recovery): Promise
 
 /** One digest over the dead workspaces: each root with the digest of its own view. */
 function digestOfAll(views: readonly RecoveryView[]): string {
-  return sha256(encode({ schema: 'leasehold.all-dead-digest/1', workspaces: views.map(({ root, digest }) => ({ root, digest })) }));
+  return sha256(
+    encode({ schema: 'leasehold.all-dead-digest/1', workspaces: views.map(({ root, digest }) => ({ root, digest })) }),
+  );
 }
 
 /**
@@ -170,20 +214,34 @@ function digestOfAll(views: readonly RecoveryView[]): string {
  * proved gone with one digest over them; with that digest and confirmation, recovers exactly those,
  * each through its own digest-checked recovery and journal record.
  */
-async function recoverAllDead(context: CommandContext, stateHome: string, ownership: Ownership, recovery: Recovery): Promise<number> {
+async function recoverAllDead(
+  context: CommandContext,
+  stateHome: string,
+  ownership: Ownership,
+  recovery: Recovery,
+): Promise<number> {
   const views = await deadWorkspaces(ownership, recovery);
   const all = digestOfAll(views);
   const again = `leasehold recover --all-dead --state-home ${shellQuote(stateHome)}`;
   const digest = context.values.digest;
   if (typeof digest !== 'string') {
-    context.output.record({ digest: all, workspaces: views.map(({ root, digest: own, holders }) => ({ root, digest: own, holders: holders.map(({ holder }) => holder) })) });
+    context.output.record({
+      digest: all,
+      workspaces: views.map(({ root, digest: own, holders }) => ({
+        root,
+        digest: own,
+        holders: holders.map(({ holder }) => holder),
+      })),
+    });
     if (views.length === 0) {
       context.output.say(`nothing to recover: no workspace of ${stateHome} is held only by processes proved gone`);
       return 0;
     }
     context.output.say(
       'workspaces whose owners are all proved gone on this host:',
-      ...views.map(({ root, holders }) => `  ${root}  (${holders.map(({ holder }) => `pid ${holder.pid}`).join(', ')})`),
+      ...views.map(
+        ({ root, holders }) => `  ${root}  (${holders.map(({ holder }) => `pid ${holder.pid}`).join(', ')})`,
+      ),
       '',
       `digest  ${all}`,
       '',
@@ -206,9 +264,20 @@ async function recoverAllDead(context: CommandContext, stateHome: string, owners
   const refused = await refusedConfirmation(context, `${again} --digest ${digest} --yes`);
   if (refused !== undefined) return refused;
   for (const view of views) {
-    const outcome = await recovery.recover(view.root, { expectedDigest: view.digest, assertAuthority: authorityOver(stateHome) });
-    context.output.record({ root: view.root, recovered: outcome.recovered, ...(outcome.recovered ? { record: outcome.record } : { reason: outcome.reason }) });
-    context.output.say(outcome.recovered ? `recovered ${view.root}: it is stopped. Journal record: ${outcome.record}` : `nothing to recover for ${view.root}`);
+    const outcome = await recovery.recover(view.root, {
+      expectedDigest: view.digest,
+      assertAuthority: authorityOver(stateHome),
+    });
+    context.output.record({
+      root: view.root,
+      recovered: outcome.recovered,
+      ...(outcome.recovered ? { record: outcome.record } : { reason: outcome.reason }),
+    });
+    context.output.say(
+      outcome.recovered
+        ? `recovered ${view.root}: it is stopped. Journal record: ${outcome.record}`
+        : `nothing to recover for ${view.root}`,
+    );
   }
   return 0;
 }

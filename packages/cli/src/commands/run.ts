@@ -55,7 +55,11 @@ class Supervisor {
     // A stop that came during acquire: there is nothing to start, only the release.
     if (this.abort.signal.aborted) return;
     try {
-      this.#program = new GatedProgram(this.#argv, environmentOf(this.#context.env, serving, stateHome), this.#stopTimeoutMs);
+      this.#program = new GatedProgram(
+        this.#argv,
+        environmentOf(this.#context.env, serving, stateHome),
+        this.#stopTimeoutMs,
+      );
     } catch (error) {
       this.#fail(error);
       return;
@@ -96,7 +100,11 @@ class Supervisor {
     if (!program.stopping) this.#ownExit = exit;
     const { output } = this.#context;
     output.record({ event: 'child-exited', childPid: program.pid, code: exit.code, signal: exit.signal });
-    output.say(exit.signal === null ? `exited    pid ${program.pid}, code ${exit.code}` : `exited    pid ${program.pid}, killed by ${exit.signal}`);
+    output.say(
+      exit.signal === null
+        ? `exited    pid ${program.pid}, code ${exit.code}`
+        : `exited    pid ${program.pid}, killed by ${exit.signal}`,
+    );
     this.abort.abort();
   }
 

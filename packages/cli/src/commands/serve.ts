@@ -22,7 +22,9 @@ function describeError(error: unknown, otherwise: string): string {
  * non-zero without touching any file.
  */
 export async function serve(context: CommandContext): Promise<number> {
-  return serveWorkspace(context, { onServing: (serving, stateHome) => announceReady(context.output, serving, stateHome) });
+  return serveWorkspace(context, {
+    onServing: (serving, stateHome) => announceReady(context.output, serving, stateHome),
+  });
 }
 
 /** What a command adds to the owner's life cycle: `serve` announces itself, `run` also starts and stops its program. */
@@ -50,10 +52,20 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
   endpointOption(values.endpoint);
   const opened = await openBackend(context, { ttlSeconds, creates: true });
   const { stateHome } = opened;
-  return withBackend(context, async ({ backend, ownership, recovery }) => {
-    if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');
-    return serveOn(context, root, stateHome, { ownership, watchIntervalMs, recovery, recoverDead: values['recover-dead'] === true }, part);
-  }, opened);
+  return withBackend(
+    context,
+    async ({ backend, ownership, recovery }) => {
+      if (ttlSeconds !== undefined) requireEtcd(backend, '--lease-ttl');
+      return serveOn(
+        context,
+        root,
+        stateHome,
+        { ownership, watchIntervalMs, recovery, recoverDead: values['recover-dead'] === true },
+        part,
+      );
+    },
+    opened,
+  );
 }
 
 /**
@@ -62,12 +74,25 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
  */
 function announceRecovered(output: Output, root: string, { record, automatic }: ProvedDeadRecovery): void {
   output.record({ event: 'recovered', root, proved: automatic.proved, record });
-  output.say(...table([['recovered', root], ['proved gone', provedGoneInWords(automatic)], ['record', record]]), '');
+  output.say(
+    ...table([
+      ['recovered', root],
+      ['proved gone', provedGoneInWords(automatic)],
+      ['record', record],
+    ]),
+    '',
+  );
 }
 
 /** The `ready` record and, for a person, what serves, where, and how to stop it; `childPid` is `run`'s program. */
 export function announceReady(output: Output, serving: Serving, stateHome: string, childPid?: number): void {
-  output.record({ event: 'ready', endpoint: serving.endpoint, epoch: serving.epoch, pid: serving.pid, ...(childPid === undefined ? {} : { childPid }) });
+  output.record({
+    event: 'ready',
+    endpoint: serving.endpoint,
+    epoch: serving.epoch,
+    pid: serving.pid,
+    ...(childPid === undefined ? {} : { childPid }),
+  });
   output.say(
     ...table([
       ['serving', serving.root],
@@ -101,7 +126,16 @@ async function serveOn(
   const replaceConfig = values['replace-config'] === true;
   try {
     const onRecovered = (recovered: ProvedDeadRecovery) => announceRecovered(output, root, recovered);
-    await serveOwner(root, { policy: POLICY_BYTES, ...options, ...part.options, onRecovered, onServing, replaceConfig, ...endpoint, ...compatibility });
+    await serveOwner(root, {
+      policy: POLICY_BYTES,
+      ...options,
+      ...part.options,
+      onRecovered,
+      onServing,
+      replaceConfig,
+      ...endpoint,
+      ...compatibility,
+    });
   } catch (error) {
     // Not serving yet: acquire (or the bind) refused, reported as any error.
     if (serving === undefined) throw error;
@@ -114,7 +148,9 @@ async function serveOn(
     }
     // Our files changed under us: the listener is closed, and no file was touched.
     output.record({ event: 'lost', epoch, error: ContractError.is(error) ? error.code : 'unknown' });
-    output.warn(`leasehold: lost the workspace (${describeError(error, 'the lease could not be asserted')}); stopped serving without touching its files`);
+    output.warn(
+      `leasehold: lost the workspace (${describeError(error, 'the lease could not be asserted')}); stopped serving without touching its files`,
+    );
     return LEASE_LOST_EXIT;
   }
   // serveOwner resolves only after a clean stop and release, so it served.

@@ -1,4 +1,15 @@
-import { encode, placeOptions, sha256, shellQuote, type Inspection, type Verdict, type OwnerConfig, type OwnerSummary, type Ownership, type Recovery } from '@leasehold/contracts';
+import {
+  encode,
+  placeOptions,
+  sha256,
+  shellQuote,
+  type Inspection,
+  type Verdict,
+  type OwnerConfig,
+  type OwnerSummary,
+  type Ownership,
+  type Recovery,
+} from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -19,7 +30,8 @@ const NOT_RUNNING_EXIT = 3;
  * `program-outlives-owner` (its owner is gone, but the program it fenced the workspace with, such
  * as `leasehold run`'s, lives on: `program` names it, and `leasehold stop` ends it).
  */
-type ReasonCode = 'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable' | 'program-outlives-owner';
+type ReasonCode =
+  'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable' | 'program-outlives-owner';
 
 /** What `status` reports. */
 export interface StatusReport {
@@ -63,7 +75,9 @@ async function configOf(ownership: Ownership, root: string): Promise<ConfigSumma
   } catch {
     return undefined;
   }
-  return config === undefined ? undefined : { identity: sha256(encode(config)), endpoint: config.endpoint, policyIdentity: config.policyIdentity };
+  return config === undefined
+    ? undefined
+    : { identity: sha256(encode(config)), endpoint: config.endpoint, policyIdentity: config.policyIdentity };
 }
 
 /**
@@ -91,13 +105,28 @@ function reportOf(inspection: Inspection, root: string): StatusReport {
       return { status: 'stopped', root, epoch: inspection.epoch };
     case 'unavailable': {
       const { owner, reason } = inspection;
-      const reasonCode: ReasonCode = inspection.inProgress === true ? 'in-progress' : owner === undefined ? 'unreadable' : 'owner-not-answering';
+      const reasonCode: ReasonCode =
+        inspection.inProgress === true ? 'in-progress' : owner === undefined ? 'unreadable' : 'owner-not-answering';
       return owner === undefined
         ? { status: 'unavailable', root, epoch: null, reason, reasonCode }
-        : { status: 'unavailable', root, epoch: owner.epoch, endpoint: owner.endpoint, pid: owner.pid, reason, reasonCode };
+        : {
+            status: 'unavailable',
+            root,
+            epoch: owner.epoch,
+            endpoint: owner.endpoint,
+            pid: owner.pid,
+            reason,
+            reasonCode,
+          };
     }
     default:
-      return { status: inspection.status, root, epoch: inspection.owner.epoch, endpoint: inspection.owner.endpoint, pid: inspection.owner.pid };
+      return {
+        status: inspection.status,
+        root,
+        epoch: inspection.owner.epoch,
+        endpoint: inspection.owner.endpoint,
+        pid: inspection.owner.pid,
+      };
   }
 }
 
@@ -107,7 +136,12 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, else
   // An owner this host cannot see (another host's, on etcd) is out of its reach: the backend's reason says where it serves.
   if (elsewhere) return { ...report, reasonCode: 'served-elsewhere' };
   // The backend's verdict (pid, start time, boot, namespace): a zombie or a reused pid is gone, as `list` and recovery say.
-  if (owner.process === 'absent') return { ...report, reason: `its owner (pid ${owner.pid}) does not answer: its process is gone`, reasonCode: 'owner-gone' };
+  if (owner.process === 'absent')
+    return {
+      ...report,
+      reason: `its owner (pid ${owner.pid}) does not answer: its process is gone`,
+      reasonCode: 'owner-gone',
+    };
   return { ...report, reason: `its owner (pid ${owner.pid}) does not answer`, reasonCode: 'owner-not-answering' };
 }
 
@@ -117,7 +151,8 @@ function silentOwner(report: StatusReport, owner: OwnerSummary | undefined, else
  * is what is in the way. Another host's owner, or a passing state, is left as it is.
  */
 async function withOutlivingProgram(report: StatusReport, recovery: Recovery): Promise<StatusReport> {
-  if (report.pid === undefined || report.reasonCode === 'served-elsewhere' || report.reasonCode === 'in-progress') return report;
+  if (report.pid === undefined || report.reasonCode === 'served-elsewhere' || report.reasonCode === 'in-progress')
+    return report;
   const program = await outlivingProgramOf(recovery, report.root);
   if (program === undefined) return report;
   const reason = `its owner (pid ${report.pid}) is gone, but the program it fenced the workspace with lives on`;
@@ -128,7 +163,8 @@ async function withOutlivingProgram(report: StatusReport, recovery: Recovery): P
 function nextStep(report: StatusReport, stateHome: string): string {
   const { root } = report;
   const options = placeOptions(root, stateHome);
-  if (report.program !== undefined) return `Its owner's process is gone, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
+  if (report.program !== undefined)
+    return `Its owner's process is gone, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
   if (report.inside !== undefined) {
     const [first] = report.inside;
     return `Workspaces inside this folder are registered, so a serve of it would overlap them; ask about one with: leasehold status ${placeOptions(first!.root, stateHome)}`;
@@ -138,7 +174,9 @@ function nextStep(report: StatusReport, stateHome: string): string {
       return `Stop it with: leasehold stop ${options}`;
     case 'absent':
     case 'stopped':
-      return rootExists(root) ? `Start it with: leasehold serve ${options}` : `No folder is at ${root}: pass an existing one with --workspace.`;
+      return rootExists(root)
+        ? `Start it with: leasehold serve ${options}`
+        : `No folder is at ${root}: pass an existing one with --workspace.`;
     case 'stopping':
       return 'It is stopping; check again in a moment.';
     case 'quarantined':
@@ -177,7 +215,9 @@ export async function status(context: CommandContext): Promise<number> {
     const report = {
       ...(await statusOf({ ownership, recovery }, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),
-      ...(inside.length === 0 ? {} : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.verdict })) }),
+      ...(inside.length === 0
+        ? {}
+        : { inside: inside.map((entry) => ({ root: entry.root, ownerStatus: entry.verdict })) }),
     };
     return reported(context, stateHome, report);
   });
@@ -199,7 +239,8 @@ export async function statusOf(
   const answered = owner === undefined ? undefined : await challenge(root, ownership);
   const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
   const config = await configOf(ownership, root);
-  const report = answered ?? (await withOutlivingProgram(silentOwner(reportOf(state, root), owner, elsewhere), recovery));
+  const report =
+    answered ?? (await withOutlivingProgram(silentOwner(reportOf(state, root), owner, elsewhere), recovery));
   return { ...report, ...(config === undefined ? {} : { config }) };
 }
 
@@ -212,7 +253,8 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
-  if (report.config !== undefined) rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
+  if (report.config !== undefined)
+    rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
   if (report.program !== undefined) rows.push(['program', programInWords(report.program)]);
   for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);

@@ -1,4 +1,11 @@
-import { ContractError, placeOptions, type Inspection, type Ownership, type Recovery, type RecoveryView } from '@leasehold/contracts';
+import {
+  ContractError,
+  placeOptions,
+  type Inspection,
+  type Ownership,
+  type Recovery,
+  type RecoveryView,
+} from '@leasehold/contracts';
 import { describeHolder } from '@leasehold/state-home';
 import { connect, settledInspection, type Connection } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
@@ -26,17 +33,26 @@ export async function stop(context: CommandContext): Promise<number> {
   return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = await coveringOf(ownership, folder, asked);
-    if (root === folder && unfenced(asked)) return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
+    if (root === folder && unfenced(asked))
+      return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
     return stopOn(context, root, ownership, { stateHome, host, recovery, stopTimeoutMs });
   });
 }
 
 /** Nothing to stop: said so (exit 0), naming the fenced workspaces inside the folder, if any. */
-function notRunning(context: CommandContext, root: string, inspection: Inspection, { stateHome, inside }: { stateHome: string; inside: readonly string[] }): number {
+function notRunning(
+  context: CommandContext,
+  root: string,
+  inspection: Inspection,
+  { stateHome, inside }: { stateHome: string; inside: readonly string[] },
+): number {
   const epoch = inspection.status === 'stopped' ? inspection.epoch : null;
   context.output.record({ stopped: true, root, epoch, ...(inside.length === 0 ? {} : { inside }) });
   context.output.say(`stopped   ${root} (it was not running)`);
-  if (inside.length > 0) context.output.say(`Workspaces inside it are registered; stop one with: leasehold stop ${placeOptions(inside[0]!, stateHome)}`);
+  if (inside.length > 0)
+    context.output.say(
+      `Workspaces inside it are registered; stop one with: leasehold stop ${placeOptions(inside[0]!, stateHome)}`,
+    );
   return 0;
 }
 
@@ -81,7 +97,11 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
  * and says that the workspace is now the crashed owner's to recover (exit 0). Undefined when
  * there is no such program. A fence whose pid now names another process is said so, never signalled.
  */
-async function endOutlivingProgram(context: CommandContext, root: string, { recovery, stateHome, stopTimeoutMs }: StopPlace): Promise<number | undefined> {
+async function endOutlivingProgram(
+  context: CommandContext,
+  root: string,
+  { recovery, stateHome, stopTimeoutMs }: StopPlace,
+): Promise<number | undefined> {
   let view: RecoveryView;
   try {
     view = await recovery.view(root);
@@ -108,9 +128,16 @@ async function endOutlivingProgram(context: CommandContext, root: string, { reco
     );
   }
   const signal = await endProgram(recovery, program, stopTimeoutMs);
-  const how = { SIGTERM: 'by SIGTERM', SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`, none: 'by itself already (not signalled)' }[signal ?? 'none'];
+  const how = {
+    SIGTERM: 'by SIGTERM',
+    SIGKILL: `by SIGKILL, still there ${stopTimeoutMs / 1000} s after SIGTERM`,
+    none: 'by itself already (not signalled)',
+  }[signal ?? 'none'];
   context.output.record({ stopped: false, root, program: { ...program.record, endedBy: signal ?? null } });
-  context.output.say(`ended     ${programInWords(program.record)}, ${how}`, `Its owner's process is gone; review and release what it left with: ${recover}`);
+  context.output.say(
+    `ended     ${programInWords(program.record)}, ${how}`,
+    `Its owner's process is gone; review and release what it left with: ${recover}`,
+  );
   return 0;
 }
 
@@ -124,11 +151,19 @@ function cannotStop(root: string, now: Inspection, where: StopPlace, error: unkn
   if (owner === undefined) return error;
   const recover = `leasehold recover ${placeOptions(root, where.stateHome)}`;
   if (where.host !== undefined && owner.host !== where.host && now.status !== 'quarantined') {
-    return new RemedyError('unavailable', `${root}: served on host ${owner.host}, out of reach from here`, `stop it there: leasehold stop on host ${owner.host}`);
+    return new RemedyError(
+      'unavailable',
+      `${root}: served on host ${owner.host}, out of reach from here`,
+      `stop it there: leasehold stop on host ${owner.host}`,
+    );
   }
   const liveness = owner.process;
   if (now.status === 'quarantined' || liveness === 'absent') {
-    return new RemedyError('quarantine', `${root}: its owner, ${describeHolder(owner, liveness)}, ${liveness === 'absent' ? 'is gone' : 'is quarantined'}: there is nothing to stop`, `review and release what it left with: ${recover}`);
+    return new RemedyError(
+      'quarantine',
+      `${root}: its owner, ${describeHolder(owner, liveness)}, ${liveness === 'absent' ? 'is gone' : 'is quarantined'}: there is nothing to stop`,
+      `review and release what it left with: ${recover}`,
+    );
   }
   return new RemedyError(
     'unavailable',

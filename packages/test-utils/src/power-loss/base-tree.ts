@@ -27,7 +27,8 @@ function nodeAt(path: string): TreeNode {
   const stats = lstatSync(path, { bigint: true });
   const mode = Number(stats.mode) & 0o7777;
   if (stats.isDirectory()) return { kind: 'folder', mode };
-  if (stats.isFile()) return { kind: 'file', mode, bytes: new Uint8Array(readFileSync(path)), inode: `base:${stats.dev}:${stats.ino}` };
+  if (stats.isFile())
+    return { kind: 'file', mode, bytes: new Uint8Array(readFileSync(path)), inode: `base:${stats.dev}:${stats.ino}` };
   if (stats.isSymbolicLink()) return { kind: 'symlink', target: readlinkSync(path) };
   // A FIFO or device has no bytes a crash could lose or keep: the model has no place for it.
   throw new Error(`baseTree: ${path} is neither a file, a folder nor a symbolic link`);

@@ -55,7 +55,9 @@ describe('rule 1, durable stays', () => {
     const { root, base } = makeBaseTree({ a: 'base' });
     const { write, fsync } = opsIn(root);
     const ops = [write('a', 'one'), fsync('a')];
-    expect(statesAt(base, ops, 1)).toEqual(sorted([{ a: 'base' }, { a: '' }, { a: 'o' }, { a: '\0\0\0' }, { a: 'one' }]));
+    expect(statesAt(base, ops, 1)).toEqual(
+      sorted([{ a: 'base' }, { a: '' }, { a: 'o' }, { a: '\0\0\0' }, { a: 'one' }]),
+    );
     expect(statesAt(base, ops)).toEqual([{ a: 'one' }]);
   });
 
@@ -69,7 +71,13 @@ describe('rule 1, durable stays', () => {
     after: Shown[];
   };
   it.each<EntryCase>([
-    { entry: 'a mkdir', ops: ({ mkdir }) => [mkdir('d')], synced: '.', before: [{}, { d: FOLDER }], after: [{ d: FOLDER }] },
+    {
+      entry: 'a mkdir',
+      ops: ({ mkdir }) => [mkdir('d')],
+      synced: '.',
+      before: [{}, { d: FOLDER }],
+      after: [{ d: FOLDER }],
+    },
     {
       entry: 'a write that created the file',
       ops: ({ write, fsync }) => [write('a', 'x'), fsync('a')],
@@ -115,18 +123,39 @@ describe('rule 1, durable stays', () => {
       // Durable removal of the old name forces the new one (rule 3).
       after: [{ from: FOLDER, to: FOLDER, 'to/f': 'x' }],
     },
-    { entry: 'an unlink', files: { a: 'x' }, ops: ({ unlink }) => [unlink('a')], synced: '.', before: [{}, { a: 'x' }], after: [{}] },
-    { entry: 'an rmdir', folders: ['d'], ops: ({ rmdir }) => [rmdir('d')], synced: '.', before: [{}, { d: FOLDER }], after: [{}] },
-  ])('makes $entry durable with an fsync-directory of the folder that holds it, after it', ({ files, folders, ops, synced, before, after }) => {
-    const { root, base } = makeBaseTree(files, folders);
-    const trace = ops(opsIn(root));
-    expect(statesAt(base, trace)).toEqual(sorted(before));
-    expect(statesAt(base, [...trace, opsIn(root).syncFolder(synced)])).toEqual(sorted(after));
-  });
+    {
+      entry: 'an unlink',
+      files: { a: 'x' },
+      ops: ({ unlink }) => [unlink('a')],
+      synced: '.',
+      before: [{}, { a: 'x' }],
+      after: [{}],
+    },
+    {
+      entry: 'an rmdir',
+      folders: ['d'],
+      ops: ({ rmdir }) => [rmdir('d')],
+      synced: '.',
+      before: [{}, { d: FOLDER }],
+      after: [{}],
+    },
+  ])(
+    'makes $entry durable with an fsync-directory of the folder that holds it, after it',
+    ({ files, folders, ops, synced, before, after }) => {
+      const { root, base } = makeBaseTree(files, folders);
+      const trace = ops(opsIn(root));
+      expect(statesAt(base, trace)).toEqual(sorted(before));
+      expect(statesAt(base, [...trace, opsIn(root).syncFolder(synced)])).toEqual(sorted(after));
+    },
+  );
 
   type NoBarrierCase = { barrier: string; folders?: string[]; ops: (ops: Ops) => TraceOp[]; states: Shown[] };
   it.each<NoBarrierCase>([
-    { barrier: 'an fsync of the file', ops: ({ write, fsync }) => [write('a', 'x'), fsync('a')], states: [{}, { a: 'x' }] },
+    {
+      barrier: 'an fsync of the file',
+      ops: ({ write, fsync }) => [write('a', 'x'), fsync('a')],
+      states: [{}, { a: 'x' }],
+    },
     {
       barrier: 'an fsync-directory of the new folder itself',
       ops: ({ mkdir, syncFolder }) => [mkdir('d'), syncFolder('d')],
@@ -177,13 +206,20 @@ describe('rule 3, a rename is atomic', () => {
   it('shows the target old or new, never neither nor a mix; the source may stay as a second name', () => {
     const { root, base } = makeBaseTree({ data: 'old', temp: 'new' });
     const { rename } = opsIn(root);
-    expect(statesAt(base, [rename('temp', 'data')])).toEqual(sorted([{ data: 'old', temp: 'new' }, { data: 'new', temp: 'new =data' }, { data: 'new' }]));
+    expect(statesAt(base, [rename('temp', 'data')])).toEqual(
+      sorted([{ data: 'old', temp: 'new' }, { data: 'new', temp: 'new =data' }, { data: 'new' }]),
+    );
   });
 
   it('shows a renamed folder, with its entries, under exactly one of its names', () => {
     const { root, base } = makeBaseTree({ 'd/f': 'x' }, ['d']);
     const { rename } = opsIn(root);
-    expect(statesAt(base, [rename('d', 'e')])).toEqual(sorted([{ d: FOLDER, 'd/f': 'x' }, { e: FOLDER, 'e/f': 'x' }]));
+    expect(statesAt(base, [rename('d', 'e')])).toEqual(
+      sorted([
+        { d: FOLDER, 'd/f': 'x' },
+        { e: FOLDER, 'e/f': 'x' },
+      ]),
+    );
   });
 
   it('never leaves the renamed file without a name when a later entry at its old name reached the disk', () => {
@@ -191,7 +227,9 @@ describe('rule 3, a rename is atomic', () => {
     const { rename, write, fsync } = opsIn(root);
     const ops = [rename('a', 'b'), write('a', 'new'), fsync('a')];
     // A new `a` on disk means the old `a` is gone from it: then `b` holds the old file, as when the old name shows the rename itself.
-    expect(statesAt(base, ops)).toEqual(sorted([{ a: 'old' }, { a: 'old', b: 'old =a' }, { b: 'old' }, { a: 'new', b: 'old' }]));
+    expect(statesAt(base, ops)).toEqual(
+      sorted([{ a: 'old' }, { a: 'old', b: 'old =a' }, { b: 'old' }, { a: 'new', b: 'old' }]),
+    );
   });
 });
 
@@ -207,7 +245,11 @@ describe('rule 4, unsynced bytes', () => {
   it('reads a new file whose write was never fsynced as empty, its first half, zeros or whole', () => {
     const { root, base } = makeBaseTree();
     const { write, syncFolder } = opsIn(root);
-    expect(statesAt(base, [write('a', 'hello'), syncFolder()]).map((state) => state.a).sort()).toEqual(['', '\0\0\0\0\0', 'he', 'hello']);
+    expect(
+      statesAt(base, [write('a', 'hello'), syncFolder()])
+        .map((state) => state.a)
+        .sort(),
+    ).toEqual(['', '\0\0\0\0\0', 'he', 'hello']);
   });
 
   it('keeps bytes fsynced before a link or a rename whole under the new name', () => {
@@ -215,10 +257,16 @@ describe('rule 4, unsynced bytes', () => {
     const { write, fsync, link, rename, syncFolder } = opsIn(root);
     const staged = [write('staging/t', 'new'), fsync('staging/t')];
     expect(statesAt(base, [...staged, link('staging/t', 'data'), syncFolder()])).toEqual(
-      sorted([{ data: 'new', staging: FOLDER, 'staging/t': 'new =data' }, { data: 'new', staging: FOLDER }]),
+      sorted([
+        { data: 'new', staging: FOLDER, 'staging/t': 'new =data' },
+        { data: 'new', staging: FOLDER },
+      ]),
     );
     expect(statesAt(base, [...staged, rename('staging/t', 'data'), syncFolder()])).toEqual(
-      sorted([{ data: 'new', staging: FOLDER, 'staging/t': 'new =data' }, { data: 'new', staging: FOLDER }]),
+      sorted([
+        { data: 'new', staging: FOLDER, 'staging/t': 'new =data' },
+        { data: 'new', staging: FOLDER },
+      ]),
     );
   });
 });
@@ -234,7 +282,7 @@ describe('rule 5, lost with its folder', () => {
 });
 
 describe('the replay of a trace', () => {
-  it("resolves each path when its op ran: a folder renamed later keeps its entries, and its new path reaches the same folder", () => {
+  it('resolves each path when its op ran: a folder renamed later keeps its entries, and its new path reaches the same folder', () => {
     const { root, base } = makeBaseTree({}, ['staging']);
     const { mkdir, write, fsync, rename, syncFolder } = opsIn(root);
     const ops = [
@@ -254,7 +302,12 @@ describe('the replay of a trace', () => {
     const { root, base } = makeBaseTree({}, ['d']);
     const { mkdir, unlink, rmdir } = opsIn(root);
     const points = allCrashStates(base, [mkdir('d'), unlink('a'), rmdir('e')]);
-    expect(points.map(({ states }) => states.map(shownTree))).toEqual([[{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }], [{ d: FOLDER }]]);
+    expect(points.map(({ states }) => states.map(shownTree))).toEqual([
+      [{ d: FOLDER }],
+      [{ d: FOLDER }],
+      [{ d: FOLDER }],
+      [{ d: FOLDER }],
+    ]);
   });
 
   it("writes a base file's bytes to every name of it: hard links of the base tree are one file", () => {
@@ -266,11 +319,23 @@ describe('the replay of a trace', () => {
   });
 
   it.each<{ trace: string; ops: (ops: Ops, root: string) => TraceOp[]; point?: number; error: RegExp }>([
-    { trace: 'a path outside the base tree', ops: (_, root) => [{ op: 'write', path: `${root}-elsewhere/a`, bytes: bytesOf('x') }], error: /outside the base tree/ },
-    { trace: 'a rename without a source', ops: (_, root) => [{ op: 'rename', path: join(root, 'b') }], error: /has no source/ },
+    {
+      trace: 'a path outside the base tree',
+      ops: (_, root) => [{ op: 'write', path: `${root}-elsewhere/a`, bytes: bytesOf('x') }],
+      error: /outside the base tree/,
+    },
+    {
+      trace: 'a rename without a source',
+      ops: (_, root) => [{ op: 'rename', path: join(root, 'b') }],
+      error: /has no source/,
+    },
     { trace: 'an fsync of a missing name', ops: ({ fsync }) => [fsync('missing')], error: /does not exist/ },
     { trace: 'a link onto a taken name', ops: ({ link }) => [link('data', 'data')], error: /which exists/ },
-    { trace: 'a write below a missing folder', ops: ({ write }) => [write('none/a', 'x')], error: /a folder above it does not exist/ },
+    {
+      trace: 'a write below a missing folder',
+      ops: ({ write }) => [write('none/a', 'x')],
+      error: /a folder above it does not exist/,
+    },
     { trace: 'an rmdir of a file', ops: ({ rmdir }) => [rmdir('data')], error: /wrong kind of entry/ },
     { trace: 'a crash point past the end', ops: () => [], point: 1, error: /crash point 1 is not in 0\.\.0/ },
   ])('refuses $trace: it could not have run over the base', ({ ops, point, error }) => {
@@ -298,7 +363,11 @@ describe('the enumeration', () => {
     const { root, base } = makeBaseTree();
     const { write, fsync, unlink } = opsIn(root);
     // Two files of the same bytes under one name, and two ways to show nothing: 3 combinations, 2 states.
-    const { states, combinations } = crashStates(base, [write('a', 'x'), fsync('a'), unlink('a'), write('a', 'x'), fsync('a')], 5);
+    const { states, combinations } = crashStates(
+      base,
+      [write('a', 'x'), fsync('a'), unlink('a'), write('a', 'x'), fsync('a')],
+      5,
+    );
     expect([combinations, sorted(states.map(shownTree))]).toEqual([3, sorted([{}, { a: 'x' }])]);
   });
 
@@ -306,7 +375,8 @@ describe('the enumeration', () => {
     const { root, base } = makeBaseTree();
     const { write, fsync } = opsIn(root);
     // Each fsynced file whose entry is not durable doubles the states: 3 files fill a cap of 8, 4 overflow it.
-    const files = (count: number) => Array.from({ length: count }, (_, index) => [write(`f${index}`, 'x'), fsync(`f${index}`)]).flat();
+    const files = (count: number) =>
+      Array.from({ length: count }, (_, index) => [write(`f${index}`, 'x'), fsync(`f${index}`)]).flat();
     const full = crashStates(base, files(3), 6, 8);
     expect([full.combinations, full.states.length, full.capped]).toEqual([8, 8, false]);
     const over = crashStates(base, files(4), 8, 8);
@@ -323,7 +393,12 @@ describe('the enumeration', () => {
  */
 function runToy(ops: readonly TraceOp[], hooks: TraceHooks): void {
   for (const op of ops) {
-    hooks.beforeMutation({ action: op.op, path: op.path, ...(op.source === undefined ? {} : { source: op.source }), ...(op.bytes === undefined ? {} : { bytes: op.bytes }) });
+    hooks.beforeMutation({
+      action: op.op,
+      path: op.path,
+      ...(op.source === undefined ? {} : { source: op.source }),
+      ...(op.bytes === undefined ? {} : { bytes: op.bytes }),
+    });
     if (op.op === 'write') writeFileSync(op.path, op.bytes!, { flag: 'wx', mode: 0o600 });
     else if (op.op === 'rename') renameSync(op.source!, op.path);
     else if (op.op === 'unlink') unlinkSync(op.path);
@@ -360,11 +435,16 @@ function explore(protocol: (ops: Ops) => TraceOp[]): { broken: Record<number, st
   const { hooks, ops } = recordTrace();
   runToy(protocol(opsIn(root)), hooks);
   const points = allCrashStates(base, ops);
-  expect(points.map((point) => point.states.map(contentKey)).at(-1), 'the trace replays to what the run left').toContain(contentKey(baseTree(root)));
+  expect(
+    points.map((point) => point.states.map(contentKey)).at(-1),
+    'the trace replays to what the run left',
+  ).toContain(contentKey(baseTree(root)));
   const broken: Record<number, string[]> = {};
   for (const { point, states, capped } of points) {
     expect(capped).toBe(false);
-    const found = [...new Set(states.map((state) => dataOnDisk(root, state)))].filter((text) => text !== 'old' && text !== 'new').sort();
+    const found = [...new Set(states.map((state) => dataOnDisk(root, state)))]
+      .filter((text) => text !== 'old' && text !== 'new')
+      .sort();
     if (found.length > 0) broken[point] = found;
   }
   return { broken, last: points.at(-1)!.states.map((state) => dataOnDisk(root, state)) };
@@ -374,13 +454,23 @@ describe('toy protocols: replace `data` so that a power loss leaves it old or ne
   it.each<{ protocol: string; ops: (ops: Ops) => TraceOp[]; broken: Record<number, string[]> }>([
     {
       protocol: 'rename the temp over it before fsyncing the temp',
-      ops: ({ write, rename, fsync, syncFolder }) => [write('temp', 'new'), rename('temp', 'data'), fsync('data'), syncFolder()],
+      ops: ({ write, rename, fsync, syncFolder }) => [
+        write('temp', 'new'),
+        rename('temp', 'data'),
+        fsync('data'),
+        syncFolder(),
+      ],
       // After the rename `data` may name the temp's file before its bytes reached the disk; the fsync after it comes too late for that point.
       broken: { 2: ['', '\0\0\0', 'n'] },
     },
     {
       protocol: 'unlink it, then write the new one in its place',
-      ops: ({ unlink, write, fsync, syncFolder }) => [unlink('data'), write('data', 'new'), fsync('data'), syncFolder()],
+      ops: ({ unlink, write, fsync, syncFolder }) => [
+        unlink('data'),
+        write('data', 'new'),
+        fsync('data'),
+        syncFolder(),
+      ],
       broken: { 1: ['missing'], 2: ['', '\0\0\0', 'missing', 'n'], 3: ['missing'] },
     },
   ])('is caught when it does: $protocol', ({ ops, broken }) => {
@@ -390,7 +480,12 @@ describe('toy protocols: replace `data` so that a power loss leaves it old or ne
   });
 
   it('passes when it does not: write a temp, fsync it, rename it over, fsync the folder', () => {
-    const explored = explore(({ write, fsync, rename, syncFolder }) => [write('temp', 'new'), fsync('temp'), rename('temp', 'data'), syncFolder()]);
+    const explored = explore(({ write, fsync, rename, syncFolder }) => [
+      write('temp', 'new'),
+      fsync('temp'),
+      rename('temp', 'data'),
+      syncFolder(),
+    ]);
     expect(explored.broken).toEqual({});
     expect(explored.last).toEqual(['new']);
   });

@@ -47,7 +47,8 @@ function optionOf(effect: EntryEffect): NameOption {
 /** The index of the last barrier on `inode` before `point`, or -1. */
 function lastBarrier(barriers: readonly Barrier[], inode: string, point: number): number {
   let last = -1;
-  for (const barrier of barriers) if (barrier.inode === inode && barrier.index < point && barrier.index > last) last = barrier.index;
+  for (const barrier of barriers)
+    if (barrier.inode === inode && barrier.index < point && barrier.index > last) last = barrier.index;
   return last;
 }
 
@@ -60,7 +61,8 @@ function nameChoice(replay: Replay, effects: readonly EntryEffect[], point: numb
   const { key, folder, name } = effects[0]!;
   const synced = lastBarrier(replay.folderSyncs, folder, point);
   const durable = effects.filter((effect) => effect.index < synced).at(-1);
-  const start: NameOption = durable === undefined ? { horizon: -1, inode: replay.baseEntries.get(folder)?.get(name) } : optionOf(durable);
+  const start: NameOption =
+    durable === undefined ? { horizon: -1, inode: replay.baseEntries.get(folder)?.get(name) } : optionOf(durable);
   const later = effects.filter((effect) => effect.index > start.horizon).map(optionOf);
   const options = [start, ...later];
   return { key, folder, name, options: undominated(options, key, replay.renames) };
@@ -81,14 +83,15 @@ function undominated(options: readonly NameOption[], key: string, renames: reado
   const weighed = options.map((option) => ({ option, constraints: constraints(option) }));
   const within = (a: readonly string[], b: readonly string[]) => a.every((item) => b.includes(item));
   return weighed
-    .filter(({ option, constraints: mine }, index) =>
-      !weighed.some(
-        (other, otherIndex) =>
-          otherIndex !== index &&
-          other.option.inode === option.inode &&
-          within(other.constraints, mine) &&
-          (!within(mine, other.constraints) || otherIndex < index),
-      ),
+    .filter(
+      ({ option, constraints: mine }, index) =>
+        !weighed.some(
+          (other, otherIndex) =>
+            otherIndex !== index &&
+            other.option.inode === option.inode &&
+            within(other.constraints, mine) &&
+            (!within(mine, other.constraints) || otherIndex < index),
+        ),
     )
     .map(({ option }) => option);
 }
@@ -121,7 +124,12 @@ function contentOptions(replay: Replay, inode: string, point: number): Uint8Arra
   const options = [start];
   for (const write of writes.filter((each) => each.index > (durable?.index ?? -1))) {
     const { bytes } = write;
-    options.push(new Uint8Array(), bytes.subarray(0, Math.floor(bytes.byteLength / 2)), new Uint8Array(bytes.byteLength), bytes);
+    options.push(
+      new Uint8Array(),
+      bytes.subarray(0, Math.floor(bytes.byteLength / 2)),
+      new Uint8Array(bytes.byteLength),
+      bytes,
+    );
   }
   const seen = new Set<string>();
   return options.filter((bytes) => {
@@ -145,7 +153,11 @@ function* combinations<T>(slots: readonly (readonly T[])[]): Generator<T[]> {
 }
 
 /** The names each folder inode shows, when each changed name shows its chosen option. */
-function folderEntries(replay: Replay, choices: readonly NameChoice[], picked: readonly NameOption[]): Map<string, Map<string, string>> {
+function folderEntries(
+  replay: Replay,
+  choices: readonly NameChoice[],
+  picked: readonly NameOption[],
+): Map<string, Map<string, string>> {
   const folders = new Map<string, Map<string, string>>();
   for (const [folder, names] of replay.baseEntries) folders.set(folder, new Map(names));
   choices.forEach((choice, index) => {
@@ -164,7 +176,10 @@ function folderEntries(replay: Replay, choices: readonly NameChoice[], picked: r
  * under two names (a folder rename half on disk) is not a state: a folder
  * has one parent. Undefined for such a combination.
  */
-function reachable(replay: Replay, folders: ReadonlyMap<string, ReadonlyMap<string, string>>): Map<string, string> | undefined {
+function reachable(
+  replay: Replay,
+  folders: ReadonlyMap<string, ReadonlyMap<string, string>>,
+): Map<string, string> | undefined {
   const paths = new Map<string, string>([['.', ROOT]]);
   const seenFolders = new Set([ROOT]);
   const visit = (folder: string, prefix: string): boolean => {
@@ -181,11 +196,17 @@ function reachable(replay: Replay, folders: ReadonlyMap<string, ReadonlyMap<stri
   return visit(ROOT, '.') ? paths : undefined;
 }
 
-function treeOf(replay: Replay, root: string, paths: ReadonlyMap<string, string>, contents: ReadonlyMap<string, Uint8Array>): Tree {
+function treeOf(
+  replay: Replay,
+  root: string,
+  paths: ReadonlyMap<string, string>,
+  contents: ReadonlyMap<string, Uint8Array>,
+): Tree {
   const entries: Record<string, TreeNode> = {};
   for (const [path, inode] of paths) {
     const node = replay.inodes.get(inode)!;
-    if (node.kind === 'file') entries[path] = { kind: 'file', mode: node.mode, bytes: contents.get(inode) ?? node.bytes, inode };
+    if (node.kind === 'file')
+      entries[path] = { kind: 'file', mode: node.mode, bytes: contents.get(inode) ?? node.bytes, inode };
     else entries[path] = node;
   }
   return { root, entries };
@@ -219,7 +240,9 @@ class Enumeration {
   /** False once the cap stopped the enumeration. */
   #entryCombination(choices: readonly NameChoice[], picked: readonly NameOption[]): boolean {
     const horizons = new Map(choices.map((choice, index) => [choice.key, picked[index]!.horizon]));
-    const paths = renameHolds(this.replay.renames, horizons, this.point) ? reachable(this.replay, folderEntries(this.replay, choices, picked)) : undefined;
+    const paths = renameHolds(this.replay.renames, horizons, this.point)
+      ? reachable(this.replay, folderEntries(this.replay, choices, picked))
+      : undefined;
     if (paths === undefined) return this.#count();
     const files = [...new Set(paths.values())].filter((inode) => this.replay.inodes.get(inode)?.kind === 'file');
     const slots = files.map((inode) => contentOptions(this.replay, inode, this.point));
@@ -260,8 +283,14 @@ function enumerate(replay: Replay, root: string, point: number, cap: number): Cr
  * the README states. Throws when the trace could not have run over `base`
  * (a name that does not exist, a path outside it, a rename without a source).
  */
-export function crashStates(base: Tree, ops: readonly TraceOp[], crashPoint: number, cap = CRASH_STATE_CAP): CrashStates {
-  if (!Number.isInteger(crashPoint) || crashPoint < 0 || crashPoint > ops.length) throw new Error(`crash point ${crashPoint} is not in 0..${ops.length}`);
+export function crashStates(
+  base: Tree,
+  ops: readonly TraceOp[],
+  crashPoint: number,
+  cap = CRASH_STATE_CAP,
+): CrashStates {
+  if (!Number.isInteger(crashPoint) || crashPoint < 0 || crashPoint > ops.length)
+    throw new Error(`crash point ${crashPoint} is not in 0..${ops.length}`);
   return enumerate(new Replay(base, ops), base.root, crashPoint, cap);
 }
 

@@ -30,11 +30,18 @@ export interface ProvedFsyncs {
 
 /** The fsyncs of `notNeededAlone` that stay dropped in the one-by-one pass: with all of them gone, every state still holds. */
 export function droppedTogether(proved: ProvedFsyncs): number[] {
-  return proved.notNeededAlone.filter((fsync) => !proved.keptTogether.includes(fsync) && !proved.unprovedTogether.includes(fsync));
+  return proved.notNeededAlone.filter(
+    (fsync) => !proved.keptTogether.includes(fsync) && !proved.unprovedTogether.includes(fsync),
+  );
 }
 
 /** The figures the bench and the READMEs give: how many are needed alone, kept together, unproved, and how many a sound set keeps. */
-export function provedCounts(proved: ProvedFsyncs): { readonly neededAlone: number; readonly keptTogether: number; readonly unproved: number; readonly sufficient: number } {
+export function provedCounts(proved: ProvedFsyncs): {
+  readonly neededAlone: number;
+  readonly keptTogether: number;
+  readonly unproved: number;
+  readonly sufficient: number;
+} {
   return {
     neededAlone: proved.fsyncs - proved.notNeededAlone.length - proved.unprovedAlone.length,
     keptTogether: proved.keptTogether.length,
@@ -58,8 +65,20 @@ const NONE: readonly number[] = [];
 
 /** What the exploration found. */
 export const PROVED_FSYNCS: Readonly<Record<PowerLossProtocol, ProvedFsyncs>> = {
-  'acquire-fresh': { fsyncs: 24, notNeededAlone: [3, 4, 9, 17], unprovedAlone: [22], keptTogether: NONE, unprovedTogether: NONE },
-  'acquire-stopped': { fsyncs: 10, notNeededAlone: [8], unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
+  'acquire-fresh': {
+    fsyncs: 24,
+    notNeededAlone: [3, 4, 9, 17],
+    unprovedAlone: [22],
+    keptTogether: NONE,
+    unprovedTogether: NONE,
+  },
+  'acquire-stopped': {
+    fsyncs: 10,
+    notNeededAlone: [8],
+    unprovedAlone: NONE,
+    keptTogether: NONE,
+    unprovedTogether: NONE,
+  },
   phase: { fsyncs: 2, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
   release: { fsyncs: 6, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
   recover: { fsyncs: 9, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },

@@ -49,7 +49,9 @@ function keyOf(folder: string, name: string): string {
 
 function parentOf(relative: string): { parent: string; name: string } {
   const slash = relative.lastIndexOf('/');
-  return slash < 0 ? { parent: '.', name: relative } : { parent: relative.slice(0, slash), name: relative.slice(slash + 1) };
+  return slash < 0
+    ? { parent: '.', name: relative }
+    : { parent: relative.slice(0, slash), name: relative.slice(slash + 1) };
 }
 
 /**
@@ -177,7 +179,8 @@ export class Replay {
   #place(path: string): { folder: string; name: string } {
     const parts = this.#partsOf(path);
     const name = parts.pop();
-    if (name === undefined) throw new Error(`${path}: the root of the base tree has no folder entry the model can change`);
+    if (name === undefined)
+      throw new Error(`${path}: the root of the base tree has no folder entry the model can change`);
     return { folder: this.#walk(parts, path), name };
   }
 
@@ -200,7 +203,8 @@ export class Replay {
     let folder = ROOT;
     for (const part of parts) {
       const next = this.#live.get(folder)!.get(part);
-      if (next === undefined || !this.#live.has(next)) throw new Error(`${path}: a folder above it does not exist at this point of the trace`);
+      if (next === undefined || !this.#live.has(next))
+        throw new Error(`${path}: a folder above it does not exist at this point of the trace`);
       folder = next;
     }
     return folder;
@@ -210,7 +214,8 @@ export class Replay {
     if (path === this.#root) return [];
     const prefix = this.#root === '/' ? '/' : `${this.#root}/`;
     // An op outside the base tree would change a state the model does not hold.
-    if (!path.startsWith(prefix)) throw new Error(`${path} is outside the base tree ${this.#root}; take the base tree of a folder above it`);
+    if (!path.startsWith(prefix))
+      throw new Error(`${path} is outside the base tree ${this.#root}; take the base tree of a folder above it`);
     return path.slice(prefix.length).split('/');
   }
 }

@@ -8,7 +8,10 @@ import type { Tree } from './tree.js';
 export type ShownTree = Record<string, string>;
 
 /** A fresh temp folder holding `folders` (0700, in order) and `files` (path to text, 0600), made by hand, and its base tree. */
-export function makeBaseTree(files: Readonly<Record<string, string>> = {}, folders: readonly string[] = []): { root: string; base: Tree } {
+export function makeBaseTree(
+  files: Readonly<Record<string, string>> = {},
+  folders: readonly string[] = [],
+): { root: string; base: Tree } {
   const root = makeTemporaryFolder('power-loss-');
   for (const folder of folders) mkdirSync(join(root, folder), { mode: 0o700 });
   for (const [path, text] of Object.entries(files)) writeFileSync(join(root, path), text, { mode: 0o600 });

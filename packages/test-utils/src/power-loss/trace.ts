@@ -2,7 +2,8 @@
 // `beforeMutation` hook, and their encoding as JSON lines so that a child process can hand
 // them over on its stdout.
 /** The mutating system calls private-files makes (its `MutationAction`). */
-export type TraceAction = 'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
+export type TraceAction =
+  'mkdir' | 'chmod' | 'write' | 'fsync' | 'link' | 'rename' | 'unlink' | 'rmdir' | 'fsync-directory';
 
 /** One recorded operation: `path` is the name it makes or touches; a link or rename comes from `source`; a write carries its bytes. */
 export interface TraceOp {
@@ -66,7 +67,9 @@ function opOf(step: TracedStep): TraceOp {
 /** One JSON line per op, `{"trace":{op,path,source?,bytes?}}` with the bytes in base64: fits beside a fixture's other JSON lines. */
 export function encodeTrace(ops: readonly TraceOp[]): string {
   return ops
-    .map(({ bytes, ...op }) => JSON.stringify({ trace: bytes === undefined ? op : { ...op, bytes: Buffer.from(bytes).toString('base64') } }))
+    .map(({ bytes, ...op }) =>
+      JSON.stringify({ trace: bytes === undefined ? op : { ...op, bytes: Buffer.from(bytes).toString('base64') } }),
+    )
     .join('\n');
 }
 
@@ -89,7 +92,17 @@ function traceField(line: string): unknown {
   }
 }
 
-const ACTIONS: readonly string[] = ['mkdir', 'chmod', 'write', 'fsync', 'link', 'rename', 'unlink', 'rmdir', 'fsync-directory'];
+const ACTIONS: readonly string[] = [
+  'mkdir',
+  'chmod',
+  'write',
+  'fsync',
+  'link',
+  'rename',
+  'unlink',
+  'rmdir',
+  'fsync-directory',
+];
 
 function decodedOp(trace: unknown, line: string): TraceOp {
   const { op, path, source, bytes } = (trace ?? {}) as Record<string, unknown>;
