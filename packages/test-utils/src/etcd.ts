@@ -1,9 +1,7 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs';
 import { get, type IncomingMessage } from 'node:http';
 import { get as getTls } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
-import { delimiter, join } from 'node:path';
 import type { EtcdCertificates } from './etcd-certificates.js';
 import { onPath } from './etcd-tools.js';
 import { stopProcess } from './stopped-processes.js';
