@@ -61,7 +61,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))(
       const root = makeWorkspace({ base }, 'ws');
       const lease = await alice.ownership.acquire(root, CONFIG, { boundEndpoint: 'http://127.0.0.1:40001' });
       expect(await alice.ownership.list()).toEqual([
-        expect.objectContaining({ root, host: 'host-a', holder: 'leased' }),
+        expect.objectContaining({ root, host: 'host-a', verdict: 'leased' }),
       ]);
       await lease.release();
       expect(await alice.ownership.list()).toEqual([]);

@@ -333,7 +333,7 @@ describe.skipIf(!etcdAvailable())(
 
         await untilStatus(hostB, root, 'quarantined');
         const [row] = await hostB.list();
-        expect(row).toEqual({ root, endpoint: BOUND, epoch, pid: killed, host: 'host-a', holder: 'lease-ended' });
+        expect(row).toEqual({ root, endpoint: BOUND, epoch, pid: killed, host: 'host-a', verdict: 'lease-ended' });
         // Read from its fence, on either host, with the epoch its files carry too; its process is proved gone on its own host only.
         const owner = { epoch, endpoint: BOUND, pid: killed, host: 'host-a', phase: 'quarantined' };
         expect(await hostB.inspect(root)).toEqual({ status: 'quarantined', owner: { ...owner, process: 'ambiguous' } });
