@@ -56,11 +56,20 @@ export function bareCreate(path: string, temp: string, bytes: Uint8Array, syncFo
 /**
  * A bare lock: the same create as `bareCreate`, its link retried after
  * `wait()` while another holder's file is there. Staged once, so a lost race
- * costs a link, not another write and fsync.
+ * costs a link, not another write and fsync. `linking()` runs right before
+ * each link (the last one's is when the lock was taken).
  */
-export function bareLock(path: string, temp: string, bytes: Uint8Array, syncFolder: boolean, wait: () => void): void {
+export function bareLock(
+  path: string,
+  temp: string,
+  bytes: Uint8Array,
+  syncFolder: boolean,
+  wait: () => void,
+  linking: () => void,
+): void {
   stage(temp, bytes);
   for (;;) {
+    linking();
     try {
       linkSync(temp, path);
       break;

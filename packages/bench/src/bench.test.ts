@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,6 +53,10 @@ const ROWS = [
   'the same 16 one at a time (sum)',
   "bare fsync floor: 16 processes replay a reused cycle's publications at once, wall time",
   'the same 16 bare replays one at a time (sum)',
+  'registry lock held by one transaction, uncontended (serial passes)',
+  'bare lock held by the same publications, uncontended',
+  'the same, 16 processes at once',
+  'the same, 16 bare replays at once',
   'phase(stopping), reused workspace',
   'recover() of a dead owner',
   'registry transaction, nothing written',
@@ -93,8 +97,41 @@ const FIGURES = [
   'scale.inspect.256',
   'contention/serial',
   'contention.bare/serial',
+  'contention.hold/bare',
+  'contention.hold.contended/bare',
   'contention/cycle',
 ];
+
+/** The closing table's rows in order, each figure's id and its limit: every target of the run, judged against a floor of the same run. */
+const TARGETS: readonly (readonly [string, number])[] = [
+  ['files.create/floor', 1.15],
+  ['files.replace/floor', 1.15],
+  ['files.read/read-hash', 1.5],
+  ['cycle.fresh/floor', 1.2],
+  ['cycle.reused/floor', 1.2],
+  ['cycle.reused/exact-floor', 1.5],
+  ['inspect/reads', 1],
+  ['connect/http-get', 2],
+  ['scale.cycle.256', 1.5],
+  ['scale.acquire.256', 1.5],
+  ['scale.release.256', 1.5],
+  ['scale.inspect.256', 1.5],
+  ['contention/serial', 1.1],
+  ['contention.hold/bare', 1.3],
+  ['command.version/node', 1.3],
+  ['command.status-stopped/node', 1.5],
+  ['command.status-running/node', 1.5],
+];
+
+/** Whether strace runs here (section 7's system call counts need it). */
+function straceOnPath(): boolean {
+  try {
+    execFileSync('strace', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const FSYNC_COUNTS = [
   'files.create',
@@ -206,7 +243,7 @@ describe('pnpm bench --quick', () => {
     );
 
     const result = JSON.parse(readFileSync(jsonPath, 'utf8'));
-    expect(result.schema).toBe('leasehold.bench/2');
+    expect(result.schema).toBe('leasehold.bench/3');
     expect(result.settings.quick).toBe(true);
     const figures = new Map<string, Row>(result.figures.map((figure: { id: string }) => [figure.id, figure]));
     expect([...figures.keys()].sort()).toEqual([...FIGURES].sort());
@@ -218,16 +255,26 @@ describe('pnpm bench --quick', () => {
     }
     expect(isNumber(result.contention.busy)).toBe(true);
     expect(result.contention.cycles).toBe(result.contention.processes * result.contention.trials);
-    expect(figures.get('contention/serial')?.target).toBe(0.5);
-    // The machine's own floor beside it, from the same trials: Leasehold's ratio is printed against the bare one.
-    expect(stdout).toMatch(
-      /^bare fsync floor: 16 at once \/ one at a time = \d+\.\d{2}x; Leasehold \d+\.\d{2}x, \d+\.\d{2}x the floor\.$/m,
-    );
     expect(figures.get('contention.bare/serial')?.samples).toBe(result.contention.trials);
-    const { bareFloor } = result.contention;
-    expect(bareFloor.ratio).toBe(figures.get('contention.bare/serial')?.ratio);
-    expect(bareFloor.leasehold).toBe(figures.get('contention/serial')?.ratio);
-    expect(bareFloor.overFloor).toBeCloseTo(bareFloor.leasehold / bareFloor.ratio);
+    // Contention is judged against the machine's own parallel floor of the same trials: its ratio over the bare one's,
+    // printed beside it in its row.
+    const contention = figures.get('contention/serial')!;
+    const bare = figures.get('contention.bare/serial')!;
+    expect(contention.judged).toEqual({
+      floor: 'contention.bare/serial',
+      label: `${bare.label as string} / ${(bare.baseline as { label: string }).label}`,
+      floorRatio: bare.ratio,
+      ratio: (contention.ratio as number) / (bare.ratio as number),
+    });
+    expect(contention.met).toBe((contention.judged as { ratio: number }).ratio <= 1.1);
+    expect(stdout).toMatch(
+      /^ {2}16 disjoint owners acquire \+ release at once, wall time .* \/ the bare floor's \d+\.\d{2}x = \d+\.\d{2}x, <= 1\.10x (met|MISSED \(\+\d+%\))$/m,
+    );
+    for (const figure of figures.values())
+      if (figure.id !== 'contention/serial') expect(figure.judged, `${figure.id} judged`).toBeNull();
+    // The registry lock's hold, each transaction of the serial passes, against the bare replays' lock in the same trials.
+    for (const id of ['contention.hold/bare', 'contention.hold.contended/bare'])
+      expect(figures.get(id)?.samples, id).toBe(result.contention.transactions * result.contention.trials);
     // The bare workers replay the reused cycle's publications as table 7 saw them: the same number.
     const reused = ['acquire.reused', 'release.reused'].map((id) =>
       result.fsyncs.find((count: { id: string }) => count.id === id),
@@ -246,6 +293,54 @@ describe('pnpm bench --quick', () => {
       expect(figure.samples, `${figure.id} samples`).toBe(command.rounds);
     }
     expect(command.figures.map((figure: { target: number | null }) => figure.target)).toEqual([1.3, 1.5, 1.5, null]);
+
+    // The closing table: every target, its figure and its floor of the same run, their ratio, met or missed.
+    const everyFigure = new Map<string, Row>(
+      [...result.figures, ...command.figures].map((figure: Row) => [figure.id, figure]),
+    );
+    expect(result.targets.map((target: Row) => [target.id, target.target])).toEqual(TARGETS);
+    for (const target of result.targets as Row[]) {
+      const figure = everyFigure.get(target.id)!;
+      expect(target.met, target.id).toBe(figure.met);
+      expect(target.met, target.id).toBe((target.ratio as number) <= (target.target as number));
+      expect(target.ratio as number, target.id).toBeCloseTo((target.figure as number) / (target.floor as number), 9);
+      expect(target.name, target.id).toBe(figure.targetName);
+      if (target.id === 'contention/serial') {
+        expect(target).toMatchObject({ unit: 'x', figure: figure.ratio, floor: bare.ratio });
+      } else {
+        const baseline = figure.baseline as { median: number };
+        expect(target, target.id).toMatchObject({ unit: 'ms', figure: figure.median, floor: baseline.median });
+      }
+      // A duration ("796 µs", "1.16 ms") or a ratio ("1.01x").
+      const value = '[\\d.]+(?: µs| ms| s|x)';
+      const name = (target.name as string).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      expect(stdout, target.id).toMatch(
+        new RegExp(
+          `^ {2}${name} +${value} +${value} +\\d+\\.\\d{2}x +<= \\d\\.\\d{2}x +(met|MISSED \\(\\+\\d+%\\))$`,
+          'm',
+        ),
+      );
+    }
+    expect(stdout).toMatch(/^ {2}target +figure +floor +ratio +limit +result$/m);
+    const met = (result.targets as Row[]).filter((target) => target.met).length;
+    expect(stdout).toContain(`Targets: ${met} of ${TARGETS.length} met;`);
+
+    // Section 7's system calls per reused cycle, beside the bare replay of its publications, when strace runs here.
+    const { syscalls } = result;
+    if (straceOnPath()) {
+      expect(syscalls.status).toBe('measured');
+      for (const count of [syscalls.leasehold, syscalls.bare]) expect(count.perCycle).toBeGreaterThan(0);
+      // The bare replay is the reused cycle's publications: its fsyncs are table 7's.
+      const fsyncs = reused.reduce((sum: number, count: { total: number }) => sum + count.total, 0);
+      expect(syscalls.bare.bySyscall.fsync).toBe(fsyncs);
+      expect(syscalls.ratio).toBeCloseTo(syscalls.leasehold.perCycle / syscalls.bare.perCycle, 9);
+      expect(stdout).toMatch(
+        /^ {2}system calls per reused acquire \+ release \(strace -f, between two markers\), \d+ cycles after \d+ warm-up: [\d.]+ against [\d.]+ for the bare replay of its publications \(\d+\.\d{2}x\)\.$/m,
+      );
+    } else {
+      expect(syscalls.status).toBe('skipped');
+      expect(stdout).toMatch(/^ {2}system calls per reused acquire \+ release .*: skipped: no `strace` on PATH/m);
+    }
 
     // Readers under churn: every read counted once, by what it answered; the writers really churned.
     const { availability } = result;

@@ -6,7 +6,7 @@ import { commandOperations } from './command-operations.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
 import { etcdVersion } from '@leasehold/test-utils';
 import { measureEtcd } from './etcd-operations.js';
-import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf, type Figure } from './figures.js';
+import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf } from './figures.js';
 import { fileOperations } from './file-operations.js';
 import { BenchPlace } from './fixtures.js';
 import { countFsyncs, type FsyncCount } from './fsync-counts.js';
@@ -14,8 +14,9 @@ import { now, elapsed, runInterleaved, type Operation } from './harness.js';
 import { describeMachine } from './machine.js';
 import { ownershipOperations } from './ownership-operations.js';
 import { formatProfile, profileOperation } from './profile.js';
-import { formatReport, type BareFloor, type BenchResult, type Settings } from './report.js';
+import { formatReport, targetRows, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
+import { countSyscalls } from './syscalls.js';
 import { transportOperations } from './transport-operations.js';
 
 const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads n] [--profile <operation> [--samples n] [--profile-out file]]
@@ -149,18 +150,6 @@ function counted(fsyncs: readonly FsyncCount[], id: string): FsyncCount {
   return found;
 }
 
-/** Leasehold's contention ratio against the bare floor's, from their figures. */
-function bareFloorOf(figures: readonly Figure[]): BareFloor {
-  const ratio = (id: string): number => {
-    const figure = figures.find((candidate) => candidate.id === id);
-    if (figure === undefined) throw new Error(`no figure ${id}`);
-    return figure.ratio;
-  };
-  const leasehold = ratio('contention/serial');
-  const bare = ratio('contention.bare/serial');
-  return { ratio: bare, leasehold, overFloor: leasehold / bare };
-}
-
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   const startedAt = new Date();
@@ -191,6 +180,11 @@ async function main(): Promise<void> {
     const contentionPool = pool;
     // The machine's own floor for the contention target: the reused cycle's publications, bare, in the same trials.
     const reusedCycle = ['acquire.reused', 'release.reused'].map((id) => counted(fsyncs, id).sequence).join(' ');
+    // Section 7's system calls: the reused cycle and its bare replay, each under strace in a process of its own, before any timed round.
+    const syscalls = await countSyscalls(place, reusedCycle, {
+      cycles: options.quick ? 10 : 100,
+      warmupCycles: options.quick ? 3 : 20,
+    });
     barePool = await ContentionPool.startBare(place, PROCESSES, contentionWarmup, reusedCycle);
     const bareContentionPool = barePool;
     const trials: ContentionTrial[] = [];
@@ -249,6 +243,23 @@ async function main(): Promise<void> {
       'contention.bare.serial',
       bareTrials.map((trial) => trial.serial),
     );
+    // Every transaction's hold of the lock, uncontended (the serial passes) and contended, Leasehold's and the bare replays'.
+    series.set(
+      'contention.hold',
+      trials.flatMap((trial) => trial.serialLockHolds),
+    );
+    series.set(
+      'contention.hold.contended',
+      trials.flatMap((trial) => trial.lockHolds),
+    );
+    series.set(
+      'contention.bare.hold',
+      bareTrials.flatMap((trial) => trial.serialLockHolds),
+    );
+    series.set(
+      'contention.bare.hold.contended',
+      bareTrials.flatMap((trial) => trial.lockHolds),
+    );
     const labels = new Map<string, string>(
       [...operations, ...commands].map((operation) => [operation.id, operation.label]),
     );
@@ -265,6 +276,10 @@ async function main(): Promise<void> {
       `bare fsync floor: ${PROCESSES} processes replay a reused cycle's publications at once, wall time`,
     );
     labels.set('contention.bare.serial', `the same ${PROCESSES} bare replays one at a time (sum)`);
+    labels.set('contention.hold', 'registry lock held by one transaction, uncontended (serial passes)');
+    labels.set('contention.hold.contended', `the same, ${PROCESSES} processes at once`);
+    labels.set('contention.bare.hold', 'bare lock held by the same publications, uncontended');
+    labels.set('contention.bare.hold.contended', `the same, ${PROCESSES} bare replays at once`);
     const [acquireFresh, releaseFresh, acquireReused, releaseReused] = [
       'acquire.fresh',
       'release.fresh',
@@ -283,9 +298,10 @@ async function main(): Promise<void> {
     };
     const summaries = summariesOf(series);
     const figures = computeFigures(figureSpecs(publications, PROCESSES), summaries, labels);
+    const commandFigures = computeFigures(commandFigureSpecs(), summaries, labels);
     const outcomes = trials.flatMap((trial) => trial.outcomes);
     const result: BenchResult = {
-      schema: 'leasehold.bench/2',
+      schema: 'leasehold.bench/3',
       startedAt: startedAt.toISOString(),
       durationMs: elapsed(start),
       unit: 'ms',
@@ -305,18 +321,15 @@ async function main(): Promise<void> {
         serial: summarize(trials.map((trial) => trial.serial)),
         lockHeld: summarize(trials.map((trial) => trial.lockHeld)),
         serialLockHeld: summarize(trials.map((trial) => trial.serialLockHeld)),
-        hold: {
-          uncontended: median(trials.flatMap((trial) => trial.serialLockHolds)),
-          contended: median(trials.flatMap((trial) => trial.lockHolds)),
-        },
         transactions: Math.max(...trials.map((trial) => trial.transactions)),
         idlePerHandover: median(trials.map((trial) => (trial.wall - trial.lockHeld) / Math.max(1, trial.transactions))),
-        bareFloor: bareFloorOf(figures),
       },
       availability,
       fsyncs,
+      syscalls,
       etcd: etcd.section,
-      command: { ...commandRounds, figures: computeFigures(commandFigureSpecs(), summaries, labels) },
+      command: { ...commandRounds, figures: commandFigures },
+      targets: targetRows([...figures, ...commandFigures]),
     };
     const report = formatReport(result);
     const json = `${JSON.stringify(result, null, 2)}\n`;

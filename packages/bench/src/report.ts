@@ -5,6 +5,7 @@ import { FSYNC_MINIMUM, FSYNC_PROOF } from './fsync-counts.js';
 import { ETCD_SECTION, type Figure } from './figures.js';
 import type { Machine } from './machine.js';
 import type { Summary } from './statistics.js';
+import { formatSyscalls, type SyscallSection } from './syscalls.js';
 
 /** How a run was made. */
 export interface Settings {
@@ -19,9 +20,6 @@ export interface Settings {
   /** inspect() calls of that measure. */
   readonly availabilityReads: number;
 }
-
-/** The longest median hold of the registry lock by one uncontended transaction accepted: about its two fsyncs and their checks. */
-const LOCK_HOLD_TARGET_MS = 2;
 
 /** What the contention trials saw. */
 export interface ContentionResult {
@@ -38,29 +36,15 @@ export interface ContentionResult {
   readonly lockHeld: Summary;
   /** The same in each serial pass. */
   readonly serialLockHeld: Summary;
-  /** The median hold of the lock by one transaction, over every trial: in the serial passes (uncontended) and the concurrent ones. */
-  readonly hold: { readonly uncontended: number; readonly contended: number };
   /** Registry transactions per concurrent pass. */
   readonly transactions: number;
   /** Median over trials of (wall - lock held) / transactions: how long the free lock waits for its next holder. */
   readonly idlePerHandover: number;
-  /** The same trials of the bare floor (`contention.bare/serial`), against Leasehold's. */
-  readonly bareFloor: BareFloor;
-}
-
-/** What this machine allows 16 processes making a reused cycle's publications, bare, and how far Leasehold is from it. */
-export interface BareFloor {
-  /** The bare replays at once against one at a time: `contention.bare/serial`'s ratio. */
-  readonly ratio: number;
-  /** Leasehold's: `contention/serial`'s ratio. */
-  readonly leasehold: number;
-  /** `leasehold / ratio`: 1 would be as parallel as the bare publications themselves. */
-  readonly overFloor: number;
 }
 
 /** Everything one run measured: what `--json` writes. */
 export interface BenchResult {
-  readonly schema: 'leasehold.bench/2';
+  readonly schema: 'leasehold.bench/3';
   readonly startedAt: string;
   readonly durationMs: number;
   readonly unit: 'ms';
@@ -72,10 +56,51 @@ export interface BenchResult {
   /** Section 8, readers under churn: inspect() of an untouched, stopped workspace while other workspaces' writers churn. */
   readonly availability: AvailabilityResult;
   readonly fsyncs: readonly FsyncCount[];
+  /** System calls per reused acquire + release and per bare replay of its publications, or why they were not counted. */
+  readonly syscalls: SyscallSection;
   /** Section 9: acquire + release of one root on a real etcd, or why it was skipped. */
   readonly etcd: EtcdSection;
   /** The built `leasehold` command as a whole process, in rounds of its own. */
   readonly command: CommandSection;
+  /** The closing table: every target of the run, its figure, its floor, their ratio and whether it was met. */
+  readonly targets: readonly TargetRow[];
+}
+
+/** One row of the closing table. */
+export interface TargetRow {
+  /** The figure's id. */
+  readonly id: string;
+  /** What is judged: `Figure.targetName`. */
+  readonly name: string;
+  /** The figure: a median in ms, or, for a ratio judged against the floor's ratio, that ratio (`unit: 'x'`). */
+  readonly figure: number;
+  /** Its floor, in the same unit: the baseline's median, or the floor figure's ratio. */
+  readonly floor: number;
+  readonly unit: 'ms' | 'x';
+  /** figure / floor: what the target judges. */
+  readonly ratio: number;
+  readonly target: number;
+  readonly met: boolean;
+}
+
+/** The closing table's rows: each figure with a target, judged against its floor of the same run. */
+export function targetRows(figures: readonly Figure[]): TargetRow[] {
+  return figures.flatMap((figure): TargetRow[] => {
+    if (figure.target === null) return [];
+    const { judged } = figure;
+    return [
+      {
+        id: figure.id,
+        name: figure.targetName ?? figure.label,
+        figure: judged === null ? figure.median : figure.ratio,
+        floor: judged === null ? figure.baseline.median : judged.floorRatio,
+        unit: judged === null ? 'ms' : 'x',
+        ratio: judged === null ? figure.ratio : judged.ratio,
+        target: figure.target,
+        met: figure.met === true,
+      },
+    ];
+  });
 }
 
 /** Section 10: the command's figures and the rounds they were measured in. */
@@ -95,10 +120,20 @@ export function formatDuration(milliseconds: number): string {
   return `${(milliseconds / 1000).toFixed(2)} s`;
 }
 
+/** "met", or "MISSED (+n%)": how far `ratio` is over `target`. */
+function verdict(ratio: number, target: number): string {
+  return ratio <= target ? 'met' : `MISSED (+${((ratio / target - 1) * 100).toFixed(0)}%)`;
+}
+
+/** A figure row's target cell; a ratio judged against a floor figure's ratio names that floor beside it. */
 function targetText(figure: Figure): string {
   if (figure.target === null) return '';
-  const over = ((figure.ratio / figure.target - 1) * 100).toFixed(0);
-  return `<= ${figure.target.toFixed(2)}x ${figure.met === true ? 'met' : `MISSED (+${over}%)`}`;
+  const { judged } = figure;
+  if (judged === null) return `<= ${figure.target.toFixed(2)}x ${verdict(figure.ratio, figure.target)}`;
+  return (
+    `/ the bare floor's ${judged.floorRatio.toFixed(2)}x = ${judged.ratio.toFixed(2)}x, ` +
+    `<= ${figure.target.toFixed(2)}x ${verdict(judged.ratio, figure.target)}`
+  );
 }
 
 function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number>): string[] {
@@ -256,11 +291,6 @@ export function formatReport(result: BenchResult): string {
     `Registry lock held ${formatDuration(contention.lockHeld.median)} of the ${formatDuration(contention.wall.median)} wall time ` +
       `(medians; ${contention.transactions} transactions per pass): the free lock waited ${formatDuration(contention.idlePerHandover)} ` +
       `on average for its next holder. Serial pass: held ${formatDuration(contention.serialLockHeld.median)} of ${formatDuration(contention.serial.median)}.`,
-    `One transaction holds the registry lock ${formatDuration(contention.hold.uncontended)} uncontended ` +
-      `(target <= ${formatDuration(LOCK_HOLD_TARGET_MS)}: ${contention.hold.uncontended <= LOCK_HOLD_TARGET_MS ? 'met' : 'MISSED'}), ` +
-      `${formatDuration(contention.hold.contended)} with ${contention.processes} processes (medians over every transaction of the trials).`,
-    `bare fsync floor: ${contention.processes} at once / one at a time = ${contention.bareFloor.ratio.toFixed(2)}x; ` +
-      `Leasehold ${contention.bareFloor.leasehold.toFixed(2)}x, ${contention.bareFloor.overFloor.toFixed(2)}x the floor.`,
   );
 
   lines.push('', '7. fsyncs per operation (counted through the beforeMutation hook)');
@@ -284,6 +314,7 @@ export function formatReport(result: BenchResult): string {
   );
   lines.push(`  proved minimum: ${FSYNC_MINIMUM}`);
   lines.push(`  previous release: ${FSYNC_PROOF}`);
+  lines.push(...formatSyscalls(result.syscalls));
 
   lines.push('', ...formatAvailability(result.availability));
   lines.push('', ...formatEtcd(result.etcd, result.series));
@@ -293,20 +324,36 @@ export function formatReport(result: BenchResult): string {
     `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`,
   );
 
-  const targeted = [...result.figures, ...result.command.figures].filter((figure) => figure.target !== null);
-  const missed = targeted.filter((figure) => figure.met === false);
-  const { availability } = result;
+  const { targets, availability } = result;
+  const met = targets.filter((target) => target.met).length;
   const busy = contention.busy + availability.busy;
   const available = availability.stopped === availability.reads;
   lines.push(
     '',
-    `Targets: ${targeted.length - missed.length} of ${targeted.length} met; busy ${busy === 0 ? '0 (met)' : `${busy} (MISSED)`}; ` +
+    `Targets: ${met} of ${targets.length} met; busy ${busy === 0 ? '0 (met)' : `${busy} (MISSED)`}; ` +
       `readers ${percent(availability.stopped, availability.reads)} stopped (${available ? 'met' : 'MISSED'}).`,
+    ...closingTable(targets),
   );
-  for (const figure of missed) {
-    lines.push(
-      `  missed: ${figure.label} against ${figure.baseline.label}: ${figure.ratio.toFixed(2)}x, target <= ${figure.target!.toFixed(2)}x`,
-    );
-  }
   return lines.join('\n');
+}
+
+/** A figure or floor of the closing table: a duration, or a ratio. */
+function valueText(value: number, unit: TargetRow['unit']): string {
+  return unit === 'ms' ? formatDuration(value) : `${value.toFixed(2)}x`;
+}
+
+/** Every target of the run, each judged against its floor measured in the same run. */
+function closingTable(targets: readonly TargetRow[]): string[] {
+  const rows = [
+    ['target', 'figure', 'floor', 'ratio', 'limit', 'result'],
+    ...targets.map((target) => [
+      target.name,
+      valueText(target.figure, target.unit),
+      valueText(target.floor, target.unit),
+      `${target.ratio.toFixed(2)}x`,
+      `<= ${target.target.toFixed(2)}x`,
+      verdict(target.ratio, target.target),
+    ]),
+  ];
+  return table(rows, new Set([1, 2, 3, 4])).map((line) => `  ${line}`);
 }
