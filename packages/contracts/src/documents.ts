@@ -12,6 +12,7 @@ import {
   processStart,
   text,
 } from './primitives.js';
+import { lazy, real, strictObject } from './lazy.js';
 
 /** Default bound of one document in bytes. */
 export const DOCUMENT_BYTES = 8192;
@@ -24,7 +25,8 @@ export const REGISTRY_BYTES = 4194304;
 /** Most fences one recovery record names. */
 export const RECOVERY_RECORD_FENCES = 64;
 
-const reservationShape = {
+// A function, not a shared object: its `.optional()` would build `processStart` at import.
+const reservationShape = () => ({
   root: absolutePath,
   stateHome: absolutePath,
   configIdentity: hash,
@@ -34,57 +36,67 @@ const reservationShape = {
   host,
   processStart: processStart.optional(),
   ownerToken: id,
-};
+});
 
 /** `leasehold.registry-format/1`: marks a folder as one state home's registry. */
-export const registryFormatSchema = z.strictObject({
-  schema: z.literal('leasehold.registry-format/1'),
-  stateHome: absolutePath,
-  /** The backend this state home uses; absent for the file backend. */
-  backend: backendSchema.optional(),
-});
+export const registryFormatSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.registry-format/1'),
+    stateHome: absolutePath,
+    /** The backend this state home uses; absent for the file backend. */
+    backend: backendSchema.optional(),
+  }),
+);
 export type RegistryFormat = z.infer<typeof registryFormatSchema>;
 
 /** One owner's claim on a root and an endpoint, as the registry lists it. */
-export const reservationSchema = z.strictObject(reservationShape);
+export const reservationSchema = lazy(() => strictObject(reservationShape()));
 export type Reservation = z.infer<typeof reservationSchema>;
 
 /** `leasehold.registry/1`, the reservation table (`roots.json`): every reservation of a state home. */
-export const reservationTableSchema = z.strictObject({
-  schema: z.literal('leasehold.registry/1'),
-  entries: z.array(reservationSchema).max(REGISTRY_ENTRIES),
-});
+export const reservationTableSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.registry/1'),
+    entries: z.array(real(reservationSchema)).max(REGISTRY_ENTRIES),
+  }),
+);
 export type ReservationTable = z.infer<typeof reservationTableSchema>;
 
 /**
  * `leasehold.registry-lock/1`: the short lock of one registry transaction,
  * naming its holder and the workspace root the transaction is for.
  */
-export const registryLockSchema = z.strictObject({
-  schema: z.literal('leasehold.registry-lock/1'),
-  token: id,
-  pid,
-  host,
-  processStart: processStart.optional(),
-  root: absolutePath,
-});
+export const registryLockSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.registry-lock/1'),
+    token: id,
+    pid,
+    host,
+    processStart: processStart.optional(),
+    root: absolutePath,
+  }),
+);
 export type RegistryLock = z.infer<typeof registryLockSchema>;
 
 /** `leasehold.service-format/1`: binds a service folder to its root, state home and config. */
-export const serviceFormatSchema = z.strictObject({
-  schema: z.literal('leasehold.service-format/1'),
-  root: absolutePath,
-  stateHome: absolutePath,
-  configIdentity: hash,
-});
+export const serviceFormatSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.service-format/1'),
+    root: absolutePath,
+    stateHome: absolutePath,
+    configIdentity: hash,
+  }),
+);
 export type ServiceFormat = z.infer<typeof serviceFormatSchema>;
 
 /** `leasehold.owner-config/1`: what the service asks for. */
-export const ownerConfigSchema = z.strictObject({
-  schema: z.literal('leasehold.owner-config/1'),
-  endpoint: anyPortEndpoint,
-  policyIdentity: hash,
-});
+export const ownerConfigSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.owner-config/1'),
+    endpoint: anyPortEndpoint,
+    policyIdentity: hash,
+  }),
+);
 export type OwnerConfig = z.infer<typeof ownerConfigSchema>;
 
 /** The phases of a registration. */
@@ -92,57 +104,67 @@ export const PHASES = ['idle', 'stopping', 'quarantined', 'stopped'] as const;
 export type Phase = (typeof PHASES)[number];
 
 /** `leasehold.registration/1`: the owner's own record of its reservation and phase. */
-export const registrationSchema = z.strictObject({
-  schema: z.literal('leasehold.registration/1'),
-  ...reservationShape,
-  checkoutToken: id,
-  phase: z.enum(PHASES),
-});
+export const registrationSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.registration/1'),
+    ...reservationShape(),
+    checkoutToken: id,
+    phase: z.enum(PHASES),
+  }),
+);
 export type Registration = z.infer<typeof registrationSchema>;
 
 /** `leasehold.owner-lock/1`: held by the live owner of one epoch. */
-export const ownerLockSchema = z.strictObject({
-  schema: z.literal('leasehold.owner-lock/1'),
-  epoch: id,
-  token: id,
-  pid,
-  host,
-});
+export const ownerLockSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.owner-lock/1'),
+    epoch: id,
+    token: id,
+    pid,
+    host,
+  }),
+);
 export type OwnerLock = z.infer<typeof ownerLockSchema>;
 
 /** `leasehold.local-capability/1`: the one secret; lives only in its 0600 file. */
-export const localCapabilitySchema = z.strictObject({
-  schema: z.literal('leasehold.local-capability/1'),
-  epoch: id,
-  capability: capabilityToken,
-});
+export const localCapabilitySchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.local-capability/1'),
+    epoch: id,
+    capability: capabilityToken,
+  }),
+);
 export type LocalCapability = z.infer<typeof localCapabilitySchema>;
 
 /** `leasehold.checkout-lock/1`: the plain single-writer lock of a workspace. */
-export const checkoutLockSchema = z.strictObject({
-  schema: z.literal('leasehold.checkout-lock/1'),
-  token: id,
-  pid,
-  host,
-  processStart: processStart.optional(),
-});
+export const checkoutLockSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.checkout-lock/1'),
+    token: id,
+    pid,
+    host,
+    processStart: processStart.optional(),
+  }),
+);
 export type CheckoutLock = z.infer<typeof checkoutLockSchema>;
 
 /**
  * `leasehold.companion/1`: a second process of one owner's epoch (a child that acts in the
  * workspace), which fences it with the owner until that process is gone.
  */
-export const companionSchema = z.strictObject({
-  schema: z.literal('leasehold.companion/1'),
-  epoch: id,
-  pid,
-  host,
-  processStart: processStart.optional(),
-});
+export const companionSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.companion/1'),
+    epoch: id,
+    pid,
+    host,
+    processStart: processStart.optional(),
+  }),
+);
 export type Companion = z.infer<typeof companionSchema>;
 
 /** The process a fence names. */
-export const holderSchema = z.strictObject({ pid, host, processStart: processStart.optional() });
+export const holderSchema = lazy(() => strictObject({ pid, host, processStart: processStart.optional() }));
 export type Holder = z.infer<typeof holderSchema>;
 
 /** The kinds of file that can fence a workspace (keep it from a new owner until a recovery). */
@@ -160,11 +182,13 @@ export const FENCE_KINDS = [
 export type FenceKind = (typeof FENCE_KINDS)[number];
 
 /** A fence as a recovery record names it: kind, file and holder, never a secret. */
-export const fenceSchema = z.strictObject({
-  kind: z.enum(FENCE_KINDS),
-  path: absolutePath,
-  holder: holderSchema.optional(),
-});
+export const fenceSchema = lazy(() =>
+  strictObject({
+    kind: z.enum(FENCE_KINDS),
+    path: absolutePath,
+    holder: holderSchema.optional(),
+  }),
+);
 export type Fence = z.infer<typeof fenceSchema>;
 
 /**
@@ -172,25 +196,29 @@ export type Fence = z.infer<typeof fenceSchema>;
  * process the fences named is gone from this host, by its pid and recorded start time (another
  * boot, or the pid free or reused) or, for a holder recorded without a start time, by its pid alone.
  */
-export const automaticRecoverySchema = z.strictObject({
-  reason: z.literal('owner-proved-dead'),
-  proved: z
-    .array(z.strictObject({ holder: holderSchema, by: z.enum(['pid-and-start-time', 'pid']) }))
-    .max(RECOVERY_RECORD_FENCES),
-});
+export const automaticRecoverySchema = lazy(() =>
+  strictObject({
+    reason: z.literal('owner-proved-dead'),
+    proved: z
+      .array(strictObject({ holder: holderSchema, by: z.enum(['pid-and-start-time', 'pid']) }))
+      .max(RECOVERY_RECORD_FENCES),
+  }),
+);
 export type AutomaticRecovery = z.infer<typeof automaticRecoverySchema>;
 
 /**
  * `leasehold.recovery-record/1`: the journal's durable account of one recovery. `automatic` is
  * there only for a recovery no person confirmed (a reader older than it refuses such a record).
  */
-export const recoveryRecordSchema = z.strictObject({
-  schema: z.literal('leasehold.recovery-record/1'),
-  root: absolutePath,
-  digest: hash,
-  recordedAt: z.iso.datetime(),
-  operator: z.strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
-  fences: z.array(fenceSchema).max(RECOVERY_RECORD_FENCES),
-  automatic: automaticRecoverySchema.optional(),
-});
+export const recoveryRecordSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.recovery-record/1'),
+    root: absolutePath,
+    digest: hash,
+    recordedAt: z.iso.datetime(),
+    operator: strictObject({ pid, host, user: text(256, { nonEmpty: true }) }),
+    fences: z.array(real(fenceSchema)).max(RECOVERY_RECORD_FENCES),
+    automatic: automaticRecoverySchema.optional(),
+  }),
+);
 export type RecoveryRecord = z.infer<typeof recoveryRecordSchema>;

@@ -25,15 +25,23 @@ import {
 
 const CLAIM_SCHEMA = 'leasehold.start-claim/1';
 
-/** `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over markers hold the same document. */
-const claimSchema = holderSchema.extend({
-  schema: text(64).refine((value) => value === CLAIM_SCHEMA, { message: `not ${CLAIM_SCHEMA}` }),
-  token: id,
-  root: absolutePath,
-  since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
-    message: 'not an ISO 8601 time',
-  }),
-});
+/**
+ * `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over
+ * markers hold the same document. Built on first decode, as @leasehold/contracts builds its schemas:
+ * extending `holderSchema` at import would build it, and its members, for every program that loads
+ * this package.
+ */
+function buildClaimSchema() {
+  return holderSchema.extend({
+    schema: text(64).refine((value) => value === CLAIM_SCHEMA, { message: `not ${CLAIM_SCHEMA}` }),
+    token: id,
+    root: absolutePath,
+    since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
+      message: 'not an ISO 8601 time',
+    }),
+  });
+}
+let claimSchema: ReturnType<typeof buildClaimSchema> | undefined;
 
 interface ClaimDocument {
   readonly token: string;
@@ -50,7 +58,7 @@ interface ClaimDocument {
  */
 function decodeClaim(path: string, bytes: Uint8Array): ClaimDocument {
   try {
-    return decodeBytes(claimSchema, bytes, DOCUMENT_BYTES, path);
+    return decodeBytes((claimSchema ??= buildClaimSchema()), bytes, DOCUMENT_BYTES, path);
   } catch (error) {
     if (!ContractError.is(error, 'refused')) throw error;
     throw new ContractError('refused', `${error.message}; remove it once no start is under way`, {
