@@ -165,7 +165,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     );
     await messageOf(holder, 'at');
     const registry = new Registry(place.stateHome);
-    const lockOfHolder = { holder: 'live', lock: { pid: holder.pid, root: holderRoot } };
+    const lockOfHolder = { verdict: 'live', lock: { pid: holder.pid, root: holderRoot } };
     expect(registry.readLock()).toMatchObject(lockOfHolder);
     let running = true;
     const ended = Promise.all([holder, ...cyclers].map((child) => child.closed)).then((ends) => {
@@ -228,7 +228,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     );
     await messageOf(holder, 'at');
     const registry = new Registry(place.stateHome);
-    expect(registry.readLock()).toMatchObject({ holder: 'live', lock: { pid: holder.pid, root: crashedRoot } });
+    expect(registry.readLock()).toMatchObject({ verdict: 'live', lock: { pid: holder.pid, root: crashedRoot } });
 
     // Live: other writers wait out their bound, then `busy`, writing nothing; readers never wait.
     const waiting = openWorkspace(makeWorkspace(place, 'waiting'), { stateHome: place.stateHome, lockWaitMs: 50 });
@@ -242,7 +242,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
 
     // Dead: the next writer of any workspace takes the lock over without waiting at all.
     await killAndReap(holder);
-    expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: holder.pid, root: crashedRoot } });
+    expect(registry.readLock()).toMatchObject({ verdict: 'absent', lock: { pid: holder.pid, root: crashedRoot } });
     const taker = openWorkspace(waiting.root, { stateHome: place.stateHome, lockWaitMs: 0 });
     const lease = await acquireWorkspace(taker, OWNER_CONFIG, loopbackEndpoint(45_002));
     lease.assert();
@@ -304,7 +304,7 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
       // Read as a lock, it is refused while it has a second link (a writer sweeps that link first), else its holder is absent.
       if (secondLink) expect(codeOf(() => registry.readLock())).toBe('refused');
       else
-        expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
+        expect(registry.readLock()).toMatchObject({ verdict: 'absent', lock: { pid: crashed.pid, root: crashedRoot } });
       expect(namesIn(posix.dirname(places.registryLock))).toEqual(['format.json', 'registry.lock', 'roots.json']);
       // The dead lock changes no read.
       const reads = newReads();

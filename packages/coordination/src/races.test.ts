@@ -151,7 +151,7 @@ describe('processes racing acquire (docs/ownership.md, "Exclusion" and "Many own
       expect.stringMatching(new RegExp(`^${crashed.pid}\\..*\\.dir$`)),
     ]);
     expect(registryOf(place).readLock()).toMatchObject({
-      holder: 'absent',
+      verdict: 'absent',
       lock: { pid: crashed.pid, root: crashedRoot },
     });
 

@@ -412,7 +412,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     const takenOver = async (action: () => Promise<unknown>) => {
       const dead = goneHolder();
       placeLock(place, dead, makeWorkspace(place, 'crashed'));
-      expect(registry.readLock()).toMatchObject({ holder: 'absent', lock: { pid: dead.pid } });
+      expect(registry.readLock()).toMatchObject({ verdict: 'absent', lock: { pid: dead.pid } });
       await action();
       expect(existsSync(lockPath)).toBe(false);
       // No take-over marker is left behind, and nothing else is in the registry folder.

@@ -144,7 +144,7 @@ describe('a failed removal of the lock', () => {
 
     // The power loss: the removal is lost, the lock is back, whole (its data was fsynced before its link), naming a dead holder.
     writePrivateFile(registry.layout.registryLock, Buffer.from(lock, 'hex'));
-    expect(registry.readLock()).toMatchObject({ lock: { pid: child.pid, root: row.root }, holder: 'absent' });
+    expect(registry.readLock()).toMatchObject({ lock: { pid: child.pid, root: row.root }, verdict: 'absent' });
     expect(registry.list().entries).toEqual([row]);
     // It fences nothing: even a writer that waits not at all takes it over, and the table the lost removal followed stands.
     const next = reservation(stateHome, 2);
