@@ -12,7 +12,13 @@ import {
   stateHomeLayout,
   type StateHomeLayout,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import {
+  PrivateFiles,
+  currentProcess,
+  fileOperation,
+  type FileSnapshot,
+  type PrivateFilesHooks,
+} from '@leasehold/private-files';
 import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
 import {
   FILE_BACKEND,
@@ -99,9 +105,11 @@ export class Registry {
    * @throws ContractError `refused` (unsafe state home or file, invalid table), `conflict` (a file changed while read).
    */
   list(): RegistryView {
-    this.checkStateHome();
-    const { format, roots } = this.#read();
-    return { entries: this.#validate(format, roots), format, roots };
+    return fileOperation(() => {
+      this.checkStateHome();
+      const { format, roots } = this.#read();
+      return { entries: this.#validate(format, roots), format, roots };
+    });
   }
 
   /**
@@ -135,7 +143,7 @@ export class Registry {
    * @throws ContractError as `readLock`.
    */
   readMarkers(): RegistryLockState[] {
-    return this.#lock.readMarkers();
+    return fileOperation(() => this.#lock.readMarkers());
   }
 
   /**
@@ -152,6 +160,11 @@ export class Registry {
   async transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
     if (!absolutePath.safeParse(root).success)
       throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
+    // One operation of private-files: each folder from the state home down is walked once, here.
+    return fileOperation(() => this.#transaction(root, operation));
+  }
+
+  async #transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
     ensureStateHome(this.layout.stateHome, this.#hooks);
     this.#files.directory(this.layout.registry, true);
     const token = randomUUID();
