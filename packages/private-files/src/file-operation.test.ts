@@ -72,6 +72,18 @@ describe('fileOperation: one walk per operation', () => {
     });
   });
 
+  it('keeps proofs by the root walked from: a PrivateFiles of an outer root checks its own levels', () => {
+    const { root, one } = twoFiles();
+    const inner = new PrivateFiles(join(root, 'a'));
+    const outer = new PrivateFiles(root);
+    fileOperation((operation) => {
+      inner.read(one);
+      expect(operation.foldersWalked).toBe(2);
+      chmodSync(root, 0o750);
+      expect(ruleOf(() => outer.read(one))).toBe('open-mode');
+    });
+  });
+
   it('walks again in the next operation: nothing proved is kept', () => {
     const { files, one } = twoFiles();
     const counts = [1, 2].map(() =>

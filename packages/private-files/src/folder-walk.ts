@@ -142,11 +142,11 @@ export class FolderWalk {
     let current = this.root;
     for (let level = 0; level <= below.length; level += 1) {
       if (level > 0) current = join(current, below[level - 1]!);
-      if (operation?.proofOf(current) !== undefined) continue; // proved in this operation: trusted until it ends
+      if (operation?.proofOf(this.root, current) !== undefined) continue; // proved in this operation: trusted until it ends
       if (operation !== undefined) operation.foldersWalked += 1;
       const proved = this.#checkLevel(current, level === 0, creating);
       if (proved === undefined) return false;
-      operation?.prove(current, proved);
+      operation?.prove(this.root, current, proved);
     }
     return true;
   }
@@ -158,7 +158,7 @@ export class FolderWalk {
    * is `refused`; another private folder in its place is `conflict`.
    */
   #stillProved(operation: OperationScope, folder: string): boolean {
-    const proof = operation.proofOf(folder);
+    const proof = operation.proofOf(this.root, folder);
     if (proof === undefined) return false;
     if (proof.checkedIn === operation.call) return true;
     const stats = lookup(folder);

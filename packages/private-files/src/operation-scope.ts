@@ -17,14 +17,15 @@ interface Proof {
 /**
  * One operation: the folders its walks proved, kept by identity until it
  * ends, and which public call of PrivateFiles is running now (a call checks
- * each proved folder it touches once, by one lstat).
+ * each proved folder it touches once, by one lstat). Proofs are kept by the
+ * root walked from: a walk from another root proves its own levels.
  */
 export class OperationScope implements FileOperation {
   foldersWalked = 0;
   #open = true;
   #calls = 0;
   #call = 0;
-  readonly #proofs = new Map<string, Proof>();
+  readonly #proofs = new Map<string, Map<string, Proof>>();
 
   get open(): boolean {
     return this.#open;
@@ -47,19 +48,23 @@ export class OperationScope implements FileOperation {
     }
   }
 
-  proofOf(folder: string): Proof | undefined {
-    return this.#proofs.get(folder);
+  /** The proof of `folder` made by a walk from `root`, if any. */
+  proofOf(root: string, folder: string): Proof | undefined {
+    return this.#proofs.get(root)?.get(folder);
   }
 
-  /** Keeps `folder`'s identity, checked in full just now, until the operation ends. */
-  prove(folder: string, stats: BigIntStats): void {
-    this.#proofs.set(folder, { dev: stats.dev, ino: stats.ino, checkedIn: this.#call });
+  /** Keeps `folder`'s identity, checked in full just now by a walk from `root`, until the operation ends. */
+  prove(root: string, folder: string, stats: BigIntStats): void {
+    const proofs = this.#proofs.get(root) ?? new Map<string, Proof>();
+    proofs.set(folder, { dev: stats.dev, ino: stats.ino, checkedIn: this.#call });
+    this.#proofs.set(root, proofs);
   }
 
-  /** Drops the proof of `folder` and of every folder below it: they are walked again. */
+  /** Drops every proof of `folder` and of every folder below it, from any root: they are walked again. */
   forget(folder: string): void {
-    for (const path of this.#proofs.keys()) {
-      if (path === folder || path.startsWith(folder === '/' ? '/' : `${folder}/`)) this.#proofs.delete(path);
+    const below = folder === '/' ? '/' : `${folder}/`;
+    for (const proofs of this.#proofs.values()) {
+      for (const path of proofs.keys()) if (path === folder || path.startsWith(below)) proofs.delete(path);
     }
   }
 
