@@ -12,7 +12,7 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { currentProcess, retryingReads, type PublishOptions } from '@leasehold/private-files';
+import { currentProcess, fileOperation, retryingReads, type PublishOptions } from '@leasehold/private-files';
 import { admitToTable, refuseState } from './acquire-refusals.js';
 import { FileLease } from './file-lease.js';
 import { Rollback } from './rollback.js';
@@ -65,6 +65,17 @@ export async function acquireWorkspace(
   boundEndpoint: string = config.endpoint,
   initializeNew?: (newWorkspace: NewWorkspace) => void | Promise<void>,
   options: { readonly epoch?: string; readonly replaceConfig?: boolean } = {},
+): Promise<FileLease> {
+  // One operation of private-files: the folders from the state home down are walked once.
+  return fileOperation(() => acquireOnce(workspace, config, boundEndpoint, initializeNew, options));
+}
+
+async function acquireOnce(
+  workspace: Workspace,
+  config: OwnerConfig,
+  boundEndpoint: string,
+  initializeNew: ((newWorkspace: NewWorkspace) => void | Promise<void>) | undefined,
+  options: { readonly epoch?: string; readonly replaceConfig?: boolean },
 ): Promise<FileLease> {
   const { places, files, registry } = workspace;
   const configBytes = encode(decode(ownerConfigSchema, config, 'config'));

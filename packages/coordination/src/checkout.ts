@@ -11,6 +11,7 @@ import {
 } from '@leasehold/contracts';
 import {
   currentProcess,
+  fileOperation,
   ownerStatus,
   retryingReads,
   sameSnapshot,
@@ -116,7 +117,7 @@ export class Checkout {
    * @throws ContractError `refused` (malformed or unsafe), `conflict` (changing while read).
    */
   inspect(): CheckoutHolder | undefined {
-    return retryingReads(() => this.#inspectOnce());
+    return fileOperation(() => retryingReads(() => this.#inspectOnce()));
   }
 
   #inspectOnce(): CheckoutHolder | undefined {

@@ -7,7 +7,13 @@ import {
   type Phase,
   type Registration,
 } from '@leasehold/contracts';
-import { processIdentity, retryingReads, sameSnapshot, type FileSnapshot } from '@leasehold/private-files';
+import {
+  fileOperation,
+  processIdentity,
+  retryingReads,
+  sameSnapshot,
+  type FileSnapshot,
+} from '@leasehold/private-files';
 import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
 import {
   FILE_BYTES,
@@ -79,7 +85,7 @@ export class FileLease {
    */
   assert(): void {
     this.#assertActive();
-    retryingReads(() => this.#assertOnce());
+    fileOperation(() => retryingReads(() => this.#assertOnce()));
   }
 
   /**
@@ -88,8 +94,10 @@ export class FileLease {
    */
   phase(p: Exclude<Phase, 'stopped'>): void {
     if ((p as Phase) === 'stopped') throw new ContractError('refused', 'phase: use release() to stop');
-    this.assert();
-    this.#writeRegistration({ ...this.#held.registration, phase: p });
+    fileOperation(() => {
+      this.assert();
+      this.#writeRegistration({ ...this.#held.registration, phase: p });
+    });
   }
 
   /**
@@ -101,6 +109,10 @@ export class FileLease {
    * `unavailable` (a release has begun), and whatever `assert` throws.
    */
   fenceProcess(pid: number): void {
+    fileOperation(() => this.#fenceProcess(pid));
+  }
+
+  #fenceProcess(pid: number): void {
     this.assert();
     if (this.#held.registration.phase === 'stopped')
       throw new ContractError('unavailable', `${this.#workspace.places.root}: the lease is being released`);
@@ -129,6 +141,7 @@ export class FileLease {
   async release(): Promise<void> {
     this.#stopWatching?.();
     this.#assertActive();
+    // releaseInOrder is one operation of private-files: the folders are walked once.
     await releaseInOrder(this.#workspace, this.#held, {
       check: () => this.assert(),
       settles: true,

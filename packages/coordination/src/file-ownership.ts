@@ -11,7 +11,7 @@ import {
   type Ownership,
   type OwnershipLease,
 } from '@leasehold/contracts';
-import { PrivateFiles, ownerStatus, retryingReads } from '@leasehold/private-files';
+import { PrivateFiles, fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
 import { Registry } from '@leasehold/registry';
 import { acquireWorkspace } from './acquisition.js';
 import type { FileLease } from './file-lease.js';
@@ -128,7 +128,7 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
       return listed(registry);
     },
     async workspaces() {
-      return retryingReads(() => knownRoots(stateHome));
+      return fileOperation(() => retryingReads(() => knownRoots(stateHome)));
     },
     // Files hold no connection: a lease still held stays held until this process releases it or exits.
     async close() {},

@@ -1,5 +1,5 @@
 import { ContractError, encode, sha256, type Registration, type Reservation } from '@leasehold/contracts';
-import type { FileSnapshot, PrivateFiles, PublishOptions } from '@leasehold/private-files';
+import { fileOperation, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
 import { FILE_BYTES, SYNCED_BY_LATER_CHANGE, bounded, type FileSnapshots } from './service-state.js';
 import type { Workspace } from './workspace.js';
 
@@ -51,6 +51,11 @@ type Removable = 'companion' | 'capability' | 'ownerLock' | 'checkoutLock';
  * take effect.
  */
 export async function releaseInOrder(workspace: Workspace, held: HeldFences, releaser: Releaser): Promise<void> {
+  // One operation of private-files: the folders from the state home down are walked once.
+  return fileOperation(() => releaseSteps(workspace, held, releaser));
+}
+
+async function releaseSteps(workspace: Workspace, held: HeldFences, releaser: Releaser): Promise<void> {
   const { registry } = workspace;
   const writer = new FenceWriter(workspace, held.snapshots, releaser.settles);
   const check = () => releaser.check();

@@ -28,6 +28,7 @@ import { selectedState } from './workspace-reads.js';
 export async function initializeWorkspace(workspace: Workspace, config: OwnerConfig): Promise<void> {
   const { places } = workspace;
   const configBytes = encode(decode(ownerConfigSchema, config, 'config'));
+  // The transaction is one operation of private-files: the folders are walked once.
   await workspace.registry.transaction(places.root, (transaction) => {
     const state = selectedState(workspace);
     if (state.service) {

@@ -8,7 +8,7 @@ import {
   type Registration,
   type Reservation,
 } from '@leasehold/contracts';
-import { ownerStatus, retryingReads } from '@leasehold/private-files';
+import { fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
 import {
   SERVICE_FILES,
   checkServiceState,
@@ -49,7 +49,7 @@ export function reasonOf(error: unknown): string {
  */
 export function inspectWorkspace(workspace: Workspace): Inspection {
   try {
-    return retryingReads(() => inspectOnce(workspace));
+    return fileOperation(() => retryingReads(() => inspectOnce(workspace)));
   } catch (error) {
     return { status: 'unavailable', reason: reasonOf(error) };
   }
@@ -60,7 +60,7 @@ export function inspectWorkspace(workspace: Workspace): Inspection {
  * @throws ContractError `refused` for an invalid state, `conflict` when files kept changing.
  */
 export function workspaceConfiguration(workspace: Workspace): OwnerConfig | undefined {
-  return retryingReads(() => selectedState(workspace).config?.value);
+  return fileOperation(() => retryingReads(() => selectedState(workspace).config?.value));
 }
 
 /**
@@ -70,7 +70,7 @@ export function workspaceConfiguration(workspace: Workspace): OwnerConfig | unde
  */
 export function workspaceLocalAccess(workspace: Workspace): LocalAccess {
   try {
-    return retryingReads(() => localAccessOnce(workspace));
+    return fileOperation(() => retryingReads(() => localAccessOnce(workspace)));
   } catch (error) {
     if (ContractError.is(error, 'unavailable')) throw error;
     throw new ContractError('unavailable', `${workspace.root}: no local access (${reasonOf(error)})`);

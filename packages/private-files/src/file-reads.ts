@@ -29,10 +29,16 @@ export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | unde
   return a.identity === b.identity && a.stamp === b.stamp;
 }
 
+/**
+ * The file's bytes, read until the size its descriptor showed (or the end, when it shrank): a
+ * file that grew or changed meanwhile is caught by the stamp and size compared after the read,
+ * so no read past that size is needed to see the end.
+ */
 function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
   const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
   let length = 0;
   for (;;) {
+    if (length === size) return new Uint8Array(buffer.subarray(0, length));
     const count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
     if (count === 0) return new Uint8Array(buffer.subarray(0, length));
     length += count;

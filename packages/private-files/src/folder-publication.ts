@@ -4,6 +4,7 @@ import { conflict, refused, unlessRemoved } from './file-errors.js';
 import type { FileReads, FileSnapshot } from './file-reads.js';
 import { fsyncDirectory, lookup, type FolderWalk } from './folder-walk.js';
 import type { StepReporter } from './mutation-steps.js';
+import { activeOperation } from './operation-scope.js';
 import { currentProcess } from './process-liveness.js';
 import type { StagingFolder } from './staging-folder.js';
 import { stagingName } from './staging-name.js';
@@ -73,6 +74,8 @@ export class FolderPublication {
     // Reported like every rename: `path` is where the folder goes, `source` the folder.
     this.#step('remove-folder', 'rename', staged, { source: path });
     unlessRemoved(path, () => renameSync(path, staged));
+    // What this operation proved of it went with it: a folder made at `path` later is walked anew.
+    activeOperation()?.forget(path);
     this.#step('remove-folder', 'fsync-directory', parent);
     fsyncDirectory(parent);
     // From here the folder is gone; what is left is a staged leftover of this live writer.

@@ -16,6 +16,7 @@ import { entryTypeBreach, ownershipBreaches, UnsafeEntryError } from './entry-sa
 import { isErrno } from './errno.js';
 import { conflict, refused, removedMeanwhile, unlessRemoved } from './file-errors.js';
 import type { MutationOperation, StepReporter } from './mutation-steps.js';
+import { activeOperation, type OperationScope } from './operation-scope.js';
 
 // libuv opens every descriptor close-on-exec, so child processes never inherit one.
 const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
@@ -130,29 +131,63 @@ export class FolderWalk {
   /**
    * Checks every folder from the root down to `folder`; a missing level is
    * `false`, or is made (0700, parent fsynced) when `creating` names the operation.
+   * In an operation, a level proved earlier in it is not walked again: `folder`
+   * itself, proved, is checked to be still that folder (one lstat, once per call).
    */
   walk(folder: string, creating: MutationOperation | undefined): boolean {
     this.inside(folder);
+    const operation = activeOperation();
+    if (operation !== undefined && this.#stillProved(operation, folder)) return true;
     const below = folder === this.root ? [] : folder.slice(this.root.length + 1).split('/');
     let current = this.root;
     for (let level = 0; level <= below.length; level += 1) {
       if (level > 0) current = join(current, below[level - 1]!);
-      const stats = lookup(current);
-      if (stats !== undefined) {
-        if (level === 0 && madeByMkdir(current, stats)) {
-          // An empty root is not there yet for a reader; the first writer makes it private.
-          if (creating === undefined) return false;
-          this.#tighten(creating, current, stats);
-          continue;
-        }
-        checkDirectory(current, stats);
-        continue;
-      }
-      if (creating === undefined) return false;
-      if (level === 0) this.#makeAncestors(creating);
-      this.#makeFolder(creating, current, true);
+      if (operation?.proofOf(this.root, current) !== undefined) continue; // proved in this operation: trusted until it ends
+      if (operation !== undefined) operation.foldersWalked += 1;
+      const proved = this.#checkLevel(current, level === 0, creating);
+      if (proved === undefined) return false;
+      operation?.prove(this.root, current, proved);
     }
     return true;
+  }
+
+  /**
+   * Whether `folder`, proved earlier in this operation, is still the folder
+   * proved: checked once per call (a walk or one lstat). A folder that is gone
+   * is walked again (absence is an answer); one that is a link or unsafe now
+   * is `refused`; another private folder in its place is `conflict`.
+   */
+  #stillProved(operation: OperationScope, folder: string): boolean {
+    const proof = operation.proofOf(this.root, folder);
+    if (proof === undefined) return false;
+    if (proof.checkedIn === operation.call) return true;
+    const stats = lookup(folder);
+    if (stats !== undefined && stats.dev === proof.dev && stats.ino === proof.ino) {
+      checkDirectory(folder, stats);
+      proof.checkedIn = operation.call;
+      return true;
+    }
+    operation.forget(folder);
+    if (stats === undefined) return false;
+    checkDirectory(folder, stats);
+    throw conflict(folder, 'replaced by another folder during this operation; try again');
+  }
+
+  /** One level of a walk, checked (made, when `creating`); its stats, or undefined when it is missing. */
+  #checkLevel(current: string, root: boolean, creating: MutationOperation | undefined): BigIntStats | undefined {
+    const stats = lookup(current);
+    if (stats !== undefined) {
+      if (root && madeByMkdir(current, stats)) {
+        // An empty root is not there yet for a reader; the first writer makes it private.
+        if (creating === undefined) return undefined;
+        return this.#tighten(creating, current, stats);
+      }
+      checkDirectory(current, stats);
+      return stats;
+    }
+    if (creating === undefined) return undefined;
+    if (root) this.#makeAncestors(creating);
+    return this.#makeFolder(creating, current, true);
   }
 
   /**
@@ -171,7 +206,7 @@ export class FolderWalk {
    * Makes the root, found as `madeByMkdir` says, 0700: on a descriptor opened without following a
    * link and proved to be the folder just checked, then fsynced, and checked like any level.
    */
-  #tighten(operation: MutationOperation, path: string, stats: BigIntStats): void {
+  #tighten(operation: MutationOperation, path: string, stats: BigIntStats): BigIntStats {
     const descriptor = unlessRemoved(path, () => openSync(path, DIRECTORY_FLAGS));
     try {
       const opened = fstatSync(descriptor, { bigint: true });
@@ -184,14 +219,16 @@ export class FolderWalk {
     } finally {
       closeSync(descriptor);
     }
-    checkDirectory(
-      path,
-      unlessRemoved(path, () => lstatSync(path, { bigint: true })),
-    );
+    const tightened = unlessRemoved(path, () => lstatSync(path, { bigint: true }));
+    checkDirectory(path, tightened);
+    return tightened;
   }
 
-  /** Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any level. */
-  #makeFolder(operation: MutationOperation, path: string, inside: boolean): void {
+  /**
+   * Makes one folder 0700 and fsyncs its parent; `inside` the root, it is then checked like any
+   * level, and its stats answered (undefined above the root, where nothing is checked).
+   */
+  #makeFolder(operation: MutationOperation, path: string, inside: boolean): BigIntStats | undefined {
     this.#step(operation, 'mkdir', path);
     try {
       mkdirSync(path, { mode: 0o700 });
@@ -201,12 +238,13 @@ export class FolderWalk {
         throw inside && path !== this.root ? removedMeanwhile(path, error) : unreachableParent(path);
       if (!isErrno(error, 'EEXIST')) throw error; // EEXIST: another writer made it first (checked below, inside the root)
     }
-    if (inside)
-      checkDirectory(
-        path,
-        unlessRemoved(path, () => lstatSync(path, { bigint: true })),
-      );
+    let made: BigIntStats | undefined;
+    if (inside) {
+      made = unlessRemoved(path, () => lstatSync(path, { bigint: true }));
+      checkDirectory(path, made);
+    }
     this.#step(operation, 'fsync-directory', dirname(path));
     fsyncDirectory(dirname(path));
+    return made;
   }
 }

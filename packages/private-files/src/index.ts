@@ -18,6 +18,7 @@ export {
   type HolderJudgement,
 } from './holder-files.js';
 export type { MutationAction, MutationOperation, MutationStep, PrivateFilesHooks } from './mutation-steps.js';
+export { fileOperation, type FileOperation } from './operation-scope.js';
 export { PrivateFiles, type PrivateFilesOptions } from './private-files.js';
 export {
   currentProcess,

@@ -3,6 +3,7 @@ import { FilePublication, type PublishOptions } from './file-publication.js';
 import { FileReads, type FileSnapshot } from './file-reads.js';
 import { FolderPublication } from './folder-publication.js';
 import { FolderWalk } from './folder-walk.js';
+import { inOperation } from './operation-scope.js';
 import { stepReporter, type PrivateFilesHooks } from './mutation-steps.js';
 import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
 
@@ -15,7 +16,9 @@ export interface PrivateFilesOptions {
  * by this user, reached without following links, published whole and durably,
  * changed and removed only by compare-and-swap against the snapshot a caller
  * read. All calls are synchronous: each is a short, bounded sequence of
- * system calls whose order is the crash-safety argument.
+ * system calls whose order is the crash-safety argument. Each call is one
+ * operation, or a step of the `fileOperation` running: the folders from the
+ * root down are proved once per operation (see `fileOperation`).
  */
 export class PrivateFiles {
   readonly root: string;
@@ -49,7 +52,7 @@ export class PrivateFiles {
    * `conflict` for a level another process removed meanwhile.
    */
   directory(path: string, create = false): boolean {
-    return this.#folders.walk(path, create ? 'directory' : undefined);
+    return inOperation(() => this.#folders.walk(path, create ? 'directory' : undefined));
   }
 
   /**
@@ -57,7 +60,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` (unsafe or oversized file), `conflict` (replaced or removed while read).
    */
   read(path: string, maxBytes = DOCUMENT_BYTES): FileSnapshot | undefined {
-    return this.#reads.read(path, maxBytes);
+    return inOperation(() => this.#reads.read(path, maxBytes));
   }
 
   /**
@@ -66,7 +69,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (something is already at `path`), `refused` (unsafe path, missing folder, over `maxBytes`).
    */
   create(path: string, bytes: Uint8Array, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): FileSnapshot {
-    return this.#publication.create(path, bytes, maxBytes, options);
+    return inOperation(() => this.#publication.create(path, bytes, maxBytes, options));
   }
 
   /**
@@ -78,7 +81,7 @@ export class PrivateFiles {
    * missing parent, a file over `maxBytes`).
    */
   createFolder(path: string, files: Readonly<Record<string, Uint8Array>>, maxBytes = DOCUMENT_BYTES): void {
-    this.#folderPublication.create(path, files, maxBytes);
+    inOperation(() => this.#folderPublication.create(path, files, maxBytes));
   }
 
   /**
@@ -94,7 +97,7 @@ export class PrivateFiles {
     maxBytes = DOCUMENT_BYTES,
     options: PublishOptions = {},
   ): FileSnapshot {
-    return this.#publication.replace(path, expected, bytes, maxBytes, options);
+    return inOperation(() => this.#publication.replace(path, expected, bytes, maxBytes, options));
   }
 
   /**
@@ -103,7 +106,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, also with its folder, or not `expected`), `refused` (unsafe path or file).
    */
   remove(path: string, expected: FileSnapshot, maxBytes = DOCUMENT_BYTES, options: PublishOptions = {}): void {
-    this.#publication.remove(path, expected, maxBytes, options);
+    inOperation(() => this.#publication.remove(path, expected, maxBytes, options));
   }
 
   /**
@@ -115,7 +118,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` (absent, another name in it, or a file not `expected`), `refused` (unsafe).
    */
   removeFolder(path: string, expected: Readonly<Record<string, FileSnapshot>>, maxBytes = DOCUMENT_BYTES): void {
-    this.#folderPublication.remove(path, expected, maxBytes);
+    inOperation(() => this.#folderPublication.remove(path, expected, maxBytes));
   }
 
   /**
@@ -123,7 +126,7 @@ export class PrivateFiles {
    * @throws ContractError `conflict` otherwise, `refused` for an unsafe path or file.
    */
   assert(path: string, expected: FileSnapshot | undefined, maxBytes = DOCUMENT_BYTES): void {
-    this.#reads.assert(path, expected, maxBytes);
+    inOperation(() => this.#reads.assert(path, expected, maxBytes));
   }
 
   /**
@@ -143,7 +146,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when any name is not allowed, or the folder is unsafe.
    */
   entries(folder: string, allowed: readonly (string | RegExp)[]): string[] {
-    return this.#reads.entries(folder, allowed);
+    return inOperation(() => this.#reads.entries(folder, allowed));
   }
 
   /**
@@ -152,7 +155,7 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   stagingEntries(): StagingEntry[] {
-    return this.#staging.entries();
+    return inOperation(() => this.#staging.entries());
   }
 
   /**
@@ -162,6 +165,6 @@ export class PrivateFiles {
    * @throws ContractError `refused` when the staging folder is unsafe.
    */
   sweepStaging(): StagingSweep {
-    return this.#staging.sweep();
+    return inOperation(() => this.#staging.sweep());
   }
 }

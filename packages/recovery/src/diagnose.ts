@@ -22,6 +22,7 @@ import {
 import {
   PrivateFiles,
   UnsafeEntryError,
+  fileOperation,
   entryTypeBreach,
   ownershipBreaches,
   retryingReads,
@@ -334,6 +335,11 @@ class Diagnosis implements DiagnosisContext {
  * @throws only what is not a ContractError (an I/O failure other than a refusal).
  */
 export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Finding[] {
+  // One operation of private-files: the folders it reads through them are walked once.
+  return fileOperation(() => diagnoseOnce(stateHome, options));
+}
+
+function diagnoseOnce(stateHome: string, options: DiagnoseOptions): Finding[] {
   const diagnosis = new Diagnosis(stateHome, options);
   const { layout } = diagnosis;
   if (lookup(stateHome) === undefined) return [];

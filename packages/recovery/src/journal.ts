@@ -13,7 +13,7 @@ import {
   type RecoveryRecord,
   type StateHomeLayout,
 } from '@leasehold/contracts';
-import { PrivateFiles, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import { PrivateFiles, fileOperation, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
 import type { FileRecoveryView } from './recovery-state.js';
 
 /** Largest recovery record: 64 fences may each name a 4096-character path. */
@@ -85,6 +85,10 @@ export class Journal {
    * @throws ContractError `refused` (an unsafe journal folder, a stray name, a file that is not a record).
    */
   entries(root?: string): RecoveryJournalEntry[] {
+    return fileOperation(() => this.#entries(root));
+  }
+
+  #entries(root: string | undefined): RecoveryJournalEntry[] {
     return this.#files.entries(this.folder, [JOURNAL_RECORD_NAME]).flatMap((name) => {
       const path = join(this.folder, name);
       // Records are never removed; one that is gone meanwhile was never this journal's to show.

@@ -1,6 +1,6 @@
 import { ContractError, hash, recoverRemedy, type AutomaticRecovery, type RecoveryResult } from '@leasehold/contracts';
 import { openWorkspace, type CoordinationOptions, type Workspace } from '@leasehold/coordination';
-import { retryingReads } from '@leasehold/private-files';
+import { fileOperation, retryingReads } from '@leasehold/private-files';
 import { releaseDeadOwner } from './dead-owner-release.js';
 import { Journal, currentOperator } from './journal.js';
 import { readRecoveryState, type FileRecoveryView, type RecoveryRead } from './recovery-state.js';
@@ -41,7 +41,8 @@ export interface RecoverOptions extends RecoveryOptions {
 }
 
 function readOf(workspace: Workspace, sweepStaging: boolean): RecoveryRead {
-  return retryingReads(() => readRecoveryState(workspace, sweepStaging));
+  // One operation of private-files: the folders from the state home down are walked once.
+  return fileOperation(() => retryingReads(() => readRecoveryState(workspace, sweepStaging)));
 }
 
 /**
@@ -77,6 +78,7 @@ function grantFor(workspace: Workspace, expectedDigest: string, assertAuthority:
     release: async (assertDurable) => {
       if (used) throw new ContractError('consumed-grant', `${state.root}: this recovery grant was already used`);
       used = true;
+      // releaseInOrder, inside, is one operation of private-files.
       await releaseDeadOwner(workspace, read, () => {
         assertAuthority();
         assertDurable();
@@ -106,6 +108,11 @@ export function prepareRecoveryRelease(
  * @throws ContractError as `prepareRecoveryRelease` and `RecoveryGrant.release`.
  */
 export async function recover(root: string, options: RecoverOptions): Promise<RecoveryResult> {
+  // One operation of private-files, from the grant to the last effect: the folders are walked once.
+  return fileOperation(() => recoverOnce(root, options));
+}
+
+async function recoverOnce(root: string, options: RecoverOptions): Promise<RecoveryResult> {
   const workspace = openWorkspace(root, options);
   const grant = grantFor(workspace, options.expectedDigest, options.assertAuthority);
   if (grant.state.clear) return { recovered: false, reason: 'clear' };

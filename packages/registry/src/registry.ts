@@ -12,7 +12,14 @@ import {
   stateHomeLayout,
   type StateHomeLayout,
 } from '@leasehold/contracts';
-import { PrivateFiles, currentProcess, type FileSnapshot, type PrivateFilesHooks } from '@leasehold/private-files';
+import {
+  PrivateFiles,
+  currentProcess,
+  fileOperation,
+  type FileOperation,
+  type FileSnapshot,
+  type PrivateFilesHooks,
+} from '@leasehold/private-files';
 import { DEFAULT_LOCK_WAIT_MS, RegistryLockProtocol, type RegistryLockState } from './registry-lock.js';
 import {
   FILE_BACKEND,
@@ -50,6 +57,9 @@ export interface RowRead {
   readonly row: Reservation | undefined;
   readonly roots: FileSnapshot | undefined;
 }
+
+// The format.json each operation read, by path: kept with the operation and gone with it.
+const provedFormats = new WeakMap<FileOperation, Map<string, FileSnapshot>>();
 
 /**
  * The reservation table of one state home (`<stateHome>/v1/registry/`): every
@@ -99,9 +109,11 @@ export class Registry {
    * @throws ContractError `refused` (unsafe state home or file, invalid table), `conflict` (a file changed while read).
    */
   list(): RegistryView {
-    this.checkStateHome();
-    const { format, roots } = this.#read();
-    return { entries: this.#validate(format, roots), format, roots };
+    return fileOperation((operation) => {
+      this.checkStateHome();
+      const { format, roots } = this.#read(operation);
+      return { entries: this.#validate(format, roots), format, roots };
+    });
   }
 
   /**
@@ -135,7 +147,7 @@ export class Registry {
    * @throws ContractError as `readLock`.
    */
   readMarkers(): RegistryLockState[] {
-    return this.#lock.readMarkers();
+    return fileOperation(() => this.#lock.readMarkers());
   }
 
   /**
@@ -152,6 +164,15 @@ export class Registry {
   async transaction<T>(root: string, operation: (transaction: RegistryTransaction) => T | Promise<T>): Promise<T> {
     if (!absolutePath.safeParse(root).success)
       throw new ContractError('refused', 'transaction root: not an absolute, normalised path');
+    // One operation of private-files: each folder from the state home down is walked once, here.
+    return fileOperation((files) => this.#transaction(root, operation, files));
+  }
+
+  async #transaction<T>(
+    root: string,
+    operation: (transaction: RegistryTransaction) => T | Promise<T>,
+    files: FileOperation,
+  ): Promise<T> {
     ensureStateHome(this.layout.stateHome, this.#hooks);
     this.#files.directory(this.layout.registry, true);
     const token = randomUUID();
@@ -165,7 +186,7 @@ export class Registry {
     }
     try {
       // One read of each file under the lock: the backend is judged and the table validated from it.
-      const { names, format, roots } = this.#read();
+      const { names, format, roots } = this.#read(files);
       // Before anything else is written: a state home of another backend is not this caller's to change.
       this.#assertBackend(format);
       this.#lock.sweepMarkers(names);
@@ -194,13 +215,36 @@ export class Registry {
   }
 
   /** The registry folder's names, checked, then `format.json` and `roots.json`, each read once. */
-  #read(): { names: string[]; format: FileSnapshot | undefined; roots: FileSnapshot | undefined } {
+  #read(operation: FileOperation): {
+    names: string[];
+    format: FileSnapshot | undefined;
+    roots: FileSnapshot | undefined;
+  } {
     const names = this.#files.entries(this.layout.registry, REGISTRY_FOLDER_ENTRIES);
     return {
       names,
-      format: this.#files.read(this.layout.registryFormat),
+      format: this.#format(operation),
       roots: this.#files.read(this.layout.roots, REGISTRY_BYTES),
     };
+  }
+
+  /**
+   * `format.json`, read in full the first time an operation needs it; later in the same
+   * operation, the snapshot it read, once one lstat proved the file is still that incarnation
+   * (only a new file replaces it: it is published by `create`, never changed). `roots.json`,
+   * whose bytes every caller compares, is always read whole.
+   */
+  #format(operation: FileOperation): FileSnapshot | undefined {
+    const path = this.layout.registryFormat;
+    const proved = provedFormats.get(operation)?.get(path);
+    if (proved !== undefined && this.#files.unchanged(path, proved)) return proved;
+    const format = this.#files.read(path);
+    if (format !== undefined) {
+      const byPath = provedFormats.get(operation) ?? new Map<string, FileSnapshot>();
+      byPath.set(path, format);
+      provedFormats.set(operation, byPath);
+    }
+    return format;
   }
 
   /** Refuses, under the lock and before any write, a state home that records another backend. */
