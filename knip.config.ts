@@ -15,8 +15,9 @@ export default {
     '.': { entry: ['tooling/scripts/*.mjs'] },
     // A package placed later starts with the common shape.
     'packages/*': { entry: [library, tests] },
-    // `pnpm bench` runs dist/bench.js; each worker runs in a child, started by path.
-    'packages/bench': { entry: [library, tests, 'src/bench.ts', 'src/*-worker.ts'] },
+    // `pnpm bench` runs dist/bench.js; each worker runs in a child, started by path. It counts a cycle's
+    // system calls with the system's `strace`, which no npm package provides.
+    'packages/bench': { entry: [library, tests, 'src/bench.ts', 'src/*-worker.ts'], ignoreBinaries: ['strace'] },
     // `leasehold` is src/bin.ts, bundled by rolldown.config.ts (knip reads it) into dist/leasehold.cjs. The tests read listening sockets with the system's `ss`.
     // @leasehold/etcd is imported by no file of the command, but the bundle inlines @leasehold/state-home and keeps its
     // `import('@leasehold/etcd')` outside, so it is resolved from the command's own folder: it must be the command's dependency.

@@ -53,7 +53,7 @@ export type SyscallSection =
 const MARKER = '/leasehold-bench-mark';
 
 /** Counts, by name, the calls started between the two markers of `trace` (`strace -f -o` output), per cycle. */
-export function countTrace(trace: string, cycles: number): SyscallCount {
+function countTrace(trace: string, cycles: number): SyscallCount {
   const lines = trace.split('\n');
   const start = lines.findIndex((line) => line.includes(`${MARKER}-start`));
   const end = lines.findIndex((line) => line.includes(`${MARKER}-end`));
