@@ -1,3 +1,4 @@
+import { basename } from 'node:path';
 import {
   ContractError,
   DOCUMENT_BYTES,
@@ -166,6 +167,11 @@ export function documentOf(
   };
 }
 
+/** Whether `path`'s name is among `names`, the listing of its folder. */
+function listed(names: readonly string[], path: string): boolean {
+  return names.includes(basename(path));
+}
+
 /**
  * Reads the namespace, the private root and the service folder as `readServiceState` does (only
  * allowed names, every file safe and within its bound) without decoding a file: what an owner
@@ -177,12 +183,16 @@ export function readServiceSnapshots({ files, places }: Workspace): {
   snapshots: Record<ServiceFile, FileSnapshot | undefined>;
 } {
   files.entries(places.namespace, NAMESPACE_ENTRIES);
-  files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
-  const checkoutLock = files.read(places.checkoutLock, FILE_BYTES.checkoutLock);
+  // A name a folder's listing does not show is absent, as exactly as an lstat that finds nothing
+  // would say: only the files listed are looked up and read (each read proves what it opened).
+  const rootNames = files.entries(places.privateRoot, PRIVATE_ROOT_ENTRIES);
+  const checkoutLock = listed(rootNames, places.checkoutLock)
+    ? files.read(places.checkoutLock, FILE_BYTES.checkoutLock)
+    : undefined;
   const service = files.directory(places.service);
-  if (service) files.entries(places.service, SERVICE_ENTRIES);
+  const names = service ? files.entries(places.service, SERVICE_ENTRIES) : [];
   const read = (key: Exclude<ServiceFile, 'checkoutLock'>) =>
-    service ? files.read(places[key], FILE_BYTES[key]) : undefined;
+    listed(names, places[key]) ? files.read(places[key], FILE_BYTES[key]) : undefined;
   return {
     service,
     snapshots: {

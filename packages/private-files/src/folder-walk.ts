@@ -73,12 +73,26 @@ export function fsyncDirectory(path: string): void {
   }
 }
 
+// The strings `absolutePath` accepted: every call checks its paths, and the same few come back in
+// every operation. Only the string's form is remembered, never anything about the file system.
+const absolutePaths = new Set<string>();
+const ABSOLUTE_PATHS = 256;
+
+/** Whether `path` is absolute and normalised (`absolutePath`), without parsing a string it accepted before. */
+function isAbsolutePath(path: string): boolean {
+  if (absolutePaths.has(path)) return true;
+  if (!absolutePath.safeParse(path).success) return false;
+  if (absolutePaths.size >= ABSOLUTE_PATHS) absolutePaths.clear();
+  absolutePaths.add(path);
+  return true;
+}
+
 /** lstat, with absence as undefined; a file where a folder should be is `refused`. */
 export function lookup(path: string): BigIntStats | undefined {
   try {
-    return lstatSync(path, { bigint: true });
+    // Absence answers undefined without an exception: building one costs more than the lstat.
+    return lstatSync(path, { bigint: true, throwIfNoEntry: false });
   } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined;
     if (isErrno(error, 'ENOTDIR'))
       throw refused(path, `${firstLevelThere(dirname(path))} is not a folder; make it one or choose another path`);
     throw error;
@@ -102,8 +116,7 @@ export class FolderWalk {
   /** `path` itself, once proven absolute, normalised and strictly inside the root. */
   inside(path: string): string {
     // No `path`: the input is not one.
-    if (!absolutePath.safeParse(path).success)
-      throw new ContractError('refused', 'path: not an absolute, normalised path');
+    if (!isAbsolutePath(path)) throw new ContractError('refused', 'path: not an absolute, normalised path');
     if (path !== this.root && !path.startsWith(this.root === '/' ? '/' : `${this.root}/`)) {
       throw refused(path, 'outside the root');
     }

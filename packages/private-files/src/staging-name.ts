@@ -11,8 +11,17 @@ const NAME = /^([0-9]{1,10})\.([0-9a-f]{16})\.([A-Za-z0-9_-]{1,172}|-)\.([0-9a-f
 /** A staged file or a staged folder. */
 export type StagingKind = 'tmp' | 'dir';
 
+// Each host's tag, hashed once: every staged name and every sweep of the staging folder asks for it.
+const hostTags = new Map<string, string>();
+
 function hostTag(host: string): string {
-  return sha256(new TextEncoder().encode(host)).slice(0, 16);
+  let tag = hostTags.get(host);
+  if (tag === undefined) {
+    tag = sha256(new TextEncoder().encode(host)).slice(0, 16);
+    if (hostTags.size >= 16) hostTags.clear();
+    hostTags.set(host, tag);
+  }
+  return tag;
 }
 
 /** A fresh, unpredictable staging name for `writer`. */
