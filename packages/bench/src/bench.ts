@@ -227,39 +227,19 @@ async function main(): Promise<void> {
     });
     for (const [id, values] of commandSeries) series.set(id, values);
 
-    series.set(
-      'contention.wall',
-      trials.map((trial) => trial.wall),
-    );
-    series.set(
-      'contention.serial',
-      trials.map((trial) => trial.serial),
-    );
-    series.set(
-      'contention.bare.wall',
-      bareTrials.map((trial) => trial.wall),
-    );
-    series.set(
-      'contention.bare.serial',
-      bareTrials.map((trial) => trial.serial),
-    );
-    // Every transaction's hold of the lock, uncontended (the serial passes) and contended, Leasehold's and the bare replays'.
-    series.set(
-      'contention.hold',
-      trials.flatMap((trial) => trial.serialLockHolds),
-    );
-    series.set(
-      'contention.hold.contended',
-      trials.flatMap((trial) => trial.lockHolds),
-    );
-    series.set(
-      'contention.bare.hold',
-      bareTrials.flatMap((trial) => trial.serialLockHolds),
-    );
-    series.set(
-      'contention.bare.hold.contended',
-      bareTrials.flatMap((trial) => trial.lockHolds),
-    );
+    // Each trial's wall and serial times, and every transaction's hold of the lock, uncontended (the serial
+    // passes) and contended: Leasehold's and the bare replays'.
+    const contentionSeries: ReadonlyArray<readonly [string, number[]]> = [
+      ['contention.wall', trials.map((trial) => trial.wall)],
+      ['contention.serial', trials.map((trial) => trial.serial)],
+      ['contention.bare.wall', bareTrials.map((trial) => trial.wall)],
+      ['contention.bare.serial', bareTrials.map((trial) => trial.serial)],
+      ['contention.hold', trials.flatMap((trial) => trial.serialLockHolds)],
+      ['contention.hold.contended', trials.flatMap((trial) => trial.lockHolds)],
+      ['contention.bare.hold', bareTrials.flatMap((trial) => trial.serialLockHolds)],
+      ['contention.bare.hold.contended', bareTrials.flatMap((trial) => trial.lockHolds)],
+    ];
+    for (const [id, values] of contentionSeries) series.set(id, values);
     const labels = new Map<string, string>(
       [...operations, ...commands].map((operation) => [operation.id, operation.label]),
     );
