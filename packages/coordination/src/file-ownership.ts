@@ -12,13 +12,13 @@ import {
   type OwnershipLease,
 } from '@leasehold/contracts';
 import { PrivateFiles, fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
+import type { Registry } from '@leasehold/registry';
 import { acquireWorkspace } from './acquisition.js';
 import type { FileLease } from './file-lease.js';
 import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
-import { openWorkspace, registryOptionsOf, type CoordinationOptions } from './workspace.js';
+import { stateHomeWorkspaces, type CoordinationOptions } from './workspace.js';
 import {
   inspectWorkspace,
   reasonOf,
@@ -77,17 +77,16 @@ function knownRoots(stateHome: string): string[] {
 /**
  * The file backend behind the seam: the ownership of the workspaces of one
  * state home, kept in this host's private files. Each call opens the
- * `Workspace` of its root (`openWorkspace`, which checks the root), so one
- * `Ownership` serves every workspace of the state home.
+ * `Workspace` of its root (which checks the root) over the state home's one
+ * registry and private files, so one `Ownership` serves every workspace of
+ * the state home.
  * @throws ContractError `refused` for a state home (given, or the environment's) that is not absolute and normalised.
  */
 export function fileOwnership(options: CoordinationOptions = {}): Ownership {
   const stateHome = options.stateHome ?? defaultStateHome();
   const backend: Backend = options.backend ?? { kind: 'files' };
-  const settings: CoordinationOptions = { ...options, stateHome };
-  // Made once: it checks the state home now, and `list` reads through it.
-  const registry = new Registry(stateHome, registryOptionsOf(options));
-  const open = (root: string) => openWorkspace(root, settings);
+  // Made once: it checks the state home now; every call opens its root over it, and `list` reads through it.
+  const { registry, open } = stateHomeWorkspaces({ ...options, stateHome });
   return {
     stateHome,
     backend,

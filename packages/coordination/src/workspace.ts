@@ -47,12 +47,46 @@ export function registryOptionsOf(options: CoordinationOptions): RegistryOptions
  * @throws ContractError `refused` for a root or state home that is not absolute and normalised.
  */
 export function openWorkspace(root: string, options: CoordinationOptions = {}): Workspace {
-  const places = workspacePlaces(root, options.stateHome ?? defaultStateHome());
+  return stateHomeWorkspaces(options).open(root);
+}
+
+/** How many roots' places one `StateHomeWorkspaces` keeps before it forgets them all. */
+const KNOWN_ROOTS = 1024;
+
+/** The workspaces of one state home, opened over its one registry and private files. */
+export interface StateHomeWorkspaces {
+  readonly registry: Registry;
+  /**
+   * The workspace `root`, its places built now. Reads and writes nothing.
+   * @throws ContractError `refused` for a root that is not absolute and normalised.
+   */
+  open(root: string): Workspace;
+}
+
+/**
+ * The workspaces of the state home the options name, sharing its private
+ * files and registry (neither keeps anything across operations), so that
+ * one `Ownership` builds only a root's places for each call.
+ * @throws ContractError `refused` for a state home that is not absolute and normalised.
+ */
+export function stateHomeWorkspaces(options: CoordinationOptions = {}): StateHomeWorkspaces {
+  const stateHome = options.stateHome ?? defaultStateHome();
   const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
+  const registry = new Registry(stateHome, registryOptionsOf(options));
+  const files = new PrivateFiles(registry.layout.namespace, hooks);
+  // A root's places are a pure function of the root and the state home, and building them (a
+  // SHA-256 and a score of joins) cost a tenth of an inspect(): kept for the roots last used.
+  const known = new Map<string, WorkspacePlaces>();
   return {
-    root: places.root,
-    places,
-    files: new PrivateFiles(places.namespace, hooks),
-    registry: new Registry(places.stateHome, registryOptionsOf(options)),
+    registry,
+    open(root) {
+      let places = known.get(root);
+      if (places === undefined) {
+        places = workspacePlaces(root, stateHome);
+        if (known.size === KNOWN_ROOTS) known.clear();
+        known.set(root, places);
+      }
+      return { root: places.root, places, files, registry };
+    },
   };
 }
