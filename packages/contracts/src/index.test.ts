@@ -18,6 +18,7 @@ describe('the public entry point', () => {
       'ContractErrorOptions',
       'DOCUMENT_BYTES',
       'DecodeResult',
+      'DecodedFiles',
       'FENCE_KINDS',
       'Fence',
       'FenceKind',

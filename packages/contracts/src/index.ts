@@ -58,6 +58,7 @@ export {
   type ServiceFormat,
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
+export { DecodedFiles } from './decoded-files.js';
 export { MAX_DEPTH } from './json-parser.js';
 export { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';

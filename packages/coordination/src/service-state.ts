@@ -5,6 +5,7 @@ import {
   PATHS_DOCUMENT_BYTES,
   checkoutLockSchema,
   companionSchema,
+  DecodedFiles,
   decodeBytes,
   encode,
   localCapabilitySchema,
@@ -161,11 +162,19 @@ export function documentOf(
 ): Document<unknown> | undefined {
   if (snapshot === undefined) return undefined;
   const schema = SERVICE_SCHEMAS[key];
+  if (schema === undefined) return { snapshot, value: snapshot.bytes };
   return {
     snapshot,
-    value: schema === undefined ? snapshot.bytes : decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path),
+    value: decodedDocuments.get(`${key}:${path}`, snapshot.identity, () =>
+      decodeBytes(schema, snapshot.bytes, FILE_BYTES[key], path),
+    ),
   };
 }
+
+// Every inspect() and every owner's re-assertion reads a workspace's files, which rarely change:
+// each is decoded once per content. Enough for the six documents of each of a few dozen workspaces
+// that one process (a client, a CI host's supervisor) reads in turn.
+const decodedDocuments = new DecodedFiles<unknown>(256);
 
 /** Whether `path`'s name is among `names`, the listing of its folder. */
 function listed(names: readonly string[], path: string): boolean {

@@ -1,6 +1,7 @@
 import {
   ContractError,
   DOCUMENT_BYTES,
+  DecodedFiles,
   REGISTRY_BYTES,
   REGISTRY_ENTRIES,
   backendSchema,
@@ -91,46 +92,19 @@ export function admitReservation(entries: readonly Reservation[], reservation: R
   }
 }
 
-/**
- * The last document each file (by path) was decoded to in this process, by its identity, the SHA-256
- * of its bytes: the same identity is the same bytes, so the same, already validated value. Decoding
- * and checking a table of 256 rows costs more than a cycle's fsyncs; only a table that changed needs
- * it, and a transaction records the table it wrote (`rememberRoots`), so neither its next
- * transaction nor a reader of this process decodes it again. A few state homes per process at most
- * are busy at once; the oldest file is forgotten first.
- */
-class DecodedFiles<T> {
-  readonly #byPath = new Map<string, { readonly identity: string; readonly value: T }>();
-
-  get(path: string, identity: string, decode: () => T): T {
-    const known = this.#byPath.get(path);
-    if (known?.identity === identity) return known.value;
-    return this.set(path, identity, decode());
-  }
-
-  set(path: string, identity: string, value: T): T {
-    this.#byPath.delete(path);
-    this.#byPath.set(path, { identity, value });
-    if (this.#byPath.size > DECODED_FILES) this.#byPath.delete(this.#byPath.keys().next().value!);
-    return value;
-  }
-}
-
+// A few state homes per process at most are busy at once. Decoding and checking a table of 256 rows
+// costs more than a cycle's fsyncs; a transaction records the table it wrote (`rememberRoots`), so
+// neither its next transaction nor a reader of this process decodes it again.
 const DECODED_FILES = 32;
-const decodedTables = new DecodedFiles<readonly Reservation[]>();
-const decodedFormats = new DecodedFiles<RegistryFormat>();
-
-/** Rows frozen, so that a cached table is never changed by a caller. */
-function frozenRows(entries: readonly Reservation[]): readonly Reservation[] {
-  return Object.freeze(entries.map((entry) => Object.freeze(entry)));
-}
+const decodedTables = new DecodedFiles<readonly Reservation[]>(DECODED_FILES);
+const decodedFormats = new DecodedFiles<RegistryFormat>(DECODED_FILES);
 
 /** The decoded, validated reservations in a `roots.json` snapshot (frozen). */
 export function decodeRoots(roots: FileSnapshot, stateHome: string, label: string): readonly Reservation[] {
   return decodedTables.get(label, roots.identity, () => {
     const registry = decodeBytes(reservationTableSchema, roots.bytes, REGISTRY_BYTES, label);
     validateEntries(registry.entries, stateHome, label);
-    return frozenRows(registry.entries);
+    return registry.entries;
   });
 }
 
@@ -140,7 +114,7 @@ export function rememberRoots(
   entries: readonly Reservation[],
   label: string,
 ): readonly Reservation[] {
-  return decodedTables.set(label, roots.identity, frozenRows(entries));
+  return decodedTables.set(label, roots.identity, entries);
 }
 
 /** The backend of a state home whose format document names none. */
