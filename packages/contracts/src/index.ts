@@ -59,6 +59,13 @@ export {
 } from './documents.js';
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
 export { DecodedFiles } from './decoded-files.js';
+export {
+  watchInspections,
+  type WatchOptions,
+  type WatchSnapshot,
+  type WatchSource,
+  type WatchWakeups,
+} from './watch.js';
 export { MAX_DEPTH } from './json-parser.js';
 export { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';

@@ -1,6 +1,7 @@
 import type { Backend } from './backend.js';
 import { ContractError } from './contract-error.js';
 import type { AutomaticRecovery, Holder, OwnerConfig, Phase } from './documents.js';
+import type { WatchOptions, WatchSnapshot } from './watch.js';
 
 // The seam between the places that own workspaces (the files of one host, or an etcd cluster
 // shared by hosts) and what runs on them (the transport, the CLI). Every backend implements
@@ -144,6 +145,12 @@ export interface Ownership {
    * here at least once), sorted. Changes nothing.
    */
   workspaces(): Promise<string[]>;
+  /**
+   * Each change in what `inspect(root)` answers, from the answer now on, until `options.signal`
+   * aborts or the consumer stops iterating (see `WatchSnapshot` for what a gap looks like). Never
+   * throws: what it cannot read is an `unavailable` snapshot.
+   */
+  watch(root: string, options?: WatchOptions): AsyncIterable<WatchSnapshot>;
   /** Lets go of connections; leases still held are lost (their fences stay). */
   close(): Promise<void>;
 }

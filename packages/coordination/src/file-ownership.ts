@@ -10,6 +10,8 @@ import {
   type ListedOwner,
   type Ownership,
   type OwnershipLease,
+  type WatchSource,
+  watchInspections,
 } from '@leasehold/contracts';
 import { PrivateFiles, fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
 import type { Registry } from '@leasehold/registry';
@@ -18,6 +20,7 @@ import type { FileLease } from './file-lease.js';
 import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
+import { folderWakeups } from './folder-wakeups.js';
 import { stateHomeWorkspaces, type CoordinationOptions } from './workspace.js';
 import {
   inspectWorkspace,
@@ -87,7 +90,7 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
   const backend: Backend = options.backend ?? { kind: 'files' };
   // Made once: it checks the state home now; every call opens its root over it, and `list` reads through it.
   const { registry, open } = stateHomeWorkspaces({ ...options, stateHome });
-  return {
+  const ownership: Ownership = {
     stateHome,
     backend,
     async inspect(root): Promise<Inspection> {
@@ -129,7 +132,17 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
     async workspaces() {
       return fileOperation(() => retryingReads(() => knownRoots(stateHome)));
     },
+    watch(root, watchOptions) {
+      let wakeups: WatchSource = () => () => {};
+      try {
+        wakeups = folderWakeups(open(root).places);
+      } catch {
+        // A root that is not absolute and normalised: every read answers `unavailable`, saying so.
+      }
+      return watchInspections(() => ownership.inspect(root), wakeups, watchOptions);
+    },
     // Files hold no connection: a lease still held stays held until this process releases it or exits.
     async close() {},
   };
+  return ownership;
 }

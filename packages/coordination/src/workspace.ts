@@ -60,7 +60,7 @@ export interface StateHomeWorkspaces {
    * The workspace `root`, its places built now. Reads and writes nothing.
    * @throws ContractError `refused` for a root that is not absolute and normalised.
    */
-  open(root: string): Workspace;
+  readonly open: (root: string) => Workspace;
 }
 
 /**
@@ -79,7 +79,7 @@ export function stateHomeWorkspaces(options: CoordinationOptions = {}): StateHom
   const known = new Map<string, WorkspacePlaces>();
   return {
     registry,
-    open(root) {
+    open: (root) => {
       let places = known.get(root);
       if (places === undefined) {
         places = workspacePlaces(root, stateHome);

@@ -7,6 +7,7 @@ import {
   endpoint as endpointSchema,
   sameBackend,
   sha256,
+  watchInspections,
   type AcquireRequest,
   type Backend,
   type FencedProcess,
@@ -26,6 +27,9 @@ import {
   type RecoveryJournalEntry,
   type RecoveryResult,
   type RecoveryView,
+  type WatchOptions,
+  type WatchSnapshot,
+  type WatchSource,
 } from '@leasehold/contracts';
 import type { OwnerStatus } from '@leasehold/private-files';
 import type { FenceRecord, OwnerRecord } from './documents.js';
@@ -121,6 +125,30 @@ class CompositeBackend implements EtcdBackend {
       await fence.release().catch(() => {});
       throw error;
     }
+  }
+
+  /**
+   * Woken by both places `inspect` reads: etcd's keys of the root (a watch from the revision of a
+   * read on; a compacted or ended stream is a gap) and this host's files (the file backend's own
+   * watch, whose gaps are this one's).
+   */
+  watch(root: string, options: WatchOptions = {}): AsyncIterable<WatchSnapshot> {
+    const wakeups: WatchSource = (wakeup) => {
+      const stopKeys = this.#etcd.watchKeys(root, wakeup);
+      const files = new AbortController();
+      void (async () => {
+        const local = this.#local.watch(root, { ...options, signal: files.signal });
+        for await (const snapshot of local) {
+          if (snapshot.resync === true) wakeup.gap();
+          else wakeup.changed();
+        }
+      })();
+      return () => {
+        stopKeys();
+        files.abort();
+      };
+    };
+    return watchInspections(() => this.inspect(root), wakeups, options);
   }
 
   /** etcd decides across hosts; this host's files decide for this host's own owner. Never throws. */

@@ -35,6 +35,7 @@ export {
   type EtcdTls,
   type KeyValue,
   type Operation,
+  type Watch,
   type WatchEvent,
 } from './etcd-client-types.js';
 

@@ -6,6 +6,7 @@ import {
   decode,
   encode,
   type AutomaticRecovery,
+  type WatchWakeups,
   endpoint as endpointSchema,
   host as hostSchema,
   id,
@@ -24,11 +25,14 @@ import {
   type OwnerRecord,
 } from './documents.js';
 import type { EtcdBackendOptions } from './backend-options.js';
-import { connect, type EtcdClient, type KeyValue, type Operation } from './etcd-client.js';
+import { connect, type EtcdClient, type KeyValue, type Operation, type Watch } from './etcd-client.js';
 import { EtcdFence } from './etcd-fence.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
+
+/** How long a watch of a root's keys waits before it starts again after its streams ended. */
+const WATCH_RETRY_MS = 500;
 
 /** How the etcd side of a backend connects: the fields of `EtcdBackendOptions` that are not the host's files or an acquire's. */
 export type EtcdOwnershipOptions = Pick<
@@ -321,6 +325,53 @@ export class EtcdOwnership {
   async close(): Promise<void> {
     await Promise.all([...this.#leases].map((lease) => lease.abandon()));
     this.#client.close();
+  }
+
+  /**
+   * Wakes a watch of `root` on each change of its fence or owner key, from the revision of one
+   * read on, so that no change after that read goes unannounced. A stream that ends (its revision
+   * compacted, cancelled, failed) is a gap, and new streams start from a fresh read; while etcd
+   * cannot be read, the watch's poll answers `unavailable`. Answers the function that stops it.
+   */
+  watchKeys(root: string, { changed, gap }: WatchWakeups): () => void {
+    let streams: Watch[] = [];
+    let generation = 0;
+    let retry: NodeJS.Timeout | undefined;
+    const stop = (): void => {
+      generation += 1;
+      clearTimeout(retry);
+      for (const stream of streams) stream.cancel();
+      streams = [];
+    };
+    const restart = (): void => {
+      stop();
+      gap();
+      const mine = generation;
+      retry = setTimeout(() => {
+        if (mine === generation) void start();
+      }, WATCH_RETRY_MS);
+    };
+    const start = async (): Promise<void> => {
+      const mine = generation;
+      try {
+        const { header } = await this.#client.range(this.#keys.fence(root));
+        if (mine !== generation) return;
+        const from = (BigInt(header.revision) + 1n).toString();
+        const handlers = {
+          onEvents: () => changed(),
+          onEnd: () => {
+            if (mine === generation) restart();
+          },
+        };
+        streams = [this.#keys.fence(root), this.#keys.owner(root)].map((key) =>
+          this.#client.watch(key, from, handlers),
+        );
+      } catch {
+        if (mine === generation) restart();
+      }
+    };
+    void start();
+    return stop;
   }
 
   /** The fence and owner keys of `root`, from one read. */

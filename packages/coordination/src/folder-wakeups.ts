@@ -1,0 +1,71 @@
+import { lstatSync, watch, type FSWatcher } from 'node:fs';
+import type { WatchSource, WorkspacePlaces } from '@leasehold/contracts';
+
+/**
+ * The folders whose entries make what `inspect` answers for one root (the table's, the private
+ * root, its service folder), and each folder above them up to the state home, so that a folder
+ * made after the watch began is announced by its parent.
+ */
+function foldersOf(places: WorkspacePlaces): string[] {
+  return [places.stateHome, places.namespace, places.registry, places.workspaces, places.privateRoot, places.service];
+}
+
+/** One folder watched, as the inode it was when the watch began. */
+interface Watched {
+  readonly watcher: FSWatcher;
+  readonly inode: bigint;
+}
+
+/**
+ * Wakes a watch of one root when an entry of one of its folders changes (inotify on Linux, through
+ * `fs.watch`). A notification only wakes a read: every read still proves every file and folder
+ * (docs/threats.md), so a notification that lies or never comes costs at most a poll's wait. A
+ * folder that does not exist yet is watched once a notification or a poll finds it; one replaced
+ * (another inode) is watched anew.
+ */
+export function folderWakeups(places: WorkspacePlaces): WatchSource {
+  return ({ changed, gap }) => {
+    const watched = new Map<string, Watched>();
+    /** Watches every folder that exists as it is now; true when one appeared or was replaced. */
+    const rearm = (): boolean => {
+      let armed = false;
+      for (const folder of foldersOf(places)) {
+        const inode = lstatSync(folder, { bigint: true, throwIfNoEntry: false })?.ino;
+        const known = watched.get(folder);
+        if (known !== undefined && known.inode === inode) continue;
+        known?.watcher.close();
+        watched.delete(folder);
+        if (inode === undefined) continue;
+        try {
+          const watcher = watch(folder, { persistent: false }, notified);
+          // A watch that fails (the folder went, a limit of inotify) is armed again by the next read.
+          watcher.on('error', () => watcher.close());
+          watched.set(folder, { watcher, inode });
+          armed = true;
+        } catch {
+          // Gone between the lstat and the watch, or not watchable: the poll covers it.
+        }
+      }
+      return armed;
+    };
+    const notified = (): void => {
+      rearm();
+      changed();
+    };
+    rearm();
+    // A folder that appeared with no notification (its parent is not watched: the state home was
+    // set up after the watch began) may have changed before it was watched: a gap.
+    const poll = setInterval(() => {
+      if (rearm()) gap();
+    }, REARM_MS);
+    poll.unref();
+    return () => {
+      clearInterval(poll);
+      for (const { watcher } of watched.values()) watcher.close();
+      watched.clear();
+    };
+  };
+}
+
+/** How often the folders are looked at for one that appeared or was replaced without a notification. */
+const REARM_MS = 1000;
