@@ -95,9 +95,12 @@ const COMMANDS: Record<string, Command> = {
   },
   status: {
     summary: 'is the workspace running? (exit 0 running, 3 not running, 1 error)',
-    usage: 'leasehold status [options]',
-    options: {},
-    help: [],
+    usage: 'leasehold status [--watch [--poll-ms N]] [options]',
+    options: { watch: { type: 'boolean' }, 'poll-ms': { type: 'string' } },
+    help: [
+      '  --watch             a line (with --json, a JSON line) for each change, until interrupted (exit 0)',
+      '  --poll-ms N         with --watch: how often it reads even without a notification, in ms (default 1000)',
+    ],
     load: () => import('./commands/status.js').then(({ status }) => status),
   },
   stop: {

@@ -47,6 +47,12 @@ export interface WatchWakeups {
   readonly changed: () => void;
   /** A change may have been missed (history lost, a stream restarted): the next snapshot is a `resync`. */
   readonly gap: () => void;
+  /**
+   * The owner's record (its registration file, its etcd owner key) was written once: read again.
+   * Every phase is one such write, so when one read follows two of them, a phase was passed over
+   * and the snapshot is a `resync`.
+   */
+  readonly recordWritten: () => void;
 }
 
 /** A backend's source of wake-ups for one root: started once, stopped by the function it answers. */
@@ -121,6 +127,9 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
   #due: { announced: boolean } | undefined = { announced: true };
   #notified = false;
   #gap = false;
+  /** The owner's record writes announced so far, and how many of them had been when the last read began. */
+  #recordWrites = 0;
+  #recordWritesAtLastRead = 0;
   #ended = false;
 
   constructor(inspect: () => Promise<Inspection>, source: WatchSource, options: WatchOptions) {
@@ -131,6 +140,10 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
       changed: () => this.#wake(true),
       gap: () => {
         this.#gap = true;
+        this.#wake(true);
+      },
+      recordWritten: () => {
+        this.#recordWrites += 1;
         this.#wake(true);
       },
     });
@@ -173,13 +186,20 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
       this.#notified = false;
       const gap = this.#gap;
       this.#gap = false;
+      const writesBefore = this.#recordWritesAtLastRead;
+      this.#recordWritesAtLastRead = this.#recordWrites;
       const inspection = await this.#inspect().catch((error: unknown): Inspection => ({
         status: 'unavailable',
         reason: `the state could not be read: ${String(error)}`,
       }));
+      // A write made before the read is announced by the next turn of the event loop at the latest:
+      // counted from the start of the last read to now, two writes mean a state was passed over
+      // (a write just after this read may be counted too: a resync too many, never one too few).
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const passedOver = this.#recordWrites - writesBefore >= 2;
       this.#reading = false;
       if (this.#ended) return;
-      this.#deliver(snapshotOf(inspection), notified, gap);
+      this.#deliver(snapshotOf(inspection), notified, gap || passedOver);
     }
   }
 

@@ -1,4 +1,5 @@
 import { lstatSync, watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import type { WatchSource, WorkspacePlaces } from '@leasehold/contracts';
 
 /**
@@ -7,7 +8,22 @@ import type { WatchSource, WorkspacePlaces } from '@leasehold/contracts';
  * made after the watch began is announced by its parent.
  */
 function foldersOf(places: WorkspacePlaces): string[] {
-  return [places.stateHome, places.namespace, places.registry, places.workspaces, places.privateRoot, places.service];
+  return [
+    nearestFolder(places.stateHome),
+    places.namespace,
+    places.registry,
+    places.workspaces,
+    places.privateRoot,
+    places.service,
+  ];
+}
+
+/** `path`, or the nearest folder above it that exists: a state home not made yet is announced by its parent. */
+function nearestFolder(path: string): string {
+  let folder = path;
+  while (folder !== dirname(folder) && lstatSync(folder, { throwIfNoEntry: false }) === undefined)
+    folder = dirname(folder);
+  return folder;
 }
 
 /** One folder watched, as the inode it was when the watch began. */
@@ -24,12 +40,18 @@ interface Watched {
  * (another inode) is watched anew.
  */
 export function folderWakeups(places: WorkspacePlaces): WatchSource {
-  return ({ changed, gap }) => {
+  return ({ changed, gap, recordWritten }) => {
     const watched = new Map<string, Watched>();
     /** Watches every folder that exists as it is now; true when one appeared or was replaced. */
     const rearm = (): boolean => {
       let armed = false;
-      for (const folder of foldersOf(places)) {
+      const folders = foldersOf(places);
+      for (const [folder, { watcher }] of watched) {
+        if (folders.includes(folder)) continue;
+        watcher.close();
+        watched.delete(folder);
+      }
+      for (const folder of folders) {
         const inode = lstatSync(folder, { bigint: true, throwIfNoEntry: false })?.ino;
         const known = watched.get(folder);
         if (known !== undefined && known.inode === inode) continue;
@@ -37,7 +59,9 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
         watched.delete(folder);
         if (inode === undefined) continue;
         try {
-          const watcher = watch(folder, { persistent: false }, notified);
+          const watcher = watch(folder, { persistent: false }, (_event, name) =>
+            notified(folder === places.service && name === basename(places.registration)),
+          );
           // A watch that fails (the folder went, a limit of inotify) is armed again by the next read.
           watcher.on('error', () => watcher.close());
           watched.set(folder, { watcher, inode });
@@ -48,9 +72,11 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
       }
       return armed;
     };
-    const notified = (): void => {
+    // Each phase is one write of the registration (a rename into place): one event each.
+    const notified = (registration: boolean): void => {
       rearm();
-      changed();
+      if (registration) recordWritten();
+      else changed();
     };
     rearm();
     // A folder that appeared with no notification (its parent is not watched: the state home was

@@ -25,7 +25,7 @@ import {
   type OwnerRecord,
 } from './documents.js';
 import type { EtcdBackendOptions } from './backend-options.js';
-import { connect, type EtcdClient, type KeyValue, type Operation, type Watch } from './etcd-client.js';
+import { connect, type EtcdClient, type KeyValue, type Operation, type Watch, type WatchEvent } from './etcd-client.js';
 import { EtcdFence } from './etcd-fence.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 
@@ -333,7 +333,7 @@ export class EtcdOwnership {
    * compacted, cancelled, failed) is a gap, and new streams start from a fresh read; while etcd
    * cannot be read, the watch's poll answers `unavailable`. Answers the function that stops it.
    */
-  watchKeys(root: string, { changed, gap }: WatchWakeups): () => void {
+  watchKeys(root: string, { changed, gap, recordWritten }: WatchWakeups): () => void {
     let streams: Watch[] = [];
     let generation = 0;
     let retry: NodeJS.Timeout | undefined;
@@ -357,15 +357,20 @@ export class EtcdOwnership {
         const { header } = await this.#client.range(this.#keys.fence(root));
         if (mine !== generation) return;
         const from = (BigInt(header.revision) + 1n).toString();
+        const ownerKey = this.#keys.owner(root);
         const handlers = {
-          onEvents: () => changed(),
+          // Each phase is one write of the owner key.
+          onEvents: (events: readonly WatchEvent[]) => {
+            for (const event of events) {
+              if (event.kv.key === ownerKey) recordWritten();
+              else changed();
+            }
+          },
           onEnd: () => {
             if (mine === generation) restart();
           },
         };
-        streams = [this.#keys.fence(root), this.#keys.owner(root)].map((key) =>
-          this.#client.watch(key, from, handlers),
-        );
+        streams = [this.#keys.fence(root), ownerKey].map((key) => this.#client.watch(key, from, handlers));
       } catch {
         if (mine === generation) restart();
       }

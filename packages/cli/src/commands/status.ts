@@ -16,6 +16,8 @@ import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { table } from '../output.js';
+import { wholeNumber } from '../options.js';
+import { UsageError } from '../remedies.js';
 import { outlivingProgramOf, programInWords, programRemedy, type ProgramRecord } from '../outliving-program.js';
 
 /** Exit status of `status` when the workspace is not running. */
@@ -209,9 +211,13 @@ function nextForUnavailable(report: StatusReport, options: string, stateHome: st
  */
 export async function status(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
+  const pollMs = wholeNumber(context.values['poll-ms'], '--poll-ms', 10);
+  if (pollMs !== undefined && context.values.watch !== true)
+    throw new UsageError('--poll-ms: only with --watch', 'add --watch, or leave --poll-ms out');
   return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = await coveringOf(ownership, folder, asked);
+    if (context.values.watch === true) return watched(context, { ownership, recovery }, root, host, pollMs);
     const report = {
       ...(await statusOf({ ownership, recovery }, root, host, root === folder ? asked : undefined)),
       ...(root === folder ? {} : { folder }),
@@ -260,4 +266,62 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);
   output.say(...table(rows), '', nextStep(report, stateHome));
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
+}
+
+/** The signals that end `status --watch`. */
+const WATCH_END_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/**
+ * `leasehold status --watch`: a line per change of what `status` answers for `root`, until SIGINT,
+ * SIGTERM or SIGHUP (exit 0). Each change the backend's watch delivers is told as `status` tells it
+ * (an owner proved over the transport is `running`); an owner that does not answer yet is asked
+ * again every poll, since its starting to answer changes no file. A line after a gap says so.
+ */
+async function watched(
+  context: CommandContext,
+  backend: { readonly ownership: Ownership; readonly recovery: Recovery },
+  root: string,
+  host: string | undefined,
+  pollMs: number | undefined,
+): Promise<number> {
+  const ended = new AbortController();
+  const end = (): void => ended.abort();
+  for (const signal of WATCH_END_SIGNALS) process.on(signal, end);
+  let last: StatusReport | undefined;
+  let seq = 0;
+  const show = async (resync: boolean): Promise<void> => {
+    const report = await statusOf(backend, root, host);
+    if (ended.signal.aborted || (!resync && JSON.stringify(report) === JSON.stringify(last))) return;
+    last = report;
+    seq += 1;
+    context.output.record({ seq, ...report, ...(resync ? { resync: true } : {}) });
+    context.output.say(watchLine(seq, report, resync));
+  };
+  // The changes come in turn: one report at a time, in the order they were seen.
+  let turn = Promise.resolve();
+  const next = (resync: boolean): void => {
+    turn = turn.then(() => show(resync));
+  };
+  const recheck = setInterval(() => {
+    if (last?.reasonCode === 'owner-not-answering') next(false);
+  }, pollMs ?? 1000);
+  try {
+    const options = { signal: ended.signal, ...(pollMs === undefined ? {} : { pollMs }) };
+    for await (const snapshot of backend.ownership.watch(root, options)) next(snapshot.resync === true);
+    await turn;
+    return 0;
+  } finally {
+    clearInterval(recheck);
+    for (const signal of WATCH_END_SIGNALS) process.off(signal, end);
+  }
+}
+
+/** One line of `status --watch` for a person: the time, the state and who holds it. */
+function watchLine(seq: number, report: StatusReport, resync: boolean): string {
+  const parts = [new Date().toISOString().slice(11, 19), `#${seq}`, report.status];
+  if (report.pid !== undefined) parts.push(`pid ${report.pid}`);
+  if (report.epoch !== null) parts.push(`epoch ${report.epoch}`);
+  if (report.reason !== undefined) parts.push(`(${report.reason})`);
+  if (resync) parts.push('[read afresh: changes before this one may have been missed]');
+  return parts.join('  ');
 }
