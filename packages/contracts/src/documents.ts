@@ -110,6 +110,9 @@ export const registrationSchema = lazy(() =>
     ...reservationShape(),
     checkoutToken: id,
     phase: z.enum(PHASES),
+    // 1 when the owner first writes it, one more with each write after (each phase, the release's
+    // `stopped`): a reader that sees 3 after 1 knows it missed a phase (`Ownership.watch`).
+    version: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
   }),
 );
 export type Registration = z.infer<typeof registrationSchema>;

@@ -21,12 +21,23 @@ export interface OwnerSummary {
    * (another host, another PID namespace). Only `absent` proves it gone; it says nothing of why.
    */
   readonly process: 'live' | 'absent' | 'ambiguous';
+  /**
+   * How many times this ownership's record was written: 1 once acquired, one more with each phase
+   * after (and the release's `stopped`). A backend that counts them sets it: a watch that sees it
+   * grow by more than one knows it passed over a phase.
+   */
+  readonly version?: number;
 }
 
 /** What a backend can tell of a workspace without asking its owner. */
 export type Inspection =
   | { readonly status: 'absent' }
-  | { readonly status: 'stopped'; readonly epoch: string | null }
+  | {
+      readonly status: 'stopped';
+      readonly epoch: string | null;
+      /** The stopped record's `version` (see `OwnerSummary`), where the backend counts them. */
+      readonly version?: number;
+    }
   | { readonly status: 'stopping' | 'quarantined'; readonly owner: OwnerSummary }
   | {
       readonly status: 'unavailable';

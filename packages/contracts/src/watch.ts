@@ -15,6 +15,8 @@ export interface WatchSnapshot {
   readonly epoch?: string | null;
   readonly owner?: OwnerSummary;
   readonly phase?: OwnerSummary['phase'];
+  /** How many times the owner's record was written (see `OwnerSummary`), where the backend counts them. */
+  readonly version?: number;
   /** Why the answer is `unavailable` (never a secret). */
   readonly reason?: string;
   /** Between two steps of a live process's acquire or release: a passing state. */
@@ -47,12 +49,6 @@ export interface WatchWakeups {
   readonly changed: () => void;
   /** A change may have been missed (history lost, a stream restarted): the next snapshot is a `resync`. */
   readonly gap: () => void;
-  /**
-   * The owner's record (its registration file, its etcd owner key) was written once: read again.
-   * Every phase is one such write, so when one read follows two of them, a phase was passed over
-   * and the snapshot is a `resync`.
-   */
-  readonly recordWritten: () => void;
 }
 
 /** A backend's source of wake-ups for one root: started once, stopped by the function it answers. */
@@ -66,31 +62,56 @@ function snapshotOf(inspection: Inspection): Omit<WatchSnapshot, 'seq'> {
   switch (inspection.status) {
     case 'absent':
       return { status: 'absent' };
-    case 'stopped':
-      return { status: 'stopped', epoch: inspection.epoch };
+    case 'stopped': {
+      const { epoch, version } = inspection;
+      return { status: 'stopped', epoch, ...(version === undefined ? {} : { phase: 'stopped', version }) };
+    }
     case 'unavailable': {
       const { owner, reason, inProgress } = inspection;
       return {
         status: 'unavailable',
         reason,
-        ...(owner === undefined ? {} : { owner, epoch: owner.epoch, phase: owner.phase }),
+        ...(owner === undefined ? {} : ownerPart(owner)),
         ...(inProgress === true ? { inProgress } : {}),
       };
     }
     default:
-      return {
-        status: inspection.status,
-        owner: inspection.owner,
-        epoch: inspection.owner.epoch,
-        phase: inspection.owner.phase,
-      };
+      return { status: inspection.status, ...ownerPart(inspection.owner) };
   }
+}
+
+function ownerPart(owner: OwnerSummary): Pick<WatchSnapshot, 'owner' | 'epoch' | 'phase' | 'version'> {
+  return {
+    owner,
+    epoch: owner.epoch,
+    phase: owner.phase,
+    ...(owner.version === undefined ? {} : { version: owner.version }),
+  };
 }
 
 /** What the files (or keys) say, without what this host judges of the owner's process. */
 function recordedPart(snapshot: Omit<WatchSnapshot, 'seq'>): string {
   const { owner, ...rest } = snapshot;
   return JSON.stringify([rest, owner === undefined ? null : { ...owner, process: null }]);
+}
+
+/** The owner's record's epoch and `version`, where the backend counts its writes. */
+function recordOf(snapshot: Omit<WatchSnapshot, 'seq'>): { epoch: string; version: number } | undefined {
+  const version = snapshot.version;
+  return typeof snapshot.epoch === 'string' && version !== undefined ? { epoch: snapshot.epoch, version } : undefined;
+}
+
+/**
+ * Whether a write of the owner's record came and went between two answers: its `version` grew by
+ * more than one, or a new epoch began after a record not seen `stopped` (its release's or
+ * recovery's last write), or was seen past its first write.
+ */
+function passedOver(last: Omit<WatchSnapshot, 'seq'> | undefined, next: Omit<WatchSnapshot, 'seq'>): boolean {
+  const before = last === undefined ? undefined : recordOf(last);
+  const after = recordOf(next);
+  if (before === undefined || after === undefined) return false;
+  if (before.epoch === after.epoch) return after.version - before.version > 1 || after.version < before.version;
+  return last?.phase !== 'stopped' || after.version > 1;
 }
 
 /**
@@ -127,9 +148,6 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
   #due: { announced: boolean } | undefined = { announced: true };
   #notified = false;
   #gap = false;
-  /** The owner's record writes announced so far, and how many of them had been when the last read began. */
-  #recordWrites = 0;
-  #recordWritesAtLastRead = 0;
   #ended = false;
 
   constructor(inspect: () => Promise<Inspection>, source: WatchSource, options: WatchOptions) {
@@ -140,10 +158,6 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
       changed: () => this.#wake(true),
       gap: () => {
         this.#gap = true;
-        this.#wake(true);
-      },
-      recordWritten: () => {
-        this.#recordWrites += 1;
         this.#wake(true);
       },
     });
@@ -186,20 +200,16 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
       this.#notified = false;
       const gap = this.#gap;
       this.#gap = false;
-      const writesBefore = this.#recordWritesAtLastRead;
-      this.#recordWritesAtLastRead = this.#recordWrites;
       const inspection = await this.#inspect().catch((error: unknown): Inspection => ({
         status: 'unavailable',
         reason: `the state could not be read: ${String(error)}`,
       }));
-      // A write made before the read is announced by the next turn of the event loop at the latest:
-      // counted from the start of the last read to now, two writes mean a state was passed over
-      // (a write just after this read may be counted too: a resync too many, never one too few).
+      // A notification of a change made before the read is delivered by the next turn of the event
+      // loop: a poll that ran just before it found an announced change.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      const passedOver = this.#recordWrites - writesBefore >= 2;
       this.#reading = false;
       if (this.#ended) return;
-      this.#deliver(snapshotOf(inspection), notified, gap || passedOver);
+      this.#deliver(snapshotOf(inspection), notified || this.#notified, gap);
     }
   }
 
@@ -211,7 +221,7 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
     const unannounced = last !== undefined && !notified && recordedPart(last) !== recordedPart(snapshot);
     this.#last = snapshot;
     if (changed) this.#seq += 1;
-    const resync = gap || unannounced || this.#queue.length >= this.#maxQueued;
+    const resync = gap || unannounced || passedOver(last, snapshot) || this.#queue.length >= this.#maxQueued;
     const value: WatchSnapshot = { seq: this.#seq, ...snapshot, ...(resync ? { resync: true } : {}) };
     if (this.#consumer !== undefined) {
       const consumer = this.#consumer;

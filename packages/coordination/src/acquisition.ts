@@ -101,6 +101,7 @@ async function acquireOnce(
     ...reservation,
     checkoutToken: randomUUID(),
     phase: 'idle',
+    version: 1,
   };
   const documents = ownerDocuments(workspace, registration);
   const rollback = new Rollback(workspace, reservation);

@@ -96,7 +96,7 @@ export class FileLease {
     if ((p as Phase) === 'stopped') throw new ContractError('refused', 'phase: use release() to stop');
     fileOperation(() => {
       this.assert();
-      this.#writeRegistration({ ...this.#held.registration, phase: p });
+      this.#writeRegistration({ ...this.#held.registration, phase: p, version: this.#held.registration.version + 1 });
     });
   }
 

@@ -1,5 +1,5 @@
 import { lstatSync, watch, type FSWatcher } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { dirname } from 'node:path';
 import type { WatchSource, WorkspacePlaces } from '@leasehold/contracts';
 
 /**
@@ -40,7 +40,7 @@ interface Watched {
  * (another inode) is watched anew.
  */
 export function folderWakeups(places: WorkspacePlaces): WatchSource {
-  return ({ changed, gap, recordWritten }) => {
+  return ({ changed, gap }) => {
     const watched = new Map<string, Watched>();
     /** Watches every folder that exists as it is now; true when one appeared or was replaced. */
     const rearm = (): boolean => {
@@ -59,9 +59,7 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
         watched.delete(folder);
         if (inode === undefined) continue;
         try {
-          const watcher = watch(folder, { persistent: false }, (_event, name) =>
-            notified(folder === places.service && name === basename(places.registration)),
-          );
+          const watcher = watch(folder, { persistent: false }, notified);
           // A watch that fails (the folder went, a limit of inotify) is armed again by the next read.
           watcher.on('error', () => watcher.close());
           watched.set(folder, { watcher, inode });
@@ -72,11 +70,9 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
       }
       return armed;
     };
-    // Each phase is one write of the registration (a rename into place): one event each.
-    const notified = (registration: boolean): void => {
+    const notified = (): void => {
       rearm();
-      if (registration) recordWritten();
-      else changed();
+      changed();
     };
     rearm();
     // A folder that appeared with no notification (its parent is not watched: the state home was

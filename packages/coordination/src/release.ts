@@ -71,7 +71,7 @@ async function releaseSteps(workspace: Workspace, held: HeldFences, releaser: Re
     key === last ? undefined : SYNCED_BY_LATER_CHANGE;
   const registration = held.registration;
   if (registration !== undefined && registration.phase !== 'stopped') {
-    const stopped: Registration = { ...registration, phase: 'stopped' };
+    const stopped: Registration = { ...registration, phase: 'stopped', version: registration.version + 1 };
     writer.replace('registration', encode(stopped), publish('registration'), check);
     held.registration = stopped;
   }

@@ -23,8 +23,8 @@ import type { Workspace } from './workspace.js';
 
 /** The owner part of a registration (never a secret), with the verdict on its process (pid, start time, boot, namespace). */
 export function summaryOf(registration: Registration): OwnerSummary {
-  const { epoch, endpoint: where, pid, host, phase, processStart } = registration;
-  return { epoch, endpoint: where, pid, host, phase, process: ownerStatus(pid, host, processStart) };
+  const { epoch, endpoint: where, pid, host, phase, processStart, version } = registration;
+  return { epoch, endpoint: where, pid, host, phase, process: ownerStatus(pid, host, processStart), version };
 }
 
 /** Why a read failed, for an `unavailable` answer: the code and message, or the system error code. */
@@ -150,7 +150,9 @@ function inspectOnce(workspace: Workspace): Inspection {
   }
   if (registration === undefined || registration.phase === 'stopped') {
     if (row !== undefined) return unavailable('a registry row outlived its registration', row);
-    return { status: 'stopped', epoch: registration?.epoch ?? null };
+    return registration === undefined
+      ? { status: 'stopped', epoch: null }
+      : { status: 'stopped', epoch: registration.epoch, version: registration.version };
   }
   const owner = summaryOf(registration);
   if (!sameReservation(row, reservationOf(registration))) {

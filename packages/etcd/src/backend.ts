@@ -170,7 +170,7 @@ class CompositeBackend implements EtcdBackend {
       default:
         return fenced.owner.host === this.#etcd.host
           ? this.#inspectHere(root, fenced.owner)
-          : inspectElsewhere(fenced.owner);
+          : inspectElsewhere(fenced.owner, fenced.version);
     }
   }
 
@@ -328,13 +328,10 @@ class CompositeBackend implements EtcdBackend {
 }
 
 /** Another host holds the root: its files are out of reach, so an idle owner cannot be proved here. */
-function inspectElsewhere(owner: OwnerRecord): Inspection {
-  if (owner.phase === 'stopping') return { status: 'stopping', owner: summaryOf(owner, 'stopping', 'ambiguous') };
-  return {
-    status: 'unavailable',
-    reason: `served on host ${owner.host}`,
-    owner: summaryOf(owner, owner.phase, 'ambiguous'),
-  };
+function inspectElsewhere(owner: OwnerRecord, version: number): Inspection {
+  const summary = { ...summaryOf(owner, owner.phase, 'ambiguous'), version };
+  if (owner.phase === 'stopping') return { status: 'stopping', owner: summary };
+  return { status: 'unavailable', reason: `served on host ${owner.host}`, owner: summary };
 }
 
 function summaryOf(record: FenceRecord | OwnerRecord, phase: Phase, process: OwnerStatus): OwnerSummary {

@@ -25,7 +25,7 @@ import {
   type OwnerRecord,
 } from './documents.js';
 import type { EtcdBackendOptions } from './backend-options.js';
-import { connect, type EtcdClient, type KeyValue, type Operation, type Watch, type WatchEvent } from './etcd-client.js';
+import { connect, type EtcdClient, type KeyValue, type Operation, type Watch } from './etcd-client.js';
 import { EtcdFence } from './etcd-fence.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
 
@@ -60,7 +60,13 @@ export interface FenceState {
 /** What `inspect(root)` answers: this root's etcd keys, before `etcdBackend` makes them the seam's `Inspection`. */
 export type EtcdInspection =
   | { readonly status: 'absent' }
-  | { readonly status: 'idle' | 'stopping'; readonly fence: FenceRecord; readonly owner: OwnerRecord }
+  | {
+      readonly status: 'idle' | 'stopping';
+      readonly fence: FenceRecord;
+      readonly owner: OwnerRecord;
+      /** The owner key's etcd version: 1 when acquired, one more with each phase written. */
+      readonly version: number;
+    }
   | {
       readonly status: 'quarantined';
       readonly fence: FenceRecord;
@@ -105,7 +111,7 @@ export class EtcdOwnership {
   async inspect(root: string): Promise<EtcdInspection> {
     ancestorsOf(root);
     try {
-      const { fence, owner } = await this.#read(root);
+      const { fence, owner, ownerKv } = await this.#read(root);
       if (fence === undefined)
         return owner === undefined
           ? { status: 'absent' }
@@ -119,7 +125,7 @@ export class EtcdOwnership {
         };
       if (owner.phase === 'quarantined')
         return { status: 'quarantined', fence: fence.record, owner, reason: 'its live owner declared it quarantined' };
-      return { status: owner.phase, fence: fence.record, owner };
+      return { status: owner.phase, fence: fence.record, owner, version: Number(ownerKv?.version) };
     } catch (error) {
       if (!ContractError.is(error)) throw error;
       return { status: 'unavailable', reason: error.message };
@@ -333,7 +339,7 @@ export class EtcdOwnership {
    * compacted, cancelled, failed) is a gap, and new streams start from a fresh read; while etcd
    * cannot be read, the watch's poll answers `unavailable`. Answers the function that stops it.
    */
-  watchKeys(root: string, { changed, gap, recordWritten }: WatchWakeups): () => void {
+  watchKeys(root: string, { changed, gap }: WatchWakeups): () => void {
     let streams: Watch[] = [];
     let generation = 0;
     let retry: NodeJS.Timeout | undefined;
@@ -357,20 +363,15 @@ export class EtcdOwnership {
         const { header } = await this.#client.range(this.#keys.fence(root));
         if (mine !== generation) return;
         const from = (BigInt(header.revision) + 1n).toString();
-        const ownerKey = this.#keys.owner(root);
         const handlers = {
-          // Each phase is one write of the owner key.
-          onEvents: (events: readonly WatchEvent[]) => {
-            for (const event of events) {
-              if (event.kv.key === ownerKey) recordWritten();
-              else changed();
-            }
-          },
+          onEvents: () => changed(),
           onEnd: () => {
             if (mine === generation) restart();
           },
         };
-        streams = [this.#keys.fence(root), ownerKey].map((key) => this.#client.watch(key, from, handlers));
+        streams = [this.#keys.fence(root), this.#keys.owner(root)].map((key) =>
+          this.#client.watch(key, from, handlers),
+        );
       } catch {
         if (mine === generation) restart();
       }

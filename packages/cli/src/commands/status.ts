@@ -9,6 +9,7 @@ import {
   type OwnerSummary,
   type Ownership,
   type Recovery,
+  type WatchSnapshot,
 } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection } from '@leasehold/transport';
@@ -289,8 +290,10 @@ async function watched(
   for (const signal of WATCH_END_SIGNALS) process.on(signal, end);
   let last: StatusReport | undefined;
   let seq = 0;
-  const show = async (resync: boolean): Promise<void> => {
-    const report = await statusOf(backend, root, host);
+  const show = async (snapshot: WatchSnapshot | undefined): Promise<void> => {
+    // The snapshot's own answer, not a read of now: a read now could pass over the state it saw.
+    const report = await statusOf(backend, root, host, snapshot === undefined ? undefined : inspectionOf(snapshot));
+    const resync = snapshot?.resync === true;
     if (ended.signal.aborted || (!resync && JSON.stringify(report) === JSON.stringify(last))) return;
     last = report;
     seq += 1;
@@ -299,15 +302,15 @@ async function watched(
   };
   // The changes come in turn: one report at a time, in the order they were seen.
   let turn = Promise.resolve();
-  const next = (resync: boolean): void => {
-    turn = turn.then(() => show(resync));
+  const next = (snapshot: WatchSnapshot | undefined): void => {
+    turn = turn.then(() => show(snapshot));
   };
   const recheck = setInterval(() => {
-    if (last?.reasonCode === 'owner-not-answering') next(false);
+    if (last?.reasonCode === 'owner-not-answering') next(undefined);
   }, pollMs ?? 1000);
   try {
     const options = { signal: ended.signal, ...(pollMs === undefined ? {} : { pollMs }) };
-    for await (const snapshot of backend.ownership.watch(root, options)) next(snapshot.resync === true);
+    for await (const snapshot of backend.ownership.watch(root, options)) next(snapshot);
     await turn;
     return 0;
   } finally {
@@ -324,4 +327,24 @@ function watchLine(seq: number, report: StatusReport, resync: boolean): string {
   if (report.reason !== undefined) parts.push(`(${report.reason})`);
   if (resync) parts.push('[read afresh: changes before this one may have been missed]');
   return parts.join('  ');
+}
+
+/** What `inspect` answered, as a watch snapshot tells it. */
+function inspectionOf(snapshot: WatchSnapshot): Inspection {
+  const { status, owner, reason } = snapshot;
+  switch (status) {
+    case 'absent':
+      return { status };
+    case 'stopped':
+      return { status, epoch: snapshot.epoch ?? null };
+    case 'unavailable':
+      return {
+        status,
+        reason: reason ?? '',
+        ...(owner === undefined ? {} : { owner }),
+        ...(snapshot.inProgress === true ? { inProgress: true } : {}),
+      };
+    default:
+      return { status, owner: owner! };
+  }
 }

@@ -1,0 +1,90 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { BIN, Background, cli, json, jsonLines, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
+import { capabilityLeaks } from '../test/transcript.js';
+
+afterEach(async () => {
+  await killAll();
+  removeSandboxes();
+  expect(capabilityLeaks()).toEqual([]);
+});
+
+const CHURN = fileURLToPath(new URL('../test/fixtures/churn.mjs', import.meta.url));
+
+type Line = Record<string, unknown>;
+
+/** `leasehold status --watch --json` of `workspace`, and a wait for its first line that `matches`. */
+function watcher(place: readonly string[]) {
+  const watch = new Background(process.execPath, [BIN, 'status', '--watch', '--json', ...place]);
+  const lines = () => jsonLines(watch.stdout);
+  const until = (what: string, matches: (line: Line) => boolean) =>
+    watch.until((stdout) => jsonLines(stdout).find(matches), what);
+  return { watch, lines, until };
+}
+
+describe('status --watch: a line per change, told as status tells it', () => {
+  it('follows serve, stop, a kill -9 and its recovery in order, while 8 other workspaces churn', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const place = box.place(workspace);
+    // Two processes churn four workspaces each of the same state home, the whole time.
+    const churners = [0, 1].map(
+      (index) =>
+        new Background(process.execPath, [
+          CHURN,
+          box.stateHome,
+          box.workspace(`churn${index}`),
+          '4',
+          String(31_000 + index * 10),
+        ]),
+    );
+    await Promise.all(
+      churners.map((churner) => churner.until((out) => (out.includes('churning') ? true : undefined), 'churn')),
+    );
+
+    const { watch, lines, until } = watcher(place);
+    await until('the first line', (line) => line.seq === 1);
+
+    const first = await box.serve(workspace);
+    await until('running', (line) => line.status === 'running' && line.epoch === first.ready.epoch);
+    expect((await cli(['stop', ...place])).code).toBe(0);
+    await until('stopped', (line) => line.status === 'stopped' && line.epoch === first.ready.epoch);
+
+    const second = await box.serve(workspace);
+    await until('running again', (line) => line.status === 'running' && line.epoch === second.ready.epoch);
+    await second.server.kill9();
+    await until('owner gone', (line) => line.reasonCode === 'owner-gone' && line.epoch === second.ready.epoch);
+    const { digest } = json(await cli(['recover', ...place, '--json'])) as { digest: string };
+    expect((await cli(['recover', ...place, '--digest', digest, '--yes'])).code).toBe(0);
+    await until('recovered', (line) => line.status === 'stopped' && line.epoch === second.ready.epoch);
+
+    watch.child.kill('SIGINT');
+    expect((await watch.exit()).code).toBe(0);
+    const seen = lines();
+    // One line per change, numbered in order; every state the test waited for, in the order it made them.
+    expect(seen.map((line) => line.seq)).toEqual(seen.map((_, index) => index + 1));
+    const story = seen.map((line) => `${line.status}${line.reasonCode === 'owner-gone' ? ' (owner gone)' : ''}`);
+    const milestones = ['absent', 'running', 'stopped', 'running', 'unavailable (owner gone)', 'stopped'];
+    let at = -1;
+    for (const milestone of milestones) {
+      at = story.indexOf(milestone, at + 1);
+      expect(at, `${milestone} after the earlier milestones in ${story.join(', ')}`).toBeGreaterThanOrEqual(0);
+    }
+    // No gap unreported: the stop's phase `stopping` is seen, or the `stopped` after it says a
+    // state was passed over (a drain with nothing in flight lasts less than one read).
+    const running = seen.findIndex((line) => line.status === 'running');
+    const stopped = seen.findIndex((line) => line.status === 'stopped' && line.epoch === first.ready.epoch);
+    const between = seen.slice(running + 1, stopped + 1);
+    expect(
+      between.some((line) => line.status === 'stopping') || seen[stopped]!.resync === true,
+      JSON.stringify(between),
+    ).toBe(true);
+  });
+
+  it('--poll-ms without --watch is a usage error', async () => {
+    const box = sandbox();
+    const result = await cli(['status', '--poll-ms', '100', ...box.place(box.workspace('ws'))]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--poll-ms: only with --watch');
+  });
+});
