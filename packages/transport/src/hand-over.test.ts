@@ -1,6 +1,7 @@
 import { codeOfAsync, messageOf, messagesOf, serviceFences } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  acquireFor,
   capabilityOf,
   endTest,
   exchange,
@@ -8,6 +9,7 @@ import {
   inspectionOf,
   jsonBody,
   placeWithWorkspace,
+  plainServer,
   requestBytes,
   serveHere,
   servingOf,
@@ -315,6 +317,25 @@ describe('askHandOver', () => {
     }
     expect(asked).toEqual([]);
     expect(owner.settled()).toBe(false);
+  });
+
+  it('an owner built before hand-overs (404 on the route): refused, naming why, the stop as its remedy', async () => {
+    const place = placeWithWorkspace();
+    let epoch = '';
+    const { port } = await plainServer((request, response) => {
+      if (request.url !== '/v1/status') return void response.writeHead(404).end();
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ epoch, phase: 'idle', root: place.root, pid: process.pid }));
+    });
+    const lease = await acquireFor(place, port);
+    epoch = lease.owner.epoch;
+    const { error } = await ask(place, { reason: 'mine' });
+    expect(error).toMatchObject({
+      code: 'refused',
+      message: `${place.root}: its owner takes no hand-over requests (it answered 404: it was built on an earlier @leasehold/transport)`,
+    });
+    expect(error?.remedy).toMatch(/^stop it regardless: leasehold stop --workspace /);
+    await lease.release();
   });
 
   it('handOverReasonProblem: undefined for a reason, what is wrong otherwise', () => {

@@ -30,7 +30,7 @@ export interface HandOverPending {
 }
 
 /** Decides each hand-over request; see `ServeOptions.onHandOverRequested`. */
-export type HandOverDecider = (request: HandOverRequest) => HandOverDecision | PromiseLike<HandOverDecision>;
+type HandOverDecider = (request: HandOverRequest) => HandOverDecision | PromiseLike<HandOverDecision>;
 
 /** The most characters (code points) a hand-over reason may have. */
 const REASON_CHARACTERS = 200;
@@ -99,7 +99,7 @@ async function decisionOf(decide: HandOverDecider | undefined, request: HandOver
 }
 
 /** An answer of the desk: what to tell the asker, and what to do once that answer is written. */
-export interface HandOverAnswer {
+interface HandOverAnswer {
   readonly decision: HandOverDecision['decision'];
   readonly reason?: string;
   /** Called once the answer is written: the release, now or after the work. Absent for a refusal or a repeat. */
