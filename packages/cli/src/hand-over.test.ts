@@ -172,6 +172,39 @@ describe('leasehold stop --ask', () => {
     expect((await server.exit()).code).toBe(0);
   });
 
+  it('a hand-over request without the capability is 401, one with a malformed body 400: the owner is not asked, and serves on', async () => {
+    const box = sandbox();
+    const workspace = box.workspace('ws');
+    const { owner, ready } = await daemon(box, workspace, { handOver: 'release' });
+    const { capability } = box.capabilities()[0]!;
+    const host = new URL(ready.endpoint).host;
+    const contentType = { 'content-type': 'application/json' };
+    const unauthorised = await httpRequest(
+      ready.endpoint,
+      'POST',
+      '/v1/hand-over',
+      { host, ...contentType },
+      undefined,
+      '{}',
+    );
+    expect(unauthorised.status).toBe(401);
+    for (const body of ['{"reason":', '{"reason":"mine","force":true}', '{"reason":"\\u001b[2J"}']) {
+      const malformed = await httpRequest(
+        ready.endpoint,
+        'POST',
+        '/v1/hand-over',
+        { host, authorization: `Bearer ${capability}`, ...contentType },
+        undefined,
+        body,
+      );
+      expect({ body, status: malformed.status }).toEqual({ body, status: 400 });
+    }
+    expect(eventsOf(owner).map((line) => line.event)).toEqual(['ready']);
+    const status = await cli(['status', ...box.place(workspace), '--json']);
+    expect(status.code).toBe(0);
+    expect(json(status)).not.toHaveProperty('handOver');
+  });
+
   it('of a workspace not running: said so at once (exit 0), as stop does', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
