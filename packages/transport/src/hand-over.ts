@@ -132,7 +132,11 @@ export function handOverDesk(decide: HandOverDecider | undefined, release: () =>
         // Settled either way, the work is over: its outcome is the owner's to report, the release is ours.
         return {
           decision: 'release-after',
-          afterAnswer: () => void Promise.resolve(decision.work).then(release, release),
+          afterAnswer: () =>
+            void Promise.resolve(decision.work).then(
+              () => release(),
+              () => release(),
+            ),
         };
       });
       turn = answered.catch(() => {});
