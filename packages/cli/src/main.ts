@@ -104,10 +104,13 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./commands/status.js').then(({ status }) => status),
   },
   stop: {
-    summary: 'ask the owner to stop, and wait until the workspace is stopped',
-    usage: 'leasehold stop [--stop-timeout S] [options]',
-    options: { 'stop-timeout': { type: 'string' } },
+    summary: 'ask the owner to stop (or, with --ask, to hand over), and wait until the workspace is stopped',
+    usage: 'leasehold stop [--ask [--reason TEXT]] [--stop-timeout S] [options]',
+    options: { ask: { type: 'boolean' }, reason: { type: 'string' }, 'stop-timeout': { type: 'string' } },
     help: [
+      '  --ask               ask the owner to hand the workspace over instead: it releases now, releases after its',
+      '                      current work (stop waits for it), or refuses with its reason (exit 1, conflict)',
+      '  --reason TEXT       with --ask: why you want it, shown to the owner (1 to 200 printable characters)',
       '  --stop-timeout S    for a program `leasehold run` left running when its process went (status names it), which stop',
       '                      ends: seconds from SIGTERM to SIGKILL of its process group (default 10)',
     ],

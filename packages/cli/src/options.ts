@@ -1,4 +1,5 @@
 import { anyPortEndpoint, backendSchema, hash, safeDecode, type Backend } from '@leasehold/contracts';
+import { handOverReasonProblem, type HandOverRequest } from '@leasehold/transport';
 import type { CommandContext } from './context.js';
 import { UsageError } from './remedies.js';
 
@@ -82,4 +83,24 @@ export function backendOption(endpoints: Value, prefix: Value): Backend {
   );
   if (!decoded.success) throw new UsageError(decoded.error.message, ETCD_OPTIONS_REMEDY);
   return decoded.value;
+}
+
+/** `stop --ask [--reason TEXT]`: the hand-over request to send, or undefined without `--ask`. */
+export function handOverOption(ask: Value, reason: Value): HandOverRequest | undefined {
+  if (ask !== true) {
+    if (reason === undefined) return undefined;
+    throw new UsageError(
+      '--reason: only with --ask (a stop gives the owner no say)',
+      'add --ask to ask the owner to hand over, giving it your reason; or leave out --reason',
+    );
+  }
+  if (reason === undefined) return {};
+  const problem = handOverReasonProblem(reason);
+  if (problem !== undefined) {
+    throw new UsageError(
+      `--reason: ${problem}`,
+      'give --reason 1 to 200 printable characters, on one line (quote it in the shell)',
+    );
+  }
+  return { reason: reason as string };
 }

@@ -392,13 +392,14 @@ export async function deadPid(): Promise<number> {
   return pid;
 }
 
-/** A plain HTTP request with exactly the headers given (and no Host unless one is given). */
+/** A plain HTTP request with exactly the headers given (and no Host unless one is given), and `body` when given. */
 export function httpRequest(
   endpoint: string,
   method: string,
   path: string,
   headers: Record<string, string>,
   hostname?: string,
+  body?: string,
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   const url = new URL(endpoint);
   return new Promise((resolve, reject) => {
@@ -424,6 +425,6 @@ export function httpRequest(
     );
     outgoing.on('timeout', () => outgoing.destroy(new Error('no answer in time')));
     outgoing.on('error', reject);
-    outgoing.end();
+    outgoing.end(body);
   });
 }

@@ -2,6 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ContractError, type OwnershipLease } from '@leasehold/contracts';
 import { addressOf } from './address.js';
 import { bearerCheck } from './bearer.js';
+import {
+  handOverDesk,
+  handOverRequestOf,
+  type HandOverDecision,
+  type HandOverPending,
+  type HandOverRequest,
+} from './hand-over.js';
 
 /** What `GET /v1/status` answers: who serves, never the capability. */
 export interface OwnerStatusBody {
@@ -11,6 +18,8 @@ export interface OwnerStatusBody {
   readonly pid: number;
   /** The owner's `compatibility` (see `ServeOptions`); absent when it published none. */
   readonly compatibility?: string;
+  /** A hand-over the owner accepted and has not yet released (`POST /v1/hand-over`); absent otherwise. */
+  readonly handOver?: HandOverPending;
 }
 
 /** The owner's own routes, reached only after the Host and bearer checks. */
@@ -45,8 +54,17 @@ export const DEFAULT_LIMITS: TransportLimits = {
 export interface OwnerHandlerOptions {
   /** The lease the handler answers for (any backend's); its capability is read once, when the handler is made. */
   readonly lease: OwnershipLease;
-  /** Called once per authenticated `POST /v1/stop`, after the 202 is written. */
+  /**
+   * Called once per authenticated `POST /v1/stop`, after the 202 is written; and for a hand-over the owner
+   * accepted, after its 202, at once (`release`) or once its work settled (`release-after`). It may be called
+   * again after a stop began: make a second call do nothing.
+   */
   readonly onStop: () => void;
+  /**
+   * Decides each authenticated `POST /v1/hand-over`, one at a time (see `ServeOptions.onHandOverRequested`).
+   * Without it, the owner releases: it has no work to finish.
+   */
+  readonly onHandOverRequested?: (request: HandOverRequest) => HandOverDecision | PromiseLike<HandOverDecision>;
   /** The owner's own routes; without them every other path is 404. */
   readonly routes?: OwnerRoutes;
   /** Only `bodyBytes` is used here (default 65536). */
@@ -55,7 +73,11 @@ export interface OwnerHandlerOptions {
   readonly compatibility?: string;
 }
 
-const CONTRACT_ROUTES: Readonly<Record<string, string>> = { '/v1/status': 'GET', '/v1/stop': 'POST' };
+const CONTRACT_ROUTES: Readonly<Record<string, string>> = {
+  '/v1/status': 'GET',
+  '/v1/stop': 'POST',
+  '/v1/hand-over': 'POST',
+};
 
 function answer(
   response: ServerResponse,
@@ -65,6 +87,11 @@ function answer(
 ): void {
   response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
   response.end(`${JSON.stringify(body)}\n`);
+}
+
+/** 503: the ownership changed under the owner, which must not vouch for an epoch (nor act on it) it may have lost. */
+function lost(response: ServerResponse, error: unknown): void {
+  answer(response, 503, { error: `the lease is lost (${ContractError.is(error) ? error.code : 'error'})` });
 }
 
 /** How many times a header appears in the raw request (Node keeps only the first `Host`). */
@@ -84,7 +111,7 @@ function occurrences(request: IncomingMessage, name: string): number {
  * the target a path (else 421: a web page that rebinds its own name to
  * 127.0.0.1 learns nothing, not even whether a token would do); then the
  * bearer capability (else 401 with `WWW-Authenticate: Bearer`); then
- * `GET /v1/status` and `POST /v1/stop`; every other path goes to `routes`.
+ * `GET /v1/status`, `POST /v1/stop` and `POST /v1/hand-over`; every other path goes to `routes`.
  * @throws ContractError as the lease's `localAccess` (the lease is not held).
  */
 export function ownerHandler(
@@ -95,13 +122,44 @@ export function ownerHandler(
   const hostHeader = addressOf(access.endpoint).hostHeader;
   const authorised = bearerCheck(access.capability);
   const bodyBytes = options.limits?.bodyBytes ?? DEFAULT_LIMITS.bodyBytes;
-  const status = (): OwnerStatusBody => ({
-    epoch: access.epoch,
-    phase: lease.owner.phase,
-    root: lease.root,
-    pid: process.pid,
-    ...(compatibility === undefined ? {} : { compatibility }),
-  });
+  const desk = handOverDesk(options.onHandOverRequested, onStop);
+  const status = (): OwnerStatusBody => {
+    const handOver = desk.pending();
+    return {
+      epoch: access.epoch,
+      phase: lease.owner.phase,
+      root: lease.root,
+      pid: process.pid,
+      ...(compatibility === undefined ? {} : { compatibility }),
+      ...(handOver === undefined ? {} : { handOver }),
+    };
+  };
+  /** Reads and checks the body (400, nothing changed, when it is not a request), then asks the desk. */
+  const handOverRoute = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBody(request, bodyBytes);
+    } catch {
+      return void response.destroy(); // over the bound (readBody closed it), or the client went away
+    }
+    const read = handOverRequestOf(bytes);
+    if ('problem' in read) return answer(response, 400, { error: `bad request: ${read.problem}` });
+    try {
+      await lease.assert();
+    } catch (error) {
+      return lost(response, error);
+    }
+    const decided = await desk.ask(read.request);
+    if (decided.decision === 'refuse') return answer(response, 409, { error: 'conflict', reason: decided.reason });
+    // Released now, the server is going away: a kept-alive connection would hold its drain (as for a stop).
+    answer(
+      response,
+      202,
+      { decision: decided.decision },
+      decided.decision === 'release' ? { connection: 'close' } : {},
+    );
+    decided.afterAnswer?.();
+  };
   return (request, response) => {
     if (occurrences(request, 'host') !== 1 || occurrences(request, 'authorization') > 1) {
       return answer(
@@ -133,6 +191,10 @@ export function ownerHandler(
       return;
     }
     if (request.method !== method) return answer(response, 405, { error: 'method not allowed' }, { allow: method });
+    if (path === '/v1/hand-over') {
+      void handOverRoute(request, response);
+      return;
+    }
     void lease.assert().then(
       () => {
         if (path === '/v1/stop') {
@@ -143,10 +205,7 @@ export function ownerHandler(
         }
         answer(response, 200, { ...status() });
       },
-      (error: unknown) => {
-        // The ownership changed under the owner: it must not vouch for an epoch it may have lost.
-        answer(response, 503, { error: `the lease is lost (${ContractError.is(error) ? error.code : 'error'})` });
-      },
+      (error: unknown) => lost(response, error),
     );
   };
 }

@@ -9,6 +9,14 @@ export {
 } from './client.js';
 export { connectOrStart, type ConnectOrStartOptions, type StartedProcess, type WaitingOn } from './connect-or-start.js';
 export {
+  askHandOver,
+  handOverReasonProblem,
+  type HandOverAccepted,
+  type HandOverDecision,
+  type HandOverPending,
+  type HandOverRequest,
+} from './hand-over.js';
+export {
   DEFAULT_LIMITS,
   ownerHandler,
   readBody,

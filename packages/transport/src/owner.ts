@@ -13,6 +13,7 @@ import {
 import { resolveWorkspace } from '@leasehold/coordination';
 import { errnoOf, isErrno } from '@leasehold/private-files';
 import { addressOf, endpointOf } from './address.js';
+import type { HandOverDecision, HandOverRequest } from './hand-over.js';
 import { DEFAULT_LIMITS, ownerHandler, type OwnerRoutes, type TransportLimits } from './handler.js';
 import { givenOwnership } from './ownership-option.js';
 
@@ -85,6 +86,15 @@ export interface ServeOptions {
    * journal record, and each holder proved gone and how. So that a daemon can say what it did.
    */
   readonly onRecovered?: (recovered: ProvedDeadRecovery) => void;
+  /**
+   * Decides each authenticated `POST /v1/hand-over` (`askHandOver`, `leasehold stop --ask`), one at a time:
+   * `{ decision: 'release' }` stops now, exactly as an authenticated stop; `{ decision: 'release-after', work }`
+   * answers at once and stops once `work` settles (a stop or signal meanwhile still stops); `{ decision: 'refuse',
+   * reason }` keeps serving, and the asker sees `reason` (1 to 200 printable characters). A callback that throws
+   * or answers anything else refuses, saying the owner could not decide. Without it, the owner releases: it has
+   * no work to finish. An accepted hand-over is shown in `GET /v1/status` until the release.
+   */
+  readonly onHandOverRequested?: (request: HandOverRequest) => HandOverDecision | PromiseLike<HandOverDecision>;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
   /**
@@ -189,8 +199,8 @@ function starting(_request: IncomingMessage, response: ServerResponse): void {
  * The owner's whole life cycle on the loopback transport: binds the listener
  * (default any free port on 127.0.0.1), acquires the workspace with the bound
  * endpoint through `options.ownership` (any backend: required, this package picks none),
- * serves `/v1/status`, `/v1/stop` and the owner's routes, and watches the
- * lease. On a stop signal, an authenticated `POST /v1/stop` or an abort, it
+ * serves `/v1/status`, `/v1/stop`, `/v1/hand-over` and the owner's routes, and watches the
+ * lease. On a stop signal, an authenticated `POST /v1/stop`, an accepted hand-over or an abort, it
  * goes `stopping`, drains, awaits `beforeRelease`, releases and resolves. When the lease reports its
  * loss (with files: they changed under it) it closes the listener at once,
  * touches nothing, and rejects with the reason. A stop signal that arrives
@@ -257,6 +267,7 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
           limits,
           ...(options.routes === undefined ? {} : { routes: options.routes }),
           ...(options.compatibility === undefined ? {} : { compatibility: options.compatibility }),
+          ...(options.onHandOverRequested === undefined ? {} : { onHandOverRequested: options.onHandOverRequested }),
         }),
       );
       options.onServing?.({ root: lease.root, endpoint: bound, epoch: lease.owner.epoch, pid: process.pid, lease });

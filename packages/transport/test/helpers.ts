@@ -225,6 +225,9 @@ export interface OwnerPlan {
   readonly contend?: boolean;
   readonly pauseAt?: string;
   readonly holdAfterError?: boolean;
+  /** What its `onHandOverRequested` answers; absent: it passes none (the owner releases). */
+  readonly handOver?: 'release' | 'release-after' | 'refuse' | 'throw';
+  readonly refuseReason?: string;
 }
 
 /** What a child owner printed once it served. */

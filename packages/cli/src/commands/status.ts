@@ -12,7 +12,7 @@ import {
   type WatchSnapshot,
 } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
-import { connect, settledInspection } from '@leasehold/transport';
+import { connect, settledInspection, type HandOverPending } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
@@ -48,6 +48,8 @@ export interface StatusReport {
   readonly pid?: number;
   /** The `compatibility` the owner publishes, when it does (`serveOwner({ compatibility })`). */
   readonly compatibility?: string;
+  /** For an owner proved live: a hand-over it accepted and has not yet released (`leasehold stop --ask`). */
+  readonly handOver?: HandOverPending;
   /** For an owner proved live: the file a client of this host reads the capability from (its path, never its content). */
   readonly capabilityFile?: string;
   /** The workspace's owner config, once one was published: what an upgrade (`--replace-config`) changes. */
@@ -92,9 +94,10 @@ async function challenge(root: string, ownership: Ownership): Promise<StatusRepo
   try {
     const { epoch, endpoint, status } = await connect(root, { ownership });
     const compatibility = status.compatibility === undefined ? {} : { compatibility: status.compatibility };
+    const handOver = status.handOver === undefined ? {} : { handOver: status.handOver };
     // Where `connect` read the capability: every backend keeps it in this host's files, and says where.
     const capabilityFile = ownership.capabilityFile(root);
-    return { status: 'running', root, epoch, endpoint, pid: status.pid, ...compatibility, capabilityFile };
+    return { status: 'running', root, epoch, endpoint, pid: status.pid, ...compatibility, ...handOver, capabilityFile };
   } catch {
     return undefined;
   }
@@ -251,6 +254,12 @@ export async function statusOf(
   return { ...report, ...(config === undefined ? {} : { config }) };
 }
 
+/** A pending hand-over for a person: `asked: releases after its current work (reason: …)`. */
+function handOverInWords({ decision, reason }: HandOverPending): string {
+  const when = decision === 'release' ? 'releases now' : 'releases after its current work';
+  return `asked: ${when}${reason === undefined ? '' : ` (reason: ${reason})`}`;
+}
+
 function reported(context: CommandContext, stateHome: string, report: StatusReport): number {
   const { output } = context;
   output.record({ ...report });
@@ -260,6 +269,7 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   if (report.epoch !== null) rows.push(['epoch', report.epoch]);
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
+  if (report.handOver !== undefined) rows.push(['hand-over', handOverInWords(report.handOver)]);
   if (report.config !== undefined)
     rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);

@@ -7,15 +7,22 @@ import {
   type RecoveryView,
 } from '@leasehold/contracts';
 import { describeHolder } from '@leasehold/state-home';
-import { connect, settledInspection, type Connection } from '@leasehold/transport';
+import {
+  askHandOver,
+  connect,
+  settledInspection,
+  type Connection,
+  type HandOverAccepted,
+  type HandOverRequest,
+} from '@leasehold/transport';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
-import { stopTimeoutOption } from '../options.js';
+import { handOverOption, stopTimeoutOption } from '../options.js';
 import { endProgram, outlivingProgramIn, programInWords, reusedProgramPid } from '../outliving-program.js';
 import { RemedyError } from '../remedies.js';
 
-/** How long `stop` waits for the workspace to read `stopped`. */
+/** How long `stop` waits for the workspace to read `stopped` (but after an owner's `release-after`: see `waitReleased`). */
 const STOP_WAIT_MS = 15000;
 
 const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
@@ -23,19 +30,27 @@ const pause = (milliseconds: number) => new Promise((resolve) => setTimeout(reso
 /**
  * `leasehold stop`: proves the owner live (`connect`, which waits out another
  * transaction of this workspace), sends the authenticated stop request, then
- * waits (bounded) until `inspect` answers `stopped` with that owner's epoch.
+ * waits (bounded) until `inspect` no longer names that owner (`waitReleased`).
  * Run inside a fenced workspace, it stops that workspace (as `status` names it). When the owner
  * crashed and the program it fenced the workspace with lives on, it ends that program instead.
+ * With `--ask`, it asks the owner to hand over (`askHandOver`) instead of stopping it, and the owner decides.
  */
 export async function stop(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
   const stopTimeoutMs = stopTimeoutOption(context.values['stop-timeout']);
+  const ask = handOverOption(context.values.ask, context.values.reason);
   return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
     const { root, inside } = await coveringOf(ownership, folder, asked);
     if (root === folder && unfenced(asked))
       return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
-    return stopOn(context, root, ownership, { stateHome, host, recovery, stopTimeoutMs });
+    return stopOn(context, root, ownership, {
+      stateHome,
+      host,
+      recovery,
+      stopTimeoutMs,
+      ...(ask === undefined ? {} : { ask }),
+    });
   });
 }
 
@@ -56,12 +71,16 @@ function notRunning(
   return 0;
 }
 
-/** Where `stopOn` acts, and how: the state home, this host's name on etcd, its recovery, `--stop-timeout` in ms. */
+/**
+ * Where `stopOn` acts, and how: the state home, this host's name on etcd, its recovery, `--stop-timeout` in ms,
+ * and with `--ask` the hand-over request to send instead of a stop.
+ */
 interface StopPlace {
   readonly stateHome: string;
   readonly host: string | undefined;
   readonly recovery: Recovery;
   readonly stopTimeoutMs: number;
+  readonly ask?: HandOverRequest;
 }
 
 async function stopOn(context: CommandContext, root: string, ownership: Ownership, where: StopPlace): Promise<number> {
@@ -71,24 +90,80 @@ async function stopOn(context: CommandContext, root: string, ownership: Ownershi
   } catch (error) {
     const now = await ownership.inspect(root);
     if (unfenced(now)) return notRunning(context, root, now, { stateHome: where.stateHome, inside: [] });
-    const ended = await endOutlivingProgram(context, root, where);
+    // A hand-over is asked of a live owner: with none to ask, it signals nothing (a stop ends a program left behind).
+    const ended = where.ask === undefined ? await endOutlivingProgram(context, root, where) : undefined;
     if (ended !== undefined) return ended;
     throw cannotStop(root, now, where, error);
   }
-  const reply = await connection.request('POST', '/v1/stop').catch(() => undefined);
-  if (reply?.status !== 202) {
-    throw new ContractError('unavailable', `${root}: the owner did not accept the stop request`);
+  let deadline: number | undefined = Date.now() + STOP_WAIT_MS;
+  if (where.ask === undefined) {
+    const reply = await connection.request('POST', '/v1/stop').catch(() => undefined);
+    if (reply?.status !== 202) {
+      throw new ContractError('unavailable', `${root}: the owner did not accept the stop request`);
+    }
+  } else {
+    const { decision } = await handedOver(context, root, connection, where);
+    // Its current work takes what it takes: waited for as long as the owner's process is there.
+    if (decision === 'release-after') deadline = undefined;
   }
-  const deadline = Date.now() + STOP_WAIT_MS;
-  for (;;) {
-    const now = await ownership.inspect(root);
-    if (now.status === 'stopped' && now.epoch === connection.epoch) break;
-    if (Date.now() >= deadline) throw new ContractError('unavailable', `${root}: not stopped after ${STOP_WAIT_MS} ms`);
-    await pause(50);
-  }
+  await waitReleased(root, ownership, connection.epoch, deadline, where);
   context.output.record({ stopped: true, root, epoch: connection.epoch });
   context.output.say(`stopped   ${root}`);
   return 0;
+}
+
+/**
+ * Asks the owner to hand over, and says what it decided; a refusal is `conflict` with the owner's reason, and a
+ * remedy naming this workspace and state home.
+ */
+async function handedOver(
+  context: CommandContext,
+  root: string,
+  connection: Connection,
+  where: StopPlace,
+): Promise<HandOverAccepted> {
+  let accepted: HandOverAccepted;
+  try {
+    accepted = await askHandOver(connection, where.ask);
+  } catch (error) {
+    if (!ContractError.is(error, 'conflict')) throw error;
+    throw new RemedyError(
+      'conflict',
+      error.message,
+      `wait until the owner is done and ask again, or stop it regardless: leasehold stop ${placeOptions(root, where.stateHome)}`,
+      { cause: error },
+    );
+  }
+  context.output.record({ decision: accepted.decision, root, epoch: connection.epoch });
+  context.output.say(
+    accepted.decision === 'release'
+      ? `asked     ${root}: its owner hands it over now`
+      : `asked     ${root}: its owner hands it over after its current work; waiting for it`,
+  );
+  return accepted;
+}
+
+/**
+ * Waits until the files no longer name the owner of `epoch`: `stopped`, or another owner's already (one that
+ * acquired right after the release). Bounded by `deadline`; without one, for as long as that owner's process is
+ * there: one proved gone before it released is `quarantine`, with the recovery that follows.
+ */
+async function waitReleased(
+  root: string,
+  ownership: Ownership,
+  epoch: string,
+  deadline: number | undefined,
+  where: StopPlace,
+): Promise<void> {
+  for (;;) {
+    const now = await ownership.inspect(root);
+    const owner = 'owner' in now ? now.owner : undefined;
+    if (now.status === 'stopped' || now.status === 'absent' || (owner !== undefined && owner.epoch !== epoch)) return;
+    if (owner?.process === 'absent') throw cannotStop(root, now, where, undefined);
+    if (deadline !== undefined && Date.now() >= deadline)
+      throw new ContractError('unavailable', `${root}: not stopped after ${STOP_WAIT_MS} ms`);
+    await pause(50);
+  }
 }
 
 /**
