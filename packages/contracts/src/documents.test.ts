@@ -273,15 +273,16 @@ const DOCUMENTS: readonly DocumentCase[] = [
     'registrationSchema',
     'leasehold.registration/1',
     registrationSchema,
-    { schema: 'leasehold.registration/1', ...reservationSample, checkoutToken: ID_C, phase: 'idle' },
+    { schema: 'leasehold.registration/1', ...reservationSample, checkoutToken: ID_C, phase: 'idle', version: 1 },
     fc.record(
       {
         schema: fc.constant('leasehold.registration/1' as const),
         ...reservationFields,
         checkoutToken: uuid,
         phase: fc.constantFrom(...PHASES),
+        version: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
       },
-      { requiredKeys: ['schema', ...reservationRequired, 'checkoutToken', 'phase'] },
+      { requiredKeys: ['schema', ...reservationRequired, 'checkoutToken', 'phase', 'version'] },
     ),
     PATHS_DOCUMENT_BYTES,
   ),
@@ -437,6 +438,7 @@ describe('bounds', () => {
       ...fullReservation,
       checkoutToken: ID_C,
       phase: 'quarantined',
+      version: Number.MAX_SAFE_INTEGER,
     };
     expect(encode(decode(registrationSchema, registration)).byteLength).toBeLessThanOrEqual(PATHS_DOCUMENT_BYTES);
     const registry = {
@@ -588,6 +590,13 @@ describe.each(DOCUMENTS)('$name', ({ schema, sample, tag, arbitrary, maxBytes })
 });
 
 describe('document rules', () => {
+  it('registration: a version is a whole number from 1', () => {
+    const registration = DOCUMENTS.find((entry) => entry.name === 'registrationSchema')!.sample;
+    expect(decode(registrationSchema, { ...registration, version: 7 }).version).toBe(7);
+    for (const version of [0, -1, 1.5, Number.MAX_SAFE_INTEGER + 1, '2'])
+      expect(codeOf(() => decode(registrationSchema, { ...registration, version }))).toBe('refused');
+  });
+
   it('registration: every phase, and nothing else', () => {
     const registration = DOCUMENTS.find((entry) => entry.name === 'registrationSchema')!.sample;
     for (const phase of PHASES) expect(decode(registrationSchema, { ...registration, phase }).phase).toBe(phase);
@@ -848,7 +857,13 @@ function expectNoSecret(error: ContractError, secret: string): void {
 }
 
 const utf8 = new TextEncoder();
-const registration = { schema: 'leasehold.registration/1', ...reservationSample, checkoutToken: ID_C, phase: 'idle' };
+const registration = {
+  schema: 'leasehold.registration/1',
+  ...reservationSample,
+  checkoutToken: ID_C,
+  phase: 'idle',
+  version: 1,
+};
 const registrationBytes = (text: string) => parse(utf8.encode(text), PATHS_DOCUMENT_BYTES);
 
 const SECRET_PLACES: readonly { place: string; action: (secret: string) => unknown }[] = [

@@ -32,7 +32,7 @@ export interface Workspace {
 }
 
 /** What the Registry of a state home takes from coordination's options. */
-export function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
+function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
   return {
     ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
     ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
