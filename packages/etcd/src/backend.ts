@@ -140,7 +140,8 @@ class CompositeBackend implements EtcdBackend {
         const local = this.#local.watch(root, { ...options, signal: files.signal });
         for await (const snapshot of local) {
           if (snapshot.resync === true) wakeup.gap();
-          else wakeup.changed();
+          // Its first is the state it began on, no change: the folders are watched from before this watch's first read.
+          else if (snapshot.seq > 1) wakeup.changed();
         }
       })();
       return () => {

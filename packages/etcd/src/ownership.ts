@@ -335,9 +335,12 @@ export class EtcdOwnership {
 
   /**
    * Wakes a watch of `root` on each change of its fence or owner key, from the revision of one
-   * read on, so that no change after that read goes unannounced. A stream that ends (its revision
-   * compacted, cancelled, failed) is a gap, and new streams start from a fresh read; while etcd
-   * cannot be read, the watch's poll answers `unavailable`. Answers the function that stops it.
+   * read on, so that no change after that read goes unannounced; the watch is woken once that read
+   * answered too, for a change between its own first read and this one. A stream that ends (its
+   * revision compacted, cancelled, failed) loses what changed until new streams start from a fresh
+   * read: one gap, reported once etcd confirmed them (the read it wakes is the state they continue
+   * from), not at each attempt meanwhile. While etcd cannot be read, the watch's poll answers
+   * `unavailable`. Answers the function that stops it.
    */
   watchKeys(root: string, { changed, gap }: WatchWakeups): () => void {
     let streams: Watch[] = [];
@@ -349,15 +352,14 @@ export class EtcdOwnership {
       for (const stream of streams) stream.cancel();
       streams = [];
     };
-    const restart = (): void => {
+    const again = (): void => {
       stop();
-      gap();
       const mine = generation;
       retry = setTimeout(() => {
-        if (mine === generation) void start();
+        if (mine === generation) void start(gap);
       }, WATCH_RETRY_MS);
     };
-    const start = async (): Promise<void> => {
+    const start = async (placed: () => void): Promise<void> => {
       const mine = generation;
       try {
         const { header } = await this.#client.range(this.#keys.fence(root));
@@ -366,17 +368,20 @@ export class EtcdOwnership {
         const handlers = {
           onEvents: () => changed(),
           onEnd: () => {
-            if (mine === generation) restart();
+            if (mine === generation) again();
           },
         };
         streams = [this.#keys.fence(root), this.#keys.owner(root)].map((key) =>
           this.#client.watch(key, from, handlers),
         );
+        // Reported once etcd confirmed both: a stream it refuses ends, and is tried again without a gap of its own.
+        await Promise.all(streams.map((stream) => stream.created));
+        if (mine === generation) placed();
       } catch {
-        if (mine === generation) restart();
+        if (mine === generation) again();
       }
     };
-    void start();
+    void start(changed);
     return stop;
   }
 

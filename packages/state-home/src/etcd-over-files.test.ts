@@ -1,88 +1,35 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Backend, OwnerConfig } from '@leasehold/contracts';
+import type { OwnerConfig } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
 import { etcdBackend, type EtcdBackend } from '@leasehold/etcd';
 import { fileRecovery } from '@leasehold/recovery';
 import {
-  bytesOf,
   cleanUp,
   codeOfAsync,
   etcdAvailable,
   etcdctl,
-  isMessage,
   killAndReap,
-  makeTemporaryFolder,
   makeWorkspace,
-  sha256Hex,
-  spawnPlanned,
   startEtcd,
-  type EtcdCluster,
-  type SpawnedChild,
 } from '@leasehold/test-utils';
-import { openStateHome, recordBackend, type OpenBackend } from './index.js';
+import {
+  BOUND,
+  CONFIG,
+  closeHosts,
+  hostOf,
+  openElsewhere,
+  placeOn,
+  spawnOwner,
+  stateHomeOf,
+} from '../test/etcd-hosts.js';
 
 // The etcd backend composed with each host's real file backend, as `openStateHome` composes it for
-// a state home that records etcd. Two state homes on this machine stand for two hosts sharing one
-// etcd: each has its own private files and its own `host` identity (`LEASEHOLD_HOST`), and the
-// workspace root is the same string on both, as on hosts that share it.
-
-const opened: (EtcdBackend | OpenBackend)[] = [];
+// a state home that records etcd (two hosts on one machine: ../test/etcd-hosts.ts).
 
 afterEach(async () => {
-  await Promise.all(opened.splice(0).map((backend) => backend.close()));
+  await closeHosts();
   await cleanUp();
 });
-
-const CONFIG: OwnerConfig = {
-  schema: 'leasehold.owner-config/1',
-  endpoint: 'http://127.0.0.1:0',
-  policyIdentity: sha256Hex(bytesOf('{"policy":"p"}')),
-};
-/** One port, bound on both hosts: endpoints are scoped per host. No socket needs to listen on it. */
-const BOUND = 'http://127.0.0.1:40001';
-/** A short lease, so that a killed owner's lease ends within the test. */
-const TTL_SECONDS = 2;
-
-let prefixes = 0;
-
-/** A state home of its own, named for the etcd prefix it shares with the other host. */
-interface Place {
-  readonly base: string;
-  readonly prefix: string;
-  readonly backend: Backend;
-}
-
-function placeOn(cluster: EtcdCluster): Place {
-  prefixes += 1;
-  const prefix = `/leasehold/state-home-test-${process.pid}-${prefixes}`;
-  return {
-    base: makeTemporaryFolder('etcd-backend-'),
-    prefix,
-    backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix },
-  };
-}
-
-/** The state home of host `host` under the place. */
-function stateHomeOf(place: Place, host: string): string {
-  return join(place.base, `state-${host}`);
-}
-
-/**
- * The etcd backend of `host`, over that host's own file backend, opened as a state home that records
- * etcd is (only `LEASEHOLD_HOST` in its environment: no credentials); closed after the test.
- */
-async function hostOf(place: Place, host: string): Promise<EtcdBackend> {
-  const options = { env: { LEASEHOLD_HOST: host }, ttlSeconds: TTL_SECONDS };
-  await recordBackend(stateHomeOf(place, host), place.backend, options);
-  const backend = await openStateHome(stateHomeOf(place, host), options);
-  opened.push(backend);
-  expect(backend).toMatchObject({ stateHome: stateHomeOf(place, host), backend: place.backend, host });
-  // On etcd one object is both seams: the etcd package's backend, whose leases carry their sequencer.
-  expect(backend.recovery).toBe(backend.ownership);
-  return backend.ownership as EtcdBackend;
-}
 
 /** The `code` of a ContractError (any other value has none). */
 function codeOfError(error: unknown): unknown {
@@ -92,38 +39,6 @@ function codeOfError(error: unknown): unknown {
 /** Polls `inspect` from `backend` until it answers `status` (the test's timeout bounds it). */
 async function untilStatus(backend: EtcdBackend, root: string, status: string): Promise<void> {
   while ((await backend.inspect(root)).status !== status) await new Promise((resolve) => setTimeout(resolve, 50));
-}
-
-/** An owner on host `host` in its own process, through this built package: it acquires and waits to be killed. */
-const OWNER_SCRIPT = `
-import { writeSync } from 'node:fs';
-const plan = JSON.parse(process.argv[2]);
-const { openStateHome, recordBackend } = await import(plan.modules['@leasehold/state-home']);
-const options = { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds };
-await recordBackend(plan.stateHome, plan.backend, options);
-const { ownership } = await openStateHome(plan.stateHome, options);
-const lease = await ownership.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
-writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
-process.stdin.resume();
-`;
-
-async function spawnOwner(place: Place, host: string, root: string): Promise<{ child: SpawnedChild; epoch: string }> {
-  const folder = makeTemporaryFolder('etcd-backend-owner-');
-  writeFileSync(join(folder, 'owner.mjs'), OWNER_SCRIPT);
-  const plan = {
-    backend: place.backend,
-    host,
-    stateHome: stateHomeOf(place, host),
-    ttlSeconds: TTL_SECONDS,
-    root,
-    config: CONFIG,
-    endpoint: BOUND,
-  };
-  const child = spawnPlanned(folder, 'owner.mjs', plan, {
-    '@leasehold/state-home': import.meta.resolve('@leasehold/state-home'),
-  });
-  const line = await child.line(isMessage('acquired'));
-  return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
 }
 
 describe.skipIf(!etcdAvailable())(
@@ -232,7 +147,7 @@ describe.skipIf(!etcdAvailable())(
       const root = makeWorkspace(place, 'writes');
       const hostA = await hostOf(place, 'host-a');
       const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
-      const key = `/app-${prefixes}/last-writer`;
+      const key = `/app${place.prefix}/last-writer`;
       const { revision } = await lease.fencedPut(key, 'owner');
       expect(BigInt(revision) > BigInt(lease.sequencer.revision)).toBe(true);
       expect(await codeOfAsync(() => lease.fencedTxn([{ put: `${place.prefix}/fence/elsewhere`, value: 'x' }]))).toBe(
@@ -250,13 +165,7 @@ describe.skipIf(!etcdAvailable())(
       const hostA = await hostOf(place, 'host-a');
       // The state between the composite's two steps, as host A's state home sees it: an etcd fence of
       // this host (taken through this host's name over other files), none of its own files written.
-      const [stateHome, options] = [
-        join(place.base, 'state-host-a-elsewhere'),
-        { env: { LEASEHOLD_HOST: 'host-a' }, ttlSeconds: TTL_SECONDS },
-      ];
-      await recordBackend(stateHome, place.backend, options);
-      const elsewhere = await openStateHome(stateHome, options);
-      opened.push(elsewhere);
+      const elsewhere = await openElsewhere(place, 'host-a', 'state-host-a-elsewhere');
       const fence = await (elsewhere.ownership as EtcdBackend).acquire(root, CONFIG, { boundEndpoint: BOUND });
       expect(await hostA.inspect(root)).toEqual({
         status: 'unavailable',
