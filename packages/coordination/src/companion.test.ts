@@ -84,7 +84,7 @@ describe('fenceProcess: a second process of the owner fences the workspace too',
     await lease.release();
     expect(steps).toEqual([...removeSteps('state/v1/workspaces/<ws>/service/companion.json'), ...RELEASE_STEPS]);
     expect(pathExists(places.companion)).toBe(false);
-    expect(await ownership.inspect(root)).toEqual({ status: 'stopped', epoch: lease.owner.epoch });
+    expect(await ownership.inspect(root)).toMatchObject({ status: 'stopped', epoch: lease.owner.epoch });
     expect(await codeOfAsync(lease.fenceProcess(liveChild().pid))).toBe('unavailable');
   });
 

@@ -81,7 +81,7 @@ describe('the life of a workspace', () => {
     expect(workspaceLocalAccess(coordination).epoch).toBe(first);
 
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: first });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: first });
     expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(registryRows(place.stateHome)).toEqual([]);
     expect(existsSync(coordination.places.ownerLock)).toBe(false);
@@ -109,7 +109,7 @@ describe('the life of a workspace', () => {
     expect(reheld.reason.startsWith('idle')).toBe(true);
     expect(workspaceLocalAccess(coordination).capability).not.toBe(access.capability);
     await again.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: second });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: second });
   });
 
   it('answers quarantined for phase quarantined, and refuses phase stopped', async () => {
@@ -127,7 +127,7 @@ describe('the life of a workspace', () => {
     lease.phase('idle');
     expect(inspectWorkspace(coordination).status).toBe('unavailable');
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
   });
 
   it('writes every file 0600 and every folder 0700', async () => {
@@ -316,7 +316,7 @@ describe('initializeNew', () => {
     expect(readFileSync(coordination.places.hostConfig)).toEqual(Buffer.from(policyBytes()));
     lease.assert();
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
   });
 });
 
@@ -326,7 +326,7 @@ describe('initialize and configuration', () => {
     const coordination = coordinationFor(place, 'initialize');
     await initializeWorkspace(coordination, ANY_PORT);
     expect(workspaceConfiguration(coordination)).toEqual(ANY_PORT);
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: null });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: null });
     expect(readFileSync(coordination.places.format, 'utf8')).toBe(
       JSON.stringify({
         configIdentity: readJson(coordination.places.format).configIdentity,

@@ -72,7 +72,7 @@ async function readersIn(place: TestPlace): Promise<Readers> {
     status: 'unavailable',
     owner: { epoch: lease.registration.epoch, pid: process.pid, phase: 'idle' },
   });
-  expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: first.registration.epoch });
+  expect(inspectWorkspace(stopped)).toMatchObject({ status: 'stopped', epoch: first.registration.epoch });
   expect(inspectWorkspace(never)).toEqual({ status: 'absent' });
   return { stopped, stoppedEpoch: first.registration.epoch, never, held, lease, heldAnswer };
 }
@@ -213,7 +213,10 @@ describe('many owners, one state home (docs/ownership.md, "Many owners in one st
     expect(registry.list().entries.map((entry) => entry.root)).toEqual([readers.held.root]);
     readers.lease.assert();
     await readers.lease.release();
-    expect(inspectWorkspace(readers.held)).toEqual({ status: 'stopped', epoch: readers.lease.registration.epoch });
+    expect(inspectWorkspace(readers.held)).toMatchObject({
+      status: 'stopped',
+      epoch: readers.lease.registration.epoch,
+    });
   });
 
   it('a writer paused inside its transaction holds other workspaces only for the lock wait; once it is killed, its lock is taken over at once', async () => {

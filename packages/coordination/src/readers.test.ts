@@ -100,7 +100,7 @@ describe('readers racing writers', () => {
     stopWatching();
     lease.assert();
     await lease.release();
-    expect(inspectWorkspace(held)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(held)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     expect(inspectWorkspace(neverAcquired)).toEqual({ status: 'absent' });
   });
 });

@@ -286,7 +286,7 @@ describe('a registered workspace whose folder was deleted', () => {
       other.assert();
       lease.assert();
       await other.release();
-      expect(inspectWorkspace(disjoint)).toEqual({ status: 'stopped', epoch: other.registration.epoch });
+      expect(inspectWorkspace(disjoint)).toMatchObject({ status: 'stopped', epoch: other.registration.epoch });
     }
     expect(registryRows(place.stateHome).map((row) => row.root)).toEqual([gone.root]);
     expect(inspectWorkspace(again)).toEqual(inspection);
@@ -369,7 +369,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     // Readers never look at the lock.
     expect(inspectWorkspace(coordination)).toEqual(held);
     expect(held).toMatchObject({ status: 'unavailable', owner: { epoch: lease.registration.epoch } });
-    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: stoppedEpoch });
+    expect(inspectWorkspace(stopped)).toMatchObject({ status: 'stopped', epoch: stoppedEpoch });
     expect(workspaceLocalAccess(coordination).epoch).toBe(lease.registration.epoch);
     expect(lease.localAccess().epoch).toBe(lease.registration.epoch);
     lease.assert();
@@ -398,7 +398,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     // Once the hold is over, the same release goes on from where it stopped.
     rmSync(registryPaths(place.stateHome).lock);
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     expect(registryRows(place.stateHome)).toEqual([]);
     (await acquireWorkspace(waiting, ANY_PORT, 'http://127.0.0.1:40002')).assert();
   });
@@ -432,7 +432,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
     );
     lease.assert();
     await takenOver(() => lease!.release());
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     expect(registryRows(place.stateHome)).toEqual([]);
     const checkout = new Checkout(makeWorkspace(place, 'tool'), options);
     await takenOver(async () => (await checkout.acquire()).release());
@@ -474,7 +474,7 @@ describe('registry locks: a short hold of the table, never a fence', () => {
       expect(inspectWorkspace(coordination)).toMatchObject({ status: 'unavailable', inProgress: true });
       rmSync(registryPaths(place.stateHome).lock);
       await lease.release();
-      expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+      expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
       (await acquireWorkspace(other, ANY_PORT, 'http://127.0.0.1:40002')).assert();
     });
   }

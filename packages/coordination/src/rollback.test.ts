@@ -212,7 +212,10 @@ async function expectAcquiresAgain(setup: Setup, label: string): Promise<void> {
     owner: { pid: process.pid, endpoint: ENDPOINT, phase: 'idle' },
   });
   await lease.release();
-  expect(inspectWorkspace(setup.coordination), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  expect(inspectWorkspace(setup.coordination), label).toMatchObject({
+    status: 'stopped',
+    epoch: lease.registration.epoch,
+  });
   expect(serviceFences(setup.place.stateHome, setup.root), label).toEqual([]);
   expect(
     namesIn(join(setup.place.stateHome, 'v1', 'registry')).filter((name) => name.endsWith('.lock')),

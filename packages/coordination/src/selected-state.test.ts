@@ -437,7 +437,7 @@ describe('the selected state\'s rule 5 without any registration (docs/layout.md,
       const place = makePlace('coordination');
       const coordination = coordinationFor(place, 'initialised');
       await initializeWorkspace(coordination, ANY_PORT);
-      expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: null });
+      expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: null });
       replaceFile(place.base, path(coordination.places), bytes());
       const inspection = inspectWorkspace(coordination);
       expect(inspection).toMatchObject({ status: 'unavailable' });
@@ -455,7 +455,7 @@ describe('what the rules allow', () => {
   it("allows a plain tool's own checkout lock under a stopped registration: stopped, and acquire is conflict", async () => {
     const { place, coordination } = await makeBase('stopped');
     const handle = await new Checkout(coordination.root, { stateHome: place.stateHome }).acquire();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: expect.any(String) as string });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: expect.any(String) as string });
     expect(await unchangedCodeOf(place.stateHome, () => acquireWorkspace(coordination, ANY_PORT, BOUND))).toBe(
       'conflict',
     );
@@ -485,7 +485,7 @@ describe('what the rules allow', () => {
       owner: { epoch: lease.registration.epoch },
     });
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
   });
 });
 

@@ -201,7 +201,7 @@ describe('watch: the self-fence', () => {
     expect(readJson(registryPaths(place.stateHome).roots).entries).toHaveLength(1);
     await lease.release();
     expect(calls).toEqual([]);
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
   });
 
   it('stops watching on release, and a released lease is never reported lost', async () => {
@@ -209,7 +209,7 @@ describe('watch: the self-fence', () => {
     const { lease, coordination } = owner;
     const { calls } = watchOf(lease);
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     for (let attempt = 0; attempt < 5; attempt += 1) expect(codeOf(() => lease.assert())).toBe('unavailable');
     expect(calls).toEqual([]);
   });
@@ -221,7 +221,7 @@ describe('the state home itself', () => {
     const stopped = coordinationFor(owner.place, 'stopped');
     const lease = await acquireWorkspace(stopped, ANY_PORT, 'http://127.0.0.1:40002');
     await lease.release();
-    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(stopped)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     return { stopped, epoch: lease.registration.epoch };
   }
 
@@ -262,7 +262,7 @@ describe('the state home itself', () => {
     expect(stateTreeOf(owner.place.stateHome)).toEqual(before);
     // Safe again: the reads answer as before; the lost lease stays lost and touches nothing.
     chmodSync(owner.place.stateHome, 0o700);
-    expect(inspectWorkspace(stopped)).toEqual({ status: 'stopped', epoch });
+    expect(inspectWorkspace(stopped)).toMatchObject({ status: 'stopped', epoch });
     expect(workspaceLocalAccess(owner.coordination).epoch).toBe(owner.lease.registration.epoch);
     expect(codeOf(() => owner.lease.assert())).toBe('refused');
   });

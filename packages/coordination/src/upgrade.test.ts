@@ -58,7 +58,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     const coordination = coordinationFor(place, 'upgraded');
     const old = await acquireWorkspace(coordination, ANY_PORT, BOUND, (fresh) => fresh.writeHostConfig(policyBytes()));
     await old.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: old.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: old.registration.epoch });
 
     const lease = await acquireWith(coordination);
     expect(workspaceConfiguration(coordination)).toEqual(NEW_POLICY);
@@ -67,7 +67,7 @@ describe('an upgrade: a new config for a stopped workspace (replaceConfig)', () 
     );
     expect(lease.registration.epoch).not.toBe(old.registration.epoch);
     await lease.release();
-    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
     // The same config again is no upgrade: replaceConfig changes nothing then.
     await (await acquireWith(coordination)).release();
     expect(workspaceConfiguration(coordination)).toEqual(NEW_POLICY);

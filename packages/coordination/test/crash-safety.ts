@@ -238,7 +238,7 @@ async function checkAcquire(prepared: Prepared, label: string): Promise<string> 
     owner: { pid: process.pid, endpoint: PARENT_ENDPOINT },
   });
   await lease!.release();
-  expect(inspectWorkspace(coordination), label).toEqual({ status: 'stopped', epoch: lease!.registration.epoch });
+  expect(inspectWorkspace(coordination), label).toMatchObject({ status: 'stopped', epoch: lease!.registration.epoch });
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   return 'won';
 }
@@ -257,7 +257,7 @@ async function checkOtherWorkspace(prepared: Prepared, label: string): Promise<v
     owner: { pid: process.pid, endpoint: OTHER_ENDPOINT, phase: 'idle' },
   });
   await lease.release();
-  expect(inspectWorkspace(other), label).toEqual({ status: 'stopped', epoch: lease.registration.epoch });
+  expect(inspectWorkspace(other), label).toMatchObject({ status: 'stopped', epoch: lease.registration.epoch });
   expect(serviceFences(place.stateHome, otherRoot), label).toEqual([]);
   expect(
     serviceFences(place.stateHome, root),

@@ -112,7 +112,7 @@ describe('fileRecovery', () => {
     const lease = await ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: PARENT_ENDPOINT });
     expect(lease.owner).toMatchObject({ pid: process.pid, phase: 'idle', endpoint: PARENT_ENDPOINT });
     await lease.release();
-    expect(await ownership.inspect(root)).toEqual({ status: 'stopped', epoch: lease.owner.epoch });
+    expect(await ownership.inspect(root)).toMatchObject({ status: 'stopped', epoch: lease.owner.epoch });
   });
 
   it('never recovers over a live owner: its holder is live, and recover is quarantine', async () => {

@@ -81,7 +81,7 @@ describe('a hand-over asked of an owner in its own process', () => {
     expect(await ask(place, { reason: 'my turn' })).toEqual({ decision: 'release' });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -106,7 +106,7 @@ describe('a hand-over asked of an owner in its own process', () => {
     await messageOf(child, 'workDone');
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -117,7 +117,7 @@ describe('a hand-over asked of an owner in its own process', () => {
     expect(await ask(place)).toEqual({ decision: 'release' });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
   });
 
   it('a callback that throws is a refusal saying the owner could not decide, never its error; it serves on', async () => {
@@ -279,7 +279,7 @@ describe('POST /v1/hand-over on the wire', () => {
     expect(connection.status.handOver).toEqual({ asked: true, decision: 'release-after' });
     expect((await connection.request('POST', '/v1/stop')).status).toBe(202);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
   });
 
   it('decides one request at a time: two asks at once call the owner once, and both hear its decision', async () => {

@@ -85,6 +85,6 @@ describe('the README example', () => {
       'stopped (stop): released',
       '',
     ]);
-    expect(await fileOwnership({ stateHome }).inspect(workspace)).toEqual({ status: 'stopped', epoch });
+    expect(await fileOwnership({ stateHome }).inspect(workspace)).toMatchObject({ status: 'stopped', epoch });
   });
 });

@@ -56,7 +56,7 @@ describe('the owner life cycle in its own process', () => {
     expect(jsonBody(await held)).toEqual({ held: true });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -67,7 +67,7 @@ describe('the owner life cycle in its own process', () => {
     child.process.kill('SIGINT');
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGINT' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
   });
 
   it('on POST /v1/stop with the right token answers 202, releases and exits 0', async () => {
@@ -97,7 +97,7 @@ describe('the owner life cycle in its own process', () => {
     });
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'stop' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -109,7 +109,7 @@ describe('the owner life cycle in its own process', () => {
     const serving = await servingOf(child);
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -133,7 +133,7 @@ describe('the owner life cycle in its own process', () => {
     expect(lineIndexOf(child, 'signalled')).toBeLessThan(lineIndexOf(child, 'serving'));
     expect((await messageOf(child, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
     expect((await child.closed).code).toBe(0);
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
     expect(pathExists(registryLock)).toBe(false);
   });

@@ -116,7 +116,7 @@ describe('serveOwner in this process', () => {
     hold.open();
     expect((await held).status).toBe(200);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
     expect(serviceFences(place.stateHome, place.root)).toEqual([]);
   });
 
@@ -130,7 +130,7 @@ describe('serveOwner in this process', () => {
     expect((await exchange(owner.port, request('POST', '/v1/stop', owner.port, capability))).status).toBe(202);
     await closeOf(idle);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
   });
 
   it('serves on [::1] when asked, checking Host against [::1]:PORT; connect reaches it', async () => {
@@ -162,7 +162,7 @@ describe('serveOwner in this process', () => {
     owner.abort();
     expect(await owner.ended).toEqual({ outcome: { reason: 'abort' } });
     expect(await connectionResult(owner.port)).toBe('ECONNREFUSED');
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
   });
 });
 
@@ -466,7 +466,7 @@ describe('serveOwner and connect on an explicit ownership', () => {
     expect(await codeOfAsync(connect(place.root, { ownership: filesOf(place) }))).toBe('unavailable');
     expect((await connection.request('POST', '/v1/stop')).status).toBe(202);
     expect(await owner.ended).toEqual({ outcome: { reason: 'stop' } });
-    expect(await ownership.inspect(place.root)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await ownership.inspect(place.root)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
   });
 
   it('closes the listener, touches no file and rejects with the reason when the lease reports its loss through the interface', async () => {
@@ -485,7 +485,7 @@ describe('serveOwner and connect on an explicit ownership', () => {
     expect(phaseOf(place)).toBe('idle');
     // The files' own lease is still whole underneath: the test gives it back.
     await held()?.release();
-    expect(await inspectionOf(place)).toEqual({ status: 'stopped', epoch: owner.serving.epoch });
+    expect(await inspectionOf(place)).toMatchObject({ status: 'stopped', epoch: owner.serving.epoch });
   });
 });
 
