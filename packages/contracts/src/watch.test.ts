@@ -346,11 +346,8 @@ describe('watchInspections', () => {
 });
 
 /** A snapshot without its number and its resync mark: the state it says. */
-function stateOf(snapshot: WatchSnapshot): Omit<WatchSnapshot, 'seq' | 'resync'> {
-  const state: Partial<WatchSnapshot> = { ...snapshot };
-  delete state.seq;
-  delete state.resync;
-  return state;
+function stateOf(snapshot: WatchSnapshot): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(snapshot).filter(([key]) => key !== 'seq' && key !== 'resync'));
 }
 
 /** What a fresh watch delivers first for `inspection`. */
