@@ -73,6 +73,10 @@ describe('the public entry point', () => {
       'StateHomeLayout',
       'TAKEOVER_MARKER',
       'Verdict',
+      'WatchOptions',
+      'WatchSnapshot',
+      'WatchSource',
+      'WatchWakeups',
       'WorkspacePlaces',
       'absolutePath',
       'anyPortEndpoint',
@@ -122,6 +126,7 @@ describe('the public entry point', () => {
       'stateHomeLayout',
       'takeoverMarker',
       'text',
+      'watchInspections',
       'workspacePlaces',
     ]);
   });

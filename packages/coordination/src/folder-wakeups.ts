@@ -42,10 +42,16 @@ interface Watched {
 export function folderWakeups(places: WorkspacePlaces): WatchSource {
   return ({ changed, gap }) => {
     const watched = new Map<string, Watched>();
-    /** Watches every folder that exists as it is now; true when one appeared or was replaced. */
+    /**
+     * Watches every folder that exists as it is now; true when one was newly watched whose parent
+     * was not already watched as it is: nothing announced its entries, which may have changed unseen.
+     */
     const rearm = (): boolean => {
-      let armed = false;
+      const before = new Map(watched);
+      const inodes = new Map<string, bigint | undefined>();
+      let unannounced = false;
       const folders = foldersOf(places);
+      // The nearest folder above a state home not made yet is watched only until the state home is.
       for (const [folder, { watcher }] of watched) {
         if (folders.includes(folder)) continue;
         watcher.close();
@@ -53,6 +59,7 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
       }
       for (const folder of folders) {
         const inode = lstatSync(folder, { bigint: true, throwIfNoEntry: false })?.ino;
+        inodes.set(folder, inode);
         const known = watched.get(folder);
         if (known !== undefined && known.inode === inode) continue;
         known?.watcher.close();
@@ -60,16 +67,25 @@ export function folderWakeups(places: WorkspacePlaces): WatchSource {
         if (inode === undefined) continue;
         try {
           const watcher = watch(folder, { persistent: false }, notified);
-          // A watch that fails (the folder went, a limit of inotify) is armed again by the next read.
-          watcher.on('error', () => watcher.close());
+          // A watch that fails may have lost notifications: a gap; the next look at the folders watches it anew.
+          watcher.on('error', () => {
+            watcher.close();
+            if (watched.get(folder)?.watcher === watcher) watched.delete(folder);
+            gap();
+          });
           watched.set(folder, { watcher, inode });
-          armed = true;
         } catch {
           // Gone between the lstat and the watch, or not watchable: the poll covers it.
+          continue;
         }
+        // A folder made (or replaced) in a parent watched all along: the parent's notification of
+        // it is on its way, and the read it wakes comes after this watch began. Otherwise a gap.
+        const parent = before.get(dirname(folder));
+        if (parent === undefined || parent.inode !== inodes.get(dirname(folder))) unannounced = true;
       }
-      return armed;
+      return unannounced;
     };
+    // A notification is a change announced: whatever the rearm finds, the read it wakes comes after.
     const notified = (): void => {
       rearm();
       changed();

@@ -172,7 +172,10 @@ function inspectOnce(workspace: Workspace): Inspection {
 function namedProcess(workspace: Workspace): Reservation | Registration | undefined {
   try {
     return workspace.registry.rowOf(workspace.root).row ?? readServiceState(workspace).registration?.value;
-  } catch {
+  } catch (error) {
+    // A file replaced while read (the table, by another workspace's transaction, most often): the
+    // whole read is made again, lest a live writer's passing state be answered as not in progress.
+    if (ContractError.is(error, 'conflict')) throw error;
     return undefined;
   }
 }
