@@ -121,10 +121,15 @@ describe('fileOwnership: watch', () => {
     expect(seen.map((snapshot) => snapshot.seq)).toEqual(seen.map((_, index) => index + 2));
     expect(seen.filter((snapshot) => snapshot.resync === true)).toEqual([]);
     // The settled states, in order; between them only passing ones (a step of acquire or release).
-    expect(seen.filter(settled).map(shapeOf)).toEqual(['unavailable idle live', 'stopping stopping live', 'stopped']);
+    expect(seen.filter(settled).map(shapeOf)).toEqual([
+      'unavailable idle live',
+      'stopping stopping live',
+      'stopped stopped',
+    ]);
     expect(acquired.at(-1)).toMatchObject({ epoch, owner: { pid: owner.pid, epoch } });
     expect(stopping.at(-1)).toMatchObject({ epoch, owner: { pid: owner.pid } });
-    expect(stopped.at(-1)).toEqual({ seq: seen.length + 1, status: 'stopped', epoch });
+    // The registration's version counts its writes: acquired, stopping, stopped.
+    expect(stopped.at(-1)).toEqual({ seq: seen.length + 1, status: 'stopped', epoch, phase: 'stopped', version: 3 });
   });
 
   it('sees an owner killed with SIGKILL as absent, found by the poll and not marked resync: no file changed', async () => {
@@ -150,6 +155,7 @@ describe('fileOwnership: watch', () => {
         reason: live.reason,
         epoch,
         phase: 'idle',
+        version: 1,
         owner: { ...live.owner, process: 'absent' },
       },
     ]);
@@ -189,7 +195,7 @@ describe('fileOwnership: watch', () => {
     expect(await owner.closed).toMatchObject({ code: 0, signal: null });
   });
 
-  it('sees a state home that did not exist when it began appear, the first change a resync', async () => {
+  it('sees a state home that did not exist when it began appear, announced by the folder above it', async () => {
     const place = makePlace('coordination');
     expect(pathExists(place.stateHome)).toBe(false);
     const ownership = fileOwnership({ stateHome: place.stateHome });
@@ -198,10 +204,10 @@ describe('fileOwnership: watch', () => {
     expect(await watch.next()).toEqual({ seq: 1, status: 'absent' });
 
     const lease = await ownership.acquire(root, OWNER_CONFIG, { boundEndpoint: loopbackEndpoint(44_400) });
-    // No folder above the state home is watched: its appearance is found by a look at the folders,
-    // and what changed before they were watched may have been missed.
+    // The nearest folder above the state home is watched until the state home is made: each folder
+    // below is announced by its parent, so nothing changed unseen.
     const appeared = await watch.until(liveIdle);
-    expect(appeared[0]).toMatchObject({ resync: true });
+    expect(appeared.filter((snapshot) => snapshot.resync === true)).toEqual([]);
     expect(appeared.at(-1)).toMatchObject({ epoch: lease.owner.epoch, owner: { pid: process.pid } });
     // From then on its folders are watched: the release is announced.
     await lease.release();
