@@ -356,6 +356,15 @@ describe('pnpm bench --quick', () => {
     for (const key of ['busy', 'failed', 'churnMs']) expect(isNumber(availability[key]), key).toBe(true);
     expect(isNumber(availability.inspect.median)).toBe(true);
 
+    // The owner's neighbours: a watch of an idle workspace, against a bare poll of its files.
+    const { idleWatch } = result.neighbours;
+    for (const key of ['pollMs', 'spanMs', 'watchCpuPerMinuteMs', 'barePollCpuPerMinuteMs'])
+      expect(isNumber(idleWatch[key]), key).toBe(true);
+    if (idleWatch.barePollCpuPerMinuteMs > 0)
+      expect(idleWatch.ratio).toBeCloseTo(idleWatch.watchCpuPerMinuteMs / idleWatch.barePollCpuPerMinuteMs, 9);
+    else expect(idleWatch.ratio).toBeNull();
+    expect(stdout).toMatch(/^ {2}CPU a watch adds per minute at the default 1 s poll: /m);
+
     const counts = new Map<string, Row>(result.fsyncs.map((count: { id: string }) => [count.id, count]));
     expect([...counts.keys()].sort()).toEqual([...FSYNC_COUNTS].sort());
     for (const count of counts.values()) {

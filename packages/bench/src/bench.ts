@@ -17,6 +17,7 @@ import { formatProfile, profileOperation } from './profile.js';
 import { formatReport, targetRows, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
 import { countSyscalls } from './syscalls.js';
+import { measureIdleWatch } from './neighbours.js';
 import { transportOperations } from './transport-operations.js';
 
 const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads n] [--profile <operation> [--samples n] [--profile-out file]]
@@ -226,6 +227,8 @@ async function main(): Promise<void> {
       progress: progress(settings.quick ? 'bench --quick, the command' : 'bench, the command'),
     });
     for (const [id, values] of commandSeries) series.set(id, values);
+    process.stderr.write("the owner's neighbours: a watch of an idle workspace\n");
+    const idleWatch = await measureIdleWatch(place, options.quick ? 1_000 : 5_000);
 
     // Each trial's wall and serial times, and every transaction's hold of the lock, uncontended (the serial
     // passes) and contended: Leasehold's and the bare replays'.
@@ -309,6 +312,7 @@ async function main(): Promise<void> {
       syscalls,
       etcd: etcd.section,
       command: { ...commandRounds, figures: commandFigures },
+      neighbours: { idleWatch },
       targets: targetRows([...figures, ...commandFigures]),
     };
     const report = formatReport(result);

@@ -1,4 +1,5 @@
 import type { AvailabilityResult } from './availability.js';
+import type { IdleWatchResult } from './neighbours.js';
 import type { EtcdSection } from './etcd-operations.js';
 import type { FsyncCount } from './fsync-counts.js';
 import { FSYNC_MINIMUM, FSYNC_PROOF } from './fsync-counts.js';
@@ -62,6 +63,8 @@ export interface BenchResult {
   readonly etcd: EtcdSection;
   /** The built `leasehold` command as a whole process, in rounds of its own. */
   readonly command: CommandSection;
+  /** Section 11, the owner's neighbours: what a watch of an idle workspace costs. */
+  readonly neighbours: { readonly idleWatch: IdleWatchResult };
   /** The closing table: every target of the run, its figure, its floor, their ratio and whether it was met. */
   readonly targets: readonly TargetRow[];
 }
@@ -271,6 +274,17 @@ function provedMinimum(count: FsyncCount): string {
   return count.total > upper ? `${bounds} (+${count.total - upper})` : bounds;
 }
 
+function formatNeighbours(watch: IdleWatchResult): string[] {
+  const perMinute = (ms: number) => `${ms.toFixed(2)} ms`;
+  return [
+    "11. The owner's neighbours (a watch of a workspace whose owner changes nothing)",
+    `  CPU a watch adds per minute at the default 1 s poll: ${perMinute(watch.watchCpuPerMinuteMs)}, ` +
+      `against ${perMinute(watch.barePollCpuPerMinuteMs)} for a bare poll of the same files` +
+      (watch.ratio === null ? '.' : ` (${watch.ratio.toFixed(2)}x).`),
+    `  measured at a ${watch.pollMs} ms poll over ${(watch.spanMs / 1000).toFixed(0)} s each, beyond the same process doing nothing for as long.`,
+  ];
+}
+
 /** The text table: every figure by section, the contention counts, the fsync counts and the targets. */
 export function formatReport(result: BenchResult): string {
   const { settings, machine, contention } = result;
@@ -323,6 +337,8 @@ export function formatReport(result: BenchResult): string {
     ...figureTable(result.command.figures),
     `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`,
   );
+
+  lines.push('', ...formatNeighbours(result.neighbours.idleWatch));
 
   const { targets, availability } = result;
   const met = targets.filter((target) => target.met).length;
