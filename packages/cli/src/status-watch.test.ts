@@ -63,7 +63,9 @@ describe('status --watch: a line per change, told as status tells it', () => {
     const seen = lines();
     // One line per change, numbered in order; every state the test waited for, in the order it made them.
     expect(seen.map((line) => line.seq)).toEqual(seen.map((_, index) => index + 1));
-    const story = seen.map((line) => `${line.status}${line.reasonCode === 'owner-gone' ? ' (owner gone)' : ''}`);
+    const story = seen.map(
+      (line) => `${String(line.status)}${line.reasonCode === 'owner-gone' ? ' (owner gone)' : ''}`,
+    );
     const milestones = ['absent', 'running', 'stopped', 'running', 'unavailable (owner gone)', 'stopped'];
     let at = -1;
     for (const milestone of milestones) {

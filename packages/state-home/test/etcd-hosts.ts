@@ -26,7 +26,7 @@ export const CONFIG: OwnerConfig = {
 /** One port, bound on both hosts: endpoints are scoped per host. No socket needs to listen on it. */
 export const BOUND = 'http://127.0.0.1:40001';
 /** A short lease, so that a killed owner's lease ends within the test. */
-export const TTL_SECONDS = 2;
+const TTL_SECONDS = 2;
 
 const opened: OpenBackend[] = [];
 
