@@ -166,7 +166,8 @@ describe('POST /v1/hand-over on the wire', () => {
     });
     const capability = capabilityOf(place);
     const bodies: Array<[string, string]> = [
-      ['reason: mine', 'the body is not JSON'],
+      ['reason: mine', 'the body is not JSON (body: invalid JSON at $ (offset 0))'],
+      ['{"reason":"a","reason":"b"}', 'the body is not JSON (body: duplicate key at $.reason (offset 22))'],
       ['["mine"]', 'the body is not a JSON object'],
       ['null', 'the body is not a JSON object'],
       ['{"reason":"mine","force":true}', 'the body has a key other than "reason"'],

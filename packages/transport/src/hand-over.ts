@@ -1,4 +1,4 @@
-import { ContractError, shellQuote } from '@leasehold/contracts';
+import { ContractError, parse, shellQuote } from '@leasehold/contracts';
 import type { Connection } from './client.js';
 
 /** What an asker sends with `POST /v1/hand-over`, and what the owner's `onHandOverRequested` is given. */
@@ -57,9 +57,11 @@ export function handOverRequestOf(bytes: Uint8Array): { request: HandOverRequest
   if (bytes.byteLength === 0) return { request: {} };
   let body: unknown;
   try {
-    body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
-  } catch {
-    return { problem: 'the body is not JSON' };
+    // Untrusted bytes, parsed as every document is (no duplicate key, no byte-order mark); the handler bounded them.
+    body = parse(bytes, bytes.byteLength, 'body');
+  } catch (error) {
+    if (!ContractError.is(error, 'refused')) throw error;
+    return { problem: `the body is not JSON (${error.message})` };
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     return { problem: 'the body is not a JSON object' };
