@@ -90,6 +90,7 @@ export {
   type RecoveryResult,
   type RecoveryView,
   type Verdict,
+  type WaitState,
 } from './ownership.js';
 export {
   JOURNAL_RECORD_NAME,
@@ -102,6 +103,10 @@ export {
   SERVICE_FILE_NAMES,
   STAGING_FOLDER,
   START_CLAIMS_FOLDER,
+  WAITERS_FOLDER,
+  WAIT_TICKET_NAME,
+  waitTicketPlaces,
+  type WaitTicketPlaces,
   START_CLAIM_MARKER_NAME,
   START_CLAIM_NAME,
   TAKEOVER_MARKER,

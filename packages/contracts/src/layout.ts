@@ -64,6 +64,13 @@ export const SERVICE_ENTRIES = [
  * workspace's folders on every check: a claim there would make that owner fence itself.
  */
 export const START_CLAIMS_FOLDER = 'start-claims';
+/**
+ * The folder of waiters' tickets, `<stateHome>/waiters/`: beside the `v1` namespace, as the start
+ * claims are, so that no owner's check of its own folders ever meets one.
+ */
+export const WAITERS_FOLDER = 'waiters';
+/** A waiter's ticket: `<private root name>.<its place in line, 16 digits>.json`. */
+export const WAIT_TICKET_NAME = /^[0-9a-f]{32}\.[0-9]{16}\.json$/;
 /** A start claim's name: `<private root name>.json`. */
 export const START_CLAIM_NAME = /^[0-9a-f]{32}\.json$/;
 /** A start claim's take-over marker: `<private root name>.takeover-<token of the claim it takes over>.json`. */
@@ -203,6 +210,23 @@ export function startClaimPlaces(root: string, stateHome: string): StartClaimPla
   const name = basename(workspacePlaces(root, stateHome).privateRoot);
   const folder = join(stateHome, START_CLAIMS_FOLDER);
   return { folder, claim: join(folder, `${name}.json`), markerPrefix: `${name}.takeover-` };
+}
+
+/** Where the waiters of one workspace of one state home keep their tickets. */
+export interface WaitTicketPlaces {
+  /** `<stateHome>/waiters`. */
+  readonly folder: string;
+  /** `<private root name>.`: what starts the name of each of this workspace's tickets. */
+  readonly prefix: string;
+}
+
+/**
+ * The tickets of the waiters of `root` under `stateHome`.
+ * @throws ContractError `refused` for a root or state home that is not absolute and normalised.
+ */
+export function waitTicketPlaces(root: string, stateHome: string): WaitTicketPlaces {
+  const name = basename(workspacePlaces(root, stateHome).privateRoot);
+  return { folder: join(stateHome, WAITERS_FOLDER), prefix: `${name}.` };
 }
 
 /** The take-over marker of `claim` for the claim whose token is `token`. */

@@ -85,6 +85,31 @@ export interface AcquireRequest {
    * another config is `conflict`.
    */
   readonly replaceConfig?: boolean;
+  /**
+   * How long to wait, in milliseconds, for a live owner to release (default 0: answer at once).
+   * Waiters are served first come, first served; a quarantine is never waited for.
+   */
+  readonly waitMs?: number;
+  /** Ends a wait: the call rejects with the signal's reason, and leaves nothing behind. */
+  readonly signal?: AbortSignal;
+  /** Told when a wait begins and about once a second while it lasts (see `WaitState`). */
+  readonly onWait?: (wait: WaitState) => void;
+}
+
+/** What a waiting `acquire` is told: who holds the workspace, and how long it has waited. */
+export interface WaitState {
+  /** The owner it waits for; undefined while the waiters ahead of it are served. */
+  readonly holder?: {
+    readonly pid: number;
+    readonly host: string;
+    /** Its arguments, program first, where this host can read them (its own processes, on Linux). */
+    readonly commandLine: readonly string[] | null;
+    /** ISO 8601: when this wait first saw it hold the workspace (the files record no time). */
+    readonly since: string;
+  };
+  /** Waiters ahead of this one (0: it is next). */
+  readonly ahead: number;
+  readonly waitedMs: number;
 }
 
 /** One ownership of a workspace, as any backend holds it. */

@@ -21,6 +21,7 @@ import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
 import { folderWakeups } from './folder-wakeups.js';
+import { acquireInTurn } from './wait.js';
 import { stateHomeWorkspaces, type CoordinationOptions } from './workspace.js';
 import {
   inspectWorkspace,
@@ -112,10 +113,13 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
         ...(request.epoch === undefined ? {} : { epoch: request.epoch }),
         ...(request.replaceConfig === undefined ? {} : { replaceConfig: request.replaceConfig }),
       };
-      return leaseOver(
-        await acquireWorkspace(workspace, config, request.boundEndpoint, request.initializeNew, choices),
-        workspace.root,
-      );
+      const attempt = async () =>
+        leaseOver(
+          await acquireWorkspace(workspace, config, request.boundEndpoint, request.initializeNew, choices),
+          workspace.root,
+        );
+      const { waitMs = 0, signal, onWait } = request;
+      return waitMs > 0 ? acquireInTurn(workspace, attempt, { waitMs, signal, onWait }) : attempt();
     },
     async configuration(root) {
       return workspaceConfiguration(open(root));

@@ -108,6 +108,11 @@ class CompositeBackend implements EtcdBackend {
    * has rolled itself back; the etcd lease is then given back, so the root is free again.
    */
   async acquire(root: string, config: OwnerConfig, request: AcquireRequest = {}): Promise<EtcdBackendLease> {
+    // Waiters' tickets are this host's files: a line across hosts needs etcd keys, not built yet.
+    if ((request.waitMs ?? 0) > 0)
+      throw new ContractError('refused', 'waitMs: waiting for the owner is not built on the etcd backend yet', {
+        remedy: 'start without waiting (no --wait), and start again once `leasehold status` says it is stopped',
+      });
     const endpoint = request.boundEndpoint ?? config.endpoint;
     // etcd keys endpoints per host, so it must be the one actually bound, never a port-0 request.
     if (!endpointSchema.safeParse(endpoint).success)
