@@ -286,7 +286,8 @@ describe('the example daemon', () => {
     first.child.kill('SIGTERM');
     expect(await first.next()).toEqual({ event: 'released', epoch: ready.epoch });
     expect(await first.exited).toEqual({ code: 0, signal: null });
-    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: ready.epoch });
+    // Acquired, phase stopping, released: the registration's third write.
+    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: ready.epoch, version: 3 });
     expect(await codeOfAsync(ownership.localAccess(place.workspace))).toBe('unavailable');
 
     // A new owner: a new epoch and a new capability; the old one opens nothing.
@@ -303,7 +304,8 @@ describe('the example daemon', () => {
     third.child.kill('SIGINT');
     expect(await third.next()).toEqual({ event: 'released', epoch: again.epoch });
     expect(await third.exited).toEqual({ code: 0, signal: null });
-    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: again.epoch });
+    // A new registration counts from 1 again: acquired, phase stopping, released.
+    expect(await ownership.inspect(place.workspace)).toEqual({ status: 'stopped', epoch: again.epoch, version: 3 });
 
     // The secret never reaches an output.
     for (const daemon of [first, second, third]) {
@@ -476,7 +478,11 @@ describe('the example daemon', () => {
       roots.map(() => ({ code: 0, signal: null })),
     );
     for (const [index, workspace] of roots.entries()) {
-      expect(await ownership.inspect(workspace)).toEqual({ status: 'stopped', epoch: readies[index]!.epoch });
+      expect(await ownership.inspect(workspace)).toEqual({
+        status: 'stopped',
+        epoch: readies[index]!.epoch,
+        version: 3,
+      });
     }
   });
 

@@ -601,7 +601,7 @@ describe('leasehold, end to end through the built binary', () => {
     const unknownOption = await cli(['status', '--frobnicate']);
     expect(unknownOption.code).toBe(2);
     expect(unknownOption.stderr).toContain('--frobnicate');
-    expect(unknownOption.stderr).toContain('leasehold status [options]');
+    expect(unknownOption.stderr).toContain('leasehold status [--watch [--poll-ms N]] [options]');
     const unknownOptionJson = await cli(['list', '--json', '--bogus']);
     expect(unknownOptionJson.code).toBe(2);
     expect(json(unknownOptionJson)).toEqual({

@@ -88,7 +88,7 @@ describe('fileOwnership', () => {
       process: 'live',
     };
     expect(lease.root).toBe(root);
-    expect(lease.owner).toEqual({ ...owner, phase: 'idle' });
+    expect(lease.owner).toEqual({ ...owner, phase: 'idle', version: 1 });
     await lease.assert();
     // Files alone never prove an idle owner serving: the transport does.
     expect(await ownership.inspect(root)).toMatchObject({ status: 'unavailable', owner: { ...owner, phase: 'idle' } });
@@ -96,10 +96,13 @@ describe('fileOwnership', () => {
 
     await lease.phase('stopping');
     expect(lease.owner.phase).toBe('stopping');
-    expect(await ownership.inspect(root)).toEqual({ status: 'stopping', owner: { ...owner, phase: 'stopping' } });
+    expect(await ownership.inspect(root)).toEqual({
+      status: 'stopping',
+      owner: { ...owner, phase: 'stopping', version: 2 },
+    });
 
     await lease.release();
-    expect(await ownership.inspect(root)).toMatchObject({ status: 'stopped', epoch: owner.epoch });
+    expect(await ownership.inspect(root)).toEqual({ status: 'stopped', epoch: owner.epoch, version: 3 });
     expect(await codeOfAsync(() => lease.assert())).toBe('unavailable');
     expect(await codeOfAsync(() => lease.phase('idle'))).toBe('unavailable');
     await ownership.close();

@@ -57,6 +57,7 @@ describe('the life of a workspace', () => {
       host: lease.registration.host,
       phase: 'idle',
       process: 'live',
+      version: 1,
     });
     const access = workspaceLocalAccess(coordination);
     expect(access.endpoint).toBe(BOUND);
@@ -76,12 +77,13 @@ describe('the life of a workspace', () => {
         host: lease.registration.host,
         phase: 'stopping',
         process: 'live',
+        version: 2,
       },
     });
     expect(workspaceLocalAccess(coordination).epoch).toBe(first);
 
     await lease.release();
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: first });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: first, version: 3 });
     expect(codeOf(() => workspaceLocalAccess(coordination))).toBe('unavailable');
     expect(registryRows(place.stateHome)).toEqual([]);
     expect(existsSync(coordination.places.ownerLock)).toBe(false);
@@ -109,7 +111,7 @@ describe('the life of a workspace', () => {
     expect(reheld.reason.startsWith('idle')).toBe(true);
     expect(workspaceLocalAccess(coordination).capability).not.toBe(access.capability);
     await again.release();
-    expect(inspectWorkspace(coordination)).toMatchObject({ status: 'stopped', epoch: second });
+    expect(inspectWorkspace(coordination)).toEqual({ status: 'stopped', epoch: second, version: 2 });
   });
 
   it('answers quarantined for phase quarantined, and refuses phase stopped', async () => {

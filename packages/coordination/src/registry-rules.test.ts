@@ -498,6 +498,7 @@ describe('a live registration whose row is not its reservation', () => {
         host: lease.registration.host,
         phase: 'idle',
         process: 'live',
+        version: 1,
       },
       // The row names this live process: for all the files tell, a passing state.
       inProgress: true,

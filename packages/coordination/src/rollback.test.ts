@@ -183,7 +183,7 @@ function expectRolledBack(setup: Setup, before: Record<string, string>, label: s
   const { place, root, coordination, stoppedEpoch } = setup;
   expect(serviceFences(place.stateHome, root), label).toEqual([]);
   expect(inspectWorkspace(coordination), label).toEqual(
-    stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch },
+    stoppedEpoch === null ? { status: 'absent' } : { status: 'stopped', epoch: stoppedEpoch, version: 2 },
   );
   expect(
     codeOf(() => workspaceLocalAccess(coordination)),
@@ -406,6 +406,8 @@ describe('a release that failed part-way is finished by calling it again (docs/o
       expect(inspectWorkspace(setup.coordination), label).toEqual({
         status: 'stopped',
         epoch: lease.registration.epoch,
+        // Acquired, then released from idle: one write each, however many calls the release took.
+        version: 2,
       });
       expect(
         codeOf(() => lease.assert()),

@@ -140,7 +140,12 @@ describe.skipIf(!etcdAvailable('etcdctl'))('watch(root) of the etcd backend, on 
     const seen = watch.seen;
     expect(seen.filter((snapshot) => snapshot.resync === true)).toEqual([]);
     expect(seen.map((snapshot) => snapshot.seq)).toEqual(seen.map((_, index) => index + 1));
-    expect(seen.filter(settled).map(shapeOf)).toEqual(['absent', 'unavailable idle', 'stopping stopping', 'stopped']);
+    expect(seen.filter(settled).map(shapeOf)).toEqual([
+      'absent',
+      'unavailable idle',
+      'stopping stopping',
+      'stopped stopped',
+    ]);
     await watch.stop();
   });
 
