@@ -42,6 +42,7 @@ const OWNER_OPTIONS: Record<string, OptionSpec> = {
   'replace-config': { type: 'boolean' },
   'watch-ms': { type: 'string' },
   'lease-ttl': { type: 'string' },
+  wait: { type: 'string' },
 };
 
 const COMMANDS: Record<string, Command> = {
@@ -61,7 +62,7 @@ const COMMANDS: Record<string, Command> = {
   serve: {
     summary: 'own the workspace and serve it on a loopback endpoint until stopped',
     usage:
-      'leasehold serve [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--watch-ms N] [--lease-ttl S] [options]',
+      'leasehold serve [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--wait DURATION] [--watch-ms N] [--lease-ttl S] [options]',
     options: OWNER_OPTIONS,
     help: [
       '  --endpoint URL      http://127.0.0.1:PORT or http://[::1]:PORT; port 0 is any free port (default http://127.0.0.1:0)',
@@ -70,6 +71,9 @@ const COMMANDS: Record<string, Command> = {
       '  --recover-dead      when a crashed owner blocks the start and every process its fences name is proved gone',
       '                      on this host, recover it first (journalled as automatic); anything else stays refused',
       '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
+      '  --wait DURATION     wait up to DURATION (30s, 5m, 500ms; a bare number is seconds) for a live owner to',
+      '                      release, first come, first served, showing who holds it; a crashed owner is never waited for',
+      '                      (file backend only)',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
       "  --lease-ttl S       etcd backend only: the lease's time to live in seconds (default 10)",
     ],
@@ -78,11 +82,11 @@ const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'own the workspace like serve, and run a program as its owner until either stops',
     usage:
-      'leasehold run [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
+      'leasehold run [--endpoint URL] [--compatibility TEXT] [--recover-dead] [--replace-config] [--wait DURATION] [--stop-timeout S] [--watch-ms N] [--lease-ttl S] [options] -- CMD [ARGS...]',
     options: { ...OWNER_OPTIONS, 'stop-timeout': { type: 'string' } },
     help: [
       "  --stop-timeout S    on a stop, seconds from SIGTERM to SIGKILL of the program's process group (default 10)",
-      '  --endpoint URL, --compatibility T, --recover-dead, --replace-config, --watch-ms N, --lease-ttl S:',
+      '  --endpoint URL, --compatibility T, --recover-dead, --replace-config, --wait D, --watch-ms N, --lease-ttl S:',
       '                      as for serve (leasehold serve --help)',
       '  -- CMD [ARGS...]    the program: started in its own process group once the workspace is fenced with it too,',
       '                      with LEASEHOLD_WORKSPACE, LEASEHOLD_STATE_HOME, LEASEHOLD_EPOCH and LEASEHOLD_ENDPOINT set;',

@@ -104,3 +104,16 @@ export function handOverOption(ask: Value, reason: Value): HandOverRequest | und
   }
   return { reason: reason as string };
 }
+
+/** `--wait DURATION` in ms: `500ms`, `30s`, `5m`, or a number of seconds; undefined when not given. */
+export function durationOption(value: Value, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const match = typeof value === 'string' ? /^([0-9]{1,9})(ms|s|m)?$/.exec(value) : null;
+  if (match === null)
+    throw new UsageError(
+      `${option} ${String(value)}: not a duration`,
+      `give ${option} a whole number of seconds, or one with ms, s or m, such as ${option} 30s`,
+    );
+  const unit = match[2] ?? 's';
+  return Number(match[1]) * (unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000);
+}

@@ -7,6 +7,7 @@ import {
   type OwnerConfig,
   type Ownership,
   type OwnershipLease,
+  type WaitState,
   type ProvedDeadRecovery,
   type Recovery,
 } from '@leasehold/contracts';
@@ -95,6 +96,15 @@ export interface ServeOptions {
    * no work to finish. An accepted hand-over is shown in `GET /v1/status` until the release.
    */
   readonly onHandOverRequested?: (request: HandOverRequest) => HandOverDecision | PromiseLike<HandOverDecision>;
+  /**
+   * How long to wait, in milliseconds, for a live owner of the workspace to release it before this
+   * one acquires (default 0: refused at once, `conflict`). Waiters are served first come, first
+   * served; a quarantine is never waited for; `signal` ends the wait. The file backend only, for
+   * now: the etcd backend refuses it.
+   */
+  readonly waitMs?: number;
+  /** Told when a wait begins and about once a second while it lasts: who holds it, the waiters ahead, the time waited. */
+  readonly onWait?: (wait: WaitState) => void;
   /** Called once the owner has acquired and serves. */
   readonly onServing?: (serving: Serving) => void;
   /**
@@ -171,13 +181,20 @@ async function acquireOrRecover(
   workspace: string,
   config: OwnerConfig,
   bound: string,
-  { ownership, options, recovery }: { ownership: Ownership; options: ServeOptions; recovery: Recovery | undefined },
+  {
+    ownership,
+    options,
+    recovery,
+    waiting,
+  }: { ownership: Ownership; options: ServeOptions; recovery: Recovery | undefined; waiting: AbortSignal },
 ): Promise<OwnershipLease> {
   const acquire = () =>
     ownership.acquire(workspace, config, {
       boundEndpoint: bound,
       initializeNew: (fresh) => fresh.writeHostConfig(options.policy),
       ...(options.replaceConfig === undefined ? {} : { replaceConfig: options.replaceConfig }),
+      ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs, signal: waiting }),
+      ...(options.onWait === undefined ? {} : { onWait: options.onWait }),
     });
   try {
     return await acquire();
@@ -218,10 +235,18 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
     endpoint: options.endpoint ?? 'http://127.0.0.1:0',
     policyIdentity: sha256(options.policy),
   };
-  // Stop requests are recorded from the start and acted on once serving.
+  // Stop requests are recorded from the start and acted on once serving; one ends a wait for the
+  // workspace at once (nothing acquired), since that wait may last long.
   let pending: ServeOutcome | undefined;
+  const waiting = new AbortController();
   let stop: (outcome: ServeOutcome) => void = (outcome) => {
     pending ??= outcome;
+    waiting.abort(
+      new ContractError(
+        'conflict',
+        `${workspace}: stopped (${outcome.reason}) while waiting for its owner; nothing was acquired`,
+      ),
+    );
   };
   const onSignal = (signal: NodeJS.Signals) => stop({ reason: 'signal', signal });
   const signals = options.signals ?? DEFAULT_STOP_SIGNALS;
@@ -233,7 +258,12 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
   try {
     const port = await listen(server, requested.port, requested.hostname);
     const bound = endpointOf(requested.hostname, port);
-    const lease = await acquireOrRecover(workspace, config, bound, { ownership, options, recovery });
+    const lease = await acquireOrRecover(workspace, config, bound, {
+      ownership,
+      options,
+      recovery,
+      waiting: waiting.signal,
+    });
     if (options.signal?.aborted === true) onAbort();
     return await new Promise<ServeOutcome>((resolve, reject) => {
       let ending = false;

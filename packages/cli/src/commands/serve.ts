@@ -1,8 +1,8 @@
-import { ContractError, placeOptions } from '@leasehold/contracts';
+import { ContractError, placeOptions, type WaitState } from '@leasehold/contracts';
 import { serveOwner, type ProvedDeadRecovery, type ServeOptions, type Serving } from '@leasehold/transport';
 import { openBackend, withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
-import { endpointOption, requireEtcd, wholeNumber } from '../options.js';
+import { durationOption, endpointOption, requireEtcd, wholeNumber } from '../options.js';
 import { table, type Output } from '../output.js';
 import { POLICY_BYTES } from '../policy.js';
 import { provedGoneInWords } from './journal.js';
@@ -48,6 +48,8 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
   const { values } = context;
   const root = workspaceOf(context);
   const watchIntervalMs = wholeNumber(values['watch-ms'], '--watch-ms', 10) ?? 1000;
+  const waitMs = durationOption(values.wait, '--wait');
+  const line = waitMs === undefined ? undefined : waitingLine(context);
   const ttlSeconds = wholeNumber(values['lease-ttl'], '--lease-ttl', 1);
   endpointOption(values.endpoint);
   const opened = await openBackend(context, { ttlSeconds, creates: true });
@@ -60,9 +62,23 @@ export async function serveWorkspace(context: CommandContext, part: OwnerPart): 
         context,
         root,
         stateHome,
-        { ownership, watchIntervalMs, recovery, recoverDead: values['recover-dead'] === true },
-        part,
-      );
+        {
+          ownership,
+          watchIntervalMs,
+          recovery,
+          recoverDead: values['recover-dead'] === true,
+          ...(waitMs === undefined || line === undefined ? {} : { waitMs, onWait: line.onWait }),
+        },
+        line === undefined
+          ? part
+          : {
+              ...part,
+              onServing: (serving, home) => {
+                line.done();
+                part.onServing(serving, home);
+              },
+            },
+      ).finally(() => line?.done());
     },
     opened,
   );
@@ -82,6 +98,37 @@ function announceRecovered(output: Output, root: string, { record, automatic }: 
     ]),
     '',
   );
+}
+
+/**
+ * What `--wait` shows while it waits: one line naming the holder (pid, command, host, since when)
+ * and the time waited, rewritten in place on a terminal (`done` ends that line), printed again
+ * only when it says something new otherwise; with --json, a `waiting` record each time the holder
+ * or the line ahead changes.
+ */
+function waitingLine(context: CommandContext): { onWait: (wait: WaitState) => void; done: () => void } {
+  const { output, streams } = context;
+  const terminal = (streams.stderr as { isTTY?: boolean }).isTTY === true && !output.json;
+  let last: string | undefined;
+  let open = false;
+  const onWait = ({ holder, ahead, waitedMs }: WaitState): void => {
+    const who =
+      holder === undefined
+        ? `${ahead} waiter${ahead === 1 ? '' : 's'} ahead`
+        : `held by pid ${holder.pid} on ${holder.host}${holder.commandLine === null ? '' : ` (${holder.commandLine.join(' ')})`} since ${holder.since}${ahead === 0 ? '' : `, ${ahead} waiting ahead`}`;
+    if (who !== last) output.record({ event: 'waiting', ahead, ...(holder === undefined ? {} : { holder }) });
+    const line = `waiting   ${who}; waited ${Math.round(waitedMs / 1000)} s`;
+    if (terminal) {
+      streams.stderr.write(`\r\u001b[K${line}`);
+      open = true;
+    } else if (who !== last) output.warn(line);
+    last = who;
+  };
+  const done = (): void => {
+    if (open) streams.stderr.write('\n');
+    open = false;
+  };
+  return { onWait, done };
 }
 
 /** The `ready` record and, for a person, what serves, where, and how to stop it; `childPid` is `run`'s program. */
@@ -110,7 +157,7 @@ async function serveOn(
   context: CommandContext,
   root: string,
   stateHome: string,
-  options: Pick<ServeOptions, 'ownership' | 'watchIntervalMs' | 'recovery' | 'recoverDead'>,
+  options: Pick<ServeOptions, 'ownership' | 'watchIntervalMs' | 'recovery' | 'recoverDead' | 'waitMs' | 'onWait'>,
   part: OwnerPart,
 ): Promise<number> {
   const { output, values } = context;
