@@ -73,6 +73,10 @@ describe('the public entry point', () => {
       'StateHomeLayout',
       'TAKEOVER_MARKER',
       'Verdict',
+      'WAITERS_FOLDER',
+      'WAIT_TICKET_NAME',
+      'WaitState',
+      'WaitTicketPlaces',
       'WatchOptions',
       'WatchSnapshot',
       'WatchSource',
@@ -126,6 +130,7 @@ describe('the public entry point', () => {
       'stateHomeLayout',
       'takeoverMarker',
       'text',
+      'waitTicketPlaces',
       'watchInspections',
       'workspacePlaces',
     ]);
