@@ -24,7 +24,8 @@ export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 
 /** The policy text every test owner publishes as `host-config.json`. */
 const POLICY_TEXT = '{"policy":"transport tests"}';
-const POLICY = bytesOf(POLICY_TEXT);
+/** Its bytes, what an owner of this process hands serveOwner as `policy`. */
+export const POLICY = bytesOf(POLICY_TEXT);
 
 /** The any-port config of an owner that publishes POLICY (what serveOwner makes too). */
 const ANY_PORT: OwnerConfig = {
