@@ -98,7 +98,7 @@ export interface AcquireRequest {
 
 /** What a waiting `acquire` is told: who holds the workspace, and how long it has waited. */
 export interface WaitState {
-  /** The owner it waits for; undefined while the waiters ahead of it are served. */
+  /** The owner it waits for; undefined when none is live (the waiters ahead of it are being served). */
   readonly holder?: {
     readonly pid: number;
     readonly host: string;

@@ -72,6 +72,8 @@ export async function acquireInTurn<Lease>(
         }
       }
       triedFree = false;
+      // Behind other waiters, the owner they all wait for is named too.
+      holder ??= ahead === 0 ? undefined : waitableOwner(inspectWorkspace(workspace));
       const waitedMs = Date.now() - start;
       if (waitedMs >= waitMs) throw waitedTooLong(workspace, holder, ahead, waitedMs);
       if (onWait !== undefined && (toldAt === undefined || Date.now() - toldAt >= TELL_EVERY_MS)) {

@@ -244,7 +244,8 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
     waiting.abort(
       new ContractError(
         'conflict',
-        `${workspace}: stopped (${outcome.reason}) while waiting for its owner; nothing was acquired`,
+        `${workspace}: stopped (${outcome.reason === 'signal' ? outcome.signal : outcome.reason}) while waiting for its owner; nothing was acquired`,
+        { remedy: 'start it again when you want it: with a longer wait, or none to be told at once who holds it' },
       ),
     );
   };
