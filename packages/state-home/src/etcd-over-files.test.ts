@@ -109,11 +109,15 @@ describe.skipIf(!etcdAvailable())(
       expect(await hostB.inspect(root)).toEqual({
         status: 'unavailable',
         reason: 'served on host host-a',
-        owner: { ...seenFromB, phase: 'idle' },
+        // The etcd owner key's version: how many times the owner's record was written.
+        owner: { ...seenFromB, phase: 'idle', version: 1 },
       });
       await lease.phase('stopping');
       expect(await hostA.inspect(root)).toMatchObject({ status: 'stopping', owner: { epoch, phase: 'stopping' } });
-      expect(await hostB.inspect(root)).toEqual({ status: 'stopping', owner: { ...seenFromB, phase: 'stopping' } });
+      expect(await hostB.inspect(root)).toEqual({
+        status: 'stopping',
+        owner: { ...seenFromB, phase: 'stopping', version: 2 },
+      });
 
       await lease.release();
       expect(await hostA.inspect(root)).toMatchObject({ status: 'stopped', epoch });
