@@ -173,6 +173,37 @@ describe('watchInspections', () => {
     await watch.return!();
   });
 
+  it('delivers a record whose version grew by more than one as a resync, through passing states that tell no record', async () => {
+    const harness = new Harness();
+    const watch = harness.watch();
+    const serving = (version: number): Inspection => ({ ...SERVING, owner: { ...OWNER, version } });
+    const passing: Inspection = { status: 'unavailable', reason: 'a release in progress', inProgress: true };
+    await harness.answer(serving(1));
+    expect(await nextValue(watch)).toMatchObject({ seq: 1, version: 1 });
+    // Its next write, with a passing state read between: no phase passed over.
+    for (const inspection of [passing, serving(2)]) {
+      harness.wakeups.changed();
+      await harness.answer(inspection);
+    }
+    expect(await nextValue(watch)).toMatchObject({ seq: 2, inProgress: true });
+    expect(await nextValue(watch)).toEqual({ seq: 3, ...serving(2), epoch: OWNER.epoch, phase: 'idle', version: 2 });
+    // Its stopping (version 3) came and went before the passing state was read: its stopped (4) says so.
+    for (const inspection of [passing, { ...STOPPED, version: 4 }]) {
+      harness.wakeups.changed();
+      await harness.answer(inspection);
+    }
+    expect(await nextValue(watch)).toMatchObject({ seq: 4, inProgress: true });
+    expect(await nextValue(watch)).toEqual({
+      seq: 5,
+      status: 'stopped',
+      epoch: OWNER.epoch,
+      phase: 'stopped',
+      version: 4,
+      resync: true,
+    });
+    await watch.return!();
+  });
+
   it("delivers a change of the owner's process alone that the poll found as an ordinary change: no file announces it", async () => {
     const harness = new Harness();
     const watch = harness.watch({ pollMs: 5 });

@@ -142,6 +142,8 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
   readonly #signal: AbortSignal | undefined;
   #consumer: ((result: IteratorResult<WatchSnapshot>) => void) | undefined;
   #last: Omit<WatchSnapshot, 'seq'> | undefined;
+  /** The last snapshot that was not a passing state without a record: what a passed-over write is judged against. */
+  #lastTold: Omit<WatchSnapshot, 'seq'> | undefined;
   #seq = 0;
   #reading = false;
   /** Another read is due once the current one ends, and whether it was announced (a notification or a gap). */
@@ -221,7 +223,10 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
     const unannounced = last !== undefined && !notified && recordedPart(last) !== recordedPart(snapshot);
     this.#last = snapshot;
     if (changed) this.#seq += 1;
-    const resync = gap || unannounced || passedOver(last, snapshot) || this.#queue.length >= this.#maxQueued;
+    // A passing state (between two steps of an acquire or release) may not tell the record: a phase passed over
+    // before it is judged against the record seen before it, not lost with it.
+    const resync = gap || unannounced || passedOver(this.#lastTold, snapshot) || this.#queue.length >= this.#maxQueued;
+    if (snapshot.inProgress !== true || recordOf(snapshot) !== undefined) this.#lastTold = snapshot;
     const value: WatchSnapshot = { seq: this.#seq, ...snapshot, ...(resync ? { resync: true } : {}) };
     if (this.#consumer !== undefined) {
       const consumer = this.#consumer;

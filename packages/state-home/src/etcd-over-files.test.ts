@@ -109,7 +109,7 @@ describe.skipIf(!etcdAvailable())(
       expect(await hostB.inspect(root)).toEqual({
         status: 'unavailable',
         reason: 'served on host host-a',
-        // The owner key's etcd version: its first write.
+        // The etcd owner key's version: how many times the owner's record was written.
         owner: { ...seenFromB, phase: 'idle', version: 1 },
       });
       await lease.phase('stopping');

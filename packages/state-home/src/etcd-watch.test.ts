@@ -140,6 +140,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('watch(root) of the etcd backend, on 
     const seen = watch.seen;
     expect(seen.filter((snapshot) => snapshot.resync === true)).toEqual([]);
     expect(seen.map((snapshot) => snapshot.seq)).toEqual(seen.map((_, index) => index + 1));
+    // `stopped` carries the phase of its record's last write, as any snapshot whose record's writes are counted.
     expect(seen.filter(settled).map(shapeOf)).toEqual([
       'absent',
       'unavailable idle',
@@ -180,7 +181,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('watch(root) of the etcd backend, on 
     await watch.stop();
   });
 
-  it('sees an owner killed with SIGKILL quarantined once its lease ends, from its own host and from another', async () => {
+  it('sees an owner killed with SIGKILL quarantined once its lease ends, then its recovery free it, from its own host and from another', async () => {
     const cluster = await startEtcd({ members: 1 });
     const place = placeOn(cluster);
     const root = makeWorkspace(place, 'killed');
@@ -202,6 +203,20 @@ describe.skipIf(!etcdAvailable('etcdctl'))('watch(root) of the etcd backend, on 
     const seenByA = await fromA.until((snapshot) => snapshot.status === 'quarantined');
     expect(seenByA.at(-1)).toMatchObject({ epoch, owner: { host: 'host-a', pid: child.pid, process: 'absent' } });
     expect(seenByA.filter((snapshot) => snapshot.resync === true)).toEqual([]);
+
+    // Recovered from its host with the digest its review showed: free after `quarantined`, stopped where its
+    // files stay, absent on the other host. The etcd fence goes last (an event of the watched keys): on host B
+    // one change; on host A, anything seen between its files' recovery and the fence's is still quarantined.
+    const { digest } = await hostA.view(root);
+    expect(await hostA.recover(root, { expectedDigest: digest, assertAuthority: () => {} })).toMatchObject({
+      recovered: true,
+    });
+    expect((await fromB.until((snapshot) => snapshot.status !== 'quarantined')).map(shapeOf)).toEqual(['absent']);
+    const freedForA = await fromA.until((snapshot) => snapshot.status !== 'quarantined');
+    expect(freedForA.at(-1)).toMatchObject({ status: 'stopped', epoch, phase: 'stopped' });
+    expect(freedForA.filter((snapshot) => snapshot.resync === true)).toEqual([]);
+    for (const watch of [fromA, fromB])
+      expect(watch.seen.map((snapshot) => snapshot.seq)).toEqual(watch.seen.map((_, index) => index + 1));
     await Promise.all([fromA.stop(), fromB.stop()]);
   });
 
