@@ -334,7 +334,9 @@ function watchLine(seq: number, report: StatusReport, resync: boolean): string {
   const parts = [new Date().toISOString().slice(11, 19), `#${seq}`, report.status];
   if (report.pid !== undefined) parts.push(`pid ${report.pid}`);
   if (report.epoch !== null) parts.push(`epoch ${report.epoch}`);
-  if (report.reason !== undefined) parts.push(`(${report.reason})`);
+  // A passing state's reason is the rule it breaks for a moment; a person needs only that it passes.
+  if (report.reasonCode === 'in-progress') parts.push('(an acquire or release is passing)');
+  else if (report.reason !== undefined) parts.push(`(${report.reason})`);
   if (resync) parts.push('[read afresh: changes before this one may have been missed]');
   return parts.join('  ');
 }
