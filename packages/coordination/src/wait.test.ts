@@ -16,7 +16,7 @@ import {
   type TestPlace,
 } from '@leasehold/test-utils';
 import { WAITERS_FOLDER, type WaitState } from '@leasehold/contracts';
-import { OWNER_CONFIG, PROCESS_FIXTURES } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, steppedOwner } from '../test/process-helpers.js';
 import { fileOwnership } from './index.js';
 
 afterEach(cleanUp);
@@ -24,17 +24,6 @@ afterEach(cleanUp);
 const WAITERS = 8;
 /** Each waiter's bound: far above what the test needs, so that only a wrong order or a lost turn fails it. */
 const WAIT_MS = 60_000;
-
-/** An owner in another process that acquires `root` at once and releases on `send('release')`. */
-function owner(place: TestPlace, root: string, port: number): SpawnedChild {
-  return spawnPlanned(PROCESS_FIXTURES, 'stepped-owner.mjs', {
-    workspace: root,
-    stateHome: place.stateHome,
-    config: OWNER_CONFIG,
-    endpoint: loopbackEndpoint(port),
-    lockWaitMs: 60_000,
-  });
-}
 
 /** A waiter in another process (test/process-fixtures/waiter.mjs). */
 function waiter(place: TestPlace, root: string, port: number): SpawnedChild {
@@ -62,7 +51,7 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
   it(`serves ${WAITERS} waiters in the order they came, one at a time; a waiter killed in the middle neither blocks nor reorders the rest`, async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'shared');
-    const holder = owner(place, root, 45_000);
+    const holder = steppedOwner(place, root, 45_000);
     await messageOf(holder, 'acquired');
     // Each joins the line once the one before it is waiting: their order of arrival is known.
     const waiters: SpawnedChild[] = [];
@@ -98,7 +87,7 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
   it("a cancelled waiter rejects with its signal's reason and leaves no ticket", async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'cancelled');
-    const holder = owner(place, root, 45_100);
+    const holder = steppedOwner(place, root, 45_100);
     await messageOf(holder, 'acquired');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     const cancel = new AbortController();
@@ -124,7 +113,7 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
   it('a wait that runs out is conflict naming the owner and the hand-over, and leaves no ticket', async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'timed-out');
-    const holder = owner(place, root, 45_200);
+    const holder = steppedOwner(place, root, 45_200);
     await messageOf(holder, 'acquired');
     const ownership = fileOwnership({ stateHome: place.stateHome });
     const error = await ownership
@@ -145,7 +134,7 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
   it('never waits for a quarantine: a crashed owner is answered at once, and no ticket is left', async () => {
     const place = makePlace('coordination');
     const root = makeWorkspace(place, 'crashed');
-    const holder = owner(place, root, 45_300);
+    const holder = steppedOwner(place, root, 45_300);
     await messageOf(holder, 'acquired');
     await killAndReap(holder);
     const ownership = fileOwnership({ stateHome: place.stateHome });

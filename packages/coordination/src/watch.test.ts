@@ -9,11 +9,9 @@ import {
   messageOf,
   messagesOf,
   pathExists,
-  spawnPlanned,
-  type SpawnedChild,
   type TestPlace,
 } from '@leasehold/test-utils';
-import { OWNER_CONFIG, PROCESS_FIXTURES, spawnCyclers } from '../test/process-helpers.js';
+import { OWNER_CONFIG, spawnCyclers, steppedOwner } from '../test/process-helpers.js';
 import type { WatchOptions, WatchSnapshot } from '@leasehold/contracts';
 import { fileOwnership, type Ownership } from './index.js';
 
@@ -52,17 +50,6 @@ function watching(ownership: Ownership, root: string, options: WatchOptions = {}
     },
     stop: () => controller.abort(),
   };
-}
-
-/** An owner in another process that acquires `root` at once and moves a step at each `send`. */
-function steppedOwner(place: TestPlace, root: string, port: number): SpawnedChild {
-  return spawnPlanned(PROCESS_FIXTURES, 'stepped-owner.mjs', {
-    workspace: root,
-    stateHome: place.stateHome,
-    config: OWNER_CONFIG,
-    endpoint: loopbackEndpoint(port),
-    lockWaitMs: 60_000,
-  });
 }
 
 /** A settled state (not a passing one between two steps of an acquire or a release). */

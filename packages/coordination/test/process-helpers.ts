@@ -156,3 +156,17 @@ export function spawnCyclers(
     return spawnPlanned(PROCESS_FIXTURES, 'cycler.mjs', plan);
   });
 }
+
+/**
+ * An owner in another process (process-fixtures/stepped-owner.mjs) that acquires `root` at once on
+ * `loopbackEndpoint(port)` and moves a step at each `send`: `stopping`, then `release`.
+ */
+export function steppedOwner(place: TestPlace, root: string, port: number): SpawnedChild {
+  return spawnPlanned(PROCESS_FIXTURES, 'stepped-owner.mjs', {
+    workspace: root,
+    stateHome: place.stateHome,
+    config: OWNER_CONFIG,
+    endpoint: loopbackEndpoint(port),
+    lockWaitMs: 60_000,
+  });
+}

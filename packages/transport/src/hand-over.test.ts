@@ -40,6 +40,18 @@ async function ask(place: Place, request?: HandOverRequest): Promise<{ decision?
   }
 }
 
+/** An owner of the place in this process that records every hand-over asked of it, and would release. */
+async function recordingOwner(place: Place) {
+  const asked: HandOverRequest[] = [];
+  const owner = await serveHere(place, {
+    onHandOverRequested: (request) => {
+      asked.push(request);
+      return { decision: 'release' };
+    },
+  });
+  return { owner, asked };
+}
+
 /** `POST /v1/hand-over` with `body` as written, the right Host and, unless told otherwise, the bearer. */
 function handOverRequest(port: number, body: string, token?: string): string {
   return requestBytes(
@@ -138,13 +150,7 @@ describe('a hand-over asked of an owner in its own process', () => {
 describe('POST /v1/hand-over on the wire', () => {
   it('without the capability, or with a wrong one: 401, nobody asked, nothing changed', async () => {
     const place = placeWithWorkspace();
-    const asked: HandOverRequest[] = [];
-    const owner = await serveHere(place, {
-      onHandOverRequested: (request) => {
-        asked.push(request);
-        return { decision: 'release' };
-      },
-    });
+    const { owner, asked } = await recordingOwner(place);
     const capability = capabilityOf(place);
     for (const token of [undefined, capability.slice(1)]) {
       const refused = await exchange(owner.port, handOverRequest(owner.port, '{"reason":"mine"}', token));
@@ -157,13 +163,7 @@ describe('POST /v1/hand-over on the wire', () => {
 
   it('a malformed body: 400 naming what is wrong (never the value), nobody asked, nothing changed', async () => {
     const place = placeWithWorkspace();
-    const asked: HandOverRequest[] = [];
-    const owner = await serveHere(place, {
-      onHandOverRequested: (request) => {
-        asked.push(request);
-        return { decision: 'release' };
-      },
-    });
+    const { owner, asked } = await recordingOwner(place);
     const capability = capabilityOf(place);
     const bodies: Array<[string, string]> = [
       ['reason: mine', 'the body is not JSON (body: invalid JSON at $ (offset 0))'],
@@ -305,13 +305,7 @@ describe('POST /v1/hand-over on the wire', () => {
 describe('askHandOver', () => {
   it('refuses a reason that is not 1 to 200 printable characters before sending anything', async () => {
     const place = placeWithWorkspace();
-    const asked: HandOverRequest[] = [];
-    const owner = await serveHere(place, {
-      onHandOverRequested: (request) => {
-        asked.push(request);
-        return { decision: 'release' };
-      },
-    });
+    const { owner, asked } = await recordingOwner(place);
     const connection = await connect(place.root, { ownership: filesOf(place) });
     for (const reason of ['', 'x'.repeat(201), 'tab\there']) {
       expect(await codeOfAsync(askHandOver(connection, { reason }))).toBe('refused');
