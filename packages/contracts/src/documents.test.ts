@@ -20,6 +20,7 @@ import {
   ownerLockSchema,
   recoveryRecordSchema,
   registrationSchema,
+  claimSchema,
   registryFormatSchema,
   registryLockSchema,
   reservationSchema,
@@ -590,6 +591,25 @@ describe.each(DOCUMENTS)('$name', ({ schema, sample, tag, arbitrary, maxBytes })
 });
 
 describe('document rules', () => {
+  it('a claim: its own tag only, a token, a holder, a root and an ISO 8601 time', () => {
+    const schema = claimSchema('leasehold.wait-ticket/1');
+    const claim = {
+      schema: 'leasehold.wait-ticket/1',
+      token: ID_C,
+      pid: 42,
+      host: 'build-3',
+      root: '/w',
+      since: '2026-12-06T03:00:00.000Z',
+    };
+    expect(decode(schema, claim)).toEqual(claim);
+    expect(codeOf(() => decode(claimSchema('leasehold.start-claim/1'), claim))).toBe('refused');
+    for (const changed of [{ since: 'yesterday' }, { root: 'w' }, { token: 'x' }, { extra: 1 }])
+      expect(
+        codeOf(() => decode(schema, { ...claim, ...changed })),
+        JSON.stringify(changed),
+      ).toBe('refused');
+  });
+
   it('registration: a version is a whole number from 1', () => {
     const registration = DOCUMENTS.find((entry) => entry.name === 'registrationSchema')!.sample;
     expect(decode(registrationSchema, { ...registration, version: 7 }).version).toBe(7);

@@ -170,6 +170,26 @@ export type Companion = z.infer<typeof companionSchema>;
 export const holderSchema = lazy(() => strictObject({ pid, host, processStart: processStart.optional() }));
 export type Holder = z.infer<typeof holderSchema>;
 
+/**
+ * One process's claim on one workspace, tagged `tag`: the start claim of `connectOrStart`
+ * (`leasehold.start-claim/1`) and a waiter's ticket (`leasehold.wait-ticket/1`) are both this
+ * document `{ schema, token, pid, host, processStart?, root, since }`. Built on first use, as every
+ * schema here is.
+ */
+export function claimSchema(tag: string) {
+  return lazy(() =>
+    real(holderSchema).extend({
+      schema: text(64).refine((value) => value === tag, { message: `not ${tag}` }),
+      token: id,
+      root: absolutePath,
+      since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
+        message: 'not an ISO 8601 time',
+      }),
+    }),
+  );
+}
+export type Claim = z.infer<ReturnType<typeof claimSchema>>;
+
 /** The kinds of file that can fence a workspace (keep it from a new owner until a recovery). */
 export const FENCE_KINDS = [
   'registry-row',

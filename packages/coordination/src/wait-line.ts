@@ -5,12 +5,9 @@ import {
   ContractError,
   DOCUMENT_BYTES,
   WAIT_TICKET_NAME,
-  absolutePath,
+  claimSchema,
   decodeBytes,
   encode,
-  holderSchema,
-  id,
-  text,
   waitTicketPlaces,
   type WaitTicketPlaces,
 } from '@leasehold/contracts';
@@ -18,18 +15,8 @@ import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type FileSnap
 
 const TICKET_SCHEMA = 'leasehold.wait-ticket/1';
 
-/** `leasehold.wait-ticket/1`: a process waiting for a workspace, and since when. Built on first decode. */
-function buildTicketSchema() {
-  return holderSchema.extend({
-    schema: text(64).refine((value) => value === TICKET_SCHEMA, { message: `not ${TICKET_SCHEMA}` }),
-    token: id,
-    root: absolutePath,
-    since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
-      message: 'not an ISO 8601 time',
-    }),
-  });
-}
-let ticketSchema: ReturnType<typeof buildTicketSchema> | undefined;
+/** `leasehold.wait-ticket/1`: a process waiting for a workspace, and since when. */
+const ticketSchema = claimSchema(TICKET_SCHEMA);
 
 /** One ticket of the line, as read. */
 export interface Ticket {
@@ -137,7 +124,7 @@ export class WaitLine {
   #read(path: string): Ticket | undefined {
     const snapshot = this.#files.read(path, DOCUMENT_BYTES);
     if (snapshot === undefined) return undefined;
-    const ticket = decodeBytes((ticketSchema ??= buildTicketSchema()), snapshot.bytes, DOCUMENT_BYTES, path);
+    const ticket = decodeBytes(ticketSchema, snapshot.bytes, DOCUMENT_BYTES, path);
     const place = Number(/\.([0-9]{16})\.json$/.exec(path)?.[1]);
     return { path, place, snapshot, pid: ticket.pid, host: ticket.host, processStart: ticket.processStart };
   }

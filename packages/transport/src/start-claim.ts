@@ -5,14 +5,12 @@ import {
   DOCUMENT_BYTES,
   START_CLAIM_MARKER_NAME,
   START_CLAIM_NAME,
-  absolutePath,
+  claimSchema,
   decodeBytes,
   encode,
-  holderSchema,
-  id,
   startClaimMarker,
   startClaimPlaces,
-  text,
+  type Claim,
   type StartClaimPlaces,
 } from '@leasehold/contracts';
 import {
@@ -25,40 +23,17 @@ import {
 
 const CLAIM_SCHEMA = 'leasehold.start-claim/1';
 
-/**
- * `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over
- * markers hold the same document. Built on first decode, as @leasehold/contracts builds its schemas:
- * extending `holderSchema` at import would build it, and its members, for every program that loads
- * this package.
- */
-function buildClaimSchema() {
-  return holderSchema.extend({
-    schema: text(64).refine((value) => value === CLAIM_SCHEMA, { message: `not ${CLAIM_SCHEMA}` }),
-    token: id,
-    root: absolutePath,
-    since: text(64, { nonEmpty: true }).refine((value) => !Number.isNaN(Date.parse(value)), {
-      message: 'not an ISO 8601 time',
-    }),
-  });
-}
-let claimSchema: ReturnType<typeof buildClaimSchema> | undefined;
-
-interface ClaimDocument {
-  readonly token: string;
-  readonly pid: number;
-  readonly host: string;
-  readonly processStart?: string | undefined;
-  readonly since: string;
-}
+/** `leasehold.start-claim/1`: the process that runs a workspace's `start`, and since when. Take-over markers hold the same document. */
+const startClaimSchema = claimSchema(CLAIM_SCHEMA);
 
 /**
  * The claim document in `bytes`. No live caller writes a malformed one, so it is refused, never
  * taken over: whoever wrote it may still act on it.
  * @throws ContractError `refused`, with the file as its `path`.
  */
-function decodeClaim(path: string, bytes: Uint8Array): ClaimDocument {
+function decodeClaim(path: string, bytes: Uint8Array): Claim {
   try {
-    return decodeBytes((claimSchema ??= buildClaimSchema()), bytes, DOCUMENT_BYTES, path);
+    return decodeBytes(startClaimSchema, bytes, DOCUMENT_BYTES, path);
   } catch (error) {
     if (!ContractError.is(error, 'refused')) throw error;
     throw new ContractError('refused', `${error.message}; remove it once no start is under way`, {
@@ -97,7 +72,7 @@ export class StartClaim {
   readonly #root: string;
   readonly #home: PrivateFiles;
   readonly #files: PrivateFiles;
-  readonly #claims: HolderFiles<ClaimDocument>;
+  readonly #claims: HolderFiles<Claim>;
 
   /** @throws ContractError `refused` for a root or state home that is not absolute and normalised. */
   constructor(root: string, stateHome: string) {
