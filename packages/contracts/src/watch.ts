@@ -146,8 +146,8 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
   #lastTold: Omit<WatchSnapshot, 'seq'> | undefined;
   #seq = 0;
   #reading = false;
-  /** Another read is due once the current one ends, and whether it was announced (a notification or a gap). */
-  #due: { announced: boolean } | undefined = { announced: true };
+  /** Another read is due (the first, or one woken while a read ran). */
+  #due = true;
   #notified = false;
   #gap = false;
   #ended = false;
@@ -186,18 +186,14 @@ class InspectionWatch implements AsyncIterator<WatchSnapshot> {
   #wake(announced: boolean): void {
     if (announced) this.#notified = true;
     if (this.#ended) return;
-    if (this.#reading) {
-      this.#due = { announced: announced || (this.#due?.announced ?? false) };
-      return;
-    }
-    this.#due = { announced };
-    void this.#read();
+    this.#due = true;
+    if (!this.#reading) void this.#read();
   }
 
   async #read(): Promise<void> {
-    while (this.#due !== undefined && !this.#ended) {
+    while (this.#due && !this.#ended) {
       this.#reading = true;
-      this.#due = undefined;
+      this.#due = false;
       const notified = this.#notified;
       this.#notified = false;
       const gap = this.#gap;
