@@ -127,6 +127,7 @@ describe('the public entry point', () => {
       'serviceFormatSchema',
       'sha256',
       'shellQuote',
+      'snapshotInspection',
       'startClaimMarker',
       'startClaimPlaces',
       'stateHomeLayout',

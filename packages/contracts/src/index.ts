@@ -62,6 +62,7 @@ export {
 export { decode, decodeBytes, encode, parse, safeDecode, sha256, type DecodeResult } from './codec.js';
 export { DecodedFiles } from './decoded-files.js';
 export {
+  snapshotInspection,
   watchInspections,
   type WatchOptions,
   type WatchSnapshot,

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  snapshotInspection,
   watchInspections,
   type Inspection,
   type OwnerSummary,
@@ -139,6 +140,28 @@ describe('watchInspections', () => {
     });
     expect(await nextValue(watch)).toEqual({ seq: 4, status: 'stopped', epoch: OWNER.epoch });
     expect(harness.reads).toBe(6);
+    await watch.return!();
+  });
+
+  it('tells each answer so that snapshotInspection gives back exactly the inspection read', async () => {
+    const answers: Inspection[] = [
+      ABSENT,
+      SERVING,
+      { status: 'unavailable', reason: 'between two steps', owner: { ...OWNER, version: 1 }, inProgress: true },
+      STOPPING,
+      { status: 'quarantined', owner: { ...OWNER, phase: 'quarantined' } },
+      { status: 'unavailable', reason: 'unreadable' },
+      STOPPED,
+      { status: 'stopped', epoch: OWNER.epoch, version: 3 },
+      { status: 'stopped', epoch: null },
+    ];
+    const harness = new Harness();
+    const watch = harness.watch();
+    for (const [index, inspection] of answers.entries()) {
+      if (index > 0) harness.wakeups.changed();
+      await harness.answer(inspection);
+      expect(snapshotInspection(await nextValue(watch))).toEqual(inspection);
+    }
     await watch.return!();
   });
 

@@ -80,6 +80,28 @@ function snapshotOf(inspection: Inspection): Omit<WatchSnapshot, 'seq'> {
   }
 }
 
+/** What `inspect` answered, as a watch snapshot tells it: `snapshotOf` turned back. */
+export function snapshotInspection(snapshot: WatchSnapshot): Inspection {
+  const { status, owner, reason } = snapshot;
+  switch (status) {
+    case 'absent':
+      return { status };
+    case 'stopped': {
+      const { version } = snapshot;
+      return { status, epoch: snapshot.epoch ?? null, ...(version === undefined ? {} : { version }) };
+    }
+    case 'unavailable':
+      return {
+        status,
+        reason: reason ?? '',
+        ...(owner === undefined ? {} : { owner }),
+        ...(snapshot.inProgress === true ? { inProgress: true } : {}),
+      };
+    default:
+      return { status, owner: owner! };
+  }
+}
+
 function ownerPart(owner: OwnerSummary): Pick<WatchSnapshot, 'owner' | 'epoch' | 'phase' | 'version'> {
   return {
     owner,

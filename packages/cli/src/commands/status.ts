@@ -9,6 +9,7 @@ import {
   type OwnerSummary,
   type Ownership,
   type Recovery,
+  snapshotInspection,
   type WatchSnapshot,
 } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
@@ -302,7 +303,12 @@ async function watched(
   let seq = 0;
   const show = async (snapshot: WatchSnapshot | undefined): Promise<void> => {
     // The snapshot's own answer, not a read of now: a read now could pass over the state it saw.
-    const report = await statusOf(backend, root, host, snapshot === undefined ? undefined : inspectionOf(snapshot));
+    const report = await statusOf(
+      backend,
+      root,
+      host,
+      snapshot === undefined ? undefined : snapshotInspection(snapshot),
+    );
     const resync = snapshot?.resync === true;
     if (ended.signal.aborted || (!resync && JSON.stringify(report) === JSON.stringify(last))) return;
     last = report;
@@ -339,24 +345,4 @@ function watchLine(seq: number, report: StatusReport, resync: boolean): string {
   else if (report.reason !== undefined) parts.push(`(${report.reason})`);
   if (resync) parts.push('[read afresh: changes before this one may have been missed]');
   return parts.join('  ');
-}
-
-/** What `inspect` answered, as a watch snapshot tells it. */
-function inspectionOf(snapshot: WatchSnapshot): Inspection {
-  const { status, owner, reason } = snapshot;
-  switch (status) {
-    case 'absent':
-      return { status };
-    case 'stopped':
-      return { status, epoch: snapshot.epoch ?? null };
-    case 'unavailable':
-      return {
-        status,
-        reason: reason ?? '',
-        ...(owner === undefined ? {} : { owner }),
-        ...(snapshot.inProgress === true ? { inProgress: true } : {}),
-      };
-    default:
-      return { status, owner: owner! };
-  }
 }
