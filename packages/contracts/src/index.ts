@@ -69,6 +69,7 @@ export {
   type WatchSource,
   type WatchWakeups,
 } from './watch.js';
+export { acquireInTurn, type WaitOptions, type WaitTicket, type WaitingLine } from './wait-in-turn.js';
 export { MAX_DEPTH } from './json-parser.js';
 export { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';

@@ -165,6 +165,13 @@ export interface Ownership {
   initialize(root: string, config: OwnerConfig): Promise<void>;
   /** Becomes the workspace's owner, on the request's bound endpoint. */
   acquire(root: string, config: OwnerConfig, request?: AcquireRequest): Promise<OwnershipLease>;
+  /**
+   * How many wait in line for `root` (see `AcquireRequest.waitMs`), waiters proved gone not
+   * counted. Changes nothing.
+   * @throws ContractError `refused` (an unsafe or malformed ticket, a root that is not absolute and
+   * normalised), `unavailable` (a backend it cannot reach).
+   */
+  waiters(root: string): Promise<number>;
   /** The workspace's config, or undefined before `initialize`. */
   configuration(root: string): Promise<OwnerConfig | undefined>;
   /** What a client of this host needs to reach the owner. @throws ContractError `unavailable`. */

@@ -11,6 +11,7 @@ import {
   type Ownership,
   type OwnershipLease,
   type WatchSource,
+  acquireInTurn,
   watchInspections,
 } from '@leasehold/contracts';
 import { PrivateFiles, fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
@@ -21,7 +22,8 @@ import { defaultStateHome } from './places.js';
 import { initializeWorkspace } from './service-folder.js';
 import { FILE_BYTES } from './service-state.js';
 import { folderWakeups } from './folder-wakeups.js';
-import { acquireInTurn } from './wait.js';
+import { fileWaitingLine } from './wait.js';
+import { WaitLine } from './wait-line.js';
 import { stateHomeWorkspaces, type CoordinationOptions } from './workspace.js';
 import {
   inspectWorkspace,
@@ -119,7 +121,10 @@ export function fileOwnership(options: CoordinationOptions = {}): Ownership {
           workspace.root,
         );
       const { waitMs = 0, signal, onWait } = request;
-      return waitMs > 0 ? acquireInTurn(workspace, attempt, { waitMs, signal, onWait }) : attempt();
+      return waitMs > 0 ? acquireInTurn(fileWaitingLine(workspace), attempt, { waitMs, signal, onWait }) : attempt();
+    },
+    async waiters(root) {
+      return new WaitLine(root, stateHome).count();
     },
     async configuration(root) {
       return workspaceConfiguration(open(root));

@@ -91,6 +91,23 @@ export class WaitLine {
    * @throws ContractError `refused` (an unsafe folder or file, a malformed ticket, too long a line).
    */
   tickets(): Ticket[] {
+    return this.#read().filter((ticket) => {
+      if (!ticket.gone) return true;
+      this.leave(ticket);
+      return false;
+    });
+  }
+
+  /**
+   * How many wait: the tickets of waiters not proved gone. Changes nothing.
+   * @throws ContractError `refused` (an unsafe folder or file, a malformed ticket, too long a line).
+   */
+  count(): number {
+    return this.#read().filter((ticket) => !ticket.gone).length;
+  }
+
+  /** Every ticket, in line order, each with whether its waiter's process is proved gone (pid and start time). */
+  #read(): (Ticket & { readonly gone: boolean })[] {
     if (!this.#home.directory(this.#places.folder)) return [];
     const names = this.#files
       .entries(this.#places.folder, [WAIT_TICKET_NAME])
@@ -100,11 +117,9 @@ export class WaitLine {
       throw new ContractError('refused', `${this.#places.folder}: more than ${MOST_TICKETS} waiters for one workspace`);
     return names.flatMap((name) => {
       // A ticket being made or removed reads `conflict` for a moment: read it again.
-      const ticket = retryingReads(() => this.#read(join(this.#places.folder, name)));
+      const ticket = retryingReads(() => this.#readTicket(join(this.#places.folder, name)));
       if (ticket === undefined) return [];
-      if (ownerStatus(ticket.pid, ticket.host, ticket.processStart) !== 'absent') return [ticket];
-      this.leave(ticket);
-      return [];
+      return [{ ...ticket, gone: ownerStatus(ticket.pid, ticket.host, ticket.processStart) === 'absent' }];
     });
   }
 
@@ -121,7 +136,7 @@ export class WaitLine {
     }
   }
 
-  #read(path: string): Ticket | undefined {
+  #readTicket(path: string): Ticket | undefined {
     const snapshot = this.#files.read(path, DOCUMENT_BYTES);
     if (snapshot === undefined) return undefined;
     const ticket = decodeBytes(ticketSchema, snapshot.bytes, DOCUMENT_BYTES, path);

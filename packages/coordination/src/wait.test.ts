@@ -62,9 +62,13 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
       waiters.push(next);
     }
     expect(tickets(place)).toHaveLength(WAITERS);
+    const ownership = fileOwnership({ stateHome: place.stateHome });
+    expect(await ownership.waiters(root)).toBe(WAITERS);
     // The fourth dies in line: its ticket is taken over by the waiter behind it, proved gone.
     const killed = waiters.splice(3, 1)[0]!;
     await killAndReap(killed);
+    // Counted no longer, whether or not a waiter has removed its ticket yet.
+    expect(await ownership.waiters(root)).toBe(WAITERS - 1);
 
     holder.send('release');
     await messageOf(holder, 'released');
@@ -81,7 +85,8 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
     expect(messagesOf(killed, 'acquired')).toEqual([]);
     // Every ticket is gone: the served ones by their waiters, the killed one's by a waiter behind it.
     expect(tickets(place)).toEqual([]);
-    expect(await fileOwnership({ stateHome: place.stateHome }).inspect(root)).toMatchObject({ status: 'stopped' });
+    expect(await ownership.inspect(root)).toMatchObject({ status: 'stopped' });
+    expect(await ownership.waiters(root)).toBe(0);
   });
 
   it("a cancelled waiter rejects with its signal's reason and leaves no ticket", async () => {

@@ -6,6 +6,7 @@ import {
   encode,
   endpoint as endpointSchema,
   sameBackend,
+  acquireInTurn,
   sha256,
   watchInspections,
   type AcquireRequest,
@@ -27,6 +28,7 @@ import {
   type RecoveryJournalEntry,
   type RecoveryResult,
   type RecoveryView,
+  type WaitingLine,
   type WatchOptions,
   type WatchSnapshot,
   type WatchSource,
@@ -105,14 +107,20 @@ class CompositeBackend implements EtcdBackend {
   /**
    * Crash-safety order: the etcd fence FIRST (a crash after it leaves a fence that every host
    * respects, quarantined once the lease ends), then the local files. A local acquire that fails
-   * has rolled itself back; the etcd lease is then given back, so the root is free again.
+   * has rolled itself back; the etcd lease is then given back, so the root is free again. A wait
+   * (`waitMs`) waits in the root's line in etcd, shared by every host.
    */
   async acquire(root: string, config: OwnerConfig, request: AcquireRequest = {}): Promise<EtcdBackendLease> {
-    // Waiters' tickets are this host's files: a line across hosts needs etcd keys, not built yet.
-    if ((request.waitMs ?? 0) > 0)
-      throw new ContractError('refused', 'waitMs: waiting for the owner is not built on the etcd backend yet', {
-        remedy: 'start without waiting (no --wait), and start again once `leasehold status` says it is stopped',
-      });
+    const { waitMs = 0, signal, onWait, ...now } = request;
+    const attempt = () => this.#acquireNow(root, config, now);
+    return waitMs > 0 ? acquireInTurn(this.#waitingLine(root), attempt, { waitMs, signal, onWait }) : attempt();
+  }
+
+  async #acquireNow(
+    root: string,
+    config: OwnerConfig,
+    request: Omit<AcquireRequest, 'waitMs' | 'signal' | 'onWait'>,
+  ): Promise<EtcdBackendLease> {
     const endpoint = request.boundEndpoint ?? config.endpoint;
     // etcd keys endpoints per host, so it must be the one actually bound, never a port-0 request.
     if (!endpointSchema.safeParse(endpoint).success)
@@ -130,6 +138,22 @@ class CompositeBackend implements EtcdBackend {
       await fence.release().catch(() => {});
       throw error;
     }
+  }
+
+  /** The root's line in etcd, across hosts; the holder as `inspect` tells it. */
+  #waitingLine(root: string): WaitingLine {
+    return {
+      root,
+      stateHome: this.stateHome,
+      join: () => this.#etcd.joinLine(root, this.#acquireOptions.ttlSeconds),
+      inspect: () => this.inspect(root),
+      commandLine: (owner) => this.#etcd.commandLine(root, owner),
+    };
+  }
+
+  /** How many wait in the root's line in etcd, on every host. */
+  waiters(root: string): Promise<number> {
+    return this.#etcd.waiters(root);
   }
 
   /**

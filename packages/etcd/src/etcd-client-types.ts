@@ -118,7 +118,7 @@ export interface EtcdClient {
    */
   keepAlive(id: string, timeoutMs?: number): Promise<KeepAliveAnswer>;
   revoke(id: string): Promise<void>;
-  /** Watches one key from `startRevision` on. */
-  watch(key: string, startRevision: string, handlers: WatchHandlers): Watch;
+  /** Watches one key (or, with `prefix`, every key starting with it) from `startRevision` on. */
+  watch(key: string, startRevision: string, handlers: WatchHandlers, prefix?: true): Watch;
   close(): void;
 }

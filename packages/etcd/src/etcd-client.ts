@@ -180,8 +180,13 @@ export function connect(options: ConnectionOptions): EtcdClient {
       const options = call();
       await guarded(oneAtATime(members, (client) => client.leaseClient.leaseRevoke({ ID: id }, options)));
     },
-    watch: (key, startRevision, handlers) =>
-      watchAcross(members, (client, from, each) => watchOn(client, failure, key, from, each), startRevision, handlers),
+    watch: (key, startRevision, handlers, prefix) =>
+      watchAcross(
+        members,
+        (client, from, each) => watchOn(client, failure, { key, prefix }, from, each),
+        startRevision,
+        handlers,
+      ),
     close: () => members.close(),
   };
 }
@@ -207,7 +212,7 @@ async function keepAliveOnce(client: Etcd3Client, id: string, deadline: number):
 function watchOn(
   client: Etcd3Client,
   failure: (error: unknown) => ContractError,
-  key: string,
+  { key, prefix }: { readonly key: string; readonly prefix: true | undefined },
   startRevision: string,
   handlers: WatchHandlers,
 ): Watch {
@@ -255,7 +260,8 @@ function watchOn(
         reject(new ContractError('unavailable', 'the watch stream ended'));
         end('the watch stream ended');
       });
-      stream.write({ create_request: { key: Buffer.from(key), start_revision: startRevision } });
+      const bytes = Buffer.from(key);
+      stream.write({ create_request: { key: bytes, ...rangeEndOf(bytes, prefix), start_revision: startRevision } });
     });
   })();
   created.catch(() => {});

@@ -18,6 +18,8 @@ export interface KeyLayout {
   /** One ownership's write-sequence key (on its lease): its fenced writes' count and the id of the last. */
   writes(epoch: string): string;
   journal(id: string): string;
+  /** The prefix of the waiters' keys of `root` (each on its waiter's lease, named by a token): segment-safe, the root encoded whole. */
+  waiters(root: string): string;
   /** The prefix of every fence key (and of every owner key, and of every journal record). */
   readonly fences: string;
   readonly owners: string;
@@ -38,6 +40,7 @@ export function keyLayout(prefix: string): KeyLayout {
     endpoint: (host, endpoint) => `${prefix}/endpoint/${encodeURIComponent(host)}/${encodeURIComponent(endpoint)}`,
     writes: (epoch) => `${prefix}/writes/${epoch}`,
     journal: (id) => `${prefix}/journal/${id}`,
+    waiters: (root) => `${prefix}/waiter/${encodeURIComponent(root)}/`,
     fences: `${fences}/`,
     owners: `${owners}/`,
     journals: `${prefix}/journal/`,

@@ -6,13 +6,14 @@ import {
   decode,
   encode,
   type AutomaticRecovery,
+  type WaitTicket,
   type WatchWakeups,
   endpoint as endpointSchema,
   host as hostSchema,
   id,
   sha256,
 } from '@leasehold/contracts';
-import { currentProcess, ownerStatus, type OwnerStatus } from '@leasehold/private-files';
+import { currentProcess, ownerStatus, processDetails, type OwnerStatus } from '@leasehold/private-files';
 import {
   decodeRecord,
   endpointRecordSchema,
@@ -28,6 +29,7 @@ import type { EtcdBackendOptions } from './backend-options.js';
 import { connect, type EtcdClient, type KeyValue, type Operation, type Watch } from './etcd-client.js';
 import { EtcdFence } from './etcd-fence.js';
 import { ancestorsOf, keyLayout, type KeyLayout } from './keys.js';
+import { EtcdWaiters } from './waiters.js';
 
 export const DEFAULT_TTL_SECONDS = 10;
 
@@ -99,12 +101,40 @@ export class EtcdOwnership {
   readonly #keys: KeyLayout;
   readonly #client: EtcdClient;
   readonly #leases = new Set<EtcdFence>();
+  readonly #waiters: EtcdWaiters;
 
   constructor(options: EtcdOwnershipOptions) {
     this.#keys = keyLayout(options.prefix);
     this.prefix = options.prefix;
     this.host = decode(hostSchema, options.host, 'host');
     this.#client = connect(options);
+    this.#waiters = new EtcdWaiters(this.#client, this.#keys, this.host, (waiter) => this.processOf(waiter));
+  }
+
+  /**
+   * Takes a place at the end of `root`'s waiting line, on a lease of its own (`ttlSeconds`, default
+   * `DEFAULT_TTL_SECONDS`), woken by each change of the root's keys and of its line.
+   * @throws ContractError `refused` (a root that is not absolute and normalised), `unavailable`.
+   */
+  joinLine(root: string, ttlSeconds = DEFAULT_TTL_SECONDS): Promise<WaitTicket> {
+    ancestorsOf(root);
+    return this.#waiters.join(root, ttlSeconds, (wakeups) => this.watchKeys(root, wakeups, true));
+  }
+
+  /** How many wait in `root`'s line (see `EtcdWaiters.count`). */
+  waiters(root: string): Promise<number> {
+    ancestorsOf(root);
+    return this.#waiters.count(root);
+  }
+
+  /**
+   * The arguments of `root`'s owner's process, where its owner key names this host and `owner`'s pid
+   * (the key's start time proves the command line read is that process's); else null.
+   */
+  async commandLine(root: string, owner: { readonly pid: number }): Promise<readonly string[] | null> {
+    const { owner: record } = await this.#read(root);
+    if (record === undefined || record.pid !== owner.pid || record.host !== this.host) return null;
+    return processDetails({ ...record, host: currentProcess().host })?.commandLine ?? null;
   }
 
   /** This root's state from one read of its fence and owner keys; never throws for etcd's sake (`unavailable`). */
@@ -340,9 +370,9 @@ export class EtcdOwnership {
    * revision compacted, cancelled, failed) loses what changed until new streams start from a fresh
    * read: one gap, reported once etcd confirmed them (the read it wakes is the state they continue
    * from), not at each attempt meanwhile. While etcd cannot be read, the watch's poll answers
-   * `unavailable`. Answers the function that stops it.
+   * `unavailable`. Answers the function that stops it. With `line`, the keys of its waiters too.
    */
-  watchKeys(root: string, { changed, gap }: WatchWakeups): () => void {
+  watchKeys(root: string, { changed, gap }: WatchWakeups, line = false): () => void {
     let streams: Watch[] = [];
     let generation = 0;
     let retry: NodeJS.Timeout | undefined;
@@ -374,7 +404,8 @@ export class EtcdOwnership {
         streams = [this.#keys.fence(root), this.#keys.owner(root)].map((key) =>
           this.#client.watch(key, from, handlers),
         );
-        // Reported once etcd confirmed both: a stream it refuses ends, and is tried again without a gap of its own.
+        if (line) streams.push(this.#client.watch(this.#keys.waiters(root), from, handlers, true));
+        // Reported once etcd confirmed them all: a stream it refuses ends, and is tried again without a gap of its own.
         await Promise.all(streams.map((stream) => stream.created));
         if (mine === generation) placed();
       } catch {
@@ -413,9 +444,16 @@ export class EtcdOwnership {
     if (fenceKv !== undefined) {
       const held = this.#keys.rootOf(fenceKv.key);
       const fence = decodeRecord(fenceRecordSchema, fenceKv.value, fenceKv.key);
-      const { kvs } = await this.#client.range(this.#keys.owner(held));
+      // The owner key read with the fence again: an owner that released after the failed acquire
+      // read its fence is no lease that ended, but a root that changed.
+      const { ranges: now } = await this.#client.repeatableTxn(
+        [],
+        [{ range: fenceKv.key }, { range: this.#keys.owner(held) }],
+        [],
+      );
+      if (now[0]?.[0]?.modRevision !== fenceKv.modRevision) return changedDuringAcquire(root);
       const relation = held === root ? 'is' : `overlaps ${held}, which is`;
-      if (kvs.length === 0) {
+      if ((now[1] ?? []).length === 0) {
         return new ContractError(
           'quarantine',
           `${root} ${relation} fenced by an owner whose lease ended (pid ${fence.pid} on host ${fence.host}, lease-ended, epoch ${fence.epoch}): recover it first`,
@@ -443,6 +481,10 @@ export class EtcdOwnership {
         `${endpoint} is already served on host ${this.host}, by the owner of ${holder.root}`,
       );
     }
-    return new ContractError('conflict', `${root}: its keys changed during the acquire; try again`);
+    return changedDuringAcquire(root);
   }
+}
+
+function changedDuringAcquire(root: string): ContractError {
+  return new ContractError('conflict', `${root}: its keys changed during the acquire; try again`);
 }

@@ -84,25 +84,48 @@ export async function openElsewhere(place: Place, host: string, name: string): P
   return backend;
 }
 
-/** An owner on host `host` in its own process, through this built package: it acquires and waits to be killed. */
+/**
+ * An owner on host `host` in its own process, through this built package: it acquires (waiting up
+ * to `plan.waitMs` when given, and printing `{"waiting":{ahead,holder}}` when its wait is first
+ * told), prints `{"acquired":{epoch}}`, and on the line `release` releases, prints
+ * `{"released":true}` and exits 0. A refusal prints `{"refused":code,"message"}` and exits 3.
+ */
 const OWNER_SCRIPT = `
 import { writeSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 const plan = JSON.parse(process.argv[2]);
+const say = (message) => writeSync(1, JSON.stringify(message) + '\\n');
 const { openStateHome, recordBackend } = await import(plan.modules['@leasehold/state-home']);
 const options = { env: { LEASEHOLD_HOST: plan.host }, ttlSeconds: plan.ttlSeconds };
 await recordBackend(plan.stateHome, plan.backend, options);
 const { ownership } = await openStateHome(plan.stateHome, options);
-const lease = await ownership.acquire(plan.root, plan.config, { boundEndpoint: plan.endpoint });
-writeSync(1, JSON.stringify({ acquired: { epoch: lease.owner.epoch } }) + '\\n');
-process.stdin.resume();
+let told = false;
+let lease;
+try {
+  lease = await ownership.acquire(plan.root, plan.config, {
+    boundEndpoint: plan.endpoint,
+    ...(plan.waitMs === undefined ? {} : { waitMs: plan.waitMs }),
+    onWait: ({ ahead, holder }) => {
+      if (!told) say({ waiting: { ahead, holder: holder ?? null } });
+      told = true;
+    },
+  });
+} catch (error) {
+  say({ refused: error.code ?? 'error', message: error.message });
+  process.exit(3);
+}
+say({ acquired: { epoch: lease.owner.epoch } });
+for await (const line of createInterface({ input: process.stdin })) {
+  if (line !== 'release') continue;
+  await lease.release();
+  await ownership.close();
+  say({ released: true });
+  process.exit(0);
+}
 `;
 
-/** Spawns an owner of `root` on host `host` and waits until it acquired: the child, and its epoch. */
-export async function spawnOwner(
-  place: Place,
-  host: string,
-  root: string,
-): Promise<{ child: SpawnedChild; epoch: string }> {
+/** Spawns an owner of `root` on host `host` (waiting up to `waitMs` when given): the child, not yet acquired. */
+export function spawnAcquirer(place: Place, host: string, root: string, waitMs?: number): SpawnedChild {
   const folder = makeTemporaryFolder('etcd-backend-owner-');
   writeFileSync(join(folder, 'owner.mjs'), OWNER_SCRIPT);
   const plan = {
@@ -113,10 +136,20 @@ export async function spawnOwner(
     root,
     config: CONFIG,
     endpoint: BOUND,
+    ...(waitMs === undefined ? {} : { waitMs }),
   };
-  const child = spawnPlanned(folder, 'owner.mjs', plan, {
+  return spawnPlanned(folder, 'owner.mjs', plan, {
     '@leasehold/state-home': import.meta.resolve('@leasehold/state-home'),
   });
+}
+
+/** Spawns an owner of `root` on host `host` and waits until it acquired: the child, and its epoch. */
+export async function spawnOwner(
+  place: Place,
+  host: string,
+  root: string,
+): Promise<{ child: SpawnedChild; epoch: string }> {
+  const child = spawnAcquirer(place, host, root);
   const line = await child.line(isMessage('acquired'));
   return { child, epoch: (JSON.parse(line) as { acquired: { epoch: string } }).acquired.epoch };
 }
