@@ -84,6 +84,10 @@ describe('leasehold serve --wait', () => {
     });
     expect(waiting.holder!.commandLine).toContain('serve');
     expect(ticketsOf(box, workspace)).toHaveLength(1);
+    // The owner's status counts the waiter, in JSON and in words.
+    const counted = await cli(['status', ...place, '--json']);
+    expect(json(counted)).toMatchObject({ status: 'running', pid: first.pid, waiting: 1 });
+    expect((await cli(['status', ...place])).stdout).toMatch(/^waiting +1 in line for it, first come, first served$/m);
 
     // `stop` stops whichever owner holds the workspace: the first one, so the waiter's turn comes.
     const stopped = await cli(['stop', ...place, '--json']);
@@ -98,6 +102,7 @@ describe('leasehold serve --wait', () => {
     const running = await cli(['status', ...place, '--json']);
     expect(running.code).toBe(0);
     expect(json(running)).toMatchObject({ status: 'running', epoch: ready.epoch, pid: waiter.pid });
+    expect(json(running)).not.toHaveProperty('waiting');
 
     expect((await cli(['stop', ...place, '--json'])).code).toBe(0);
     const ended = await waiter.exit();

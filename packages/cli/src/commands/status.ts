@@ -51,6 +51,8 @@ export interface StatusReport {
   readonly compatibility?: string;
   /** For an owner proved live: a hand-over it accepted and has not yet released (`leasehold stop --ask`). */
   readonly handOver?: HandOverPending;
+  /** How many wait in line for the workspace (`serve --wait`, `acquire({ waitMs })`), when any do. */
+  readonly waiting?: number;
   /** For an owner proved live: the file a client of this host reads the capability from (its path, never its content). */
   readonly capabilityFile?: string;
   /** The workspace's owner config, once one was published: what an upgrade (`--replace-config`) changes. */
@@ -250,9 +252,19 @@ export async function statusOf(
   const answered = owner === undefined ? undefined : await challenge(root, ownership);
   const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
   const config = await configOf(ownership, root);
+  const waiting = await waitingFor(ownership, root);
   const report =
     answered ?? (await withOutlivingProgram(silentOwner(reportOf(state, root), owner, elsewhere), recovery));
-  return { ...report, ...(config === undefined ? {} : { config }) };
+  return { ...report, ...(waiting === 0 ? {} : { waiting }), ...(config === undefined ? {} : { config }) };
+}
+
+/** How many wait in line; 0 when the line cannot be read (the status itself is what this command answers). */
+async function waitingFor(ownership: Ownership, root: string): Promise<number> {
+  try {
+    return await ownership.waiters(root);
+  } catch {
+    return 0;
+  }
 }
 
 /** A pending hand-over for a person: `asked: releases after its current work (reason: …)`. */
@@ -271,6 +283,8 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   if (report.pid !== undefined) rows.push(['pid', String(report.pid)]);
   if (report.compatibility !== undefined) rows.push(['compatibility', report.compatibility]);
   if (report.handOver !== undefined) rows.push(['hand-over', handOverInWords(report.handOver)]);
+  if (report.waiting !== undefined)
+    rows.push(['waiting', `${report.waiting} in line for it, first come, first served`]);
   if (report.config !== undefined)
     rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
@@ -343,6 +357,7 @@ function watchLine(seq: number, report: StatusReport, resync: boolean): string {
   // A passing state's reason is the rule it breaks for a moment; a person needs only that it passes.
   if (report.reasonCode === 'in-progress') parts.push('(an acquire or release is passing)');
   else if (report.reason !== undefined) parts.push(`(${report.reason})`);
+  if (report.waiting !== undefined) parts.push(`${report.waiting} waiting`);
   if (resync) parts.push('[read afresh: changes before this one may have been missed]');
   return parts.join('  ');
 }
