@@ -121,6 +121,7 @@ const TARGETS: readonly (readonly [string, number])[] = [
   ['command.version/node', 1.3],
   ['command.status-stopped/node', 1.5],
   ['command.status-running/node', 1.5],
+  ['handover.waiter/bare-poll', 1],
 ];
 
 /** Whether strace runs here (section 7's system call counts need it). */
@@ -294,9 +295,19 @@ describe('pnpm bench --quick', () => {
     }
     expect(command.figures.map((figure: { target: number | null }) => figure.target)).toEqual([1.3, 1.5, 1.5, null]);
 
+    // Section 11's hand-over: a waiting acquire against a bare poll, each measured in every kept round of its own.
+    const { handover } = result.neighbours;
+    expect(handover.figures.map((figure: { id: string }) => figure.id)).toEqual(['handover.waiter/bare-poll']);
+    for (const id of ['handover.waiter', 'handover.bare-poll']) {
+      expect(result.series[id]?.samples, id).toBe(handover.rounds);
+      for (const key of ['min', 'max']) expect(isNumber(result.series[id]?.[key]), `${id} ${key}`).toBe(true);
+    }
+    expect(stdout).toMatch(/^11\. The owner's neighbours /m);
+    expect(stdout).toMatch(/^ {2}a waiting acquire, from its owner's release to its acquire +[\d.]+ ms /m);
+
     // The closing table: every target, its figure and its floor of the same run, their ratio, met or missed.
     const everyFigure = new Map<string, Row>(
-      [...result.figures, ...command.figures].map((figure: Row) => [figure.id, figure]),
+      [...result.figures, ...command.figures, ...handover.figures].map((figure: Row) => [figure.id, figure]),
     );
     expect(result.targets.map((target: Row) => [target.id, target.target])).toEqual(TARGETS);
     for (const target of result.targets as Row[]) {

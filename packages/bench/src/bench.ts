@@ -6,7 +6,7 @@ import { commandOperations } from './command-operations.js';
 import { ContentionPool, type ContentionTrial } from './contention.js';
 import { etcdVersion } from '@leasehold/test-utils';
 import { measureEtcd } from './etcd-operations.js';
-import { commandFigureSpecs, computeFigures, figureSpecs, summariesOf } from './figures.js';
+import { commandFigureSpecs, computeFigures, figureSpecs, handoverFigureSpecs, summariesOf } from './figures.js';
 import { fileOperations } from './file-operations.js';
 import { BenchPlace } from './fixtures.js';
 import { countFsyncs, type FsyncCount } from './fsync-counts.js';
@@ -17,7 +17,7 @@ import { formatProfile, profileOperation } from './profile.js';
 import { formatReport, targetRows, type BenchResult, type Settings } from './report.js';
 import { median, summarize } from './statistics.js';
 import { countSyscalls } from './syscalls.js';
-import { measureIdleWatch } from './neighbours.js';
+import { measureHandover, measureIdleWatch } from './neighbours.js';
 import { transportOperations } from './transport-operations.js';
 
 const USAGE = `Usage: pnpm bench [--quick] [--json [file]] [--rounds n] [--reads n] [--profile <operation> [--samples n] [--profile-out file]]
@@ -227,6 +227,13 @@ async function main(): Promise<void> {
       progress: progress(settings.quick ? 'bench --quick, the command' : 'bench, the command'),
     });
     for (const [id, values] of commandSeries) series.set(id, values);
+    // Each sample waits out up to two 250 ms polls: few rounds.
+    const handoverRounds = { rounds: options.quick ? 3 : 15, warmupRounds: options.quick ? 1 : 2 };
+    const handover = await measureHandover(place, {
+      ...handoverRounds,
+      progress: progress(settings.quick ? "bench --quick, a waiter's hand-over" : "bench, a waiter's hand-over"),
+    });
+    for (const [id, values] of handover.series) series.set(id, values);
     process.stderr.write("the owner's neighbours: a watch of an idle workspace\n");
     const idleWatch = await measureIdleWatch(place, options.quick ? 1_000 : 5_000);
 
@@ -251,7 +258,7 @@ async function main(): Promise<void> {
       labels.set(`${operation.id}:acquire`, operation.label.replace('acquire + release', 'acquire'));
       labels.set(`${operation.id}:release`, operation.label.replace('acquire + release', 'release'));
     }
-    for (const [id, label] of etcd.labels) labels.set(id, label);
+    for (const [id, label] of [...etcd.labels, ...handover.labels]) labels.set(id, label);
     labels.set('contention.wall', `${PROCESSES} disjoint owners acquire + release at once, wall time`);
     labels.set('contention.serial', `the same ${PROCESSES} one at a time (sum)`);
     labels.set(
@@ -282,6 +289,7 @@ async function main(): Promise<void> {
     const summaries = summariesOf(series);
     const figures = computeFigures(figureSpecs(publications, PROCESSES), summaries, labels);
     const commandFigures = computeFigures(commandFigureSpecs(), summaries, labels);
+    const handoverFigures = computeFigures(handoverFigureSpecs(), summaries, labels);
     const outcomes = trials.flatMap((trial) => trial.outcomes);
     const result: BenchResult = {
       schema: 'leasehold.bench/3',
@@ -312,8 +320,8 @@ async function main(): Promise<void> {
       syscalls,
       etcd: etcd.section,
       command: { ...commandRounds, figures: commandFigures },
-      neighbours: { idleWatch },
-      targets: targetRows([...figures, ...commandFigures]),
+      neighbours: { handover: { ...handoverRounds, figures: handoverFigures }, idleWatch },
+      targets: targetRows([...figures, ...commandFigures, ...handoverFigures]),
     };
     const report = formatReport(result);
     const json = `${JSON.stringify(result, null, 2)}\n`;

@@ -1,11 +1,37 @@
-/** Messages between the benchmark and its contention workers (section 6, contention). */
+/** Messages between the benchmark and its workers: section 6's contention workers, section 11's hand-over pair. */
 
 /**
  * Parent to worker: run one acquire + release now (`go`); cycle acquire +
  * release without pause until told to stop (`churn`, `stop-churn`); or leave.
  */
 export type WorkerCommand =
-  { readonly type: 'go' } | { readonly type: 'churn' } | { readonly type: 'stop-churn' } | { readonly type: 'exit' };
+  | { readonly type: 'go' }
+  | { readonly type: 'churn' }
+  | { readonly type: 'stop-churn' }
+  | { readonly type: 'exit' }
+  | HandoverCommand;
+
+/**
+ * Parent to a hand-over worker (section 11): take the workspace now (`hold`), or wait for it
+ * (`wait`), through Leasehold or, `bare`, by an exclusive create of a plain file; let go of what
+ * it holds (`release`).
+ */
+type HandoverCommand =
+  | { readonly type: 'hold'; readonly bare: boolean }
+  | { readonly type: 'wait'; readonly bare: boolean }
+  | { readonly type: 'release' };
+
+/**
+ * A hand-over worker to parent: it holds; its wait has begun; it let go, or it took what it
+ * waited for (and let go of it again), `at` a `process.hrtime.bigint()` reading as a decimal
+ * string (CLOCK_MONOTONIC, the same in every process), taken as soon as the release or the
+ * acquire returned.
+ */
+type HandoverReport =
+  | { readonly type: 'held' }
+  | { readonly type: 'waiting' }
+  | { readonly type: 'released'; readonly at: string }
+  | { readonly type: 'acquired'; readonly at: string };
 
 /** What one worker's churn did, from `churn` to `stop-churn`. */
 export interface ChurnCounts {
@@ -24,6 +50,7 @@ export interface ChurnCounts {
  * first churn cycle done (the churn is under way); or the churn stopped.
  */
 export type WorkerReport =
+  | HandoverReport
   | { readonly type: 'ready' }
   | { readonly type: 'churning' }
   | ({ readonly type: 'churned' } & ChurnCounts)
@@ -94,3 +121,23 @@ export const bareWorkerArgv: (options: BareWorkerArguments) => string[] = bareWo
 
 /** Reads `BareWorkerArguments` back from `argv` (without node and the script). */
 export const parseBareWorkerArgv: (argv: readonly string[]) => BareWorkerArguments = bareWorkerArguments.parse;
+
+/** The arguments a hand-over worker (`handover-worker.js`) is started with, in order. */
+export interface HandoverWorkerArguments extends WorkerArguments {
+  /** The plain file the bare pair takes by an exclusive create. */
+  readonly bareLock: string;
+}
+
+const handoverWorkerArguments = argumentsOf<keyof HandoverWorkerArguments>('hand-over worker', [
+  'stateHome',
+  'workspace',
+  'endpoint',
+  'bareLock',
+]);
+
+/** `HandoverWorkerArguments` as command-line arguments. */
+export const handoverWorkerArgv: (options: HandoverWorkerArguments) => string[] = handoverWorkerArguments.argv;
+
+/** Reads `HandoverWorkerArguments` back from `argv` (without node and the script). */
+export const parseHandoverWorkerArgv: (argv: readonly string[]) => HandoverWorkerArguments =
+  handoverWorkerArguments.parse;

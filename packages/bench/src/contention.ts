@@ -49,7 +49,8 @@ interface Waiting {
   reject(error: Error): void;
 }
 
-interface Worker {
+/** A worker process and the reports it sent that nobody has taken yet. */
+export interface Worker {
   readonly process: ChildProcess;
   readonly reports: WorkerReport[];
   waiting: Waiting | undefined;
@@ -71,13 +72,48 @@ async function nextDone(worker: Worker): Promise<Extract<WorkerReport, { type: '
   return report;
 }
 
-async function nextOf<T extends WorkerReport['type']>(
+/** The worker's next report, which must be a `type`. */
+export async function nextOf<T extends WorkerReport['type']>(
   worker: Worker,
   type: T,
 ): Promise<Extract<WorkerReport, { type: T }>> {
   const report = await nextReport(worker);
-  if (report.type !== type) throw new Error(`contention worker: expected ${type}, got ${report.type}`);
+  if (report.type !== type) throw new Error(`worker: expected ${type}, got ${report.type}`);
   return report as Extract<WorkerReport, { type: T }>;
+}
+
+/** Forks `script` with `argv` as a worker: its reports queue until taken by `nextOf`. */
+export function forkWorker(script: string, argv: readonly string[]): Worker {
+  const child = fork(script, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const worker: Worker = { process: child, reports: [], waiting: undefined, exited: undefined };
+  child.on('message', (report: WorkerReport) => {
+    const waiting = worker.waiting;
+    worker.waiting = undefined;
+    if (waiting === undefined) worker.reports.push(report);
+    else waiting.resolve(report);
+  });
+  child.on('exit', (code, signal) => {
+    worker.exited = new Error(`worker ${child.pid} exited (${signal ?? code})`);
+    const waiting = worker.waiting;
+    worker.waiting = undefined;
+    waiting?.reject(worker.exited);
+  });
+  return worker;
+}
+
+/** Tells each worker to leave (kills one that cannot hear it) and waits until all have exited. */
+export async function stopWorkers(workers: readonly Worker[]): Promise<void> {
+  await Promise.all(
+    workers.map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          if (worker.process.exitCode !== null || worker.process.signalCode !== null) return resolve();
+          worker.process.once('exit', () => resolve());
+          if (worker.process.connected) command(worker, { type: 'exit' });
+          else worker.process.kill('SIGKILL');
+        }),
+    ),
+  );
 }
 
 /** A churn under way: `stop` ends it and answers each worker's counts. */
@@ -85,7 +121,8 @@ export interface Churn {
   stop(): Promise<ChurnCounts[]>;
 }
 
-function command(worker: Worker, message: WorkerCommand): void {
+/** Sends `message` to the worker. */
+export function command(worker: Worker, message: WorkerCommand): void {
   worker.process.send(message);
 }
 
@@ -139,29 +176,10 @@ export class ContentionPool {
     stateHome: string,
     warmupPasses: number,
   ): Promise<ContentionPool> {
-    const workers = argvs.map((argv): Worker => {
-      const child = fork(script, argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-      const worker: Worker = { process: child, reports: [], waiting: undefined, exited: undefined };
-      child.on('message', (report: WorkerReport) => {
-        const waiting = worker.waiting;
-        worker.waiting = undefined;
-        if (waiting === undefined) worker.reports.push(report);
-        else waiting.resolve(report);
-      });
-      child.on('exit', (code, signal) => {
-        worker.exited = new Error(`contention worker ${child.pid} exited (${signal ?? code})`);
-        const waiting = worker.waiting;
-        worker.waiting = undefined;
-        waiting?.reject(worker.exited);
-      });
-      return worker;
-    });
+    const workers = argvs.map((argv) => forkWorker(script, argv));
     const pool = new ContentionPool(workers, stateHome);
     try {
-      for (const worker of workers) {
-        const report = await nextReport(worker);
-        if (report.type !== 'ready') throw new Error(`contention worker: expected ready, got ${report.type}`);
-      }
+      for (const worker of workers) await nextOf(worker, 'ready');
       for (let pass = 0; pass < warmupPasses; pass += 1) await pool.#serial();
     } catch (error) {
       await pool.stop();
@@ -198,17 +216,7 @@ export class ContentionPool {
 
   /** Tells every worker to leave and waits for them. */
   async stop(): Promise<void> {
-    await Promise.all(
-      this.#workers.map(
-        (worker) =>
-          new Promise<void>((resolve) => {
-            if (worker.process.exitCode !== null || worker.process.signalCode !== null) return resolve();
-            worker.process.once('exit', () => resolve());
-            if (worker.process.connected) command(worker, { type: 'exit' });
-            else worker.process.kill('SIGKILL');
-          }),
-      ),
-    );
+    await stopWorkers(this.#workers);
   }
 
   async #serial(): Promise<{ total: number; lockHeld: number; lockHolds: number[] }> {

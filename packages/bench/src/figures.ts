@@ -302,6 +302,27 @@ export function commandFigureSpecs(): FigureSpec[] {
   ];
 }
 
+/** Section 11's title. */
+const NEIGHBOURS_SECTION =
+  "11. The owner's neighbours (a waiter's hand-over, owner and waiter in two processes; a watch of a workspace whose owner changes nothing)";
+
+/** A waiting acquire's hand-over against a bare 250 ms poll: a notification must wake it sooner than looking again would. */
+export function handoverFigureSpecs(): FigureSpec[] {
+  return [
+    {
+      id: 'handover.waiter/bare-poll',
+      section: NEIGHBOURS_SECTION,
+      series: 'handover.waiter',
+      baseline: [part('handover.bare-poll')],
+      target: 1,
+      targetName: "a waiter's hand-over, release to acquire / a bare 250 ms poll",
+      note:
+        "the waiter's delay includes its whole acquire; the owner lets go at moments spread over the 250 ms " +
+        'after the wait began, the same moments for both waiters',
+    },
+  ];
+}
+
 function labelOf(parts: readonly BaselinePart[], labels: ReadonlyMap<string, string>): string {
   return parts
     .map(({ series, times }) => {

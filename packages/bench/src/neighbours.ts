@@ -1,7 +1,13 @@
 import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { workspacePlaces } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
+import { handoverWorkerArgv } from './contention-protocol.js';
+import { command, forkWorker, nextOf, stopWorkers, type Worker } from './contention.js';
 import { CONFIG, boundEndpoint, type BenchPlace } from './fixtures.js';
+import { runInterleaved, type Operation, type RunPlan } from './harness.js';
 
 // Section 11, the owner's neighbours: what a watch of an idle workspace costs a watcher. It reads
 // on each notification and on every poll; with nothing changing, only the polls run, so its cost
@@ -84,5 +90,79 @@ export async function measureIdleWatch(place: BenchPlace, spanMs: number): Promi
     };
   } finally {
     await lease.release();
+  }
+}
+
+// Section 11's second row: how long a waiter waits once the owner has let go. Two processes, an
+// owner and a waiter; the waiter waits in line through Leasehold (woken by a notification of the
+// workspace's folders, or looking again after 250 ms), or, for the floor, tries an exclusive create
+// of a plain file every 250 ms. The delay runs from the owner's release returning to the waiter's
+// acquire returning, on the system-wide monotonic clock both processes read.
+
+const HANDOVER_WORKER = fileURLToPath(new URL('./handover-worker.js', import.meta.url));
+const LOOK_AGAIN_MS = 250;
+/** Spreads the moments of release over the bare poll's interval (the golden ratio's fractional part). */
+const SPREAD = (Math.sqrt(5) - 1) / 2;
+
+/**
+ * One hand-over, from the owner's release to the waiter's acquire, in milliseconds. The owner lets
+ * go at a moment spread over the poll interval after the waiter's wait began (the same moments for
+ * both kinds of waiter, sample by sample), as a release comes at any point of a poll.
+ */
+function handover(id: string, label: string, bare: boolean, owner: Worker, waiter: Worker): Operation {
+  let samples = 0;
+  return {
+    id,
+    label,
+    async sample() {
+      command(owner, { type: 'hold', bare });
+      await nextOf(owner, 'held');
+      command(waiter, { type: 'wait', bare });
+      await nextOf(waiter, 'waiting');
+      await sleep(((samples * SPREAD) % 1) * LOOK_AGAIN_MS);
+      samples += 1;
+      command(owner, { type: 'release' });
+      const released = await nextOf(owner, 'released');
+      const acquired = await nextOf(waiter, 'acquired');
+      return Number(BigInt(acquired.at) - BigInt(released.at)) / 1e6;
+    },
+  };
+}
+
+/** The hand-over series by id, and what each measures. */
+interface HandoverSeries {
+  readonly series: Map<string, number[]>;
+  readonly labels: ReadonlyMap<string, string>;
+}
+
+/**
+ * The series `handover.waiter` (a waiting acquire) and `handover.bare-poll` (its bare floor), one
+ * sample each per round, in rotating order, from an owner process to a waiter process.
+ */
+export async function measureHandover(place: BenchPlace, plan: RunPlan): Promise<HandoverSeries> {
+  const argv = {
+    stateHome: place.folder(place.unique('handover-state')),
+    workspace: place.workspace(),
+    bareLock: join(place.folder(place.unique('handover-bare')), 'bare.lock'),
+  };
+  const [owner, waiter] = [0, 1].map(() =>
+    forkWorker(HANDOVER_WORKER, handoverWorkerArgv({ ...argv, endpoint: boundEndpoint() })),
+  ) as [Worker, Worker];
+  try {
+    await Promise.all([nextOf(owner, 'ready'), nextOf(waiter, 'ready')]);
+    const operations = [
+      handover('handover.waiter', "a waiting acquire, from its owner's release to its acquire", false, owner, waiter),
+      handover(
+        'handover.bare-poll',
+        "bare poll: open 'wx' every 250 ms, from the owner's unlink to its create",
+        true,
+        owner,
+        waiter,
+      ),
+    ];
+    const series = await runInterleaved(operations, plan);
+    return { series, labels: new Map(operations.map((operation) => [operation.id, operation.label])) };
+  } finally {
+    await stopWorkers([owner, waiter]);
   }
 }

@@ -62,9 +62,9 @@ export interface BenchResult {
   /** Section 9: acquire + release of one root on a real etcd, or why it was skipped. */
   readonly etcd: EtcdSection;
   /** The built `leasehold` command as a whole process, in rounds of its own. */
-  readonly command: CommandSection;
-  /** Section 11, the owner's neighbours: what a watch of an idle workspace costs. */
-  readonly neighbours: { readonly idleWatch: IdleWatchResult };
+  readonly command: RoundsAndFigures;
+  /** Section 11, the owner's neighbours: a waiter's hand-over against a bare poll, and what a watch of an idle workspace costs. */
+  readonly neighbours: { readonly handover: RoundsAndFigures; readonly idleWatch: IdleWatchResult };
   /** The closing table: every target of the run, its figure, its floor, their ratio and whether it was met. */
   readonly targets: readonly TargetRow[];
 }
@@ -106,8 +106,8 @@ export function targetRows(figures: readonly Figure[]): TargetRow[] {
   });
 }
 
-/** Section 10: the command's figures and the rounds they were measured in. */
-interface CommandSection {
+/** Figures measured in rounds of their own (sections 10 and 11), and those rounds. */
+interface RoundsAndFigures {
   readonly rounds: number;
   readonly warmupRounds: number;
   readonly figures: readonly Figure[];
@@ -274,10 +274,25 @@ function provedMinimum(count: FsyncCount): string {
   return count.total > upper ? `${bounds} (+${count.total - upper})` : bounds;
 }
 
-function formatNeighbours(watch: IdleWatchResult): string[] {
+/** Section 11: the hand-over's figure in a table of its own, then the idle watch's CPU. */
+function formatNeighbours(
+  { handover, idleWatch: watch }: BenchResult['neighbours'],
+  series: BenchResult['series'],
+): string[] {
   const perMinute = (ms: number) => `${ms.toFixed(2)} ms`;
+  // figureTable gives the header, a blank line and the one section title, then the rows.
+  const [header, , title, ...rows] = figureTable(handover.figures);
+  const range = (id: string) => {
+    const summary = series[id];
+    return summary === undefined ? '-' : `${formatDuration(summary.min)} to ${formatDuration(summary.max)}`;
+  };
   return [
-    "11. The owner's neighbours (a watch of a workspace whose owner changes nothing)",
+    title!,
+    `  ${header!}`,
+    ...rows,
+    `  ${handover.rounds} rounds after ${handover.warmupRounds} warm-up rounds; from the fastest to the slowest: ` +
+      `the waiter ${range('handover.waiter')}, the bare poll ${range('handover.bare-poll')}.`,
+    ...handover.figures.flatMap((figure) => (figure.note === null ? [] : [`  ${figure.note}.`])),
     `  CPU a watch adds per minute at the default 1 s poll: ${perMinute(watch.watchCpuPerMinuteMs)}, ` +
       `against ${perMinute(watch.barePollCpuPerMinuteMs)} for a bare poll of the same files` +
       (watch.ratio === null ? '.' : ` (${watch.ratio.toFixed(2)}x).`),
@@ -338,7 +353,7 @@ export function formatReport(result: BenchResult): string {
     `  ${result.command.rounds} rounds after ${result.command.warmupRounds} warm-up rounds, the five processes in rotating order.`,
   );
 
-  lines.push('', ...formatNeighbours(result.neighbours.idleWatch));
+  lines.push('', ...formatNeighbours(result.neighbours, result.series));
 
   const { targets, availability } = result;
   const met = targets.filter((target) => target.met).length;
