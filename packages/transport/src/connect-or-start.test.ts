@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { START_CLAIMS_FOLDER } from '@leasehold/contracts';
@@ -448,5 +448,180 @@ describe('connectOrStart and compatibility', () => {
     expect(loggedProcesses(scene.owners).map(({ pid }) => pid)).toEqual([first!.pid, second!.pid]);
     expect(logLines(scene.starts)).toHaveLength(2);
     capabilityOf(scene);
+  });
+});
+
+describe('connectOrStart and its signal', () => {
+  it('an already-aborted signal rejects with its reason before anything is read or written', async () => {
+    const scene = makeScene();
+    const reason = new Error('the user gave up');
+    let started = 0;
+    await expect(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        signal: AbortSignal.abort(reason),
+        start: () => {
+          started += 1;
+        },
+      }),
+    ).rejects.toBe(reason);
+    expect(started).toBe(0);
+    expect(existsSync(join(scene.stateHome, START_CLAIMS_FOLDER))).toBe(false);
+  });
+
+  it("aborted while it waits on another process's start claim: rejects with the reason, the claim untouched, nothing of its own left", async () => {
+    const scene = makeScene();
+    const holder = spawnClient(scene, { hang: true });
+    await messageOf(holder, 'starting');
+    const [claimName] = claimFiles(scene);
+    const claimPath = join(scene.stateHome, START_CLAIMS_FOLDER, claimName!);
+    const before = readFileSync(claimPath, 'utf8');
+    const controller = new AbortController();
+    const reason = new Error('the user gave up');
+    const waits: WaitingOn[] = [];
+    let started = 0;
+    await expect(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: PATIENT_MS,
+        signal: controller.signal,
+        start: () => {
+          started += 1;
+        },
+        onWait: (waitingOn) => {
+          waits.push(waitingOn);
+          controller.abort(reason);
+        },
+      }),
+    ).rejects.toBe(reason);
+    expect(waits).toEqual([
+      { what: 'start-claim', pid: holder.pid, host: hostname(), since: expect.any(String) as string },
+    ]);
+    expect(started).toBe(0);
+    expect(claimFiles(scene)).toEqual([claimName]);
+    expect(readFileSync(claimPath, 'utf8')).toBe(before);
+    await killAndReap(holder);
+  });
+
+  it('aborted while its own start() runs: rejects with the reason and removes the claim it held', async () => {
+    const scene = makeScene();
+    const controller = new AbortController();
+    const reason = new Error('the user gave up');
+    let claimedWhileStarting: string[] = [];
+    await expect(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: PATIENT_MS,
+        signal: controller.signal,
+        start: () => {
+          claimedWhileStarting = claimFiles(scene);
+          controller.abort(reason);
+          return new Promise<void>(() => {}); // a start that never returns
+        },
+      }),
+    ).rejects.toBe(reason);
+    expect(claimedWhileStarting).toHaveLength(1);
+    expect(claimFiles(scene)).toEqual([]);
+  });
+
+  it('aborted while it waits for an owner that does not answer (a stopped process): rejects with the reason, no claim made', async () => {
+    const scene = makeScene();
+    const owner = spawnStartedOwner(scene);
+    await messageOf(owner, 'serving');
+    process.kill(owner.pid, 'SIGSTOP');
+    try {
+      const controller = new AbortController();
+      const reason = new Error('the user gave up');
+      const waits: WaitingOn[] = [];
+      await expect(
+        connectOrStart(scene.root, {
+          ownership: filesOf(scene),
+          timeoutMs: PATIENT_MS,
+          requestTimeoutMs: 200,
+          signal: controller.signal,
+          start: () => void spawnStartedOwner(scene),
+          onWait: (waitingOn) => {
+            waits.push(waitingOn);
+            controller.abort(reason);
+          },
+        }),
+      ).rejects.toBe(reason);
+      expect(waits).toEqual([{ what: 'owner', pid: owner.pid, host: hostname(), since: expect.any(String) as string }]);
+      expect(claimFiles(scene)).toEqual([]);
+      expect(loggedProcesses(scene.owners)).toHaveLength(1);
+    } finally {
+      process.kill(owner.pid, 'SIGCONT');
+    }
+  });
+});
+
+describe("connectOrStart's waitMs: an incompatible owner waited on under 'refuse'", () => {
+  it('the owner stops during the wait: the call starts its own, of its compatibility, and connects', async () => {
+    const scene = makeScene();
+    const old = spawnStartedOwner(scene, 'hello/1');
+    await messageOf(old, 'serving');
+    const waits: WaitingOn[] = [];
+    const connection = await connectOrStart(scene.root, {
+      ownership: filesOf(scene),
+      timeoutMs: PATIENT_MS,
+      waitMs: PATIENT_MS,
+      compatibility: 'hello/2',
+      start: () => void spawnStartedOwner(scene, 'hello/2'),
+      onWait: (waitingOn) => {
+        waits.push(waitingOn);
+        // Told of the old owner: it lets go now, as its operator's Ctrl-C would.
+        if (waitingOn.pid === old.pid) old.process.kill('SIGTERM');
+      },
+    });
+    expect(waits).toEqual([{ what: 'owner', pid: old.pid, host: hostname(), since: expect.any(String) as string }]);
+    expect((await messageOf(old, 'outcome')).outcome).toEqual({ reason: 'signal', signal: 'SIGTERM' });
+    expect(connection.status.compatibility).toBe('hello/2');
+    expect(loggedProcesses(scene.owners).map(({ pid }) => pid)).toEqual([old.pid, connection.status.pid]);
+    capabilityOf(scene);
+  });
+
+  it('the owner stays: once waitMs passes, conflict naming both compatibilities and the wait; nothing started', async () => {
+    const scene = makeScene();
+    const owner = spawnStartedOwner(scene, 'hello/1');
+    await messageOf(owner, 'serving');
+    const before = await connect(scene.root, { ownership: filesOf(scene) });
+    const waits: WaitingOn[] = [];
+    let started = 0;
+    const error = await rejectionOf(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: PATIENT_MS,
+        waitMs: 200,
+        compatibility: 'hello/2',
+        start: () => {
+          started += 1;
+        },
+        onWait: (waitingOn) => waits.push(waitingOn),
+      }),
+    );
+    expect(error.code).toBe('conflict');
+    expect(error.message).toMatch(/"hello\/1".*"hello\/2"; waited \d+ ms for it to let go/);
+    expect(waits).toEqual([{ what: 'owner', pid: owner.pid, host: hostname(), since: expect.any(String) as string }]);
+    expect(started).toBe(0);
+    expect((await connect(scene.root, { ownership: filesOf(scene) })).epoch).toBe(before.epoch);
+    expect(claimFiles(scene)).toEqual([]);
+  });
+
+  it('timeoutMs ends the wait first: unavailable, naming the owner it waited on to let go', async () => {
+    const scene = makeScene();
+    const owner = spawnStartedOwner(scene, 'hello/1');
+    await messageOf(owner, 'serving');
+    const error = await rejectionOf(
+      connectOrStart(scene.root, {
+        ownership: filesOf(scene),
+        timeoutMs: 200,
+        waitMs: PATIENT_MS,
+        compatibility: 'hello/2',
+        start: () => void spawnStartedOwner(scene, 'hello/2'),
+      }),
+    );
+    expect(error.code).toBe('unavailable');
+    expect(error.message).toContain(`the owner (pid ${owner.pid}) of compatibility "hello/1" to let go`);
+    expect(loggedProcesses(scene.owners)).toHaveLength(1);
   });
 });

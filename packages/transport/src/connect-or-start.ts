@@ -6,7 +6,13 @@ import {
   type OwnerSummary,
   type Ownership,
 } from '@leasehold/contracts';
-import { describeHolder, ownerStatus, processIdentity, type ProcessIdentity } from '@leasehold/private-files';
+import {
+  currentProcess,
+  describeHolder,
+  ownerStatus,
+  processIdentity,
+  type ProcessIdentity,
+} from '@leasehold/private-files';
 import { connect, settledInspection, type ConnectOptions, type Connection } from './client.js';
 import { givenOwnership } from './ownership-option.js';
 import { StartClaim, type ClaimHolder } from './start-claim.js';
@@ -43,9 +49,22 @@ export interface ConnectOrStartOptions extends Omit<ConnectOptions, 'timeoutMs'>
   readonly compatibility?: string;
   /**
    * For a live owner of another compatibility: `'refuse'` (the default) throws `conflict` naming
-   * both; `'replace'` stops it (`POST /v1/stop`), waits until it is stopped, then starts one, once per call.
+   * both, after `waitMs`; `'replace'` stops it (`POST /v1/stop`), waits until it is stopped, then
+   * starts one, once per call.
    */
   readonly onIncompatible?: 'refuse' | 'replace';
+  /**
+   * Under `'refuse'`: how long to wait, in milliseconds, for a live owner of another compatibility
+   * to let go, counted from the first one this call met (default 0: `conflict` at once). Meanwhile
+   * the call looks again each pause: a free workspace is started as usual, a compatible owner is
+   * the answer. `timeoutMs` still bounds the whole call. A quarantine is never waited for.
+   */
+  readonly waitMs?: number;
+  /**
+   * Ends the call wherever it waits: it rejects with the signal's reason, removes the start claim
+   * if it holds it, and leaves nothing behind (a `start` already running is not cancelled).
+   */
+  readonly signal?: AbortSignal;
   /** Told who this call waits on, once for each holder it meets (a new claim, a new owner). */
   readonly onWait?: (waitingOn: WaitingOn) => void;
   /** Bound of the whole call, `start` included, in milliseconds (default 30000). */
@@ -55,13 +74,39 @@ export interface ConnectOrStartOptions extends Omit<ConnectOptions, 'timeoutMs'>
 }
 
 const POLL_MS = 50;
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
-/** The bound of one call, and the holders its `onWait` was told about. */
+/**
+ * A timer that `signal` ends at once: `ended` resolves after `milliseconds` (never, without them)
+ * or on abort; `clear` drops it.
+ */
+function timerOrAbort(
+  milliseconds: number | undefined,
+  signal: AbortSignal | undefined,
+): { ended: Promise<void>; clear(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort = (): void => {};
+  const ended = new Promise<void>((resolve) => {
+    // An aborted signal sends no event again.
+    if (signal?.aborted === true) return resolve();
+    if (milliseconds !== undefined) timer = setTimeout(resolve, milliseconds);
+    onAbort = resolve;
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  return {
+    ended,
+    clear: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/** The bound of one call, its signal, and the holders its `onWait` was told about. */
 class Bound {
   readonly #workspace: string;
   readonly #timeoutMs: number;
   readonly #deadline: number;
+  readonly #signal: AbortSignal | undefined;
   readonly #onWait: ((waitingOn: WaitingOn) => void) | undefined;
   readonly #firstSeen = new Map<string, string>();
   #told: string | undefined;
@@ -70,26 +115,52 @@ class Bound {
     this.#workspace = workspace;
     this.#timeoutMs = options.timeoutMs ?? 30000;
     this.#deadline = Date.now() + this.#timeoutMs;
+    this.#signal = options.signal;
     this.#onWait = options.onWait;
   }
 
-  /** Waits a little before the next look; at the bound, `unavailable` naming what it waited for. */
+  /** @throws the signal's reason once it aborted. */
+  check(): void {
+    this.#signal?.throwIfAborted();
+  }
+
+  /** Waits a little before the next look; at the bound, `unavailable` naming what it waited for; on abort, its reason. */
   async pause(waitedFor: string): Promise<void> {
     const left = this.#deadline - Date.now();
     if (left <= 0) throw this.#expired(waitedFor);
-    await sleep(Math.min(left, POLL_MS * (0.5 + Math.random())));
+    const timer = timerOrAbort(Math.min(left, POLL_MS * (0.5 + Math.random())), this.#signal);
+    try {
+      await timer.ended;
+    } finally {
+      timer.clear();
+    }
+    this.check();
   }
 
-  /** `work`, or `unavailable` once the bound passes first (the work goes on: it cannot be stopped from here). */
-  async race<T>(work: Promise<T>, waitedFor: string): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(this.#expired(waitedFor)), Math.max(0, this.#deadline - Date.now()));
+  /**
+   * `work`, or `unavailable` once the bound passes first, or the signal's reason once it aborts
+   * first (the work goes on: it cannot be stopped from here).
+   */
+  race<T>(work: Promise<T>, waitedFor: string): Promise<T> {
+    return this.#first(work, { milliseconds: Math.max(0, this.#deadline - Date.now()), waitedFor });
+  }
+
+  /** `work`, or the signal's reason once it aborts first: a read or one request, which bound themselves. */
+  abortable<T>(work: Promise<T>): Promise<T> {
+    return this.#first(work, undefined);
+  }
+
+  async #first<T>(work: Promise<T>, bound: { milliseconds: number; waitedFor: string } | undefined): Promise<T> {
+    const timer = timerOrAbort(bound?.milliseconds, this.#signal);
+    const ended = timer.ended.then(() => {
+      this.check();
+      // Only a bound ends the timer without an abort.
+      throw this.#expired(bound?.waitedFor ?? '');
     });
     try {
-      return await Promise.race([work, expired]);
+      return await Promise.race([work, ended]);
     } finally {
-      clearTimeout(timer);
+      timer.clear();
     }
   }
 
@@ -104,7 +175,7 @@ class Bound {
   }
 
   /** Tells `onWait` of an owner, unless it was the last holder told; `since` is when this call first saw it. */
-  owner(owner: OwnerSummary): void {
+  owner(owner: Pick<OwnerSummary, 'epoch' | 'pid' | 'host'>): void {
     const key = `owner ${owner.epoch}`;
     const since = this.#firstSeen.get(key) ?? new Date().toISOString();
     this.#firstSeen.set(key, since);
@@ -231,12 +302,18 @@ async function reach(workspace: string, options: ConnectOptions): Promise<Connec
   }
 }
 
-function incompatible(workspace: string, connection: Connection, wanted: string): ContractError {
+function servedBy(connection: Connection): string {
   const served = connection.status.compatibility;
+  return served === undefined ? 'none' : JSON.stringify(served);
+}
+
+/** `conflict` naming both compatibilities, and how long this call waited for that owner to let go, if it did. */
+function incompatible(workspace: string, connection: Connection, wanted: string, waitedMs?: number): ContractError {
+  const waited = waitedMs === undefined ? '' : `; waited ${waitedMs} ms for it to let go`;
   return new ContractError(
     'conflict',
-    `${workspace}: the owner (pid ${connection.status.pid}) serves compatibility ${served === undefined ? 'none' : JSON.stringify(served)}, ` +
-      `this client needs ${JSON.stringify(wanted)}; stop that owner, or pass onIncompatible: 'replace'`,
+    `${workspace}: the owner (pid ${connection.status.pid}) serves compatibility ${servedBy(connection)}, ` +
+      `this client needs ${JSON.stringify(wanted)}${waited}; stop that owner, or pass onIncompatible: 'replace'`,
   );
 }
 
@@ -256,6 +333,8 @@ class StartOnDemand {
   readonly #claim: StartClaim;
   readonly #bound: Bound;
   #replaced = false;
+  /** When this call first met a live owner of another compatibility, under `'refuse'`. */
+  #incompatibleSince: number | undefined;
   /** The state this call saw while another caller's start claim kept it waiting. */
   #waitedOver: string | undefined;
 
@@ -280,7 +359,7 @@ class StartOnDemand {
         await this.#startOnce(inspection);
         continue;
       }
-      const answer = await reach(this.#workspace, this.#reachOptions);
+      const answer = await this.#reach();
       if (typeof answer !== 'string') {
         if (await this.#fits(answer)) return answer;
         continue;
@@ -294,20 +373,41 @@ class StartOnDemand {
 
   /**
    * Whether the live owner serves this client's compatibility. Under `'replace'`, the first owner
-   * that does not is stopped (then false: look again); otherwise it is `conflict`.
+   * that does not is stopped (then false: look again), any after it is `conflict`; under `'refuse'`,
+   * it is waited on until `waitMs` (then false: look again), and is `conflict` after.
    */
   async #fits(connection: Connection): Promise<boolean> {
     const wanted = this.#options.compatibility;
     if (wanted === undefined || connection.status.compatibility === wanted) return true;
-    if (this.#options.onIncompatible !== 'replace' || this.#replaced)
-      throw incompatible(this.#workspace, connection, wanted);
+    if (this.#options.onIncompatible !== 'replace') {
+      await this.#waitToLetGo(connection, wanted);
+      return false;
+    }
+    if (this.#replaced) throw incompatible(this.#workspace, connection, wanted);
     this.#replaced = true;
     await this.#stop(connection);
     return false;
   }
 
+  /** One pause for an incompatible owner to let go, while `waitMs` has not passed since the first one met; then `conflict`. */
+  async #waitToLetGo(connection: Connection, wanted: string): Promise<void> {
+    const waitMs = this.#options.waitMs ?? 0;
+    this.#incompatibleSince ??= Date.now();
+    const waitedMs = Date.now() - this.#incompatibleSince;
+    if (waitedMs >= waitMs) throw incompatible(this.#workspace, connection, wanted, waitMs > 0 ? waitedMs : undefined);
+    // A connection is proved on this host: its owner's host is this one.
+    this.#bound.owner({ epoch: connection.epoch, pid: connection.status.pid, host: currentProcess().host });
+    await this.#bound.pause(
+      `the owner (pid ${connection.status.pid}) of compatibility ${servedBy(connection)} to let go (waitMs ${waitMs})`,
+    );
+  }
+
   #look(): Promise<Inspection> {
-    return settledInspection(this.#ownership, this.#workspace, this.#options.settleMs);
+    return this.#bound.abortable(settledInspection(this.#ownership, this.#workspace, this.#options.settleMs));
+  }
+
+  #reach(): Promise<Connection | string> {
+    return this.#bound.abortable(reach(this.#workspace, this.#reachOptions));
   }
 
   /**
@@ -346,7 +446,7 @@ class StartOnDemand {
       const started = await this.#bound.race(Promise.resolve().then(this.#options.start), 'start() to return');
       const launched = started === undefined ? undefined : new Launched(started);
       for (;;) {
-        const answer = await reach(this.#workspace, this.#reachOptions);
+        const answer = await this.#reach();
         if (typeof answer !== 'string') return;
         if (launched?.failed() === true) return await this.#afterExit(launched);
         await this.#bound.pause(`the owner start() began${over} to answer (${answer})`);
@@ -359,16 +459,17 @@ class StartOnDemand {
   /** The launched process is gone: an owner it brought up before it went answers now, or the start failed. */
   async #afterExit(launched: Launched): Promise<void> {
     const inspection = await this.#look();
-    if (!free(inspection) && typeof (await reach(this.#workspace, this.#reachOptions)) !== 'string') return;
+    if (!free(inspection) && typeof (await this.#reach()) !== 'string') return;
     throw failedStart(this.#workspace, this.#ownership.stateHome, inspection, String(launched));
   }
 
   /** What `leasehold stop` does: the authenticated stop, then the wait until the files no longer name that owner. */
   async #stop(connection: Connection): Promise<void> {
-    const reply = await connection.request('POST', '/v1/stop').catch((error: unknown) => {
+    const request = connection.request('POST', '/v1/stop').catch((error: unknown) => {
       if (ContractError.is(error, 'unavailable')) return undefined; // gone already: the next look tells
       throw error;
     });
+    const reply = await this.#bound.abortable(request);
     if (reply?.status !== 202) return;
     for (;;) {
       const inspection = await this.#ownership.inspect(this.#workspace);
@@ -387,10 +488,12 @@ class StartOnDemand {
  * any processes, one makes the workspace's start claim (an exclusive file in the state home) and
  * runs `start`; every caller then waits, bounded by `timeoutMs`, until the owner answers.
  * @throws ContractError `conflict` (the owner serves another `compatibility`, named with this
- * client's, under `'refuse'`, or again after a replacement), `unavailable` (no owner answered
- * within `timeoutMs`: the message says what it waited for), `refused` (no `ownership`, a root or
- * state home that is not absolute and normalised, an unsafe or malformed claim file); and what `start` throws.
+ * client's, under `'refuse'` once `waitMs` passed, or again after a replacement), `unavailable`
+ * (no owner answered within `timeoutMs`: the message says what it waited for), `refused` (no
+ * `ownership`, a root or state home that is not absolute and normalised, an unsafe or malformed
+ * claim file); the signal's reason once it aborts; and what `start` throws.
  */
 export async function connectOrStart(workspace: string, options: ConnectOrStartOptions): Promise<Connection> {
+  options?.signal?.throwIfAborted();
   return new StartOnDemand(workspace, options).run();
 }
