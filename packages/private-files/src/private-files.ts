@@ -4,6 +4,7 @@ import { FileReads, type FileSnapshot } from './file-reads.js';
 import { FolderPublication } from './folder-publication.js';
 import { FolderWalk } from './folder-walk.js';
 import { inOperation } from './operation-scope.js';
+import { assertSupportedPlatform } from './platform.js';
 import { stepReporter, type PrivateFilesHooks } from './mutation-steps.js';
 import { StagingFolder, type StagingEntry, type StagingSweep } from './staging-folder.js';
 
@@ -29,8 +30,10 @@ export class PrivateFiles {
   readonly #publication: FilePublication;
   readonly #folderPublication: FolderPublication;
 
-  /** @throws ContractError `refused` when `root` is not an absolute, normalised path. */
+  /** @throws ContractError `refused` on Windows, or when `root` is not an absolute, normalised path. */
   constructor(root: string, options: PrivateFilesOptions = {}) {
+    // Here, because every layer's files go through one: a constant check, refused before anything else.
+    assertSupportedPlatform();
     // No `path`: the input is not one.
     if (!absolutePath.safeParse(root).success)
       throw new ContractError('refused', 'root: not an absolute, normalised path');

@@ -1,6 +1,6 @@
-import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isErrno } from './errno.js';
+import { hostPlatform, type Platform, type ProcessStat } from './platform.js';
 
 /** Who a file names: a process on a host, and on Linux which incarnation of it. */
 export interface ProcessIdentity {
@@ -12,103 +12,120 @@ export interface ProcessIdentity {
 /** What can be told about a named process from here. */
 export type OwnerStatus = 'live' | 'absent' | 'ambiguous';
 
-interface LinuxStart {
-  readonly bootId: string;
-  readonly pidNamespace: string;
-  readonly startTime: string;
+/** Any document that names a process, as a `ProcessIdentity` does. */
+interface ProcessNamed {
+  readonly pid: number;
+  readonly host: string;
+  readonly processStart?: string | undefined;
 }
 
-const PROCESS_START = /^linux:([0-9a-f-]{36}):([0-9]+):([0-9]+)$/;
+/** What one platform can tell of processes. The package's calls ask this host's (`hostPlatform`). */
+export class ProcessLiveness {
+  readonly #platform: Platform;
+  #current: ProcessIdentity | undefined;
 
-function readBootId(): string {
-  return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-}
-
-function readPidNamespace(): string {
-  // "pid:[4026531836]": the inode names the namespace.
-  return /\[([0-9]+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '';
-}
-
-/**
- * The fields of /proc/<pid>/stat from field 3 (the state) on, or undefined for a gone or zombie
- * process: [2] is field 5, the process group; [19] is field 22, the start time in clock ticks since boot.
- */
-function readStat(pid: number | 'self'): string[] | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch (error) {
-    if (isErrno(error, 'ENOENT', 'ESRCH')) return undefined;
-    throw error;
+  constructor(platform: Platform) {
+    this.#platform = platform;
   }
-  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  if (fields[0] === 'Z' || fields[0] === 'X') return undefined; // exited, not yet reaped: it holds nothing
-  return fields;
-}
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or undefined for a gone or zombie process. */
-function readStartTime(pid: number | 'self'): string | undefined {
-  return readStat(pid)?.[19];
-}
+  /** As `currentProcess`, read once. */
+  currentProcess(): ProcessIdentity {
+    if (this.#current === undefined) {
+      const stat = this.#platform.processStat('self');
+      this.#current = this.#identityOf(process.pid, isStat(stat) ? stat : undefined);
+    }
+    return this.#current;
+  }
 
-/** Where /proc shows `pid` (or this process), on Linux: its start, `gone` (exited, or a zombie), or undefined when it cannot be told. */
-function linuxStart(pid: number | 'self'): LinuxStart | 'gone' | undefined {
-  if (process.platform !== 'linux') return undefined;
-  try {
-    const startTime = readStartTime(pid);
-    if (startTime === undefined) return 'gone';
+  /** As `processIdentity`. */
+  processIdentity(pid: number): ProcessIdentity | undefined {
+    // kill(0) and negative pids signal process groups: they name no one process.
+    if (!Number.isSafeInteger(pid) || pid < 1) return undefined;
+    const stat = this.#platform.processStat(pid);
+    if (stat === 'gone') return undefined;
+    // Only to refuse naming a process that is not there: never a proof that a holder is gone.
+    if (stat === undefined && signalProbe(pid) === 'absent') return undefined;
+    return this.#identityOf(pid, stat);
+  }
+
+  /** As `ownerStatus`. */
+  ownerStatus(pid: number, host: string, processStart?: string): OwnerStatus {
+    if (host !== this.currentProcess().host) return 'ambiguous';
+    if (processStart !== undefined) return this.#startStatus(pid, processStart);
+    return this.#pidStatus(pid);
+  }
+
+  /** As `processDetails`. */
+  processDetails(identity: ProcessNamed): ProcessDetails | undefined {
+    const { pid, host, processStart } = identity;
+    if (processStart === undefined || this.ownerStatus(pid, host, processStart) !== 'live') return undefined;
+    const recorded = this.#fieldsOf(processStart)?.startTime;
+    const stat = this.#platform.processStat(pid);
+    const commandLine = this.#platform.commandLine(pid);
+    // Read again after the command line: the same start time proves both reads were of that process.
+    const again = this.#platform.processStat(pid);
+    if (!isStat(stat) || !isStat(again) || commandLine === undefined) return undefined;
+    if (stat.startTime !== recorded || again.startTime !== recorded) return undefined;
+    if (!Number.isSafeInteger(stat.processGroup) || stat.processGroup < 1) return undefined;
+    return { commandLine, processGroup: stat.processGroup };
+  }
+
+  /**
+   * A process of this host, with `processStart`, `<platform>:<boot id>:<pid namespace>:<start time>`,
+   * when its start is known.
+   */
+  #identityOf(pid: number, stat: ProcessStat | undefined): ProcessIdentity {
+    const base = { pid, host: hostname() };
+    if (stat === undefined) return base;
     // The namespace the pid is read in, which is this process's: a pid means something only there.
-    const pidNamespace = readPidNamespace();
-    if (pidNamespace === '') return undefined;
-    return { bootId: readBootId(), pidNamespace, startTime };
-  } catch {
-    return undefined;
+    const pidNamespace = this.#platform.pidNamespace();
+    const bootId = this.#platform.bootId();
+    if (pidNamespace === undefined || bootId === undefined) return base;
+    return { ...base, processStart: `${this.#platform.name}:${bootId}:${pidNamespace}:${stat.startTime}` };
+  }
+
+  /** The fields of a `processStart` this platform writes, or undefined for any other. */
+  #fieldsOf(processStart: string): { bootId: string; pidNamespace: string; startTime: string } | undefined {
+    const tag = `${this.#platform.name}:`;
+    if (!processStart.startsWith(tag)) return undefined;
+    const fields = PROCESS_START.exec(processStart.slice(tag.length));
+    if (fields === null) return undefined;
+    const [, bootId = '', pidNamespace = '', startTime = ''] = fields;
+    return { bootId, pidNamespace, startTime };
+  }
+
+  /**
+   * A process by its pid alone: `kill(pid, 0)`, except that a zombie (exited, not yet reaped by
+   * its parent), which `kill` still finds, is `absent`: it holds nothing. Where the platform cannot
+   * read the process, `kill`'s ESRCH proves nothing gone: that is `ambiguous` (fail closed).
+   */
+  #pidStatus(pid: number): OwnerStatus {
+    const probed = signalProbe(pid);
+    if (probed === 'ambiguous') return probed;
+    const stat = this.#platform.processStat(pid);
+    if (stat === undefined) return probed === 'live' ? 'live' : 'ambiguous';
+    return stat === 'gone' ? 'absent' : probed;
+  }
+
+  #startStatus(pid: number, processStart: string): OwnerStatus {
+    const recorded = this.#fieldsOf(processStart);
+    const mine = this.#fieldsOf(this.currentProcess().processStart ?? '');
+    if (recorded === undefined || mine === undefined) return 'ambiguous';
+    // Another boot: every process of that boot is gone with it.
+    if (recorded.bootId !== mine.bootId) return 'absent';
+    // Another PID namespace (a container sharing the state home): its PIDs mean nothing here.
+    if (recorded.pidNamespace !== mine.pidNamespace) return 'ambiguous';
+    const stat = this.#platform.processStat(pid);
+    if (stat === undefined) return 'ambiguous';
+    // A live PID with another start time was reused by an unrelated process.
+    return stat !== 'gone' && stat.startTime === recorded.startTime ? 'live' : 'absent';
   }
 }
 
-/** A process of this host, with `processStart` when its start is known. */
-function identityOf(pid: number, start: LinuxStart | undefined): ProcessIdentity {
-  const base = { pid, host: hostname() };
-  return start === undefined
-    ? base
-    : { ...base, processStart: `linux:${start.bootId}:${start.pidNamespace}:${start.startTime}` };
-}
+const PROCESS_START = /^([0-9a-f-]{36}):([0-9]+):([0-9]+)$/;
 
-let current: ProcessIdentity | undefined;
-
-/** This process: pid, host name and, on Linux, `linux:<boot id>:<pid namespace>:<start time>`. */
-export function currentProcess(): ProcessIdentity {
-  if (current === undefined) {
-    const start = linuxStart('self');
-    current = identityOf(process.pid, start === 'gone' ? undefined : start);
-  }
-  return current;
-}
-
-/**
- * Another process of this host, as `currentProcess` names this one (its start time read now), or
- * undefined when it is gone (exited, a zombie, or no such pid). Where its start cannot be read
- * (another platform), `kill(pid, 0)` tells whether it is there, and the identity has no `processStart`.
- * Never throws.
- */
-export function processIdentity(pid: number): ProcessIdentity | undefined {
-  // kill(0) and negative pids signal process groups: they name no one process.
-  if (!Number.isSafeInteger(pid) || pid < 1) return undefined;
-  const start = linuxStart(pid);
-  if (start === 'gone') return undefined;
-  if (start === undefined && signalProbe(pid) === 'absent') return undefined;
-  return identityOf(pid, start);
-}
-
-/**
- * A process by its pid alone: `kill(pid, 0)`, except that on Linux a zombie (exited, not yet
- * reaped by its parent), which `kill` still finds, is `absent`: it holds nothing.
- */
-function pidStatus(pid: number): OwnerStatus {
-  const probed = signalProbe(pid);
-  if (probed !== 'live' || process.platform !== 'linux') return probed;
-  return linuxStart(pid) === 'gone' ? 'absent' : 'live';
+function isStat(stat: ProcessStat | 'gone' | undefined): stat is ProcessStat {
+  return stat !== undefined && stat !== 'gone';
 }
 
 function signalProbe(pid: number): OwnerStatus {
@@ -120,34 +137,33 @@ function signalProbe(pid: number): OwnerStatus {
   }
 }
 
-function startStatus(pid: number, processStart: string): OwnerStatus {
-  const recorded = PROCESS_START.exec(processStart);
-  const mine = PROCESS_START.exec(currentProcess().processStart ?? '');
-  if (recorded === null || mine === null) return 'ambiguous';
-  // Another boot: every process of that boot is gone with it.
-  if (recorded[1] !== mine[1]) return 'absent';
-  // Another PID namespace (a container sharing the state home): its PIDs mean nothing here.
-  if (recorded[2] !== mine[2]) return 'ambiguous';
-  let startTime: string | undefined;
-  try {
-    startTime = readStartTime(pid);
-  } catch {
-    return 'ambiguous';
-  }
-  // A live PID with another start time was reused by an unrelated process.
-  return startTime === recorded[3] ? 'live' : 'absent';
+const onThisHost = new ProcessLiveness(hostPlatform);
+
+/** This process: pid, host name and, on Linux, `linux:<boot id>:<pid namespace>:<start time>`. */
+export function currentProcess(): ProcessIdentity {
+  return onThisHost.currentProcess();
+}
+
+/**
+ * Another process of this host, as `currentProcess` names this one (its start time read now), or
+ * undefined when it is gone (exited, a zombie, or no such pid). Where its start cannot be read
+ * (another platform), `kill(pid, 0)` tells whether it is there, and the identity has no `processStart`.
+ * Never throws.
+ */
+export function processIdentity(pid: number): ProcessIdentity | undefined {
+  return onThisHost.processIdentity(pid);
 }
 
 /**
  * Whether the process a file names is still running. Another host is
  * `ambiguous`; with `processStart`, another boot, a reused PID or a zombie is
  * `absent` and another PID namespace `ambiguous`; without it, `kill(pid, 0)`
- * decides, and on Linux a zombie is `absent` too. Never throws.
+ * decides, a zombie is `absent` too, and where the platform cannot read
+ * processes (no start time) a pid `kill` does not find is `ambiguous`, never
+ * `absent`. Never throws.
  */
 export function ownerStatus(pid: number, host: string, processStart?: string): OwnerStatus {
-  if (host !== currentProcess().host) return 'ambiguous';
-  if (processStart !== undefined) return startStatus(pid, processStart);
-  return pidStatus(pid);
+  return onThisHost.ownerStatus(pid, host, processStart);
 }
 
 /**
@@ -155,7 +171,7 @@ export function ownerStatus(pid: number, host: string, processStart?: string): O
  * it (by default `ownerStatus`): `pid 12 on host build-3 (absent)`.
  */
 export function describeHolder(
-  holder: { readonly pid: number; readonly host: string; readonly processStart?: string | undefined },
+  holder: ProcessNamed,
   status: OwnerStatus = ownerStatus(holder.pid, holder.host, holder.processStart),
 ): string {
   return `pid ${holder.pid} on host ${holder.host} (${status})`;
@@ -177,24 +193,6 @@ export interface ProcessDetails {
  * was reused), or when this host cannot tell: another host or PID namespace, no `processStart`,
  * or a platform other than Linux (where no start time is read either). Never throws.
  */
-export function processDetails(identity: {
-  readonly pid: number;
-  readonly host: string;
-  readonly processStart?: string | undefined;
-}): ProcessDetails | undefined {
-  const { pid, host, processStart } = identity;
-  if (processStart === undefined || ownerStatus(pid, host, processStart) !== 'live') return undefined;
-  const recorded = PROCESS_START.exec(processStart)?.[3];
-  try {
-    const stat = readStat(pid);
-    const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    // Read again after the command line: the same start time proves both reads were of that process.
-    if (stat === undefined || stat[19] !== recorded || readStartTime(pid) !== recorded) return undefined;
-    const processGroup = Number(stat[2]);
-    if (!Number.isSafeInteger(processGroup) || processGroup < 1) return undefined;
-    // Every argument ends with a NUL: the last split is empty.
-    return { commandLine: commandLine.slice(0, -1), processGroup };
-  } catch {
-    return undefined;
-  }
+export function processDetails(identity: ProcessNamed): ProcessDetails | undefined {
+  return onThisHost.processDetails(identity);
 }
