@@ -28,12 +28,12 @@ export default {
     },
     'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
     'packages/etcd': { entry: [library, tests, fixtures] },
-    // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides; private-files'
-    // also mount file systems and unmount them with the system's `umount`.
-    'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo', 'umount'] },
+    // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.
+    'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/registry': { entry: [library, tests, fixtures] },
-    'packages/test-utils': { entry: [library, tests, 'fixtures/*.mjs'] },
+    // Its mounts are unmounted with the system's `umount`, which no npm package provides.
+    'packages/test-utils': { entry: [library, tests, 'fixtures/*.mjs'], ignoreBinaries: ['umount'] },
     'packages/transport': { entry: [library, tests, fixtures] },
     // An application: `pnpm start` runs dist/daemon.js.
     'examples/*': { entry: ['src/daemon.ts', tests] },

@@ -1,47 +1,16 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cleanUp, contractErrorOf, makeTemporaryFolder } from '@leasehold/test-utils';
+import { cleanUp, contractErrorOf, makeTemporaryFolder, mountOn, mountsAllowed } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileSystemOf } from './index.js';
 
-/** What this test mounted, unmounted (last first) before its temp folders are removed, even when it failed. */
-const mounted: string[] = [];
-
-afterEach(async () => {
-  for (const folder of mounted.splice(0).reverse()) execFileSync('umount', [folder]);
-  await cleanUp();
-});
-
-/** Runs `command ...options <parent>/mounted` on that fresh folder (a mount), and answers the folder. */
-function mount(parent: string, command: string, ...options: string[]): string {
-  const folder = join(parent, 'mounted');
-  mkdirSync(folder);
-  execFileSync(command, [...options, folder], { stdio: 'pipe' });
-  mounted.push(folder);
-  return folder;
-}
+afterEach(cleanUp);
 
 /** The magic number `stat -f` reads for `path`, the tool's own reading to compare with. */
 function statMagic(path: string): number {
   return Number.parseInt(execFileSync('stat', ['-f', '-c', '%t', path], { encoding: 'utf8' }).trim(), 16);
-}
-
-/**
- * Whether mounts can be made here: only root mounts. Elsewhere the mount tests are skipped, said
- * once; under `CI=true` (where the tests run as root) a missing root or `bindfs` throws instead.
- */
-function mountsAllowed(...tools: readonly 'bindfs'[]): boolean {
-  const missing = [
-    ...(process.getuid?.() === 0 ? [] : ['root (mount needs it)']),
-    ...tools.filter((tool) => spawnSync(tool, ['--version']).error !== undefined).map((tool) => `\`${tool}\``),
-  ];
-  if (missing.length === 0) return true;
-  if (process.env.CI === 'true')
-    throw new Error(`missing: ${missing.join(', ')}, and CI=true: run as root with bindfs`);
-  console.warn(`missing: ${missing.join(', ')}: the mount tests that need them are skipped`);
-  return false;
 }
 
 describe('fileSystemOf', () => {
@@ -69,7 +38,7 @@ describe('fileSystemOf', () => {
 
 describe.skipIf(!mountsAllowed())('fileSystemOf on fresh mounts', () => {
   it('names a fresh tmpfs, proven, and judges a path not made yet in it by the mount', () => {
-    const folder = mount(makeTemporaryFolder('fs-tmpfs-'), 'mount', '-t', 'tmpfs', 'tmpfs');
+    const folder = mountOn(makeTemporaryFolder('fs-tmpfs-'), 'mount', '-t', 'tmpfs', 'tmpfs');
     const tmpfs = { name: 'tmpfs', magic: 0x01021994, proven: true };
     expect(fileSystemOf(folder)).toEqual(tmpfs);
     expect(fileSystemOf(join(folder, 'fresh', 'state'))).toEqual(tmpfs);
@@ -79,12 +48,12 @@ describe.skipIf(!mountsAllowed())('fileSystemOf on fresh mounts', () => {
     const parent = makeTemporaryFolder('fs-overlay-');
     for (const name of ['lower', 'upper', 'work']) mkdirSync(join(parent, name));
     const layers = `lowerdir=${join(parent, 'lower')},upperdir=${join(parent, 'upper')},workdir=${join(parent, 'work')}`;
-    const folder = mount(parent, 'mount', '-t', 'overlay', 'overlay', '-o', layers);
+    const folder = mountOn(parent, 'mount', '-t', 'overlay', 'overlay', '-o', layers);
     expect(fileSystemOf(folder)).toEqual({ name: 'overlay', magic: 0x794c7630, proven: true });
   });
 
   it('answers unknown, not proven, for a file system not in its table (ramfs)', () => {
-    const folder = mount(makeTemporaryFolder('fs-ramfs-'), 'mount', '-t', 'ramfs', 'ramfs');
+    const folder = mountOn(makeTemporaryFolder('fs-ramfs-'), 'mount', '-t', 'ramfs', 'ramfs');
     expect(fileSystemOf(folder)).toEqual({ name: 'unknown', magic: statMagic(folder), proven: false });
   });
 });
@@ -93,7 +62,7 @@ describe.skipIf(!mountsAllowed('bindfs'))('fileSystemOf on a FUSE mount', () => 
   it('names a bindfs passthrough fuse, not proven, whatever its source folder is on', () => {
     const parent = makeTemporaryFolder('fs-fuse-');
     mkdirSync(join(parent, 'source'));
-    const folder = mount(parent, 'bindfs', join(parent, 'source'));
+    const folder = mountOn(parent, 'bindfs', join(parent, 'source'));
     expect(fileSystemOf(join(parent, 'source'))).toEqual(fileSystemOf(parent));
     expect(fileSystemOf(folder)).toEqual({ name: 'fuse', magic: 0x65735546, proven: false });
     expect(fileSystemOf(join(folder, 'fresh', 'state'))).toEqual(fileSystemOf(folder));
