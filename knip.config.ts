@@ -32,7 +32,8 @@ export default {
     'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/registry': { entry: [library, tests, fixtures] },
-    'packages/test-utils': { entry: [library, tests, 'fixtures/*.mjs'] },
+    // Its mounts are unmounted with the system's `umount`, which no npm package provides.
+    'packages/test-utils': { entry: [library, tests, 'fixtures/*.mjs'], ignoreBinaries: ['umount'] },
     'packages/transport': { entry: [library, tests, fixtures] },
     // An application: `pnpm start` runs dist/daemon.js.
     'examples/*': { entry: ['src/daemon.ts', tests] },

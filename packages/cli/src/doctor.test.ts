@@ -3,7 +3,8 @@ import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
-import { cleanUp, killAndReap, rewriteJson } from '@leasehold/test-utils';
+import { fileSystemOf } from '@leasehold/state-home';
+import { cleanUp, killAndReap, makeTemporaryFolder, mountOn, mountsAllowed, rewriteJson } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   checkoutHolder,
@@ -33,11 +34,20 @@ interface Finding {
   readonly workspace: string | null;
 }
 
-/** `doctor --json`: its exit status and findings, each exactly `{ file, problem, fix, kind, workspace }`. */
+/** The line `doctor` starts with: the state home's file system, local and proven for a temp folder. */
+function fileSystemLine(stateHome: string): string {
+  return `file system  ${fileSystemOf(stateHome).name} (local: proven)`;
+}
+
+/**
+ * `doctor --json`: its exit status and findings, each exactly `{ file, problem, fix, kind, workspace }`,
+ * after the state home's file system.
+ */
 async function doctor(box: Sandbox): Promise<{ code: number | null; findings: Finding[] }> {
   const result = await cli(['doctor', '--state-home', box.stateHome, '--json']);
-  const document = json(result) as { findings: Finding[] };
-  expect(Object.keys(document)).toEqual(['findings']);
+  const document = json(result) as { fileSystem: unknown; findings: Finding[] };
+  expect(Object.keys(document)).toEqual(['fileSystem', 'findings']);
+  expect(document.fileSystem).toEqual(fileSystemOf(box.stateHome));
   for (const finding of document.findings) {
     expect(Object.keys(finding).sort()).toEqual(['file', 'fix', 'kind', 'problem', 'workspace']);
     expect(finding.file).toMatch(/^\//);
@@ -53,7 +63,7 @@ async function expectClean(box: Sandbox): Promise<void> {
   expect(code).toBe(0);
   const human = await cli(['doctor', '--state-home', box.stateHome]);
   expect(human.code).toBe(0);
-  expect(human.stdout).toBe(`no problem found in ${box.stateHome}\n`);
+  expect(human.stdout).toBe(`${fileSystemLine(box.stateHome)}\nno problem found in ${box.stateHome}\n`);
 }
 
 function expectOk(result: Result, label: string): void {
@@ -172,6 +182,8 @@ describe('leasehold doctor', () => {
     ]);
     const human = await cli(['doctor', '--state-home', box.stateHome]);
     expect(human.stdout.split('\n')).toEqual([
+      fileSystemLine(box.stateHome),
+      '',
       lockPath,
       `  problem:   ${findings[0]!.problem}`,
       `  fix:       ${PROVISO}rm ${lockPath}`,
@@ -360,6 +372,8 @@ describe('leasehold doctor', () => {
     const human = await cli(['doctor', '--state-home', box.stateHome]);
     expect(human.code).toBe(3);
     expect(human.stdout.split('\n')).toEqual([
+      fileSystemLine(box.stateHome),
+      '',
       service!,
       `  problem:   ${findings[0]!.problem}`,
       `  fix:       chmod 700 ${service!}`,
@@ -592,6 +606,35 @@ describe('leasehold doctor', () => {
       },
     ]);
   });
+
+  it.skipIf(!mountsAllowed('bindfs'))(
+    'says the file system of a state home not made yet: tmpfs proven; FUSE and one it does not know, not proven; init says it too',
+    async () => {
+      const notProven = "(not proven: Leasehold's guarantees are not known to hold there)";
+      const tmpfs = join(mountOn(makeTemporaryFolder('cli-tmpfs-'), 'mount', '-t', 'tmpfs', 'tmpfs'), 'state');
+      const fuseSource = makeTemporaryFolder('cli-fuse-source-');
+      const fuse = join(mountOn(makeTemporaryFolder('cli-fuse-'), 'bindfs', fuseSource), 'state');
+      const ramfs = join(mountOn(makeTemporaryFolder('cli-ramfs-'), 'mount', '-t', 'ramfs', 'ramfs'), 'state');
+      const cases = [
+        [tmpfs, { name: 'tmpfs', magic: 0x01021994, proven: true }, 'tmpfs (local: proven)'],
+        [fuse, { name: 'fuse', magic: 0x65735546, proven: false }, `fuse ${notProven}`],
+        [ramfs, { name: 'unknown', magic: 0x858458f6, proven: false }, `unknown, magic 0x858458f6 ${notProven}`],
+      ] as const;
+      for (const [stateHome, fileSystem, words] of cases) {
+        const found = await cli(['doctor', '--state-home', stateHome, '--json']);
+        expect([found.code, json(found)]).toEqual([0, { fileSystem, findings: [] }]);
+        const human = await cli(['doctor', '--state-home', stateHome]);
+        expect(human.stdout).toBe(`file system  ${words}\nno problem found in ${stateHome}\n`);
+        // Not on the FUSE mount: there a passthrough may answer a stale link count, which is why it is not proven.
+        if (stateHome === fuse) continue;
+        const init = await cli(['init', '--state-home', stateHome, '--json']);
+        expect(json(init)).toEqual({ initialized: true, stateHome, backend: { kind: 'files' }, fileSystem });
+        expect((await cli(['init', '--state-home', stateHome])).stdout).toBe(
+          `${stateHome} uses the file backend, on ${words}\n`,
+        );
+      }
+    },
+  );
 
   it('leaks no capability in any output or state file of this test file', () => {
     expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(9);

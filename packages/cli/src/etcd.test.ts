@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileSystemOf } from '@leasehold/state-home';
 import { cleanUp, etcdAvailable, etcdctl, pathExists, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
@@ -36,6 +37,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
         initialized: true,
         stateHome: host.box.stateHome,
         backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix },
+        fileSystem: fileSystemOf(host.box.stateHome),
       });
       expect((await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix])).code).toBe(0);
     }

@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StateHomeError } from '@leasehold/state-home';
+import { StateHomeError, fileSystemOf } from '@leasehold/state-home';
 import { cleanUp, modeOf, pathExists } from '@leasehold/test-utils';
 import { Server, cleanEnv, cli, json, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
 import { problemOf } from './remedies.js';
@@ -88,7 +88,8 @@ describe('a state home that does not exist yet, not even its parent', () => {
     expect(answers.slice(0, 4).map(json)).toEqual([
       { status: 'absent', root: workspace, epoch: null },
       { entries: [] },
-      { findings: [] },
+      // Judged where it will be made: the nearest folder that exists.
+      { fileSystem: fileSystemOf(box.folder), findings: [] },
       { stopped: true, root: workspace, epoch: null },
     ]);
     const review = json(answers[4]!);

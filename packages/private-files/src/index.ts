@@ -9,6 +9,7 @@ export {
 } from './entry-safety.js';
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export type { PublishOptions } from './file-publication.js';
+export { fileSystemOf, type FileSystem } from './file-systems.js';
 export { sameSnapshot, type FileSnapshot } from './file-reads.js';
 export {
   HolderFiles,

@@ -19,6 +19,7 @@ describe('the public entry point', () => {
       'Backend',
       'ContractError',
       'ContractErrorCode',
+      'FileSystem',
       'OpenBackend',
       'OpenOptions',
       'Ownership',
@@ -29,6 +30,7 @@ describe('the public entry point', () => {
       'defaultStateHome',
       'describeHolder',
       'errnoOf',
+      'fileSystemOf',
       'isErrno',
       'isSystemError',
       'openStateHome',
@@ -43,7 +45,7 @@ describe('the public entry point', () => {
     expect(stateHome.defaultStateHome).toBe(defaultStateHome);
     expect(stateHome.resolveWorkspace).toBe(resolveWorkspace);
     expect(stateHome.rootsOverlap).toBe(rootsOverlap);
-    for (const name of ['describeHolder', 'errnoOf', 'isErrno', 'isSystemError'] as const)
+    for (const name of ['describeHolder', 'errnoOf', 'fileSystemOf', 'isErrno', 'isSystemError'] as const)
       expect(stateHome[name]).toBe(privateFiles[name]);
   });
 

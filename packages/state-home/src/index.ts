@@ -11,6 +11,15 @@ export {
 } from '@leasehold/contracts';
 export { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 // What a layer above the seam needs of the layers below that is no backend's knowledge: narrowing a
-// system error, a holder in words, whether two workspace roots overlap (one is the other or inside it).
-export { describeHolder, errnoOf, isErrno, isSystemError, type SystemError } from '@leasehold/private-files';
+// system error, a holder in words, the file system a state home is on, whether two workspace roots
+// overlap (one is the other or inside it).
+export {
+  describeHolder,
+  errnoOf,
+  fileSystemOf,
+  isErrno,
+  isSystemError,
+  type FileSystem,
+  type SystemError,
+} from '@leasehold/private-files';
 export { rootsOverlap } from '@leasehold/registry';

@@ -49,6 +49,7 @@ export {
   shownStep,
   type ShownPublish,
 } from './shown-steps.js';
+export { mountOn, mountsAllowed } from './mounts.js';
 export { killUnreaped, stopProcess, untilGone } from './stopped-processes.js';
 export { spawnFixture, spawnPlanned, type FixtureModules } from './spawn-fixture.js';
 export { processStartWith } from './process-starts.js';

@@ -1,10 +1,12 @@
 import { placeOptions, type ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import { openStateHome, type OpenBackend } from '@leasehold/state-home';
+import { fileSystemOf, openStateHome, type OpenBackend } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
+import { fileSystemWords } from '../file-system-words.js';
 import { findingRemedyLine } from '../finding-remedy.js';
+import { table } from '../output.js';
 
 /** Exit status of `doctor` when it found something. */
 const FINDINGS_EXIT = 3;
@@ -50,7 +52,8 @@ function withAccess(stateHome: string, found: Found[]): Found[] {
  * `leasehold doctor`: the library's findings (`diagnose` of @leasehold/recovery)
  * in the state home's files and, on etcd, the fences whose lease ended, each
  * with its place, its workspace when known, the problem and the exact command
- * that fixes it. Changes nothing; only formats.
+ * that fixes it; first, the file system the state home is on (or will be made on) and whether
+ * Leasehold's guarantees are known to hold there. Changes nothing; only formats.
  */
 export async function doctor(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
@@ -61,8 +64,10 @@ export async function doctor(context: CommandContext): Promise<number> {
     async (opened) => withAccess(stateHome, [...diagnosed(stateHome), ...(await etcdFindings(opened))]),
     opening,
   );
+  const fileSystem = fileSystemOf(stateHome);
   const { output } = context;
   output.record({
+    fileSystem,
     findings: found.map((finding) => ({
       file: finding.path,
       problem: finding.problem,
@@ -71,7 +76,8 @@ export async function doctor(context: CommandContext): Promise<number> {
       workspace: finding.workspace ?? null,
     })),
   });
-  if (found.length === 0) output.say(`no problem found in ${stateHome}`);
+  output.say(...table([['file system', fileSystemWords(fileSystem)]]));
+  output.say(found.length === 0 ? `no problem found in ${stateHome}` : '');
   for (const finding of found) {
     const workspace = finding.workspace === undefined ? [] : [`  workspace: ${finding.workspace}`];
     output.say(finding.path, ...workspace, `  problem:   ${finding.problem}`, `  fix:       ${finding.remedy}`, '');

@@ -1,13 +1,15 @@
 import { ContractError, describeBackend } from '@leasehold/contracts';
-import { StateHomeError, recordBackend } from '@leasehold/state-home';
+import { StateHomeError, fileSystemOf, recordBackend } from '@leasehold/state-home';
 import { stateHomeOf, type CommandContext } from '../context.js';
+import { fileSystemWords } from '../file-system-words.js';
 import { backendOption } from '../options.js';
 import { RemedyError, SetupError } from '../remedies.js';
 
 /**
  * `leasehold init`: records which backend the state home uses (`recordBackend` of
  * `@leasehold/state-home`, which reaches an etcd backend first). Idempotent; a state home that
- * already records another backend is `refused`, with nothing changed.
+ * already records another backend is `refused`, with nothing changed. Says the file system the state
+ * home is on, and whether Leasehold's guarantees are known to hold there.
  */
 export async function init(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
@@ -30,7 +32,8 @@ export async function init(context: CommandContext): Promise<number> {
       { path: error.path, cause: error },
     );
   });
-  context.output.record({ initialized: true, stateHome, backend });
-  context.output.say(`${stateHome} uses the ${describeBackend(backend)}`);
+  const fileSystem = fileSystemOf(stateHome);
+  context.output.record({ initialized: true, stateHome, backend, fileSystem });
+  context.output.say(`${stateHome} uses the ${describeBackend(backend)}, on ${fileSystemWords(fileSystem)}`);
   return 0;
 }
