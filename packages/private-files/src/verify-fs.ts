@@ -66,12 +66,15 @@ const GRACE_MS = 30_000;
 /**
  * Races `processes` real processes for `seconds` on one counter file in a fresh private scratch
  * folder inside `folder` (`.verify-fs-<random>`, made with the folders above it when missing):
- * each reads the counter (`read`) and `replace`s it with the next value, compared against what it
- * read, reading again on `conflict`. On a file system where rename, link and exclusive create are
- * seen by every process at once, no increment is lost, no read is torn and nothing else fails.
- * The scratch folder is removed, and its workers killed, however it ends.
- * @throws ContractError `refused` for `processes` outside 2..64 or `seconds` outside 1..600, or a
- * `folder` where the scratch folder cannot be made (with the reason).
+ * each takes a lock by exclusive `create`, `read`s the counter, `replace`s it with the next value
+ * compared against that read, and `remove`s the lock (see `verifyFileSystemWorker`). The lock is
+ * needed: `replace` compares just before its rename, so writers racing without one lose updates on
+ * any file system. Where rename, link and exclusive create are seen by every process at once, no
+ * increment is lost, no read is torn and nothing fails. The scratch folder is removed, and its
+ * workers killed, however it ends.
+ * @throws ContractError `refused` for `processes` outside 2..64 or `seconds` outside 1..600 (naming
+ * no path, before anything is made); what `directory(path, true)` throws when the scratch folder
+ * cannot be made.
  */
 export async function verifyFileSystem(
   folder: string,
@@ -86,7 +89,7 @@ export async function verifyFileSystem(
     files.create(join(root, COUNTER), counterBytes(0));
     const worker = options.worker ?? [process.execPath, fileURLToPath(new URL('verify-fs-worker.js', import.meta.url))];
     const tallies = await race(worker, { root, seconds }, processes);
-    return verification(fileSystemOf(folder), processes, seconds, tallies, files.read(join(root, COUNTER)));
+    return verification(fileSystemOf(folder), processes, seconds, tallies, finalCounter(files, root));
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
@@ -101,31 +104,33 @@ function checkedOption(name: string, value: number, least: number, most: number)
   return value;
 }
 
-/** The figures, from the workers' tallies and the counter's last snapshot. */
+/** The counter's value at the end, or what kept it from being read as one whole counter. */
+function finalCounter(files: PrivateFiles, root: string): number | string {
+  const counter = join(root, COUNTER);
+  try {
+    const last = files.read(counter);
+    return (last === undefined ? undefined : counterOf(last.bytes)) ?? `${counter}: not one whole counter at the end`;
+  } catch (error) {
+    return described(error);
+  }
+}
+
+/** The figures, from the workers' tallies and the counter's value at the end (or why it has none). */
 function verification(
   fileSystem: FileSystem,
   processes: number,
   seconds: number,
   tallies: readonly Tally[],
-  last: { readonly bytes: Uint8Array } | undefined,
+  final: number | string,
 ): FileSystemVerification {
   const increments = tallies.reduce((sum, tally) => sum + tally.increments, 0);
-  const finalValue = last === undefined ? undefined : counterOf(last.bytes);
-  const tornReads = tallies.reduce((sum, tally) => sum + tally.tornReads, 0) + (finalValue === undefined ? 1 : 0);
-  const errors = tallies.flatMap((tally) => tally.errors).slice(0, ERRORS_KEPT);
-  const lostUpdates = increments - (finalValue ?? 0);
+  const finalValue = typeof final === 'number' ? final : 0;
+  const tornReads = tallies.reduce((sum, tally) => sum + tally.tornReads, 0);
+  const found = [...tallies.flatMap((tally) => tally.errors), ...(typeof final === 'string' ? [final] : [])];
+  const errors = found.slice(0, ERRORS_KEPT);
+  const lostUpdates = increments - finalValue;
   const passed = lostUpdates === 0 && tornReads === 0 && errors.length === 0;
-  return {
-    fileSystem,
-    processes,
-    seconds,
-    increments,
-    finalValue: finalValue ?? 0,
-    lostUpdates,
-    tornReads,
-    errors,
-    passed,
-  };
+  return { fileSystem, processes, seconds, increments, finalValue, lostUpdates, tornReads, errors, passed };
 }
 
 /** Starts the workers together and answers each one's tally; every worker is ended before it answers. */
