@@ -29,7 +29,11 @@ export default {
     'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
     'packages/etcd': { entry: [library, tests, fixtures] },
     // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.
-    'packages/private-files': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
+    // `verifyFileSystem` starts dist/verify-fs-worker.js in each racing child, by path.
+    'packages/private-files': {
+      entry: [library, tests, fixtures, 'src/verify-fs-worker.ts'],
+      ignoreBinaries: ['mkfifo'],
+    },
     'packages/recovery': { entry: [library, tests, fixtures], ignoreBinaries: ['mkfifo'] },
     'packages/registry': { entry: [library, tests, fixtures] },
     // Its mounts are unmounted with the system's `umount`, which no npm package provides.

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode, registryLockSchema, sha256 } from '@leasehold/contracts';
@@ -639,5 +639,90 @@ describe('leasehold doctor', () => {
   it('leaks no capability in any output or state file of this test file', () => {
     expect(capabilitiesSeen.size).toBeGreaterThanOrEqual(9);
     expect(capabilityLeaks()).toEqual([]);
+  });
+});
+
+describe('doctor --verify-fs', () => {
+  /** What is left in the state home of the verifier's scratch folders: nothing. */
+  function scratchLeft(stateHome: string): string[] {
+    return readdirSync(stateHome).filter((name) => name.startsWith('.verify-fs-'));
+  }
+
+  it("races this very command's processes in the state home and passes: the figures, in JSON and in words", async () => {
+    const box = sandbox();
+    const found = await cli([
+      'doctor',
+      '--state-home',
+      box.stateHome,
+      '--verify-fs',
+      '--seconds',
+      '1',
+      '--processes',
+      '2',
+      '--json',
+    ]);
+    const { verifyFs } = json(found) as { verifyFs: Record<string, unknown> };
+    expect(found.code).toBe(0);
+    expect(Object.keys(verifyFs)).toEqual([
+      'fileSystem',
+      'processes',
+      'seconds',
+      'increments',
+      'finalValue',
+      'lostUpdates',
+      'tornReads',
+      'errors',
+      'passed',
+    ]);
+    expect(verifyFs).toMatchObject({ fileSystem: fileSystemOf(box.stateHome), processes: 2, seconds: 1 });
+    expect(verifyFs).toMatchObject({ lostUpdates: 0, tornReads: 0, errors: [], passed: true });
+    expect(verifyFs.increments).toBeGreaterThan(0);
+    expect(verifyFs.finalValue).toBe(verifyFs.increments);
+    const human = await cli([
+      'doctor',
+      '--state-home',
+      box.stateHome,
+      '--verify-fs',
+      '--seconds',
+      '1',
+      '--processes',
+      '2',
+    ]);
+    expect(human.code).toBe(0);
+    const name = fileSystemOf(box.stateHome).name;
+    expect(human.stdout).toMatch(
+      new RegExp(`^verified  ${name}: 2 processes, 1 s, [1-9][0-9]* increments, 0 lost, 0 torn: passed\\n$`),
+    );
+    expect(scratchLeft(box.stateHome)).toEqual([]);
+  });
+
+  it('is a usage error (exit 2) for a number out of range or not whole, or --processes/--seconds without --verify-fs', async () => {
+    const box = sandbox();
+    const cases = [
+      [['--verify-fs', '--processes', '1'], '--processes 1: not a whole number from 2 to 64'],
+      [['--verify-fs', '--processes', '65'], '--processes 65: not a whole number from 2 to 64'],
+      [['--verify-fs', '--seconds', '601'], '--seconds 601: not a whole number from 1 to 600'],
+      [['--verify-fs', '--seconds', 'x'], '--seconds x: not a whole number of at least 1'],
+      [['--processes', '2'], '--processes: only with --verify-fs'],
+      [['--seconds', '1'], '--seconds: only with --verify-fs'],
+    ] as const;
+    for (const [options, message] of cases) {
+      const found = await cli(['doctor', '--state-home', box.stateHome, ...options, '--json']);
+      expect([found.code, json(found)]).toEqual([2, { error: 'usage', message, remedy: expect.any(String) }]);
+    }
+    // Refused before anything is made: not even the state home.
+    expect(existsSync(box.stateHome)).toBe(false);
+  });
+
+  // See private-files' verify-fs.test.ts: bindfs answers the lock's link count late.
+  it.skipIf(!mountsAllowed('bindfs'))('fails (exit 3) on a bindfs FUSE passthrough, saying why', async () => {
+    const source = makeTemporaryFolder('cli-verify-fuse-source-');
+    const stateHome = join(mountOn(makeTemporaryFolder('cli-verify-fuse-'), 'bindfs', source), 'state');
+    const found = await cli(['doctor', '--state-home', stateHome, '--verify-fs', '--seconds', '1', '--processes', '2']);
+    expect(found.code).toBe(3);
+    expect(found.stdout).toMatch(
+      /^verified {2}fuse: 2 processes, 1 s, [0-9]+ increments, 0 lost, 0 torn: failed\n {2}error: /,
+    );
+    expect(scratchLeft(stateHome)).toEqual([]);
   });
 });

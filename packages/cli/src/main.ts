@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
+import { VERIFY_FS_WORKER, verifyFsWorker } from './verify-fs-worker.js';
 import { shellQuote } from '@leasehold/contracts';
 
 type OptionSpec = { type: 'string' | 'boolean'; short?: string };
@@ -149,9 +150,14 @@ const COMMANDS: Record<string, Command> = {
   },
   doctor: {
     summary: 'find what blocks Leasehold in the state home, and the command that fixes each',
-    usage: 'leasehold doctor [options]',
-    options: {},
-    help: [],
+    usage: 'leasehold doctor [--verify-fs [--processes N] [--seconds S]] [options]',
+    options: { 'verify-fs': { type: 'boolean' }, processes: { type: 'string' }, seconds: { type: 'string' } },
+    help: [
+      "  --verify-fs         instead: prove Leasehold's guarantees on the state home's file system, racing",
+      '                      processes on a counter in a scratch folder there (exit 3 when they fail)',
+      '  --processes N       --verify-fs: how many processes race, 2 to 64 (default 4)',
+      '  --seconds S         --verify-fs: how long they race, 1 to 600 seconds (default 5)',
+    ],
     load: () => import('./commands/doctor.js').then(({ doctor }) => doctor),
   },
 };
@@ -208,6 +214,7 @@ async function reportError(
  */
 export async function main(argv: readonly string[], io: MainIO): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === VERIFY_FS_WORKER) return verifyFsWorker();
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(`${overview()}\n`);
     return name === undefined ? 2 : 0;

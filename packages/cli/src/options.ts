@@ -117,3 +117,21 @@ export function durationOption(value: Value, option: string): number | undefined
   const unit = match[2] ?? 's';
   return Number(match[1]) * (unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000);
 }
+
+/**
+ * `doctor --verify-fs [--processes N] [--seconds S]`: the verifier's numbers (undefined: its
+ * defaults), or undefined without `--verify-fs`. Their range is the verifier's to judge.
+ */
+export function verifyFsOption(
+  verify: Value,
+  processes: Value,
+  seconds: Value,
+): { processes?: number; seconds?: number } | undefined {
+  if (verify !== true) {
+    const given = processes !== undefined ? '--processes' : seconds !== undefined ? '--seconds' : undefined;
+    if (given === undefined) return undefined;
+    throw new UsageError(`${given}: only with --verify-fs`, `add --verify-fs to race processes; or leave out ${given}`);
+  }
+  const counts = { processes: wholeNumber(processes, '--processes', 1), seconds: wholeNumber(seconds, '--seconds', 1) };
+  return Object.fromEntries(Object.entries(counts).filter(([, count]) => count !== undefined));
+}

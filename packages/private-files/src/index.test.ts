@@ -17,6 +17,7 @@ describe('the public entry point', () => {
       'FileOperation',
       'FileSnapshot',
       'FileSystem',
+      'FileSystemVerification',
       'HeldFile',
       'HolderDocument',
       'HolderFiles',
@@ -38,6 +39,7 @@ describe('the public entry point', () => {
       'SystemError',
       'UnsafeEntry',
       'UnsafeEntryError',
+      'VerifyFileSystemOptions',
       'currentProcess',
       'describeHolder',
       'entryTypeBreach',
@@ -53,6 +55,8 @@ describe('the public entry point', () => {
       'retryingReads',
       'sameSnapshot',
       'setupErrnoMeaning',
+      'verifyFileSystem',
+      'verifyFileSystemWorker',
     ]);
   });
 

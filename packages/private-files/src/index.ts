@@ -32,6 +32,12 @@ export {
   type ProcessIdentity,
 } from './process-liveness.js';
 export { retryingReads } from './retrying-reads.js';
+export {
+  verifyFileSystem,
+  verifyFileSystemWorker,
+  type FileSystemVerification,
+  type VerifyFileSystemOptions,
+} from './verify-fs.js';
 // The staging folder's name belongs to the on-disk layout (contracts); every root has one.
 export { STAGING_FOLDER } from '@leasehold/contracts';
 export { type StagingEntry, type StagingSweep } from './staging-folder.js';

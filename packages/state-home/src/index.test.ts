@@ -20,6 +20,7 @@ describe('the public entry point', () => {
       'ContractError',
       'ContractErrorCode',
       'FileSystem',
+      'FileSystemVerification',
       'OpenBackend',
       'OpenOptions',
       'Ownership',
@@ -27,6 +28,7 @@ describe('the public entry point', () => {
       'StateHomeError',
       'StateHomeRemedy',
       'SystemError',
+      'VerifyFileSystemOptions',
       'defaultStateHome',
       'describeHolder',
       'errnoOf',
@@ -37,6 +39,8 @@ describe('the public entry point', () => {
       'recordBackend',
       'resolveWorkspace',
       'rootsOverlap',
+      'verifyFileSystem',
+      'verifyFileSystemWorker',
     ]);
   });
 
@@ -45,7 +49,15 @@ describe('the public entry point', () => {
     expect(stateHome.defaultStateHome).toBe(defaultStateHome);
     expect(stateHome.resolveWorkspace).toBe(resolveWorkspace);
     expect(stateHome.rootsOverlap).toBe(rootsOverlap);
-    for (const name of ['describeHolder', 'errnoOf', 'fileSystemOf', 'isErrno', 'isSystemError'] as const)
+    for (const name of [
+      'describeHolder',
+      'errnoOf',
+      'fileSystemOf',
+      'isErrno',
+      'isSystemError',
+      'verifyFileSystem',
+      'verifyFileSystemWorker',
+    ] as const)
       expect(stateHome[name]).toBe(privateFiles[name]);
   });
 

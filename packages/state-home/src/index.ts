@@ -11,15 +11,19 @@ export {
 } from '@leasehold/contracts';
 export { defaultStateHome, resolveWorkspace } from '@leasehold/coordination';
 // What a layer above the seam needs of the layers below that is no backend's knowledge: narrowing a
-// system error, a holder in words, the file system a state home is on, whether two workspace roots
-// overlap (one is the other or inside it).
+// system error, a holder in words, the file system a state home is on and its verifier, whether two
+// workspace roots overlap (one is the other or inside it).
 export {
   describeHolder,
   errnoOf,
   fileSystemOf,
   isErrno,
   isSystemError,
+  verifyFileSystem,
+  verifyFileSystemWorker,
   type FileSystem,
+  type FileSystemVerification,
   type SystemError,
+  type VerifyFileSystemOptions,
 } from '@leasehold/private-files';
 export { rootsOverlap } from '@leasehold/registry';

@@ -1,12 +1,22 @@
-import { placeOptions, type ListedOwner } from '@leasehold/contracts';
+import { ContractError, placeOptions, type ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import { fileSystemOf, openStateHome, type OpenBackend } from '@leasehold/state-home';
+import {
+  fileSystemOf,
+  openStateHome,
+  verifyFileSystem,
+  type FileSystemVerification,
+  type OpenBackend,
+  type VerifyFileSystemOptions,
+} from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
 import { fileSystemWords } from '../file-system-words.js';
 import { findingRemedyLine } from '../finding-remedy.js';
+import { verifyFsOption } from '../options.js';
 import { table } from '../output.js';
+import { UsageError } from '../remedies.js';
+import { VERIFY_FS_WORKER } from '../verify-fs-worker.js';
 
 /** Exit status of `doctor` when it found something. */
 const FINDINGS_EXIT = 3;
@@ -53,10 +63,14 @@ function withAccess(stateHome: string, found: Found[]): Found[] {
  * in the state home's files and, on etcd, the fences whose lease ended, each
  * with its place, its workspace when known, the problem and the exact command
  * that fixes it; first, the file system the state home is on (or will be made on) and whether
- * Leasehold's guarantees are known to hold there. Changes nothing; only formats.
+ * Leasehold's guarantees are known to hold there. Changes nothing; only formats. With `--verify-fs`,
+ * instead: the figures of `verifyFileSystem` in the state home.
  */
 export async function doctor(context: CommandContext): Promise<number> {
+  const { values } = context;
+  const verify = verifyFsOption(values['verify-fs'], values.processes, values.seconds);
   const stateHome = stateHomeOf(context);
+  if (verify !== undefined) return verifyFs(context, stateHome, verify);
   // Opened without the access check the other commands make: what keeps this user out is a finding here.
   const opening = openStateHome(stateHome, { env: context.env });
   const found: Found[] = await withBackend(
@@ -83,4 +97,39 @@ export async function doctor(context: CommandContext): Promise<number> {
     output.say(finding.path, ...workspace, `  problem:   ${finding.problem}`, `  fix:       ${finding.remedy}`, '');
   }
   return found.length === 0 ? 0 : FINDINGS_EXIT;
+}
+
+/**
+ * `doctor --verify-fs`: races processes on a counter in a scratch folder of the state home (made,
+ * with the state home, when missing) and shows the figures; exit 3 when they failed.
+ */
+async function verifyFs(context: CommandContext, stateHome: string, options: VerifyFileSystemOptions): Promise<number> {
+  const result = await verified(stateHome, options);
+  context.output.record({ verifyFs: result });
+  context.output.say(
+    ...table([['verified', verificationWords(result)]]),
+    ...result.errors.map((error) => `  error: ${error}`),
+  );
+  return result.passed ? 0 : FINDINGS_EXIT;
+}
+
+/** The verification, each worker this very command run again; a number out of the verifier's range is a usage error. */
+async function verified(stateHome: string, options: VerifyFileSystemOptions): Promise<FileSystemVerification> {
+  try {
+    return await verifyFileSystem(stateHome, {
+      ...options,
+      worker: [process.execPath, process.argv[1]!, VERIFY_FS_WORKER],
+    });
+  } catch (error) {
+    // Refused before anything is made, naming no file: `processes 1: not a whole number from 2 to 64`.
+    if (ContractError.is(error, 'refused') && error.path === undefined)
+      throw new UsageError(`--${error.message}`, (error.remedy ?? '').replace(/^give /, 'give --'));
+    throw error;
+  }
+}
+
+/** `tmpfs: 4 processes, 5 s, 12345 increments, 0 lost, 0 torn: passed`. */
+function verificationWords(result: FileSystemVerification): string {
+  const { fileSystem, processes, seconds, increments, lostUpdates, tornReads, passed } = result;
+  return `${fileSystem.name}: ${processes} processes, ${seconds} s, ${increments} increments, ${lostUpdates} lost, ${tornReads} torn: ${passed ? 'passed' : 'failed'}`;
 }
