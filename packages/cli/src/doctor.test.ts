@@ -625,14 +625,52 @@ describe('leasehold doctor', () => {
         expect([found.code, json(found)]).toEqual([0, { fileSystem, findings: [] }]);
         const human = await cli(['doctor', '--state-home', stateHome]);
         expect(human.stdout).toBe(`file system  ${words}\nno problem found in ${stateHome}\n`);
-        // Not on the FUSE mount: there a passthrough may answer a stale link count, which is why it is not proven.
-        if (stateHome === fuse) continue;
+        // Only a proven one is initialised without an allowance (see the test below for the others).
+        if (!fileSystem.proven) continue;
         const init = await cli(['init', '--state-home', stateHome, '--json']);
         expect(json(init)).toEqual({ initialized: true, stateHome, backend: { kind: 'files' }, fileSystem });
         expect((await cli(['init', '--state-home', stateHome])).stdout).toBe(
           `${stateHome} uses the file backend, on ${words}\n`,
         );
       }
+    },
+  );
+
+  it.skipIf(!mountsAllowed('bindfs'))(
+    'init refuses a state home on a file system not proven, and --allow-fs records it only once the check passed there',
+    async () => {
+      const ramfs = join(mountOn(makeTemporaryFolder('cli-allow-ramfs-'), 'mount', '-t', 'ramfs', 'ramfs'), 'state');
+      const refused = await cli(['init', '--state-home', ramfs]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`${ramfs}: the state home is on unknown (statfs magic 0x858458f6)`);
+      expect(refused.stderr).toContain(`leasehold init --allow-fs 0x858458f6 --state-home ${ramfs}`);
+      expect(existsSync(ramfs)).toBe(false);
+      const wrong = await cli(['init', '--state-home', ramfs, '--allow-fs', 'nfs']);
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toContain('is on 0x858458f6 (statfs magic 0x858458f6), not nfs');
+      const allowed = await cli(['init', '--state-home', ramfs, '--allow-fs', '0x858458f6', '--json']);
+      expect(allowed.code).toBe(0);
+      expect(json(allowed)).toMatchObject({
+        initialized: true,
+        fileSystem: { name: 'unknown', magic: 0x858458f6, proven: false },
+        verifyFs: { passed: true, lostUpdates: 0, tornReads: 0 },
+      });
+      // From now on every command serves it, with no option: the state home records the allowance.
+      const workspace = makeTemporaryFolder('cli-allow-workspace-');
+      const status = await cli(['status', '--workspace', workspace, '--state-home', ramfs, '--json']);
+      expect([status.code, json(status)]).toEqual([3, expect.objectContaining({ status: 'absent' })]);
+      expect((await cli(['doctor', '--state-home', ramfs])).code).toBe(0);
+
+      // On a FUSE passthrough the check fails (its link counts lag), so nothing is recorded.
+      const fuse = join(
+        mountOn(makeTemporaryFolder('cli-allow-fuse-'), 'bindfs', makeTemporaryFolder('cli-allow-src-')),
+        'state',
+      );
+      const failed = await cli(['init', '--state-home', fuse, '--allow-fs', 'fuse']);
+      expect(failed.code).toBe(1);
+      expect(failed.stdout).toMatch(/^verified {2}fuse: 4 processes, 5 s, .*: failed$/m);
+      expect(failed.stderr).toContain(`${fuse}: the check of fuse failed`);
+      expect(existsSync(join(fuse, 'v1'))).toBe(false);
     },
   );
 

@@ -49,9 +49,16 @@ const OWNER_OPTIONS: Record<string, OptionSpec> = {
 const COMMANDS: Record<string, Command> = {
   init: {
     summary: 'record which backend the state home uses: its files (the default), or an etcd cluster shared by hosts',
-    usage: 'leasehold init [--etcd-endpoints URL[,URL...] --etcd-prefix PREFIX] [options]',
-    options: { 'etcd-endpoints': { type: 'string' }, 'etcd-prefix': { type: 'string' } },
+    usage: 'leasehold init [--etcd-endpoints URL[,URL...] --etcd-prefix PREFIX] [--allow-fs NAME] [options]',
+    options: {
+      'etcd-endpoints': { type: 'string' },
+      'etcd-prefix': { type: 'string' },
+      'allow-fs': { type: 'string' },
+    },
     help: [
+      '  --allow-fs NAME     allow the state home on file system NAME, whose guarantees are not proven',
+      "                      (as doctor names it: nfs, fuse, 0x858458f6, ...), once doctor --verify-fs's",
+      '                      check, run first, passed there; the file backend only',
       "  --etcd-endpoints U  the etcd members' client URLs, comma-separated (http://HOST:2379 or https://...)",
       '  --etcd-prefix P     the key prefix of this state home in etcd, such as /leasehold/team',
       '                      credentials come from LEASEHOLD_ETCD_USER and LEASEHOLD_ETCD_PASSWORD, TLS from',

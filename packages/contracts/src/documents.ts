@@ -38,6 +38,18 @@ const reservationShape = () => ({
   ownerToken: id,
 });
 
+/**
+ * A file system whose guarantees are not proven, that a state home was allowed on once a verifier
+ * passed there: by its name and its `statfs` magic number.
+ */
+export const fileSystemAllowanceSchema = lazy(() =>
+  strictObject({
+    name: text(64, { nonEmpty: true }),
+    magic: z.number().int().min(0).max(0xffffffff),
+  }),
+);
+export type FileSystemAllowance = z.infer<typeof fileSystemAllowanceSchema>;
+
 /** `leasehold.registry-format/1`: marks a folder as one state home's registry. */
 export const registryFormatSchema = lazy(() =>
   strictObject({
@@ -45,6 +57,8 @@ export const registryFormatSchema = lazy(() =>
     stateHome: absolutePath,
     /** The backend this state home uses; absent for the file backend. */
     backend: backendSchema.optional(),
+    /** The file system it was allowed on, when that one is not proven (`leasehold init --allow-fs`). */
+    allowedFileSystem: real(fileSystemAllowanceSchema).optional(),
   }),
 );
 export type RegistryFormat = z.infer<typeof registryFormatSchema>;

@@ -31,6 +31,7 @@ export {
   fenceSchema,
   holderSchema,
   localCapabilitySchema,
+  fileSystemAllowanceSchema,
   ownerConfigSchema,
   ownerLockSchema,
   recoveryRecordSchema,
@@ -45,6 +46,7 @@ export {
   type Claim,
   type Companion,
   type Fence,
+  type FileSystemAllowance,
   type FenceKind,
   type Holder,
   type LocalCapability,
@@ -71,7 +73,7 @@ export {
 } from './watch.js';
 export { acquireInTurn, type WaitOptions, type WaitTicket, type WaitingLine } from './wait-in-turn.js';
 export { MAX_DEPTH } from './json-parser.js';
-export { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
+export { fileSystemRemedy, placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';
 export {
   holdersNotProvedGone,

@@ -31,3 +31,16 @@ export function recoverRemedy(root: string, stateHome: string, process: 'live' |
       return `${status}; once that process has ended, review and release what it left with ${recover}`;
   }
 }
+
+/**
+ * The remedy of a state home (or a workspace of it) on a file system whose guarantees are not
+ * proven, `name` as the allowance names it: move it to a local disk, or earn the allowance there.
+ */
+export function fileSystemRemedy(stateHome: string, name: string): string {
+  const home = `--state-home ${shellQuote(stateHome)}`;
+  return (
+    'keep the state home and its workspaces on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs); ' +
+    `or, if every host that reaches it sees a rename at once, check that with \`leasehold doctor --verify-fs ${home}\` ` +
+    `and allow it with \`leasehold init --allow-fs ${shellQuote(name)} ${home}\`, which runs that check first`
+  );
+}

@@ -83,6 +83,7 @@ async function acquireOnce(
   if (!endpoint.safeParse(boundEndpoint).success || !endpointAdmits(config.endpoint, boundEndpoint)) {
     throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
   }
+  registry.checkWorkspace(places.root);
   const owner = currentProcess();
   // Frozen, so that its canonical text, compared before every step, is made once.
   const reservation: Reservation = Object.freeze({

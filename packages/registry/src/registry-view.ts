@@ -17,6 +17,7 @@ import {
   type Backend,
   type RegistryFormat,
   type Reservation,
+  type FileSystemAllowance,
 } from '@leasehold/contracts';
 import { describeHolder, ownerStatus, type FileSnapshot } from '@leasehold/private-files';
 import { rootsOverlap } from './roots-overlap.js';
@@ -147,8 +148,16 @@ export function checkBackend(backend: Backend, label: string): Backend {
  * left out, so that its format document keeps the bytes it had before backends.
  * @throws ContractError `refused` for an invalid backend, or one whose document would pass DOCUMENT_BYTES.
  */
-export function encodeFormat(stateHome: string, backend: Backend, label: string): Uint8Array {
-  const recorded = backend.kind === 'files' ? {} : { backend };
+export function encodeFormat(
+  stateHome: string,
+  backend: Backend,
+  label: string,
+  allowedFileSystem?: FileSystemAllowance,
+): Uint8Array {
+  const recorded = {
+    ...(backend.kind === 'files' ? {} : { backend }),
+    ...(allowedFileSystem === undefined ? {} : { allowedFileSystem }),
+  };
   const format = decode(registryFormatSchema, { schema: 'leasehold.registry-format/1', stateHome, ...recorded }, label);
   const bytes = encode(format);
   if (bytes.byteLength > DOCUMENT_BYTES) {

@@ -11,6 +11,7 @@ import {
   REGISTRY_FOLDER_ENTRIES,
   stateHomeLayout,
   type StateHomeLayout,
+  type FileSystemAllowance,
 } from '@leasehold/contracts';
 import {
   PrivateFiles,
@@ -30,7 +31,8 @@ import {
   encodeTable,
   recordedBackend,
 } from './registry-view.js';
-import { ensureStateHome, reachStateHome } from './state-home-setup.js';
+import { assertFileSystem } from './file-system-check.js';
+import { ensureStateHome, reachStateHome, recordedAllowance } from './state-home-setup.js';
 import { Transaction, type RegistryTransaction } from './transaction.js';
 
 export interface RegistryOptions {
@@ -43,6 +45,13 @@ export interface RegistryOptions {
    * that creates `format.json` records it there; one on a state home that records another is `refused`.
    */
   readonly backend?: Backend;
+  /**
+   * A file system whose guarantees are not proven that this caller allows the state home on (what
+   * `leasehold init --allow-fs` passes, once a verifier passed there): `initialize()` records it in
+   * `format.json`, after which every caller is allowed. Without it, or once recorded, such a state
+   * home is `refused` at every operation.
+   */
+  readonly allowFileSystem?: FileSystemAllowance;
 }
 
 /** One whole read of the table, without the lock. */
@@ -76,6 +85,7 @@ export class Registry {
   readonly #backend: Backend;
   /** The `format.json` this registry writes for a new state home. */
   readonly #formatBytes: Uint8Array;
+  readonly #allowFileSystem: FileSystemAllowance | undefined;
 
   /**
    * @throws ContractError `refused` when `stateHome` is not absolute and normalised, or `backend`
@@ -89,18 +99,38 @@ export class Registry {
     this.#home = new PrivateFiles(this.layout.stateHome, hooks);
     this.#lock = new RegistryLockProtocol(this.layout, this.#files, options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS);
     this.#backend = checkBackend(options.backend ?? FILE_BACKEND, 'registry backend');
-    this.#formatBytes = encodeFormat(this.layout.stateHome, this.#backend, this.layout.registryFormat);
+    this.#allowFileSystem = options.allowFileSystem;
+    this.#formatBytes = encodeFormat(
+      this.layout.stateHome,
+      this.#backend,
+      this.layout.registryFormat,
+      options.allowFileSystem,
+    );
   }
 
   /**
    * Proves the state home itself is safe (a real 0700 folder of this user, no
-   * link), as every reader must before it trusts anything below it.
+   * link, on a file system whose guarantees are proven or that it allows), as
+   * every reader must before it trusts anything below it.
    * Answers false when it does not exist (nor, maybe, its parents): readers
    * then see an empty table, and only a writer creates it.
-   * @throws ContractError `refused` for an unsafe or unreachable state home.
+   * @throws ContractError `refused` for an unsafe or unreachable state home, or one on a file system not allowed.
    */
   checkStateHome(): boolean {
-    return reachStateHome(this.#home, this.layout.stateHome);
+    return reachStateHome(this.#home, this.layout.stateHome, this.#allowFileSystem);
+  }
+
+  /**
+   * Refuses a workspace `root` on a file system whose guarantees are not proven, unless this state
+   * home allows that one (recorded in `format.json`, or this registry's `allowFileSystem`): a
+   * workspace another host sees too could be served by two state homes at once.
+   * @throws ContractError `refused` naming the root, its file system and the remedy.
+   */
+  checkWorkspace(root: string): void {
+    assertFileSystem(root, this.layout.stateHome, 'workspace', () => [
+      this.#allowFileSystem,
+      recordedAllowance(this.#home, this.layout.stateHome),
+    ]);
   }
 
   /**
@@ -173,7 +203,7 @@ export class Registry {
     operation: (transaction: RegistryTransaction) => T | Promise<T>,
     files: FileOperation,
   ): Promise<T> {
-    ensureStateHome(this.layout.stateHome, this.#hooks);
+    ensureStateHome(this.layout.stateHome, this.#hooks, this.#allowFileSystem);
     this.#files.directory(this.layout.registry, true);
     const token = randomUUID();
     const bytes = encode({ schema: 'leasehold.registry-lock/1', token, ...currentProcess(), root });
@@ -247,6 +277,24 @@ export class Registry {
     return format;
   }
 
+  /**
+   * Records this registry's file-system allowance in a `format.json` that does not name it yet: a
+   * replace compared against the bytes read, under the lock. The state home's other fields stay.
+   */
+  #recordAllowance(held: FileSnapshot, format: FileSnapshot): void {
+    const allowed = this.#allowFileSystem;
+    if (allowed === undefined) return;
+    const recorded = checkFormat(format, this.layout.stateHome, this.layout.registryFormat);
+    if (recorded.allowedFileSystem?.name === allowed.name && recorded.allowedFileSystem.magic === allowed.magic) return;
+    const backend = recorded.backend ?? this.#backend;
+    this.#files.assert(this.layout.registryLock, held);
+    this.#files.replace(
+      this.layout.registryFormat,
+      format,
+      encodeFormat(this.layout.stateHome, backend, this.layout.registryFormat, allowed),
+    );
+  }
+
   /** Refuses, under the lock and before any write, a state home that records another backend. */
   #assertBackend(format: FileSnapshot | undefined): void {
     if (format === undefined) return;
@@ -278,6 +326,7 @@ export class Registry {
     format: FileSnapshot | undefined,
     roots: FileSnapshot | undefined,
   ): { entries: Reservation[]; roots: FileSnapshot } {
+    if (format !== undefined) this.#recordAllowance(held, format);
     if (roots !== undefined) return { entries: this.#validate(format, roots), roots };
     const rootsBytes = encodeTable([], this.layout.roots);
     this.#files.assert(this.layout.registryLock, held);

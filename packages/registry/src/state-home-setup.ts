@@ -1,6 +1,13 @@
-import { ContractError, REGISTRY_FOLDER_ENTRIES, stateHomeLayout, type Backend } from '@leasehold/contracts';
+import {
+  ContractError,
+  REGISTRY_FOLDER_ENTRIES,
+  stateHomeLayout,
+  type Backend,
+  type FileSystemAllowance,
+} from '@leasehold/contracts';
 import { PrivateFiles, isSystemError, setupErrnoMeaning, type PrivateFilesHooks } from '@leasehold/private-files';
-import { recordedBackend } from './registry-view.js';
+import { assertFileSystem } from './file-system-check.js';
+import { checkFormat, recordedBackend } from './registry-view.js';
 
 /** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */
 function setupRefusal(error: unknown, stateHome: string, doing: string): unknown {
@@ -15,13 +22,43 @@ function setupRefusal(error: unknown, stateHome: string, doing: string): unknown
   );
 }
 
-/** Whether the state home is there, proved safe. @throws ContractError `refused` for an unsafe or unreachable one. */
-export function reachStateHome(home: PrivateFiles, stateHome: string): boolean {
+/**
+ * Whether the state home is there, proved safe, on a file system whose guarantees are proven or
+ * that its format document (or `own`, an allowance about to be recorded) allows.
+ * @throws ContractError `refused` for an unsafe or unreachable one, or one on a file system not allowed.
+ */
+export function reachStateHome(home: PrivateFiles, stateHome: string, own?: FileSystemAllowance): boolean {
+  let there: boolean;
   try {
-    return home.directory(stateHome);
+    there = home.directory(stateHome);
   } catch (error) {
     throw setupRefusal(error, stateHome, 'reach');
   }
+  if (there) assertStateHomeFileSystem(home, stateHome, there, own);
+  return there;
+}
+
+/**
+ * Refuses a state home on a file system not proven unless `own` or, once it is `there`, its format
+ * document allows that one; one not there yet is judged where it will be made.
+ */
+function assertStateHomeFileSystem(
+  home: PrivateFiles,
+  stateHome: string,
+  there: boolean,
+  own: FileSystemAllowance | undefined,
+): void {
+  assertFileSystem(stateHome, stateHome, 'state home', () => [
+    own,
+    there ? recordedAllowance(home, stateHome) : undefined,
+  ]);
+}
+
+/** The allowance the state home's format document records, if any. */
+export function recordedAllowance(home: PrivateFiles, stateHome: string): FileSystemAllowance | undefined {
+  const layout = stateHomeLayout(stateHome);
+  const format = home.read(layout.registryFormat);
+  return format === undefined ? undefined : checkFormat(format, stateHome, layout.registryFormat).allowedFileSystem;
 }
 
 /**
@@ -44,14 +81,25 @@ export function backendOf(stateHome: string, hooks?: PrivateFilesHooks): Backend
 /**
  * Makes the state home (0700) and its missing ancestors (0700 too). The
  * ancestors lie outside Leasehold's private root; the state home itself is
- * checked like every private folder.
- * @throws ContractError `refused` for an unsafe state home, or one that cannot be made
- * (a level above it is a file or a dangling link, no permission, a read-only file system).
+ * checked like every private folder, and so is its file system (see `reachStateHome`): `own` is an
+ * allowance the caller is about to record (`leasehold init --allow-fs`).
+ * @throws ContractError `refused` for an unsafe state home, one on a file system not allowed, or one
+ * that cannot be made (a level above it is a file or a dangling link, no permission, a read-only file system).
  */
-export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks): void {
+export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks, own?: FileSystemAllowance): void {
   const layout = stateHomeLayout(stateHome);
+  const home = new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks });
+  let there: boolean;
   try {
-    new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks }).directory(layout.stateHome, true);
+    there = home.directory(layout.stateHome);
+  } catch (error) {
+    throw setupRefusal(error, layout.stateHome, 'create');
+  }
+  // Before anything is made: one not there yet is judged where it will be.
+  assertStateHomeFileSystem(home, layout.stateHome, there, own);
+  if (there) return;
+  try {
+    home.directory(layout.stateHome, true);
   } catch (error) {
     throw setupRefusal(error, layout.stateHome, 'create');
   }

@@ -26,4 +26,4 @@ export {
   type SystemError,
   type VerifyFileSystemOptions,
 } from '@leasehold/private-files';
-export { rootsOverlap } from '@leasehold/registry';
+export { allowanceOf, rootsOverlap, type FileSystemAllowance } from '@leasehold/registry';

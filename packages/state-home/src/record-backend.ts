@@ -1,4 +1,4 @@
-import type { Backend } from '@leasehold/contracts';
+import { ContractError, type Backend, type FileSystemAllowance } from '@leasehold/contracts';
 import { Registry } from '@leasehold/registry';
 import { openBackendFor, type OpenOptions } from './open-state-home.js';
 
@@ -9,9 +9,23 @@ import { openBackendFor, type OpenOptions } from './open-state-home.js';
  * recorded: a state home keeps the backend it was made with.
  * @throws ContractError `unavailable` when etcd does not answer (nothing recorded); `refused` with
  * `path` when the state home records another backend, or one of its files is unsafe (nothing
- * changed); StateHomeError as `openStateHome`.
+ * changed), or when it is on a file system whose guarantees are not proven and that
+ * `allowFileSystem` does not name (an etcd state home cannot be allowed one); StateHomeError as
+ * `openStateHome`.
  */
-export async function recordBackend(stateHome: string, backend: Backend, options: OpenOptions = {}): Promise<void> {
+export async function recordBackend(
+  stateHome: string,
+  backend: Backend,
+  options: OpenOptions & { readonly allowFileSystem?: FileSystemAllowance } = {},
+): Promise<void> {
+  const { allowFileSystem } = options;
+  if (backend.kind === 'etcd' && allowFileSystem !== undefined) {
+    throw new ContractError(
+      'refused',
+      `${stateHome}: only a state home of the file backend can be allowed a file system whose guarantees are not proven`,
+      { remedy: "keep an etcd state home's files (this host's part) on a local disk, and pass no allowance" },
+    );
+  }
   if (backend.kind === 'etcd') {
     const opened = await openBackendFor(stateHome, backend, options);
     try {
@@ -20,5 +34,8 @@ export async function recordBackend(stateHome: string, backend: Backend, options
       await opened.close();
     }
   }
-  await new Registry(stateHome, { backend }).initialize();
+  await new Registry(stateHome, {
+    backend,
+    ...(allowFileSystem === undefined ? {} : { allowFileSystem }),
+  }).initialize();
 }

@@ -1,13 +1,6 @@
-import { ContractError, placeOptions, type ListedOwner } from '@leasehold/contracts';
+import { placeOptions, type ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import {
-  fileSystemOf,
-  openStateHome,
-  verifyFileSystem,
-  type FileSystemVerification,
-  type OpenBackend,
-  type VerifyFileSystemOptions,
-} from '@leasehold/state-home';
+import { fileSystemOf, openStateHome, type OpenBackend, type VerifyFileSystemOptions } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
@@ -15,8 +8,7 @@ import { fileSystemWords } from '../file-system-words.js';
 import { findingRemedyLine } from '../finding-remedy.js';
 import { verifyFsOption } from '../options.js';
 import { table } from '../output.js';
-import { UsageError } from '../remedies.js';
-import { VERIFY_FS_WORKER } from '../verify-fs-worker.js';
+import { verificationWords, verified } from '../verification.js';
 
 /** Exit status of `doctor` when it found something. */
 const FINDINGS_EXIT = 3;
@@ -111,25 +103,4 @@ async function verifyFs(context: CommandContext, stateHome: string, options: Ver
     ...result.errors.map((error) => `  error: ${error}`),
   );
   return result.passed ? 0 : FINDINGS_EXIT;
-}
-
-/** The verification, each worker this very command run again; a number out of the verifier's range is a usage error. */
-async function verified(stateHome: string, options: VerifyFileSystemOptions): Promise<FileSystemVerification> {
-  try {
-    return await verifyFileSystem(stateHome, {
-      ...options,
-      worker: [process.execPath, process.argv[1]!, VERIFY_FS_WORKER],
-    });
-  } catch (error) {
-    // Refused before anything is made, naming no file: `processes 1: not a whole number from 2 to 64`.
-    if (ContractError.is(error, 'refused') && error.path === undefined)
-      throw new UsageError(`--${error.message}`, (error.remedy ?? '').replace(/^give /, 'give --'));
-    throw error;
-  }
-}
-
-/** `tmpfs: 4 processes, 5 s, 12345 increments, 0 lost, 0 torn: passed`. */
-function verificationWords(result: FileSystemVerification): string {
-  const { fileSystem, processes, seconds, increments, lostUpdates, tornReads, passed } = result;
-  return `${fileSystem.name}: ${processes} processes, ${seconds} s, ${increments} increments, ${lostUpdates} lost, ${tornReads} torn: ${passed ? 'passed' : 'failed'}`;
 }

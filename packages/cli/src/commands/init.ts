@@ -1,9 +1,17 @@
-import { ContractError, describeBackend } from '@leasehold/contracts';
-import { StateHomeError, fileSystemOf, recordBackend } from '@leasehold/state-home';
+import { ContractError, describeBackend, stateHomeLayout } from '@leasehold/contracts';
+import {
+  StateHomeError,
+  allowanceOf,
+  fileSystemOf,
+  recordBackend,
+  type FileSystemAllowance,
+  type FileSystemVerification,
+} from '@leasehold/state-home';
 import { stateHomeOf, type CommandContext } from '../context.js';
 import { fileSystemWords } from '../file-system-words.js';
 import { backendOption } from '../options.js';
 import { RemedyError, SetupError } from '../remedies.js';
+import { verificationWords, verified } from '../verification.js';
 
 /**
  * `leasehold init`: records which backend the state home uses (`recordBackend` of
@@ -14,7 +22,14 @@ import { RemedyError, SetupError } from '../remedies.js';
 export async function init(context: CommandContext): Promise<number> {
   const stateHome = stateHomeOf(context);
   const backend = backendOption(context.values['etcd-endpoints'], context.values['etcd-prefix']);
-  await recordBackend(stateHome, backend, { env: context.env }).catch((error: unknown) => {
+  const allowFs = context.values['allow-fs'];
+  const { allowed, verification } = await allowance(
+    context,
+    stateHome,
+    typeof allowFs === 'string' ? allowFs : undefined,
+  );
+  const allowFileSystem = allowed === undefined ? {} : { allowFileSystem: allowed };
+  await recordBackend(stateHome, backend, { env: context.env, ...allowFileSystem }).catch((error: unknown) => {
     // Nothing is recorded yet, so `status` would not help: the cluster the options name is what to check.
     if (ContractError.is(error, 'unavailable')) {
       throw new RemedyError(
@@ -24,8 +39,13 @@ export async function init(context: CommandContext): Promise<number> {
         { cause: error },
       );
     }
-    if (!ContractError.is(error, 'refused') || error.path === undefined || StateHomeError.is(error)) throw error;
-    // The state home records another backend: a state home keeps the backend it was made with.
+    if (
+      !ContractError.is(error, 'refused') ||
+      error.path !== stateHomeLayout(stateHome).registryFormat ||
+      StateHomeError.is(error)
+    )
+      throw error;
+    // Its format document records another backend: a state home keeps the backend it was made with.
     throw new SetupError(
       error.message,
       'a state home keeps its backend: use it as recorded, or pass another --state-home for this one',
@@ -33,7 +53,41 @@ export async function init(context: CommandContext): Promise<number> {
     );
   });
   const fileSystem = fileSystemOf(stateHome);
-  context.output.record({ initialized: true, stateHome, backend, fileSystem });
+  const verifyFs = verification === undefined ? {} : { verifyFs: verification };
+  context.output.record({ initialized: true, stateHome, backend, fileSystem, ...verifyFs });
   context.output.say(`${stateHome} uses the ${describeBackend(backend)}, on ${fileSystemWords(fileSystem)}`);
   return 0;
+}
+
+/**
+ * `--allow-fs NAME`: the allowance for the file system the state home is on, once the verifier
+ * passed there (its figures said first, and answered); none for a file system already proven.
+ * @throws RemedyError `refused` when NAME is not that file system, or the verifier failed.
+ */
+async function allowance(
+  context: CommandContext,
+  stateHome: string,
+  name: string | undefined,
+): Promise<{ allowed?: FileSystemAllowance; verification?: FileSystemVerification }> {
+  if (name === undefined) return {};
+  const fileSystem = fileSystemOf(stateHome);
+  const allowed = allowanceOf(fileSystem);
+  if (name !== allowed.name) {
+    throw new RemedyError(
+      'refused',
+      `${stateHome}: is on ${allowed.name} (statfs magic 0x${fileSystem.magic.toString(16)}), not ${name}; nothing was recorded`,
+      `allow the file system it is on: --allow-fs ${allowed.name}`,
+    );
+  }
+  if (fileSystem.proven) return {};
+  const result = await verified(stateHome, {});
+  context.output.say(`verified  ${verificationWords(result)}`);
+  if (!result.passed) {
+    throw new RemedyError(
+      'refused',
+      `${stateHome}: the check of ${allowed.name} failed (${result.errors[0] ?? `${result.lostUpdates} lost, ${result.tornReads} torn`}); nothing was recorded`,
+      'keep the state home on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs)',
+    );
+  }
+  return { allowed, verification: result };
 }
