@@ -648,6 +648,13 @@ describe('leasehold doctor', () => {
       const wrong = await cli(['init', '--state-home', ramfs, '--allow-fs', 'nfs']);
       expect(wrong.code).toBe(1);
       expect(wrong.stderr).toContain('is on 0x858458f6 (statfs magic 0x858458f6), not nfs');
+      const said = await cli(['init', '--state-home', ramfs, '--allow-fs', '0x858458f6']);
+      expect(said.stdout).toMatch(
+        /^verified {2}unknown: 4 processes, 5 s, [0-9]+ increments, 0 lost, 0 torn: passed$/m,
+      );
+      expect(said.stdout).toContain(
+        `${ramfs} uses the file backend, on unknown, magic 0x858458f6 (not proven; allowed here, its check passed)`,
+      );
       const allowed = await cli(['init', '--state-home', ramfs, '--allow-fs', '0x858458f6', '--json']);
       expect(allowed.code).toBe(0);
       expect(json(allowed)).toMatchObject({

@@ -33,14 +33,17 @@ export function recoverRemedy(root: string, stateHome: string, process: 'live' |
 }
 
 /**
- * The remedy of a state home (or a workspace of it) on a file system whose guarantees are not
+ * The remedy of a state home, or a workspace of it, on a file system whose guarantees are not
  * proven, `name` as the allowance names it: move it to a local disk, or earn the allowance there.
+ * An allowance is earned in the state home, so a workspace's needs the state home on that file
+ * system too.
  */
-export function fileSystemRemedy(stateHome: string, name: string): string {
+export function fileSystemRemedy(stateHome: string, name: string, what: 'state home' | 'workspace'): string {
   const home = `--state-home ${shellQuote(stateHome)}`;
+  const where = what === 'state home' ? '' : ' and the state home on that file system too';
   return (
-    'keep the state home and its workspaces on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs); ' +
-    `or, if every host that reaches it sees a rename at once, check that with \`leasehold doctor --verify-fs ${home}\` ` +
+    `keep the ${what} on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs); ` +
+    `or, if every host that reaches it sees a rename at once${where}, check that with \`leasehold doctor --verify-fs ${home}\` ` +
     `and allow it with \`leasehold init --allow-fs ${shellQuote(name)} ${home}\`, which runs that check first`
   );
 }

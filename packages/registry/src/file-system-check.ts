@@ -34,6 +34,6 @@ export function assertFileSystem(
     'refused',
     `${path}: the ${what} is on ${fileSystem.name} (statfs magic 0x${fileSystem.magic.toString(16)}), a file system ` +
       "on which Leasehold's guarantees are not proven: a rename, link and exclusive create that every process sees at once",
-    { path, remedy: fileSystemRemedy(stateHome, name) },
+    { path, remedy: fileSystemRemedy(stateHome, name, what) },
   );
 }

@@ -78,6 +78,9 @@ describe.skipIf(!mountsAllowed('bindfs'))('a state home on a file system whose g
     const error = contractErrorOf(() => new Registry(stateHome).checkWorkspace(fuse));
     expect(error).toMatchObject({ code: 'refused', path: fuse });
     expect(error.message).toMatch(/the workspace is on fuse \(statfs magic 0x65735546\)/);
+    expect(error.remedy).toContain('keep the workspace on a local disk');
+    // An allowance is earned in the state home: for a workspace's file system, the state home goes there too.
+    expect(error.remedy).toContain('and the state home on that file system too');
     expect(error.remedy).toContain('leasehold init --allow-fs fuse');
   });
 });

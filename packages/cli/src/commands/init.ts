@@ -55,7 +55,9 @@ export async function init(context: CommandContext): Promise<number> {
   const fileSystem = fileSystemOf(stateHome);
   const verifyFs = verification === undefined ? {} : { verifyFs: verification };
   context.output.record({ initialized: true, stateHome, backend, fileSystem, ...verifyFs });
-  context.output.say(`${stateHome} uses the ${describeBackend(backend)}, on ${fileSystemWords(fileSystem)}`);
+  context.output.say(
+    `${stateHome} uses the ${describeBackend(backend)}, on ${fileSystemWords(fileSystem, allowed !== undefined)}`,
+  );
   return 0;
 }
 
