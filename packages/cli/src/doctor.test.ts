@@ -695,17 +695,8 @@ describe('doctor --verify-fs', () => {
 
   it("races this very command's processes in the state home and passes: the figures, in JSON and in words", async () => {
     const box = sandbox();
-    const found = await cli([
-      'doctor',
-      '--state-home',
-      box.stateHome,
-      '--verify-fs',
-      '--seconds',
-      '1',
-      '--processes',
-      '2',
-      '--json',
-    ]);
+    const verify = ['doctor', '--state-home', box.stateHome, '--verify-fs', '--seconds', '1', '--processes', '2'];
+    const found = await cli([...verify, '--json']);
     const { verifyFs } = json(found) as { verifyFs: Record<string, unknown> };
     expect(found.code).toBe(0);
     expect(Object.keys(verifyFs)).toEqual([
@@ -723,16 +714,7 @@ describe('doctor --verify-fs', () => {
     expect(verifyFs).toMatchObject({ lostUpdates: 0, tornReads: 0, errors: [], passed: true });
     expect(verifyFs.increments).toBeGreaterThan(0);
     expect(verifyFs.finalValue).toBe(verifyFs.increments);
-    const human = await cli([
-      'doctor',
-      '--state-home',
-      box.stateHome,
-      '--verify-fs',
-      '--seconds',
-      '1',
-      '--processes',
-      '2',
-    ]);
+    const human = await cli(verify);
     expect(human.code).toBe(0);
     const name = fileSystemOf(box.stateHome).name;
     expect(human.stdout).toMatch(

@@ -11,6 +11,7 @@ import {
   messageOf,
   messagesOf,
   pathExists,
+  serveInTurn,
   spawnPlanned,
   type SpawnedChild,
   type TestPlace,
@@ -72,16 +73,8 @@ describe('acquire({ waitMs }): waiting for a live owner, first come, first serve
 
     holder.send('release');
     await messageOf(holder, 'released');
-    for (const [index, current] of waiters.entries()) {
-      await messageOf(current, 'acquired').catch(() => {
-        throw new Error(`waiter ${index} did not acquire: ${said(waiters)}`);
-      });
-      // One at a time: nobody behind it owns the workspace or has acquired it before.
-      for (const later of waiters.slice(index + 1)) expect(messagesOf(later, 'acquired')).toEqual([]);
-      current.send('release');
-      await messageOf(current, 'released');
-      expect(await current.closed).toMatchObject({ code: 0, signal: null });
-    }
+    // One at a time, in the order they came.
+    await serveInTurn(waiters);
     expect(messagesOf(killed, 'acquired')).toEqual([]);
     // Every ticket is gone: the served ones by their waiters, the killed one's by a waiter behind it.
     expect(tickets(place)).toEqual([]);

@@ -10,6 +10,9 @@ const WAITER_SCHEMA = 'leasehold.etcd-waiter/1';
 /** `leasehold.etcd-waiter/1`: a process waiting for a root, on its own lease, and since when. */
 const waiterSchema = claimSchema(WAITER_SCHEMA);
 
+/** What this host can tell of a waiter's process: only for one of this host (see `EtcdOwnership.processOf`). */
+type ProcessOf = (waiter: { pid: number; host: string; processStart?: string | undefined }) => OwnerStatus | undefined;
+
 /** Starts the wake-ups of a root's fence, owner and waiters' keys; answers the function that stops them. */
 type WatchLine = (wakeups: WatchWakeups) => () => void;
 
@@ -25,18 +28,9 @@ export class EtcdWaiters {
   readonly #client: EtcdClient;
   readonly #keys: KeyLayout;
   readonly #host: string;
-  readonly #processOf: (waiter: {
-    pid: number;
-    host: string;
-    processStart?: string | undefined;
-  }) => OwnerStatus | undefined;
+  readonly #processOf: ProcessOf;
 
-  constructor(
-    client: EtcdClient,
-    keys: KeyLayout,
-    host: string,
-    processOf: (waiter: { pid: number; host: string; processStart?: string | undefined }) => OwnerStatus | undefined,
-  ) {
+  constructor(client: EtcdClient, keys: KeyLayout, host: string, processOf: ProcessOf) {
     this.#client = client;
     this.#keys = keys;
     this.#host = host;

@@ -14,6 +14,11 @@ export function allowanceOf(fileSystem: FileSystem): FileSystemAllowance {
   return { name: allowanceName(fileSystem), magic: fileSystem.magic };
 }
 
+/** Whether two allowances name the same file system (its name and its magic). */
+export function sameAllowance(a: FileSystemAllowance | undefined, b: FileSystemAllowance): boolean {
+  return a?.name === b.name && a.magic === b.magic;
+}
+
 /**
  * Refuses `path`, the state home `stateHome` or a workspace of it, on a file system whose
  * guarantees are not proven, unless one of `allowances` names it (its name and magic). `allowances`
@@ -28,12 +33,12 @@ export function assertFileSystem(
 ): FileSystem {
   const fileSystem = fileSystemOf(path);
   if (fileSystem.proven) return fileSystem;
-  const name = allowanceName(fileSystem);
-  if (allowances().some((allowed) => allowed?.name === name && allowed.magic === fileSystem.magic)) return fileSystem;
+  const named = allowanceOf(fileSystem);
+  if (allowances().some((allowed) => sameAllowance(allowed, named))) return fileSystem;
   throw new ContractError(
     'refused',
     `${path}: the ${what} is on ${fileSystem.name} (statfs magic 0x${fileSystem.magic.toString(16)}), a file system ` +
       "on which Leasehold's guarantees are not proven: a rename, link and exclusive create that every process sees at once",
-    { path, remedy: fileSystemRemedy(stateHome, name, what) },
+    { path, remedy: fileSystemRemedy(stateHome, named.name, what) },
   );
 }

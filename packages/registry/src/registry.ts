@@ -31,7 +31,7 @@ import {
   encodeTable,
   recordedBackend,
 } from './registry-view.js';
-import { assertFileSystem } from './file-system-check.js';
+import { assertFileSystem, sameAllowance } from './file-system-check.js';
 import { ensureStateHome, reachStateHome, recordedAllowance } from './state-home-setup.js';
 import { Transaction, type RegistryTransaction } from './transaction.js';
 
@@ -285,7 +285,7 @@ export class Registry {
     const allowed = this.#allowFileSystem;
     if (allowed === undefined) return;
     const recorded = checkFormat(format, this.layout.stateHome, this.layout.registryFormat);
-    if (recorded.allowedFileSystem?.name === allowed.name && recorded.allowedFileSystem.magic === allowed.magic) return;
+    if (sameAllowance(recorded.allowedFileSystem, allowed)) return;
     const backend = recorded.backend ?? this.#backend;
     this.#files.assert(this.layout.registryLock, held);
     this.#files.replace(

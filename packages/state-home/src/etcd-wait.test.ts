@@ -8,6 +8,7 @@ import {
   makeWorkspace,
   messageOf,
   messagesOf,
+  serveInTurn,
   startEtcd,
   type EtcdCluster,
   type SpawnedChild,
@@ -69,16 +70,8 @@ describe.skipIf(!etcdAvailable('etcdctl'))('acquire({ waitMs }) of the etcd back
 
     holder.send('release');
     await messageOf(holder, 'released');
-    for (const [index, current] of waiters.entries()) {
-      await messageOf(current, 'acquired').catch(() => {
-        throw new Error(`waiter ${index} did not acquire: ${said(waiters)}`);
-      });
-      // One at a time: nobody behind it has acquired.
-      for (const later of waiters.slice(index + 1)) expect(messagesOf(later, 'acquired')).toEqual([]);
-      current.send('release');
-      await messageOf(current, 'released');
-      expect(await current.closed).toMatchObject({ code: 0, signal: null });
-    }
+    // One at a time, in the order they came.
+    await serveInTurn(waiters);
     expect(messagesOf(killed, 'acquired')).toEqual([]);
     expect(await waiterKeys(cluster, place)).toEqual([]);
     expect(await a.waiters(root)).toBe(0);

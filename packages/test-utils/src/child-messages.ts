@@ -22,6 +22,28 @@ export function messagesOf(child: SpawnedChild, key: string): Record<string, unk
   return child.lines.filter(isMessage(key)).map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
+/**
+ * Serves a line of waiter fixtures in turn, first to last: each must print `{"acquired"}` while none
+ * behind it has, is then sent `release`, and must print `{"released"}` and exit 0.
+ * @throws Error naming the waiter that broke the turn, with what every waiter printed.
+ */
+export async function serveInTurn(waiters: readonly SpawnedChild[]): Promise<void> {
+  const said = () => waiters.map((child) => child.lines.join(' | ')).join(' || ');
+  for (const [index, current] of waiters.entries()) {
+    await messageOf(current, 'acquired').catch(() => {
+      throw new Error(`waiter ${index} did not acquire: ${said()}`);
+    });
+    // One at a time: nobody behind it has acquired.
+    const early = waiters.slice(index + 1).findIndex((later) => messagesOf(later, 'acquired').length > 0);
+    if (early !== -1) throw new Error(`waiter ${index + 1 + early} acquired while waiter ${index} held: ${said()}`);
+    current.send('release');
+    await messageOf(current, 'released');
+    const end = await current.closed;
+    if (end.code !== 0 || end.signal !== null)
+      throw new Error(`waiter ${index} ended with code ${end.code}, signal ${end.signal}: ${said()}`);
+  }
+}
+
 /** What an on-demand client fixture prints once connected: `{"connected":{"epoch","pid","compatibility"?}}`. */
 export interface ConnectedClient {
   readonly epoch: string;

@@ -1,5 +1,12 @@
 export { bytesOf, sha256Hex } from './bytes.js';
-export { connectedClients, isMessage, messageOf, messagesOf, type ConnectedClient } from './child-messages.js';
+export {
+  connectedClients,
+  isMessage,
+  messageOf,
+  messagesOf,
+  serveInTurn,
+  type ConnectedClient,
+} from './child-messages.js';
 export {
   killAndReap,
   spawnChild,
