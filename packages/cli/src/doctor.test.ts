@@ -17,6 +17,8 @@ import {
   sandbox,
   type Result,
   type Sandbox,
+  localFileSystem,
+  onLocalDisk,
 } from '../test/helpers.js';
 import { capabilitiesSeen, capabilityLeaks } from '../test/transcript.js';
 
@@ -47,7 +49,7 @@ async function doctor(box: Sandbox): Promise<{ code: number | null; findings: Fi
   const result = await cli(['doctor', '--state-home', box.stateHome, '--json']);
   const document = json(result) as { fileSystem: unknown; findings: Finding[] };
   expect(Object.keys(document)).toEqual(['fileSystem', 'findings']);
-  expect(document.fileSystem).toEqual(fileSystemOf(box.stateHome));
+  expect(document.fileSystem).toEqual(localFileSystem(box.stateHome));
   for (const finding of document.findings) {
     expect(Object.keys(finding).sort()).toEqual(['file', 'fix', 'kind', 'problem', 'workspace']);
     expect(finding.file).toMatch(/^\//);
@@ -164,6 +166,7 @@ describe('leasehold doctor', () => {
     // Readers never look at the lock.
     expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch,
       config: expect.any(Object),
@@ -251,6 +254,7 @@ describe('leasehold doctor', () => {
     // Readers never look at the lock: status and list answer while it is held.
     expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch,
       config: expect.any(Object),
@@ -484,6 +488,7 @@ describe('leasehold doctor', () => {
     const status = await cli(['status', ...box.place(workspace), '--json']);
     expect(json(status)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -608,7 +613,7 @@ describe('leasehold doctor', () => {
   });
 
   it.skipIf(!mountsAllowed('bindfs'))(
-    'says the file system of a state home not made yet: tmpfs proven; FUSE and one it does not know, not proven; init says it too',
+    'says the file system of a state home not made yet: tmpfs proven; FUSE and one it does not know, not proven, and a finding with its remedy; init says it too',
     async () => {
       const notProven = "(not proven: Leasehold's guarantees are not known to hold there)";
       const tmpfs = join(mountOn(makeTemporaryFolder('cli-tmpfs-'), 'mount', '-t', 'tmpfs', 'tmpfs'), 'state');
@@ -616,22 +621,48 @@ describe('leasehold doctor', () => {
       const fuse = join(mountOn(makeTemporaryFolder('cli-fuse-'), 'bindfs', fuseSource), 'state');
       const ramfs = join(mountOn(makeTemporaryFolder('cli-ramfs-'), 'mount', '-t', 'ramfs', 'ramfs'), 'state');
       const cases = [
-        [tmpfs, { name: 'tmpfs', magic: 0x01021994, proven: true }, 'tmpfs (local: proven)'],
-        [fuse, { name: 'fuse', magic: 0x65735546, proven: false }, `fuse ${notProven}`],
-        [ramfs, { name: 'unknown', magic: 0x858458f6, proven: false }, `unknown, magic 0x858458f6 ${notProven}`],
+        [tmpfs, { name: 'tmpfs', magic: 0x01021994, proven: true }, 'tmpfs (local: proven)', ''],
+        [fuse, { name: 'fuse', magic: 0x65735546, proven: false }, `fuse ${notProven}`, 'fuse'],
+        [
+          ramfs,
+          { name: 'unknown', magic: 0x858458f6, proven: false },
+          `unknown, magic 0x858458f6 ${notProven}`,
+          '0x858458f6',
+        ],
       ] as const;
-      for (const [stateHome, fileSystem, words] of cases) {
+      for (const [stateHome, fileSystem, words, allowAs] of cases) {
         const found = await cli(['doctor', '--state-home', stateHome, '--json']);
-        expect([found.code, json(found)]).toEqual([0, { fileSystem, findings: [] }]);
         const human = await cli(['doctor', '--state-home', stateHome]);
-        expect(human.stdout).toBe(`file system  ${words}\nno problem found in ${stateHome}\n`);
-        // Only a proven one is initialised without an allowance (see the test below for the others).
-        if (!fileSystem.proven) continue;
-        const init = await cli(['init', '--state-home', stateHome, '--json']);
-        expect(json(init)).toEqual({ initialized: true, stateHome, backend: { kind: 'files' }, fileSystem });
-        expect((await cli(['init', '--state-home', stateHome])).stdout).toBe(
-          `${stateHome} uses the file backend, on ${words}\n`,
+        const reported = { ...fileSystem, allowed: false };
+        if (fileSystem.proven) {
+          expect([found.code, json(found)]).toEqual([0, { fileSystem: reported, findings: [] }]);
+          expect(human.stdout).toBe(`file system  ${words}\nno problem found in ${stateHome}\n`);
+          const init = await cli(['init', '--state-home', stateHome, '--json']);
+          expect(json(init)).toEqual({
+            initialized: true,
+            stateHome,
+            backend: { kind: 'files' },
+            fileSystem: reported,
+          });
+          expect((await cli(['init', '--state-home', stateHome])).stdout).toBe(
+            `${stateHome} uses the file backend, on ${words}\n`,
+          );
+          continue;
+        }
+        // Every command would refuse it: doctor says so, with the remedy, before anything is made.
+        const problem = `the state home is on ${fileSystem.name} (statfs magic 0x${fileSystem.magic.toString(16)}), a file system on which Leasehold's guarantees are not proven: every command that uses it is refused`;
+        const fix = `keep the state home on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs); or, if every host that reaches it sees a rename at once, check that with \`leasehold doctor --verify-fs --state-home ${stateHome}\` and allow it with \`leasehold init --allow-fs ${allowAs} --state-home ${stateHome}\`, which runs that check first`;
+        expect([found.code, json(found)]).toEqual([
+          3,
+          {
+            fileSystem: reported,
+            findings: [{ file: stateHome, problem, fix, kind: 'unproven-file-system', workspace: null }],
+          },
+        ]);
+        expect(human.stdout).toBe(
+          `file system  ${words}\n\n${stateHome}\n  problem:   ${problem}\n  fix:       ${fix}\n\n`,
         );
+        expect(existsSync(stateHome)).toBe(false);
       }
     },
   );
@@ -645,9 +676,16 @@ describe('leasehold doctor', () => {
       expect(refused.stderr).toContain(`${ramfs}: the state home is on unknown (statfs magic 0x858458f6)`);
       expect(refused.stderr).toContain(`leasehold init --allow-fs 0x858458f6 --state-home ${ramfs}`);
       expect(existsSync(ramfs)).toBe(false);
+      // status tells the same story: its next step is that remedy, not a serve that would be refused.
+      const workspace = makeTemporaryFolder('cli-allow-workspace-');
+      const before = await cli(['status', '--workspace', workspace, '--state-home', ramfs]);
+      expect(before.code).toBe(3);
+      expect(before.stdout).toContain(
+        `\n\nIts state home is refused where it is: keep the state home on a local disk (ext4, xfs, btrfs, tmpfs, overlay, f2fs, zfs, bcachefs); or, if every host that reaches it sees a rename at once, check that with \`leasehold doctor --verify-fs --state-home ${ramfs}\` and allow it with \`leasehold init --allow-fs 0x858458f6 --state-home ${ramfs}\`, which runs that check first\n`,
+      );
       const wrong = await cli(['init', '--state-home', ramfs, '--allow-fs', 'nfs']);
       expect(wrong.code).toBe(1);
-      expect(wrong.stderr).toContain('is on 0x858458f6 (statfs magic 0x858458f6), not nfs');
+      expect(wrong.stderr).toContain('is on unknown (statfs magic 0x858458f6), not nfs');
       const said = await cli(['init', '--state-home', ramfs, '--allow-fs', '0x858458f6']);
       expect(said.stdout).toMatch(
         /^verified {2}unknown: 4 processes, 5 s, [0-9]+ increments, 0 lost, 0 torn: passed$/m,
@@ -659,14 +697,26 @@ describe('leasehold doctor', () => {
       expect(allowed.code).toBe(0);
       expect(json(allowed)).toMatchObject({
         initialized: true,
-        fileSystem: { name: 'unknown', magic: 0x858458f6, proven: false },
+        fileSystem: { name: 'unknown', magic: 0x858458f6, proven: false, allowed: true },
         verifyFs: { passed: true, lostUpdates: 0, tornReads: 0 },
       });
-      // From now on every command serves it, with no option: the state home records the allowance.
-      const workspace = makeTemporaryFolder('cli-allow-workspace-');
+      // From now on every command serves it, with no option: the state home records the allowance,
+      // and status and doctor say it is allowed.
+      const allowedWords = 'unknown, magic 0x858458f6 (not proven; allowed here, its check passed)';
       const status = await cli(['status', '--workspace', workspace, '--state-home', ramfs, '--json']);
-      expect([status.code, json(status)]).toEqual([3, expect.objectContaining({ status: 'absent' })]);
-      expect((await cli(['doctor', '--state-home', ramfs])).code).toBe(0);
+      expect([status.code, json(status)]).toEqual([
+        3,
+        expect.objectContaining({
+          status: 'absent',
+          stateHome: ramfs,
+          fileSystem: { name: 'unknown', magic: 0x858458f6, proven: false, allowed: true },
+        }),
+      ]);
+      const statusWords = await cli(['status', '--workspace', workspace, '--state-home', ramfs]);
+      expect(statusWords.stdout).toContain(`state home  ${ramfs}, on ${allowedWords}\n`);
+      expect(statusWords.stdout).toContain(`Start it with: leasehold serve --workspace ${workspace}`);
+      const doctor = await cli(['doctor', '--state-home', ramfs]);
+      expect([doctor.code, doctor.stdout]).toEqual([0, `file system  ${allowedWords}\nno problem found in ${ramfs}\n`]);
 
       // On a FUSE passthrough the check fails (its link counts lag), so nothing is recorded.
       const fuse = join(
@@ -739,6 +789,14 @@ describe('doctor --verify-fs', () => {
     }
     // Refused before anything is made: not even the state home.
     expect(existsSync(box.stateHome)).toBe(false);
+  });
+
+  it('is a usage error (exit 2) to start one of its racing workers by hand, naming the command that does', async () => {
+    const found = await cli(['--verify-fs-worker']);
+    expect([found.code, found.stdout]).toEqual([2, '']);
+    expect(found.stderr).toBe(
+      'leasehold: usage: --verify-fs-worker is one racing worker of doctor --verify-fs, not a command\n  run: leasehold doctor --verify-fs\n',
+    );
   });
 
   // See private-files' verify-fs.test.ts: bindfs answers the lock's link count late.

@@ -15,6 +15,8 @@ import {
   removeSandboxes,
   sandbox,
   type Sandbox,
+  onLocalDisk,
+  localFileSystem,
 } from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 
@@ -60,6 +62,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(running.code).toBe(0);
     expect(json(running)).toEqual({
       status: 'running',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: firstReady.epoch,
       endpoint: firstReady.endpoint,
@@ -170,6 +173,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(stopped.code).toBe(3);
     expect(json(stopped)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: firstReady.epoch,
       config: expect.any(Object),
@@ -207,11 +211,12 @@ describe('leasehold, end to end through the built binary', () => {
     const humanStatus = await cli(['status', ...place]);
     expect(humanStatus.code).toBe(0);
     expect(humanStatus.stdout.split('\n')).toEqual([
-      `running   ${workspace}`,
-      `endpoint  ${secondReady.endpoint}`,
-      `epoch     ${secondReady.epoch}`,
-      `pid       ${second.pid}`,
-      `config    ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
+      `running     ${workspace}`,
+      `endpoint    ${secondReady.endpoint}`,
+      `epoch       ${secondReady.epoch}`,
+      `pid         ${second.pid}`,
+      `config      ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
+      `state home  ${box.stateHome}, on ${localFileSystem(box.stateHome).name} (local: proven)`,
       '',
       `Stop it with: leasehold stop --workspace ${workspace} --state-home ${box.stateHome}`,
       '',
@@ -240,6 +245,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(final.code).toBe(3);
     expect(json(final)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: secondReady.epoch,
       config: expect.any(Object),
@@ -247,9 +253,10 @@ describe('leasehold, end to end through the built binary', () => {
     const humanStopped = await cli(['status', ...place]);
     expect(humanStopped.code).toBe(3);
     expect(humanStopped.stdout.split('\n')).toEqual([
-      `stopped  ${workspace}`,
-      `epoch    ${secondReady.epoch}`,
-      `config   ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
+      `stopped     ${workspace}`,
+      `epoch       ${secondReady.epoch}`,
+      `config      ${config.identity.slice(0, 12)} (endpoint http://127.0.0.1:0)`,
+      `state home  ${box.stateHome}, on ${localFileSystem(box.stateHome).name} (local: proven)`,
       '',
       `Start it with: leasehold serve --workspace ${workspace} --state-home ${box.stateHome}`,
       '',
@@ -325,6 +332,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(readdirSync(join(box.namespace, 'registry')).sort()).toEqual(['format.json', 'roots.json']);
     expect(json(await cli(['status', ...box.place(untouched), '--json']))).toEqual({
       status: 'absent',
+      ...onLocalDisk(box.stateHome),
       root: untouched,
       epoch: null,
     });
@@ -335,6 +343,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(json(recovered)).toEqual({ recovered: true });
     expect(json(await cli(['status', ...box.place(crashed), '--json']))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: crashed,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -357,6 +366,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(fromEnvironment.code).toBe(0);
     expect(json(fromEnvironment)).toEqual({
       status: 'running',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
@@ -379,7 +389,12 @@ describe('leasehold, end to end through the built binary', () => {
       `${box.folder}/other-state`,
     ]);
     expect(elsewhere.code).toBe(3);
-    expect(json(elsewhere)).toEqual({ status: 'absent', root: workspace, epoch: null });
+    expect(json(elsewhere)).toEqual({
+      status: 'absent',
+      root: workspace,
+      epoch: null,
+      ...onLocalDisk(`${box.folder}/other-state`),
+    });
     const stop = await cli(['stop', '--json', '--state-home', box.stateHome, '--workspace', workspace]);
     expect(json(stop)).toEqual({ stopped: true, root: workspace, epoch: ready.epoch });
     expect((await server.exit()).code).toBe(0);
@@ -400,6 +415,7 @@ describe('leasehold, end to end through the built binary', () => {
       expect(status.code).toBe(3);
       expect(json(status)).toEqual({
         status: 'stopped',
+        ...onLocalDisk(box.stateHome),
         root: workspace,
         epoch: ready.epoch,
         config: expect.any(Object),
@@ -513,6 +529,7 @@ describe('leasehold, end to end through the built binary', () => {
     expect(listed.entries.map((entry) => entry.root)).toEqual([workspace]);
     expect(json(await cli(['status', ...box.place(other), '--json']))).toEqual({
       status: 'absent',
+      ...onLocalDisk(box.stateHome),
       root: other,
       epoch: null,
     });

@@ -1,11 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileSystemOf } from '@leasehold/state-home';
 import { cleanUp, etcdAvailable, etcdctl, pathExists, startEtcd, type EtcdCluster } from '@leasehold/test-utils';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { etcdHostOn, hostNamed, statusUntil } from '../test/etcd-hosts.js';
-import { cli, json, jsonLines, killAll, removeSandboxes, Server } from '../test/helpers.js';
+import {
+  cli,
+  json,
+  jsonLines,
+  killAll,
+  removeSandboxes,
+  Server,
+  onLocalDisk,
+  localFileSystem,
+} from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
@@ -37,7 +45,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
         initialized: true,
         stateHome: host.box.stateHome,
         backend: { kind: 'etcd', endpoints: [...cluster.endpoints], prefix },
-        fileSystem: fileSystemOf(host.box.stateHome),
+        fileSystem: localFileSystem(host.box.stateHome),
       });
       expect((await host.run(['init', '--etcd-endpoints', endpoints, '--etcd-prefix', prefix])).code).toBe(0);
     }
@@ -64,6 +72,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     // Host A proves its owner live over the transport; host B sees who holds it, and cannot take it.
     expect(json(await a.run(['status'], workspace))).toEqual({
       status: 'running',
+      ...onLocalDisk(a.box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
@@ -207,6 +216,7 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
     expect((await first.exit()).code).toBe(0);
     expect(json(await a.run(['status'], workspace))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(a.box.stateHome),
       root: workspace,
       epoch: firstReady.epoch,
       config: expect.any(Object),

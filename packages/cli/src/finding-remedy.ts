@@ -1,5 +1,5 @@
 import type { FindingRemedy, ProcessGone } from '@leasehold/recovery';
-import { placeOptions, shellQuote } from '@leasehold/contracts';
+import { fileSystemRemedy, placeOptions, shellQuote } from '@leasehold/contracts';
 
 /** `leasehold doctor` for `stateHome`: what a person runs again once a file is repaired or a writer is done. */
 function doctorAgain(stateHome: string): string {
@@ -37,6 +37,8 @@ export function findingRemedyLine(remedy: FindingRemedy): string {
       return `wait for that writer, then run again: ${doctorAgain(remedy.stateHome)}`;
     case 'recover':
       return onceGone(remedy.processGone, `leasehold recover ${placeOptions(remedy.workspace, remedy.stateHome)}`);
+    case 'file-system':
+      return fileSystemRemedy(remedy.stateHome, remedy.allowAs, 'state home');
     case 'stop':
       return `leasehold stop ${placeOptions(remedy.workspace, remedy.stateHome)}`;
   }

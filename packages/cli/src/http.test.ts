@@ -3,7 +3,16 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server as NetServer, connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cli, httpRequest, json, killAll, removeSandboxes, sandbox, type Sandbox } from '../test/helpers.js';
+import {
+  cli,
+  httpRequest,
+  json,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  type Sandbox,
+  onLocalDisk,
+} from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 
 const listeners: NetServer[] = [];
@@ -166,6 +175,7 @@ describe('the HTTP transport of leasehold serve', () => {
     const stopped = await cli(['status', ...box.place(workspace), '--json']);
     expect(json(stopped)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       config: expect.any(Object),

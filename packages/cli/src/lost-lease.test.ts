@@ -2,7 +2,7 @@ import { chmodSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { replaceFile, treeOf } from '@leasehold/test-utils';
-import { cli, json, jsonLines, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
+import { cli, json, jsonLines, killAll, removeSandboxes, sandbox, type Result, onLocalDisk } from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 
 afterEach(async () => {
@@ -132,6 +132,7 @@ describe('a server whose files change under it', () => {
     chmodSync(box.stateHome, 0o700);
     expect(json(await cli(['status', ...box.place(quiet), '--json']))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: quiet,
       epoch: quietReady.epoch,
       config: expect.any(Object),

@@ -221,7 +221,7 @@ async function reportError(
  */
 export async function main(argv: readonly string[], io: MainIO): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === VERIFY_FS_WORKER) return verifyFsWorker();
+  if (name === VERIFY_FS_WORKER) return verifyFsWorker(io.stderr);
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(`${overview()}\n`);
     return name === undefined ? 2 : 0;

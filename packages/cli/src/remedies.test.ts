@@ -16,6 +16,7 @@ import {
   sandbox,
   type Result,
   type Sandbox,
+  onLocalDisk,
 } from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 
@@ -120,7 +121,7 @@ describe("status's next step works in the state it names", () => {
       pid: server.pid,
     });
     const human = await statusText(box, inner);
-    expect(human.stdout).toContain(`folder    ${inner} (inside this workspace)`);
+    expect(human.stdout).toContain(`folder      ${inner} (inside this workspace)`);
     expect((await box.shell(suggested(human.stdout, 'Stop it with: '))).code).toBe(0);
     expect((await server.exit()).code).toBe(0);
   });
@@ -134,6 +135,7 @@ describe("status's next step works in the state it names", () => {
     expect(machine.code).toBe(3);
     expect(json(machine)).toEqual({
       status: 'absent',
+      ...onLocalDisk(box.stateHome),
       root: parent,
       epoch: null,
       inside: [{ root: child, ownerStatus: 'live' }],
@@ -198,7 +200,7 @@ describe("serve's refusals name commands that work where they were met", () => {
     expect(status).toBe(`leasehold status --workspace ${workspace} --state-home ${box.stateHome}`);
     const answered = await box.shell(status!);
     expect(answered.code).toBe(0);
-    expect(answered.stdout).toContain(`pid       ${server.pid}`);
+    expect(answered.stdout).toContain(`pid         ${server.pid}`);
     expect((await box.shell(list!)).stdout).toContain(workspace);
     expect((await cli(['stop', ...box.place(workspace)])).code).toBe(0);
     expect((await server.exit()).code).toBe(0);

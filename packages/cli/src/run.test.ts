@@ -14,6 +14,7 @@ import {
   sandbox,
   type Result,
   type Sandbox,
+  onLocalDisk,
 } from '../test/helpers.js';
 import { capabilityLeaks, transcript } from '../test/transcript.js';
 
@@ -238,6 +239,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
 
     expect(await statusOf(box, workspace)).toEqual({
       status: 'running',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
@@ -267,6 +269,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(gone(ready.childPid)).toBe(true);
     expect(await statusOf(box, workspace)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -291,6 +294,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
       ]);
       expect(await statusOf(box, workspace)).toEqual({
         status: 'stopped',
+        ...onLocalDisk(box.stateHome),
         root: workspace,
         epoch: ready.epoch,
         config: expect.any(Object),
@@ -308,6 +312,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     expect(gone(ready.childPid)).toBe(true);
     expect(await statusOf(box, workspace)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -476,6 +481,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
     });
     expect(await statusOf(box, workspace)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -528,6 +534,7 @@ describe('leasehold run: a program as the owner, through the built binary', () =
       ]);
       expect(await statusOf(box, workspace)).toEqual({
         status: 'stopped',
+        ...onLocalDisk(box.stateHome),
         root: workspace,
         epoch: ready.epoch,
         config: expect.any(Object),

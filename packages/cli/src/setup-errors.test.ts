@@ -1,9 +1,19 @@
 import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StateHomeError, fileSystemOf } from '@leasehold/state-home';
+import { StateHomeError } from '@leasehold/state-home';
 import { cleanUp, modeOf, pathExists } from '@leasehold/test-utils';
-import { Server, cleanEnv, cli, json, killAll, removeSandboxes, sandbox } from '../test/helpers.js';
+import {
+  Server,
+  cleanEnv,
+  cli,
+  json,
+  killAll,
+  removeSandboxes,
+  sandbox,
+  onLocalDisk,
+  localFileSystem,
+} from '../test/helpers.js';
 import { problemOf } from './remedies.js';
 
 afterEach(async () => {
@@ -25,6 +35,7 @@ describe('a state home a person made with mkdir (0755) before the first serve', 
     chmodSync(box.stateHome, 0o755);
     expect(json(await cli(['status', ...box.place(workspace), '--json']))).toEqual({
       status: 'absent',
+      ...onLocalDisk(box.stateHome),
       root: workspace,
       epoch: null,
     });
@@ -86,10 +97,10 @@ describe('a state home that does not exist yet, not even its parent', () => {
     );
     expect(answers.map(({ code }) => code)).toEqual([3, 0, 0, 0, 0]);
     expect(answers.slice(0, 4).map(json)).toEqual([
-      { status: 'absent', root: workspace, epoch: null },
+      { status: 'absent', root: workspace, epoch: null, ...onLocalDisk(stateHome) },
       { entries: [] },
       // Judged where it will be made: the nearest folder that exists.
-      { fileSystem: fileSystemOf(box.folder), findings: [] },
+      { fileSystem: localFileSystem(box.folder), findings: [] },
       { stopped: true, root: workspace, epoch: null },
     ]);
     const review = json(answers[4]!);
@@ -145,7 +156,7 @@ describe('a --workspace that does not exist', () => {
     const human = await cli(['status', '--workspace', missing, '--state-home', box.stateHome]);
     expect(human).toMatchObject({ code: 3, stderr: '' });
     expect(human.stdout).toBe(
-      `absent  ${missing}\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`,
+      `absent      ${missing}\nstate home  ${box.stateHome}, on ${localFileSystem(box.stateHome).name} (local: proven)\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`,
     );
   });
 });

@@ -4,7 +4,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { processIdentity } from '@leasehold/private-files';
+import { fileSystemOf, processIdentity, type FileSystem } from '@leasehold/private-files';
 import {
   makeTemporaryFolder,
   messageOf,
@@ -40,6 +40,16 @@ export function jsonLines(text: string): Array<Record<string, unknown>> {
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/** A file system as `status`, `doctor` and `init` report one on this test's local disk: proven, so no allowance. */
+export function localFileSystem(path: string): FileSystem & { readonly allowed: boolean } {
+  return { ...fileSystemOf(path), allowed: false };
+}
+
+/** What `status --json` says of a state home on this test's local disk: its path and its file system. */
+export function onLocalDisk(stateHome: string): { stateHome: string; fileSystem: FileSystem & { allowed: boolean } } {
+  return { stateHome, fileSystem: localFileSystem(stateHome) };
 }
 
 /** The single JSON object of a `--json` output. */

@@ -73,7 +73,14 @@ export {
 } from './watch.js';
 export { acquireInTurn, type WaitOptions, type WaitTicket, type WaitingLine } from './wait-in-turn.js';
 export { MAX_DEPTH } from './json-parser.js';
-export { fileSystemRemedy, placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
+export {
+  fileSystemInWords,
+  fileSystemRemedy,
+  magicInHex,
+  placeOptions,
+  recoverRemedy,
+  shellQuote,
+} from './remedy-words.js';
 export { backendSchema, describeBackend, etcdEndpoint, etcdPrefix, sameBackend, type Backend } from './backend.js';
 export {
   holdersNotProvedGone,

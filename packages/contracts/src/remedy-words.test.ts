@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
+import { fileSystemInWords, magicInHex, placeOptions, recoverRemedy, shellQuote } from './remedy-words.js';
 
 /** What a POSIX shell makes of `line`: its words, one a line. */
 function wordsOf(line: string): string[] {
@@ -45,5 +45,14 @@ describe('recoverRemedy', () => {
     expect(recoverRemedy('/work/a', '/state', 'live')).toBe(
       'check it with `leasehold status --workspace /work/a --state-home /state`; once that process has ended, review and release what it left with `leasehold recover --workspace /work/a --state-home /state`',
     );
+  });
+});
+
+describe('magicInHex and fileSystemInWords', () => {
+  it('write a statfs magic number as the kernel headers do, unsigned, and a file system with it', () => {
+    expect(magicInHex(0xef53)).toBe('0xef53');
+    expect(magicInHex(0x858458f6)).toBe('0x858458f6');
+    expect(fileSystemInWords({ name: 'nfs', magic: 0x6969 })).toBe('nfs (statfs magic 0x6969)');
+    expect(fileSystemInWords({ name: 'unknown', magic: 0x858458f6 })).toBe('unknown (statfs magic 0x858458f6)');
   });
 });

@@ -32,6 +32,16 @@ export function recoverRemedy(root: string, stateHome: string, process: 'live' |
   }
 }
 
+/** A `statfs` magic number as the kernel's headers write it: `0x858458f6`. */
+export function magicInHex(magic: number): string {
+  return `0x${magic.toString(16)}`;
+}
+
+/** A file system as a refusal names it: `nfs (statfs magic 0x6969)`. */
+export function fileSystemInWords({ name, magic }: { readonly name: string; readonly magic: number }): string {
+  return `${name} (statfs magic ${magicInHex(magic)})`;
+}
+
 /**
  * The remedy of a state home, or a workspace of it, on a file system whose guarantees are not
  * proven, `name` as the allowance names it: move it to a local disk, or earn the allowance there.

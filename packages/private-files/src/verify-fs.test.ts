@@ -1,10 +1,12 @@
-import { mkdirSync, readdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cleanUp, makeTemporaryFolder, mountOn, mountsAllowed } from '@leasehold/test-utils';
+import { cleanUp, makeTemporaryFolder, mountOn, mountsAllowed, untilGone } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import type * as library from './index.js';
-import { fileSystemOf, verifyFileSystem, type FileSystemVerification } from './index.js';
+import { fileSystemOf, verifyFileSystem, verifyFileSystemWorker, type FileSystemVerification } from './index.js';
+import { counterOf } from './verify-fs-counter.js';
 
 afterEach(cleanUp);
 
@@ -59,6 +61,60 @@ describe('verifyFileSystem', () => {
       });
     }
     expect(readdirSync(folder)).toEqual([]);
+  });
+});
+
+/** The pids of the processes whose job names a scratch folder in `folder`: the racing workers of a verifier there. */
+function workersIn(folder: string): number[] {
+  const pids = readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name));
+  return pids.map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`LEASEHOLD_VERIFY_FS_JOB={"root":"${folder}/`);
+    } catch {
+      return false; // gone since it was listed
+    }
+  });
+}
+
+/** The value of the counter in `folder`'s one scratch folder, or undefined before there is one to read. */
+function counterIn(folder: string): number | undefined {
+  const [scratch] = readdirSync(folder);
+  const counter = scratch === undefined ? undefined : join(folder, scratch, 'counter');
+  return counter === undefined || !existsSync(counter) ? undefined : counterOf(readFileSync(counter));
+}
+
+describe('a verifier killed with SIGKILL', () => {
+  it('leaves no worker and no scratch folder: its workers see it gone, remove the folder and stop', async () => {
+    const folder = makeTemporaryFolder('verify-fs-killed-');
+    const built = new URL('../dist/index.js', import.meta.url).href;
+    const script = `import { verifyFileSystem } from ${JSON.stringify(built)};\nawait verifyFileSystem(${JSON.stringify(folder)}, { processes: 2, seconds: 600 });`;
+    const verifier = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'ignore' });
+    let workers: number[] = [];
+    try {
+      // Racing: both workers started, and increments made.
+      while (workers.length < 2 || !((counterIn(folder) ?? 0) > 0)) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        workers = workersIn(folder);
+      }
+      verifier.kill('SIGKILL');
+      await Promise.all(workers.map(untilGone));
+      expect(readdirSync(folder)).toEqual([]);
+    } finally {
+      verifier.kill('SIGKILL');
+      for (const pid of workersIn(folder)) process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
+describe('verifyFileSystemWorker', () => {
+  it('refuses to run outside a verification, naming what starts it', () => {
+    expect(() => verifyFileSystemWorker()).toThrow(
+      expect.objectContaining({
+        code: 'refused',
+        message: 'LEASEHOLD_VERIFY_FS_JOB is not set: this is one racing worker of verifyFileSystem',
+        remedy: 'call verifyFileSystem, which starts its workers itself',
+      }),
+    );
   });
 });
 

@@ -53,6 +53,8 @@ interface Tally {
 interface Job {
   readonly root: string;
   readonly seconds: number;
+  /** The pid of the verifying process: a worker outliving it (killed with SIGKILL) stops, and removes the scratch folder. */
+  readonly parent: number;
 }
 
 const JOB = 'LEASEHOLD_VERIFY_FS_JOB';
@@ -88,7 +90,7 @@ export async function verifyFileSystem(
     files.directory(root, true);
     files.create(join(root, COUNTER), counterBytes(0));
     const worker = options.worker ?? [process.execPath, fileURLToPath(new URL('verify-fs-worker.js', import.meta.url))];
-    const tallies = await race(worker, { root, seconds }, processes);
+    const tallies = await race(worker, { root, seconds, parent: process.pid }, processes);
     return verification(fileSystemOf(folder), processes, seconds, tallies, finalCounter(files, root));
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -190,17 +192,26 @@ function failed(error: string): Tally {
  * takes the lock (an exclusive `create`, tried again while another holds it), reads the counter,
  * `replace`s it with the next value compared against that read, and removes the lock; then prints
  * its tally (one line of JSON) on stdout. Under the lock nothing else may change the counter, so a
- * `conflict` there is a failure too. It stops at its first error.
- * @throws Error when this process was not started by `verifyFileSystem` (no job in its environment).
+ * `conflict` there is a failure too. It stops at its first error. When the verifying process is
+ * gone (killed before it could end its workers), the worker removes the scratch folder and stops
+ * at once, printing nothing: no one is left to read a tally.
+ * @throws ContractError `refused` when this process was not started by `verifyFileSystem` (no job in its environment).
  */
 export function verifyFileSystemWorker(): void {
   const text = process.env[JOB];
-  if (text === undefined) throw new Error(`${JOB} is not set: a worker is started by verifyFileSystem`);
+  if (text === undefined)
+    throw new ContractError('refused', `${JOB} is not set: this is one racing worker of verifyFileSystem`, {
+      remedy: 'call verifyFileSystem, which starts its workers itself',
+    });
   const job = JSON.parse(text) as Job;
   const files = new PrivateFiles(job.root);
   const tally: Tally = { increments: 0, tornReads: 0, errors: [] };
   const until = Date.now() + job.seconds * 1000;
   while (Date.now() < until && tally.errors.length === 0) {
+    if (process.ppid !== job.parent) {
+      rmSync(job.root, { recursive: true, force: true });
+      return;
+    }
     try {
       const lock = heldLock(files, job.root);
       if (lock !== undefined) increment(files, job.root, lock, tally);

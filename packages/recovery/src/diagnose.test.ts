@@ -4,8 +4,14 @@ import { chmodSync, chownSync, linkSync, mkdirSync, readFileSync, rmSync, symlin
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@leasehold/contracts';
-import { Registry } from '@leasehold/registry';
-import { currentProcess, ownerStatus, type PrivateFilesHooks, type ProcessIdentity } from '@leasehold/private-files';
+import { Registry, allowanceOf } from '@leasehold/registry';
+import {
+  currentProcess,
+  fileSystemOf,
+  ownerStatus,
+  type PrivateFilesHooks,
+  type ProcessIdentity,
+} from '@leasehold/private-files';
 import { acquireWorkspace } from '@leasehold/coordination';
 import {
   cleanUp,
@@ -15,8 +21,11 @@ import {
   handPlaces,
   killAndReap,
   makePlace,
+  makeTemporaryFolder,
   makeWorkspace,
   messageOf,
+  mountOn,
+  mountsAllowed,
   namesIn,
   processStartWith,
   rewriteJson,
@@ -151,6 +160,27 @@ describe('diagnose: a state home a person made with mkdir (0755)', () => {
         remedy: { kind: 'chmod', path: place.stateHome, mode: 0o700 },
       },
     ]);
+  });
+});
+
+describe.skipIf(!mountsAllowed())('diagnose: a state home on a file system whose guarantees are not proven', () => {
+  it('is the one finding, made or not, with the name that allows it; none once the state home allows it', async () => {
+    const ramfs = mountOn(makeTemporaryFolder('recovery-ramfs-'), 'mount', '-t', 'ramfs', '-o', 'mode=0700', 'ramfs');
+    const stateHome = join(ramfs, 'state');
+    const finding: Finding = {
+      kind: 'unproven-file-system',
+      path: stateHome,
+      problem: `the state home is on unknown (statfs magic 0x858458f6), a file system on which Leasehold's guarantees are not proven: every command that uses it is refused`,
+      remedy: { kind: 'file-system', stateHome, allowAs: '0x858458f6' },
+    };
+    expect(diagnose(stateHome, { hooks: NO_MUTATION })).toEqual([finding]);
+    // Made by hand, and holding a stray: still the one finding, since every other read is refused.
+    mkdirSync(stateHome, { mode: 0o700 });
+    writeByHand(join(stateHome, 'notes.txt'), 'x');
+    expect(diagnose(stateHome, { hooks: NO_MUTATION })).toEqual([finding]);
+    rmSync(join(stateHome, 'notes.txt'));
+    await new Registry(stateHome, { allowFileSystem: allowanceOf(fileSystemOf(stateHome)) }).initialize();
+    expect(diagnose(stateHome, { hooks: NO_MUTATION })).toEqual([]);
   });
 });
 

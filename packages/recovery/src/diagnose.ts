@@ -12,6 +12,7 @@ import {
   SERVICE_ENTRIES,
   STAGING_FOLDER,
   decodeBytes,
+  fileSystemInWords,
   registryFormatSchema,
   reservationTableSchema,
   stateHomeLayout,
@@ -30,7 +31,7 @@ import {
   type StagingEntry,
   type UnsafeEntry,
 } from '@leasehold/private-files';
-import { Registry } from '@leasehold/registry';
+import { Registry, allowanceOf, stateHomeFileSystem } from '@leasehold/registry';
 import type { FindingRemedy } from './finding-remedy.js';
 import type { Finding } from './findings.js';
 import { readWorkspace, workspaceFindings, type DiagnosisContext } from './workspace-findings.js';
@@ -147,6 +148,25 @@ class Diagnosis implements DiagnosisContext {
       default:
         return undefined;
     }
+  }
+
+  /**
+   * The finding for a state home (made or where it will be made) on a file system whose guarantees
+   * are not proven and that it does not allow; undefined otherwise, or when the state home itself
+   * cannot be reached (the walk says why).
+   */
+  unprovenFileSystem(): Finding | undefined {
+    const judged = this.guarded(
+      () => stateHomeFileSystem(this.stateHome),
+      () => undefined,
+    );
+    if (judged === undefined || judged.fileSystem.proven || judged.allowed) return undefined;
+    return {
+      kind: 'unproven-file-system',
+      path: this.stateHome,
+      problem: `the state home is on ${fileSystemInWords(judged.fileSystem)}, a file system on which Leasehold's guarantees are not proven: every command that uses it is refused`,
+      remedy: { kind: 'file-system', stateHome: this.stateHome, allowAs: allowanceOf(judged.fileSystem).name },
+    };
   }
 
   /**
@@ -342,6 +362,9 @@ export function diagnose(stateHome: string, options: DiagnoseOptions = {}): Find
 function diagnoseOnce(stateHome: string, options: DiagnoseOptions): Finding[] {
   const diagnosis = new Diagnosis(stateHome, options);
   const { layout } = diagnosis;
+  // On a file system it does not allow, every read is refused: that alone is the finding (made or not).
+  const unproven = diagnosis.unprovenFileSystem();
+  if (unproven !== undefined) return [unproven];
   if (lookup(stateHome) === undefined) return [];
   // Made with mkdir and still empty (its first writer makes it 0700): nothing in it to find. An
   // unsafe one is refused here, and the walk below says why.

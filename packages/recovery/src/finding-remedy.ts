@@ -37,5 +37,10 @@ export type FindingRemedy =
       readonly stateHome: string;
       readonly processGone?: ProcessGone;
     }
+  /**
+   * Keep the state home on a local disk, or, where every host that reaches it sees a rename at once,
+   * verify its file system and allow it by the name `allowAs` (`leasehold init --allow-fs`).
+   */
+  | { readonly kind: 'file-system'; readonly stateHome: string; readonly allowAs: string }
   /** Stop the workspace's live owner, or end the program its gone owner fenced it with (`leasehold stop` does either). */
   | { readonly kind: 'stop'; readonly workspace: string; readonly stateHome: string };

@@ -1,7 +1,11 @@
 import type { FindingRemedy } from './finding-remedy.js';
 
-/** Every kind of finding `diagnose` reports (unsafe files first and alone; see the README for each). */
+/**
+ * Every kind of finding `diagnose` reports (a file system not allowed first and alone, then unsafe
+ * files first and alone; see the README for each).
+ */
 export const FINDING_KINDS = [
+  'unproven-file-system',
   'symbolic-link',
   'special-file',
   'foreign-owner',

@@ -1,4 +1,10 @@
-import { ContractError, fileSystemRemedy, type FileSystemAllowance } from '@leasehold/contracts';
+import {
+  ContractError,
+  fileSystemInWords,
+  fileSystemRemedy,
+  magicInHex,
+  type FileSystemAllowance,
+} from '@leasehold/contracts';
 import { fileSystemOf, type FileSystem } from '@leasehold/private-files';
 
 /**
@@ -6,7 +12,7 @@ import { fileSystemOf, type FileSystem } from '@leasehold/private-files';
  * `statfs` magic number in hex (`0x858458f6`).
  */
 function allowanceName(fileSystem: FileSystem): string {
-  return fileSystem.name === 'unknown' ? `0x${fileSystem.magic.toString(16)}` : fileSystem.name;
+  return fileSystem.name === 'unknown' ? magicInHex(fileSystem.magic) : fileSystem.name;
 }
 
 /** The allowance that names `fileSystem`. */
@@ -19,10 +25,31 @@ export function sameAllowance(a: FileSystemAllowance | undefined, b: FileSystemA
   return a?.name === b.name && a.magic === b.magic;
 }
 
+/** The file system a path is on, and whether it is usable there: proven, or not proven but allowed. */
+export interface FileSystemJudgement {
+  readonly fileSystem: FileSystem;
+  /** Not proven, and an allowance names it: Leasehold serves there, as its user chose. */
+  readonly allowed: boolean;
+}
+
+/**
+ * The file system `path` is on and whether one of `allowances` names it. `allowances` is only asked
+ * for on a file system not proven: a proven one costs one `statfs`.
+ */
+export function judgeFileSystem(
+  path: string,
+  allowances: () => readonly (FileSystemAllowance | undefined)[],
+): FileSystemJudgement {
+  const fileSystem = fileSystemOf(path);
+  if (fileSystem.proven) return { fileSystem, allowed: false };
+  const named = allowanceOf(fileSystem);
+  return { fileSystem, allowed: allowances().some((allowed) => sameAllowance(allowed, named)) };
+}
+
 /**
  * Refuses `path`, the state home `stateHome` or a workspace of it, on a file system whose
- * guarantees are not proven, unless one of `allowances` names it (its name and magic). `allowances`
- * is only asked for on such a file system: a proven one costs one `statfs`. Answers the file system.
+ * guarantees are not proven, unless one of `allowances` names it (its name and magic). Answers the
+ * file system.
  * @throws ContractError `refused` naming the path, the file system and its magic, with the remedy.
  */
 export function assertFileSystem(
@@ -31,14 +58,12 @@ export function assertFileSystem(
   what: 'state home' | 'workspace',
   allowances: () => readonly (FileSystemAllowance | undefined)[],
 ): FileSystem {
-  const fileSystem = fileSystemOf(path);
-  if (fileSystem.proven) return fileSystem;
-  const named = allowanceOf(fileSystem);
-  if (allowances().some((allowed) => sameAllowance(allowed, named))) return fileSystem;
+  const { fileSystem, allowed } = judgeFileSystem(path, allowances);
+  if (fileSystem.proven || allowed) return fileSystem;
   throw new ContractError(
     'refused',
-    `${path}: the ${what} is on ${fileSystem.name} (statfs magic 0x${fileSystem.magic.toString(16)}), a file system ` +
+    `${path}: the ${what} is on ${fileSystemInWords(fileSystem)}, a file system ` +
       "on which Leasehold's guarantees are not proven: a rename, link and exclusive create that every process sees at once",
-    { path, remedy: fileSystemRemedy(stateHome, named.name, what) },
+    { path, remedy: fileSystemRemedy(stateHome, allowanceOf(fileSystem).name, what) },
   );
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { cleanUp, contractErrorOf, makeTemporaryFolder, mountOn, mountsAllowed } from '@leasehold/test-utils';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileSystemOf } from '@leasehold/private-files';
-import { Registry, allowanceOf } from './index.js';
+import { Registry, allowanceOf, stateHomeFileSystem } from './index.js';
 
 afterEach(cleanUp);
 
@@ -58,6 +58,19 @@ describe.skipIf(!mountsAllowed('bindfs'))('a state home on a file system whose g
       code: 'refused',
       path: other,
     });
+  });
+
+  it('is judged by stateHomeFileSystem as a fact, made or not: not allowed, then allowed once recorded', async () => {
+    const stateHome = join(ramfs(), 'state');
+    const fileSystem = { name: 'unknown', magic: 0x858458f6, proven: false };
+    expect(stateHomeFileSystem(stateHome)).toEqual({ fileSystem, allowed: false });
+    mkdirSync(stateHome, { mode: 0o700 });
+    expect(stateHomeFileSystem(stateHome)).toEqual({ fileSystem, allowed: false });
+    await new Registry(stateHome, { allowFileSystem: allowanceOf(fileSystem) }).initialize();
+    expect(stateHomeFileSystem(stateHome)).toEqual({ fileSystem, allowed: true });
+    // A proven one needs no allowance, and is not said to have one.
+    const local = join(makeTemporaryFolder('registry-judged-'), 'state');
+    expect(stateHomeFileSystem(local)).toEqual({ fileSystem: fileSystemOf(local), allowed: false });
   });
 
   it('records an allowance in a state home made before it, keeping its backend', async () => {

@@ -17,6 +17,7 @@ describe('the public entry point', () => {
       'DEFAULT_LOCK_WAIT_MS',
       'FileSnapshot',
       'FileSystemAllowance',
+      'FileSystemJudgement',
       'GuardedWriter',
       'MutationAction',
       'MutationOperation',
@@ -42,6 +43,7 @@ describe('the public entry point', () => {
       'ownerStatus',
       'retryingReads',
       'rootsOverlap',
+      'stateHomeFileSystem',
     ]);
   });
 

@@ -30,6 +30,6 @@ export type { GuardedWriter } from './guarded-writer.js';
 export { DEFAULT_LOCK_WAIT_MS, type RegistryLockState } from './registry-lock.js';
 export { Registry, type RegistryOptions, type RegistryView, type RowRead } from './registry.js';
 export { rootsOverlap } from './roots-overlap.js';
-export { allowanceOf } from './file-system-check.js';
-export { backendOf, ensureStateHome } from './state-home-setup.js';
+export { allowanceOf, type FileSystemJudgement } from './file-system-check.js';
+export { backendOf, ensureStateHome, stateHomeFileSystem } from './state-home-setup.js';
 export type { RegistryTransaction } from './transaction.js';

@@ -6,7 +6,7 @@ import {
   type FileSystemAllowance,
 } from '@leasehold/contracts';
 import { PrivateFiles, isSystemError, setupErrnoMeaning, type PrivateFilesHooks } from '@leasehold/private-files';
-import { assertFileSystem } from './file-system-check.js';
+import { assertFileSystem, judgeFileSystem, type FileSystemJudgement } from './file-system-check.js';
 import { checkFormat, recordedBackend } from './registry-view.js';
 
 /** `error` as a `refused` naming the state home and the remedy, when it is a setup error; else `error` itself. */
@@ -28,14 +28,21 @@ function setupRefusal(error: unknown, stateHome: string, doing: string): unknown
  * @throws ContractError `refused` for an unsafe or unreachable one, or one on a file system not allowed.
  */
 export function reachStateHome(home: PrivateFiles, stateHome: string, own?: FileSystemAllowance): boolean {
-  let there: boolean;
+  const there = stateHomeThere(home, stateHome);
+  if (there) assertStateHomeFileSystem(home, stateHome, there, own);
+  return there;
+}
+
+/**
+ * Whether the state home is there, proved safe (its file system not judged).
+ * @throws ContractError `refused` for an unsafe or unreachable one.
+ */
+function stateHomeThere(home: PrivateFiles, stateHome: string): boolean {
   try {
-    there = home.directory(stateHome);
+    return home.directory(stateHome);
   } catch (error) {
     throw setupRefusal(error, stateHome, 'reach');
   }
-  if (there) assertStateHomeFileSystem(home, stateHome, there, own);
-  return there;
 }
 
 /**
@@ -52,6 +59,18 @@ function assertStateHomeFileSystem(
     own,
     there ? recordedAllowance(home, stateHome) : undefined,
   ]);
+}
+
+/**
+ * The file system `stateHome` is on (where it will be made, when it is not there yet) and whether
+ * its format document allows that one. Reads, never writes.
+ * @throws ContractError `refused` for an unsafe or unreachable state home, or an invalid format document.
+ */
+export function stateHomeFileSystem(stateHome: string): FileSystemJudgement {
+  const layout = stateHomeLayout(stateHome);
+  const home = new PrivateFiles(layout.stateHome);
+  const there = stateHomeThere(home, layout.stateHome);
+  return judgeFileSystem(layout.stateHome, () => [there ? recordedAllowance(home, layout.stateHome) : undefined]);
 }
 
 /** The allowance the state home's format document records, if any. */

@@ -21,6 +21,7 @@ describe('the public entry point', () => {
       'ContractErrorCode',
       'FileSystem',
       'FileSystemAllowance',
+      'FileSystemJudgement',
       'FileSystemVerification',
       'OpenBackend',
       'OpenOptions',
@@ -41,6 +42,7 @@ describe('the public entry point', () => {
       'recordBackend',
       'resolveWorkspace',
       'rootsOverlap',
+      'stateHomeFileSystem',
       'verifyFileSystem',
       'verifyFileSystemWorker',
     ]);

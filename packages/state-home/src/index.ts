@@ -26,4 +26,10 @@ export {
   type SystemError,
   type VerifyFileSystemOptions,
 } from '@leasehold/private-files';
-export { allowanceOf, rootsOverlap, type FileSystemAllowance } from '@leasehold/registry';
+export {
+  allowanceOf,
+  rootsOverlap,
+  stateHomeFileSystem,
+  type FileSystemAllowance,
+  type FileSystemJudgement,
+} from '@leasehold/registry';

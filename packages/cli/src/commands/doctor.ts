@@ -1,10 +1,10 @@
 import { placeOptions, type ListedOwner } from '@leasehold/contracts';
 import { diagnose } from '@leasehold/recovery';
-import { fileSystemOf, openStateHome, type OpenBackend, type VerifyFileSystemOptions } from '@leasehold/state-home';
+import { openStateHome, type OpenBackend, type VerifyFileSystemOptions } from '@leasehold/state-home';
 import { accessProblem } from '../access.js';
 import { withBackend } from '../backend.js';
 import { stateHomeOf, type CommandContext } from '../context.js';
-import { fileSystemWords } from '../file-system-words.js';
+import { fileSystemReport } from '../file-system-words.js';
 import { findingRemedyLine } from '../finding-remedy.js';
 import { verifyFsOption } from '../options.js';
 import { table } from '../output.js';
@@ -70,10 +70,10 @@ export async function doctor(context: CommandContext): Promise<number> {
     async (opened) => withAccess(stateHome, [...diagnosed(stateHome), ...(await etcdFindings(opened))]),
     opening,
   );
-  const fileSystem = fileSystemOf(stateHome);
+  const fileSystem = fileSystemReport(stateHome);
   const { output } = context;
   output.record({
-    fileSystem,
+    fileSystem: fileSystem.record,
     findings: found.map((finding) => ({
       file: finding.path,
       problem: finding.problem,
@@ -82,7 +82,7 @@ export async function doctor(context: CommandContext): Promise<number> {
       workspace: finding.workspace ?? null,
     })),
   });
-  output.say(...table([['file system', fileSystemWords(fileSystem)]]));
+  output.say(...table([['file system', fileSystem.words]]));
   output.say(found.length === 0 ? `no problem found in ${stateHome}` : '');
   for (const finding of found) {
     const workspace = finding.workspace === undefined ? [] : [`  workspace: ${finding.workspace}`];

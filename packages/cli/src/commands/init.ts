@@ -1,4 +1,4 @@
-import { ContractError, describeBackend, stateHomeLayout } from '@leasehold/contracts';
+import { ContractError, describeBackend, fileSystemInWords, stateHomeLayout } from '@leasehold/contracts';
 import {
   StateHomeError,
   allowanceOf,
@@ -8,7 +8,7 @@ import {
   type FileSystemVerification,
 } from '@leasehold/state-home';
 import { stateHomeOf, type CommandContext } from '../context.js';
-import { fileSystemWords } from '../file-system-words.js';
+import { fileSystemReport } from '../file-system-words.js';
 import { backendOption } from '../options.js';
 import { RemedyError, SetupError } from '../remedies.js';
 import { verificationWords, verified } from '../verification.js';
@@ -52,12 +52,10 @@ export async function init(context: CommandContext): Promise<number> {
       { path: error.path, cause: error },
     );
   });
-  const fileSystem = fileSystemOf(stateHome);
+  const fileSystem = fileSystemReport(stateHome);
   const verifyFs = verification === undefined ? {} : { verifyFs: verification };
-  context.output.record({ initialized: true, stateHome, backend, fileSystem, ...verifyFs });
-  context.output.say(
-    `${stateHome} uses the ${describeBackend(backend)}, on ${fileSystemWords(fileSystem, allowed !== undefined)}`,
-  );
+  context.output.record({ initialized: true, stateHome, backend, fileSystem: fileSystem.record, ...verifyFs });
+  context.output.say(`${stateHome} uses the ${describeBackend(backend)}, on ${fileSystem.words}`);
   return 0;
 }
 
@@ -77,7 +75,7 @@ async function allowance(
   if (name !== allowed.name) {
     throw new RemedyError(
       'refused',
-      `${stateHome}: is on ${allowed.name} (statfs magic 0x${fileSystem.magic.toString(16)}), not ${name}; nothing was recorded`,
+      `${stateHome}: is on ${fileSystemInWords(fileSystem)}, not ${name}; nothing was recorded`,
       `allow the file system it is on: --allow-fs ${allowed.name}`,
     );
   }

@@ -1,5 +1,6 @@
 import {
   encode,
+  fileSystemRemedy,
   placeOptions,
   sha256,
   shellQuote,
@@ -14,9 +15,11 @@ import {
 } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection, type HandOverPending } from '@leasehold/transport';
+import { allowanceOf } from '@leasehold/state-home';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
+import { fileSystemReport } from '../file-system-words.js';
 import { table } from '../output.js';
 import { wholeNumber } from '../options.js';
 import { UsageError } from '../remedies.js';
@@ -275,7 +278,8 @@ function handOverInWords({ decision, reason }: HandOverPending): string {
 
 function reported(context: CommandContext, stateHome: string, report: StatusReport): number {
   const { output } = context;
-  output.record({ ...report });
+  const fileSystem = fileSystemReport(stateHome);
+  output.record({ ...report, stateHome, fileSystem: fileSystem.record });
   const rows: Array<[string, string]> = [[report.status, report.root]];
   if (report.folder !== undefined) rows.push(['folder', `${report.folder} (inside this workspace)`]);
   if (report.endpoint !== undefined) rows.push(['endpoint', report.endpoint]);
@@ -290,7 +294,14 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
   if (report.program !== undefined) rows.push(['program', programInWords(report.program)]);
   for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);
-  output.say(...table(rows), '', nextStep(report, stateHome));
+  rows.push(['state home', `${stateHome}, on ${fileSystem.words}`]);
+  const { proven, allowed } = fileSystem.record;
+  // Every read of a state home on a file system it does not allow is refused: that is the step.
+  const next =
+    proven || allowed
+      ? nextStep(report, stateHome)
+      : `Its state home is refused where it is: ${fileSystemRemedy(stateHome, allowanceOf(fileSystem.record).name, 'state home')}`;
+  output.say(...table(rows), '', next);
   return report.status === 'running' ? 0 : NOT_RUNNING_EXIT;
 }
 
