@@ -1,6 +1,8 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileOwnership, type Ownership, type OwnershipLease } from '@leasehold/coordination';
+import { fileSystemOf } from '@leasehold/private-files';
+import { backendOf } from '@leasehold/registry';
 import lockfile from 'proper-lockfile';
 import { CONFIG, boundEndpoint, fillRegistry, type BenchPlace } from './fixtures.js';
 import { elapsed, now, timed, timedAsync, type Operation } from './harness.js';
@@ -76,6 +78,24 @@ function inspect(id: string, label: string, ownership: Ownership, root: string):
 }
 
 /**
+ * The file-system check every operation makes of its state home (registry's `reachStateHome`), alone,
+ * against its floor, the bare `statfs`; and the open of the same state home with it: `backendOf`, all
+ * `openStateHome` reads before a `leasehold` command's operation. On a proven file system the check is
+ * one `fileSystemOf`: the allowance is read only on one that is not, and none of the bench's is.
+ */
+function fileSystemCheck(stateHome: string): Operation[] {
+  return [
+    timed('fs.statfs', 'statfsSync of the state home', { run: () => statfsSync(stateHome) }),
+    timed('file-system-check', 'the file-system check alone: fileSystemOf(state home)', {
+      run: () => fileSystemOf(stateHome),
+    }),
+    timed('state-home.open', 'backendOf(state home): the open of every leasehold command', {
+      run: () => backendOf(stateHome),
+    }),
+  ];
+}
+
+/**
  * Sets up every state home (the registry filled to each scale, a held lease
  * for the hot paths, each reused workspace acquired once before) and returns
  * the operations.
@@ -93,7 +113,7 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
     seamCycle('cycle.fresh', 'acquire + release, fresh workspace', fresh, () => place.workspace(), boundEndpoint),
   );
 
-  const inspected = new Map<number, { ownership: Ownership; root: string }>();
+  const inspected = new Map<number, { ownership: Ownership; root: string; stateHome: string }>();
   for (const scale of SCALES) {
     const cycleHome = join(place.root, `state-cycle-${scale}`);
     await fillRegistry(cycleHome, join(others, `cycle-${scale}`), scale - 1);
@@ -114,7 +134,11 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
 
     const inspectHome = join(place.root, `state-inspect-${scale}`);
     await fillRegistry(inspectHome, join(others, `inspect-${scale}`), scale - 1);
-    const owner = { ownership: fileOwnership({ stateHome: inspectHome }), root: place.workspace() };
+    const owner = {
+      ownership: fileOwnership({ stateHome: inspectHome }),
+      root: place.workspace(),
+      stateHome: inspectHome,
+    };
     held.push(await owner.ownership.acquire(owner.root, CONFIG, { boundEndpoint: boundEndpoint() }));
     inspected.set(scale, owner);
     const what = scale === 1 ? 'inspect() of a held workspace' : `inspect(), ${scale - 1} other reservations`;
@@ -130,6 +154,9 @@ export async function ownershipOperations(place: BenchPlace): Promise<OwnershipS
       },
     }),
   );
+
+  // The check inspect.1 makes, of the same state home, so that inspect.1 less it is that inspect() before the check.
+  operations.push(...fileSystemCheck(hot.stateHome));
 
   // proper-lockfile: one file cycled, one held for checkSync. Both files exist, as its default realpath needs.
   const locks = place.folder('proper-lockfile');
