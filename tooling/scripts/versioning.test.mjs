@@ -2,28 +2,47 @@
 // status` do with this repository's own configuration and pending changesets,
 // run for real in a scratch copy (a git repository of its own on `main`).
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CHANGESET = join(ROOT, 'node_modules', '@changesets', 'cli', 'bin.js');
-const STABLE = ['cli', 'contracts', 'coordination', 'private-files', 'recovery', 'registry', 'transport'].map(
-  (name) => `@leasehold/${name}`,
-);
-// A preview stays on 0.x until the command line and the shared ownership interface use it.
-const PREVIEW = ['@leasehold/etcd', '@leasehold/state-home'];
+const PUBLIC = [
+  'cli',
+  'contracts',
+  'coordination',
+  'etcd',
+  'private-files',
+  'recovery',
+  'registry',
+  'state-home',
+  'transport',
+].map((name) => `@leasehold/${name}`);
+const PRIVATE = ['@leasehold/bench', '@leasehold/test-utils', '@leasehold/package-checks', '@leasehold/example-daemon'];
 
-/** Every file `changeset` reads: the root manifest, the workspace list, the changesets, the changelog lines, each package's manifest. */
+/** Every file `changeset` reads or writes: the root manifest, the workspace list, the changesets, the changelog lines, each package's manifest and changelog. */
 function copyOfRepository() {
   const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'leasehold-versioning-')));
   for (const file of ['package.json', 'pnpm-workspace.yaml', '.changeset', 'tooling/changelog.cjs'])
     cpSync(join(ROOT, file), join(scratch, file), { recursive: true });
   for (const group of ['packages', 'examples']) {
-    for (const name of readdirSync(join(ROOT, group)))
-      cpSync(join(ROOT, group, name, 'package.json'), join(scratch, group, name, 'package.json'));
+    for (const name of readdirSync(join(ROOT, group))) {
+      for (const file of ['package.json', 'CHANGELOG.md'])
+        if (existsSync(join(ROOT, group, name, file)))
+          cpSync(join(ROOT, group, name, file), join(scratch, group, name, file));
+    }
   }
   git(scratch, 'init', '-q', '-b', 'main');
   commitAll(scratch, 'the repository as it is');
@@ -46,19 +65,26 @@ function changeset(cwd, ...args) {
   return execFileSync(process.execPath, [CHANGESET, ...args], { cwd, encoding: 'utf8', stdio: 'pipe' });
 }
 
-function manifestOf(scratch, name) {
-  const folder = name.startsWith('@leasehold/example-')
-    ? join('examples', name.slice('@leasehold/example-'.length))
-    : join('packages', name.slice('@leasehold/'.length));
-  return JSON.parse(readFileSync(join(scratch, folder, 'package.json'), 'utf8'));
+function manifestOf(root, name) {
+  return JSON.parse(readFileSync(join(root, folderOf(name), 'package.json'), 'utf8'));
 }
 
-/** The releases `changeset status` plans for one sample changeset: each released package with its new version. */
+/**
+ * The releases `changeset status` plans for the pending changesets and, when `bumps` names any, one
+ * sample changeset of them (left in place for a `changeset version` after): each released package
+ * with its bump and new version.
+ */
 function plannedReleases(scratch, bumps) {
   const names = Object.entries(bumps).map(([name, type]) => `"${name}": ${type}`);
-  writeFileSync(join(scratch, '.changeset', 'sample-change.md'), `---\n${names.join('\n')}\n---\n\nA sample change.\n`);
-  changeset(scratch, 'status', '--output', 'status.json');
-  const { releases } = JSON.parse(readFileSync(join(scratch, 'status.json'), 'utf8'));
+  if (names.length > 0)
+    writeFileSync(
+      join(scratch, '.changeset', 'sample-change.md'),
+      `---\n${names.join('\n')}\n---\n\nA sample change.\n`,
+    );
+  const report = join(scratch, '..', `${basename(scratch)}-status.json`);
+  changeset(scratch, 'status', '--output', report);
+  const { releases } = JSON.parse(readFileSync(report, 'utf8'));
+  rmSync(report);
   return Object.fromEntries(
     releases
       .filter((release) => release.type !== 'none')
@@ -66,64 +92,94 @@ function plannedReleases(scratch, bumps) {
   );
 }
 
-describe('the versioning policy (changesets, in a scratch copy of the repository)', () => {
+/** The folder of a package, relative to the repository (or a copy of it). */
+function folderOf(name) {
+  return name.startsWith('@leasehold/example-')
+    ? `examples/${name.slice('@leasehold/example-'.length)}`
+    : `packages/${name.slice('@leasehold/'.length)}`;
+}
+
+/** The files `changeset version` changed, added or removed in `scratch`, relative to it, sorted. */
+function changedFiles(scratch) {
+  return git(scratch, 'status', '--porcelain', '--untracked-files=all')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => line.slice(3))
+    .sort();
+}
+
+describe('the first release', () => {
+  it('is made: every public package is 0.1.0 with a changelog that opens on it; private packages are 0.0.0, with none', () => {
+    for (const name of PUBLIC) {
+      expect(manifestOf(ROOT, name).version, name).toBe('0.1.0');
+      const changelog = readFileSync(join(ROOT, folderOf(name), 'CHANGELOG.md'), 'utf8');
+      expect(changelog.startsWith(`# ${name}\n\n## 0.1.0\n\n### Minor Changes\n\n- First release. `), name).toBe(true);
+      // Plain entries for users: no commit hash.
+      expect(changelog, name).not.toMatch(/\b[0-9a-f]{7,40}\b/);
+    }
+    for (const name of PRIVATE) {
+      expect(manifestOf(ROOT, name).version, name).toBe('0.0.0');
+      expect(existsSync(join(ROOT, folderOf(name), 'CHANGELOG.md')), name).toBe(false);
+    }
+  });
+});
+
+describe('the version step (changesets, in a scratch copy of the repository)', () => {
   let scratch;
   beforeAll(() => {
     scratch = copyOfRepository();
-    changeset(scratch, 'version');
-    commitAll(scratch, 'the first release');
   });
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  it('makes the pending changesets the first release: every stable package 1.0.0, the preview 0.1.0, private packages untouched', () => {
-    for (const name of STABLE) expect(manifestOf(scratch, name).version, name).toBe('1.0.0');
-    for (const name of PREVIEW) expect(manifestOf(scratch, name).version, name).toBe('0.1.0');
-    for (const name of [
-      '@leasehold/bench',
-      '@leasehold/test-utils',
-      '@leasehold/package-checks',
-      '@leasehold/example-daemon',
-    ]) {
-      expect(manifestOf(scratch, name).version, name).toBe('0.0.0');
-    }
-    expect(readdirSync(join(scratch, '.changeset'))).toEqual(['config.json']);
+  it('changes nothing but what the pending changesets plan: their versions and changelogs, and the changesets themselves', () => {
+    const pending = readdirSync(join(scratch, '.changeset')).filter((file) => file.endsWith('.md'));
+    const planned = pending.length === 0 ? {} : plannedReleases(scratch, {});
+    changeset(scratch, 'version');
+    const expected = [
+      ...pending.map((file) => `.changeset/${file}`),
+      ...Object.keys(planned).flatMap((name) => [`${folderOf(name)}/CHANGELOG.md`, `${folderOf(name)}/package.json`]),
+    ].sort();
+    expect(changedFiles(scratch)).toEqual(expected);
+    for (const [name, plan] of Object.entries(planned))
+      expect(manifestOf(scratch, name).version, name).toBe(plan.split(' ')[1]);
+    for (const name of PRIVATE) expect(manifestOf(scratch, name).version, name).toBe('0.0.0');
+    commitAll(scratch, 'the pending changesets released');
   });
 
-  it('writes each changelog as plain entries for users, with no commit hashes', () => {
-    const first = [
-      ...STABLE.map((name) => [name, '1.0.0', 'Major']),
-      ...PREVIEW.map((name) => [name, '0.1.0', 'Minor']),
-    ];
-    for (const [name, version, kind] of first) {
-      const changelog = readFileSync(
-        join(scratch, 'packages', name.slice('@leasehold/'.length), 'CHANGELOG.md'),
-        'utf8',
-      );
-      expect(changelog.startsWith(`# ${name}\n\n## ${version}\n\n### ${kind} Changes\n\n- `), name).toBe(true);
-      expect(changelog, name).not.toMatch(/\b[0-9a-f]{7,40}\b/);
-    }
-    for (const name of ['bench', 'test-utils', 'package-checks']) {
-      expect(() => readFileSync(join(scratch, 'packages', name, 'CHANGELOG.md'))).toThrow(/ENOENT/);
-    }
+  it('releases a patch of one package alone, end to end: its version, its changelog entry, no other package', () => {
+    expect(plannedReleases(scratch, { '@leasehold/contracts': 'patch' })).toEqual({
+      '@leasehold/contracts': 'patch 0.1.1',
+    });
+    const before = manifestOf(scratch, '@leasehold/contracts').version;
+    expect(before).toBe('0.1.0');
+    changeset(scratch, 'version');
+    // In range: every dependent's `workspace:^` publishes as ^0.1.x, which 0.1.1 meets.
+    // The sample changeset was never committed: consumed, it leaves no trace.
+    expect(changedFiles(scratch)).toEqual(['packages/contracts/CHANGELOG.md', 'packages/contracts/package.json']);
+    expect(manifestOf(scratch, '@leasehold/contracts').version).toBe('0.1.1');
+    const changelog = readFileSync(join(scratch, 'packages', 'contracts', 'CHANGELOG.md'), 'utf8');
+    expect(
+      changelog.startsWith(
+        '# @leasehold/contracts\n\n## 0.1.1\n\n### Patch Changes\n\n- A sample change.\n\n## 0.1.0\n',
+      ),
+    ).toBe(true);
+    git(scratch, 'checkout', '-q', '--', '.');
+    git(scratch, 'clean', '-qfd');
   });
 
-  it('releases a lower layer alone for a minor or a patch: its dependents are still in range', () => {
+  it('releases every dependent of a minor on 0.x with a patch that moves its range, and no private package', () => {
+    // On 0.x a minor leaves ^0.1: each package that depends on it (in its dependencies) moves to ^0.2.
     expect(plannedReleases(scratch, { '@leasehold/contracts': 'minor' })).toEqual({
-      '@leasehold/contracts': 'minor 1.1.0',
-    });
-    expect(plannedReleases(scratch, { '@leasehold/registry': 'patch' })).toEqual({
-      '@leasehold/registry': 'patch 1.0.1',
-    });
-  });
-
-  it("releases every dependent of a major with a patch that moves its range, and nothing else's", () => {
-    expect(plannedReleases(scratch, { '@leasehold/coordination': 'major' })).toEqual({
-      '@leasehold/coordination': 'major 2.0.0',
-      '@leasehold/recovery': 'patch 1.0.1',
-      '@leasehold/transport': 'patch 1.0.1',
+      '@leasehold/contracts': 'minor 0.2.0',
+      '@leasehold/private-files': 'patch 0.1.1',
+      '@leasehold/registry': 'patch 0.1.1',
+      '@leasehold/coordination': 'patch 0.1.1',
+      '@leasehold/recovery': 'patch 0.1.1',
+      '@leasehold/transport': 'patch 0.1.1',
+      '@leasehold/etcd': 'patch 0.1.1',
       '@leasehold/state-home': 'patch 0.1.1',
-      // Not the cli: it depends on coordination as a devDependency only (below its seam), and its
-      // ranges on transport and state-home still hold their patches.
+      '@leasehold/cli': 'patch 0.1.1',
     });
+    rmSync(join(scratch, '.changeset', 'sample-change.md'));
   });
 });
