@@ -451,6 +451,38 @@ describe('connectOrStart and compatibility', () => {
   });
 });
 
+describe('connectOrStart and its bounds', () => {
+  it('refuses a bound that is not a finite number of milliseconds, naming it, before anything is read or written', async () => {
+    const scene = makeScene();
+    let started = 0;
+    const cases = [
+      ['timeoutMs', Number.NaN],
+      ['timeoutMs', Number.POSITIVE_INFINITY],
+      ['waitMs', Number.NaN],
+      ['waitMs', -1],
+      ['requestTimeoutMs', Number.NaN],
+    ] as const;
+    for (const [name, value] of cases) {
+      const error = await rejectionOf(
+        connectOrStart(scene.root, {
+          ownership: filesOf(scene),
+          [name]: value,
+          start: () => {
+            started += 1;
+          },
+        }),
+      );
+      expect(error).toMatchObject({
+        code: 'refused',
+        message: `connectOrStart: ${name} ${value}: not a number of milliseconds`,
+        remedy: `give ${name} a finite number of milliseconds, 0 or more, or leave it out`,
+      });
+    }
+    expect(started).toBe(0);
+    expect(existsSync(join(scene.stateHome, START_CLAIMS_FOLDER))).toBe(false);
+  });
+});
+
 describe('connectOrStart and its signal', () => {
   it('an already-aborted signal rejects with its reason before anything is read or written', async () => {
     const scene = makeScene();

@@ -490,10 +490,23 @@ class StartOnDemand {
  * @throws ContractError `conflict` (the owner serves another `compatibility`, named with this
  * client's, under `'refuse'` once `waitMs` passed, or again after a replacement), `unavailable`
  * (no owner answered within `timeoutMs`: the message says what it waited for), `refused` (no
- * `ownership`, a root or state home that is not absolute and normalised, an unsafe or malformed
+ * `ownership`, a `timeoutMs`, `waitMs` or `requestTimeoutMs` that is not a finite number of 0 or more, a root or state home that is not absolute and normalised, an unsafe or malformed
  * claim file); the signal's reason once it aborts; and what `start` throws.
  */
 export async function connectOrStart(workspace: string, options: ConnectOrStartOptions): Promise<Connection> {
   options?.signal?.throwIfAborted();
+  for (const name of ['timeoutMs', 'waitMs', 'requestTimeoutMs'] as const) checkMs(name, options?.[name]);
   return new StartOnDemand(workspace, options).run();
+}
+
+/**
+ * A bound of milliseconds, when given, is a finite number of 0 or more: `NaN` would never pass
+ * and `Infinity` never ends, so the call could wait for ever.
+ * @throws ContractError `refused` naming the option, before anything is done.
+ */
+function checkMs(name: string, value: number | undefined): void {
+  if (value === undefined || (Number.isFinite(value) && value >= 0)) return;
+  throw new ContractError('refused', `connectOrStart: ${name} ${value}: not a number of milliseconds`, {
+    remedy: `give ${name} a finite number of milliseconds, 0 or more, or leave it out`,
+  });
 }
