@@ -20,6 +20,7 @@ import {
   spawnChild,
   startEtcd,
 } from '@leasehold/test-utils';
+import { fileSystemOf } from '@leasehold/state-home';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // The built daemon, run as a user would run it (turbo builds before it tests).
@@ -230,19 +231,28 @@ interface Varying {
 /** A transcript as the README shows it: this run's paths, endpoint, epoch, pid, digest, host and journal record name replaced by the README's. */
 function normalised(text: string, { place, endpoint, epoch, pid, digest }: Varying): string {
   const host = hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return text
-    .replace(
-      /journal\/\d{8}T\d{9}Z-[0-9a-f-]{36}\.json/g,
-      'journal/20250301T101500000Z-1f0c3a5e-8d2b-4c41-9a7e-2b6d0c4e9f13.json',
-    )
-    .replaceAll(digest, 'cb6748830ae9a12784a6258612f61e01cf4837ae8094dbd773aeeb68b4175b10')
-    .replaceAll(epoch, 'd2ec2568-64d1-409d-b924-6c036ef5928b')
-    .replace(/\/workspaces\/[0-9a-f]{32}\//g, '/workspaces/6b1e4a0f2c9d8e7f3a5b4c2d1e0f9a8b/')
-    .replaceAll(place.stateHome, '/tmp/demo/state')
-    .replaceAll(place.workspace, '/tmp/demo/ws')
-    .replaceAll(endpoint, 'http://127.0.0.1:40507')
-    .replace(new RegExp(`(?<=on host |on )${host}(?=[: ])`, 'g'), 'vm')
-    .replace(new RegExp(`(?<!\\w)${pid}(?!\\w)`, 'g'), '2195');
+  return (
+    text
+      .replace(
+        /journal\/\d{8}T\d{9}Z-[0-9a-f-]{36}\.json/g,
+        'journal/20250301T101500000Z-1f0c3a5e-8d2b-4c41-9a7e-2b6d0c4e9f13.json',
+      )
+      .replaceAll(digest, 'cb6748830ae9a12784a6258612f61e01cf4837ae8094dbd773aeeb68b4175b10')
+      .replaceAll(epoch, 'd2ec2568-64d1-409d-b924-6c036ef5928b')
+      .replace(/\/workspaces\/[0-9a-f]{32}\//g, '/workspaces/6b1e4a0f2c9d8e7f3a5b4c2d1e0f9a8b/')
+      .replaceAll(place.stateHome, '/tmp/demo/state')
+      .replaceAll(place.workspace, '/tmp/demo/ws')
+      // The state home's file system is this machine's: the README shows the most common one.
+      .replaceAll(`/tmp/demo/state, on ${fileSystemOf(place.stateHome).name} (`, '/tmp/demo/state, on ext2/ext3/ext4 (')
+      .replaceAll(endpoint, 'http://127.0.0.1:40507')
+      .replace(new RegExp(`(?<=on host |on )${host}(?=[: ])`, 'g'), 'vm')
+      .replace(new RegExp(`(?<!\\w)${pid}(?!\\w)`, 'g'), '2195')
+  );
+}
+
+/** What `leasehold status --json` says of a state home on this test's local disk: its path and its file system. */
+function onLocalDisk(stateHome: string): { stateHome: string; fileSystem: Record<string, unknown> } {
+  return { stateHome, fileSystem: { ...fileSystemOf(stateHome), allowed: false } };
 }
 
 describe('the example daemon', () => {
@@ -323,6 +333,7 @@ describe('the example daemon', () => {
     expect(status.code).toBe(0);
     expect(jsonLine(status)).toEqual({
       status: 'running',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
@@ -332,7 +343,7 @@ describe('the example daemon', () => {
     });
     const human = await leasehold(place, 'status');
     expect(human.code).toBe(0);
-    expect(human.stdout.split('\n')[0]).toBe(`running   ${place.workspace}`);
+    expect(human.stdout.split('\n')[0]).toBe(`running     ${place.workspace}`);
 
     // Its own route sits behind the transport's checks.
     const { capability } = await fileOwnership({ stateHome: place.stateHome }).localAccess(place.workspace);
@@ -351,6 +362,7 @@ describe('the example daemon', () => {
     expect(stopped.code).toBe(3);
     expect(jsonLine(stopped)).toEqual({
       status: 'stopped',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -370,6 +382,7 @@ describe('the example daemon', () => {
     expect(crashed.code).toBe(3);
     expect(jsonLine(crashed)).toEqual({
       status: 'unavailable',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
@@ -397,6 +410,7 @@ describe('the example daemon', () => {
     expect(jsonLine(recovered)).toEqual({ recovered: true });
     expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -564,6 +578,7 @@ describe('the example daemon', () => {
     expect(recovered.code).toBe(0);
     expect(jsonLine(await leasehold(place, 'status', '--json'))).toEqual({
       status: 'stopped',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       config: expect.any(Object),
@@ -611,6 +626,7 @@ describe.skipIf(!etcdAvailable())('the example daemon on the etcd backend', () =
     expect(ready).toMatchObject({ event: 'ready', pid: daemon.child.pid });
     expect(jsonLine(await leaseholdWith(hostA, place, 'status', '--json'))).toEqual({
       status: 'running',
+      ...onLocalDisk(place.stateHome),
       root: place.workspace,
       epoch: ready.epoch,
       endpoint: ready.endpoint,
