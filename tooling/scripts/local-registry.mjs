@@ -18,7 +18,7 @@
 //
 // Usage: node tooling/scripts/local-registry.mjs [repoRoot]
 import { execFile, fork } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,7 @@ const SERVE = '--serve-verdaccio';
 /** The registry's storage, auth and package rules: ours from storage only, the rest proxied upstream. */
 async function verdaccioConfig(folder) {
   const { getDefaultConfig } = await import('verdaccio');
+  // Verdaccio's own default upstream, the one its default configuration names: no address is written here.
   const { uplinks } = getDefaultConfig();
   const [upstream] = Object.keys(uplinks);
   return {
