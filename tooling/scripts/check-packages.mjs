@@ -323,12 +323,11 @@ try {
 `;
 
 /**
- * The transport README's daemon and client, saved as it says in a project that installed what it
- * says (the project's folder is the workspace): the client starts the daemon and gets 200 from
+ * The transport README's daemon and client, saved as it says in a project that installed the
+ * packages it names (the project's folder is the workspace): the client starts the daemon and gets 200 from
  * its route; then the daemon is stopped, and gone, and says it stopped.
  */
-async function runReadmeDaemon(project, runFolder) {
-  const { daemon, client } = readmeDaemon(join(project, 'node_modules', '@leasehold', 'transport', 'README.md'));
+async function runReadmeDaemon(project, { daemon, client }, runFolder) {
   writeFileSync(join(project, 'hello-daemon.mjs'), daemon);
   writeFileSync(join(project, 'hello-client.mjs'), client);
   writeFileSync(join(project, 'stop-daemon.mjs'), STOP_DAEMON);
@@ -432,13 +431,13 @@ async function installedChecks(root, registry, installer, scratch, compilers) {
       continue;
     }
     if (name === '@leasehold/transport') {
-      const { names: daemonNames } = readmeDaemon(join(project, 'node_modules', name, 'README.md'));
-      const daemonProject = join(scratch, installer, 'readme-daemon');
       checks.push([
-        `README daemon and client (${daemonNames.join(' ')})`,
+        'README daemon and client',
         async () => {
-          installedProject(daemonProject, installer, daemonNames, registry, scratch);
-          await runReadmeDaemon(daemonProject, runFolder);
+          const readme = readmeDaemon(join(project, 'node_modules', name, 'README.md'));
+          const daemonProject = join(scratch, installer, 'readme-daemon');
+          installedProject(daemonProject, installer, readme.names, registry, scratch);
+          await runReadmeDaemon(daemonProject, readme, runFolder);
         },
       ]);
     }
