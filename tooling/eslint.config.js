@@ -23,6 +23,7 @@ export default tseslint.config(
         setInterval: 'readonly',
         clearInterval: 'readonly',
         AbortController: 'readonly',
+        fetch: 'readonly',
         TextEncoder: 'readonly',
         TextDecoder: 'readonly',
         SharedArrayBuffer: 'readonly',

@@ -1,16 +1,27 @@
 #!/usr/bin/env node
-// The packed-tarball check: every public package as a downstream team takes
-// it. Each is packed (`pnpm pack`, so `workspace:^` becomes a real range and
-// the prepack guard runs), then installed ALONE, with only the dependencies
-// it declares, into a fresh project outside the monorepo, once with npm and
-// once with pnpm's strict layout (where an undeclared import fails). There it
-// must: run its README example as an ES module, load with `require()` (Node's
-// require of ESM), type-check its README example under TypeScript's
-// `nodenext` and `bundler` resolution and a `.cts` that requires it, each
-// with the oldest TypeScript the README promises. A package with a command
-// runs it from `node_modules/.bin`: `--version`, and `status` on a state home
+// The published-package check: every public package as a downstream team
+// takes it, from a registry. A local registry (`local-registry.mjs`:
+// Verdaccio, on 127.0.0.1) is given this build's public packages by
+// `changeset publish`, exactly as `pnpm release` publishes them (`pnpm
+// publish` per package: the prepack guard, `workspace:^` made real ranges,
+// the `files` list, no private package). Each published tarball must hold
+// what a user needs and no more, at the size its README says. Then each
+// package is installed ALONE into an empty project whose `.npmrc` names only
+// that registry (`npm install @leasehold/x`, and `pnpm add @leasehold/x`,
+// whose strict layout fails an undeclared import), so its own dependencies
+// come as a user's would: ours from the registry, the rest proxied upstream.
+// There it must: run its README example as an ES module, load with
+// `require()` (Node's require of ESM), type-check its README example under
+// TypeScript's `nodenext` and `bundler` resolution and a `.cts` that requires
+// it, each with the oldest TypeScript the README promises. A package with a
+// command runs it: `npx <command> --version`, and `status` on a state home
 // of each backend (the etcd one loads the etcd package from outside the
-// command's bundle).
+// command's bundle). The transport README's daemon and client run in a
+// project that installed what that README says, and the daemon is stopped.
+//
+// Installing from hand-listed tarballs (overrides mapping every package to
+// its `pnpm pack`) is gone: the registry installs what a user installs, with
+// nothing listed, and checks the publish step too, so one path is kept.
 //
 // Usage: node tooling/scripts/check-packages.mjs [repoRoot]   (after `pnpm build`)
 // Prints a line per package and check, then each tarball's size and files;
@@ -29,8 +40,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exampleAsModule, readmeExample } from '@leasehold/package-checks';
-import { cleanUp, etcdAvailable, startEtcd } from '@leasehold/test-utils';
+import { codeBlocks, exampleAsModule, markdownSection, readmeExample } from '@leasehold/package-checks';
+import { cleanUp, etcdAvailable, startEtcd, untilGone } from '@leasehold/test-utils';
+import { startLocalRegistry } from './local-registry.mjs';
 
 // The oldest TypeScript each promise is made for (see the README's
 // Requirements): `import` from 5.4, a `.cts` that `require`s us from 5.8
@@ -39,19 +51,37 @@ const TYPESCRIPT_FLOORS = { esm: '5.4.5', cts: '5.8.3' };
 
 const NPM_INSTALL = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'];
 
+/**
+ * How a user adds packages with each installer. A local registry's build may
+ * publish another tarball under a version it published before, so npm
+ * revalidates what it cached (`--prefer-online`) and pnpm keeps its metadata
+ * for this run only; their stores are content-addressed and stay shared.
+ */
 const INSTALLERS = {
-  npm: ['npm', NPM_INSTALL],
-  pnpm: ['pnpm', ['install', '--prefer-offline', '--reporter=silent', '--config.confirmModulesPurge=false']],
+  npm: (names) => ['npm', ['install', '--no-audit', '--no-fund', '--prefer-online', '--loglevel=error', ...names]],
+  pnpm: (names, scratch) => [
+    'pnpm',
+    ['add', '--reporter=silent', `--config.cache-dir=${join(scratch, 'pnpm-cache')}`, ...names],
+  ],
 };
+
+/** What a tarball may hold: the built code and its types, the README, the CHANGELOG, the LICENSE and the manifest. */
+const FOR_USERS = /^(package\.json|README\.md|CHANGELOG\.md|LICENSE|dist\/.+\.(js|cjs|d\.ts))$/;
+
+/** How a package README states its tarball's size (in its Install section); the check keeps it within 10 %. */
+const SIZE_LINE = /The published tarball is ([0-9.]+) KiB/;
 
 /** Every public (not private) package of `packages/`, with its folder and manifest. */
 export function publicPackages(root) {
+  return workspacePackages(root).filter(({ manifest }) => manifest.private !== true);
+}
+
+function workspacePackages(root) {
   const folder = join(root, 'packages');
   return readdirSync(folder)
     .map((name) => join(folder, name))
     .filter((dir) => statSync(join(dir, 'package.json'), { throwIfNoEntry: false }) !== undefined)
-    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) }))
-    .filter(({ manifest }) => manifest.private !== true);
+    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) }));
 }
 
 /** What must be in a published tarball and what must never be: an empty list when it is right. */
@@ -63,43 +93,62 @@ export function tarballProblems(dir, files) {
   if (statSync(join(dir, 'CHANGELOG.md'), { throwIfNoEntry: false }) !== undefined && !files.includes('CHANGELOG.md')) {
     problems.push('CHANGELOG.md is missing');
   }
-  for (const file of files)
+  for (const file of files) {
     if (/(^|\/)(test|fixtures)\/|\.test\.[cm]?[jt]s(\.map)?$/.test(file)) problems.push(`${file} is a test file`);
+    else if (!FOR_USERS.test(file))
+      problems.push(
+        `${file} is not for users (only dist's .js and .d.ts, the README, CHANGELOG, LICENSE and package.json)`,
+      );
+  }
   return problems;
 }
 
-/** Packs `dir` into `destination`: the tarball's path, its size in bytes and the files it holds. */
-function pack(dir, destination) {
-  const output = execFileSync('pnpm', ['pack', '--json', '--pack-destination', destination], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
-  const report = JSON.parse(output.slice(output.indexOf('\n{') + 1));
-  return {
-    tarball: report.filename,
-    bytes: statSync(report.filename).size,
-    files: report.files.map((file) => file.path),
-  };
+/** Whether `readme` states a tarball of `bytes` within 10 %: undefined when it does, else what to write. */
+export function sizeProblem(readme, bytes) {
+  const kib = (bytes / 1024).toFixed(1);
+  const said = SIZE_LINE.exec(readme)?.[1];
+  if (said === undefined)
+    return `its README does not say its size: add "The published tarball is ${kib} KiB." to its Install section`;
+  if (Math.abs(Number(said) * 1024 - bytes) > bytes / 10)
+    return `its README says ${said} KiB, the published tarball is ${kib} KiB: write ${kib}`;
+  return undefined;
+}
+
+/** The tarball the registry serves for `name`'s latest version: its size in bytes and the files it holds. */
+async function publishedTarball(registry, name) {
+  const packument = await (await fetch(new URL(name.replace('/', '%2f'), registry))).json();
+  const { tarball } = packument.versions[packument['dist-tags'].latest].dist;
+  const bytes = Buffer.from(await (await fetch(tarball)).arrayBuffer());
+  const listing = execFileSync('tar', ['-tz'], { input: bytes, encoding: 'utf8' });
+  const files = listing
+    .split('\n')
+    .filter((entry) => entry !== '' && !entry.endsWith('/'))
+    .map((entry) => entry.replace(/^package\//, ''));
+  return { bytes: bytes.length, files };
+}
+
+/** Whether the registry answers `name` at all (a private package must be unknown to it). */
+async function onRegistry(registry, name) {
+  return (await fetch(new URL(name.replace('/', '%2f'), registry))).ok;
 }
 
 /**
- * A fresh project that depends on `name` only. Every Leasehold package maps
- * to its tarball (npm `overrides`, pnpm `pnpm.overrides`): the ranges the
- * tarballs declare are not on the registry yet, and a layer must come from
- * this build, not from anywhere else.
+ * An empty project (no dependency listed) whose `.npmrc` names the local
+ * registry alone, with `names` then added by `installer` as a user adds them.
+ * Our `npm_config_*` variables (`npm run` sets its whole configuration,
+ * registry included) are left out, so the project's `.npmrc` is what both
+ * installers follow.
  */
-function consumerProject(folder, name, tarballs) {
+function installedProject(folder, installer, names, registry, scratch) {
   mkdirSync(folder, { recursive: true });
-  const local = Object.fromEntries(Object.entries(tarballs).map(([pkg, file]) => [pkg, `file:${file}`]));
-  const manifest = {
-    name: 'consumer',
-    private: true,
-    type: 'module',
-    dependencies: { [name]: local[name] },
-    overrides: local,
-    pnpm: { overrides: local },
-  };
-  writeFileSync(join(folder, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  writeFileSync(
+    join(folder, 'package.json'),
+    `${JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2)}\n`,
+  );
+  writeFileSync(join(folder, '.npmrc'), `registry=${registry}\n`);
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_config_/i.test(key)));
+  const [command, args] = INSTALLERS[installer](names, scratch);
+  execFileSync(command, args, { cwd: folder, encoding: 'utf8', stdio: 'pipe', env });
 }
 
 /** Installs each TypeScript floor once: the path of each one's `tsc`. */
@@ -142,10 +191,7 @@ function checksFor(project, name, root, runFolder, compilers) {
     });
   const commands = Object.keys(JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).bin ?? {});
   return [
-    ...commands.map((command) => [
-      `the ${command} command`,
-      () => runCommand(join(project, 'node_modules', '.bin', command), runFolder),
-    ]),
+    ...commands.map((command) => [`the ${command} command`, () => runCommand(project, installed, command, runFolder)]),
     ['README example (ESM)', () => (needsEtcd(example) ? withEtcd(runExample) : runExample({}))],
     ['require()', () => run(process.execPath, ['required.cjs'])],
     [
@@ -191,10 +237,15 @@ function checksFor(project, name, root, runFolder, compilers) {
 }
 
 /**
- * The installed command as a user first meets it: `--version`, then `status` of a workspace never
- * served, on a state home of its files and on one `init` gave an etcd cluster (exit 3, `absent`).
+ * The installed command as a user first meets it: `npx <command> --version` (the version installed),
+ * then `status` of a workspace never served, on a state home of its files and on one `init` gave an
+ * etcd cluster (exit 3, `absent`).
  */
-function runCommand(command, runFolder) {
+function runCommand(project, installed, name, runFolder) {
+  const { version } = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'));
+  const printed = execFileSync('npx', [name, '--version'], { cwd: project, encoding: 'utf8', stdio: 'pipe' });
+  if (printed.trim() !== version) throw new Error(`npx ${name} --version printed ${printed.trim()}, not ${version}`);
+  const command = join(project, 'node_modules', '.bin', name);
   const workspace = join(runFolder, 'command-workspace');
   mkdirSync(workspace);
   const absent = (stateHome, env = {}) => {
@@ -205,7 +256,6 @@ function runCommand(command, runFolder) {
     if (result.status !== 3 || !result.stdout.includes('"absent"'))
       throw new Error(`status: exit ${result.status}: ${result.stdout}${result.stderr}`);
   };
-  execFileSync(command, ['--version'], { encoding: 'utf8', stdio: 'pipe' });
   absent(join(runFolder, 'command-files'));
   return withEtcd((env) => {
     const stateHome = join(runFolder, 'command-etcd');
@@ -243,73 +293,180 @@ async function withEtcd(runExample) {
   return undefined;
 }
 
+/** The transport README's section with the daemon a team ships and its client. */
+const DAEMON_SECTION = '## A daemon to ship, and its client';
+
+/** That section's daemon and client, as printed, and the packages its `npm install` line names. */
+function readmeDaemon(readmePath) {
+  const section = markdownSection(readFileSync(readmePath, 'utf8'), DAEMON_SECTION);
+  const [daemon, client] = codeBlocks(section, 'ts');
+  const install = /`npm install ([^`]+)`/.exec(section)?.[1];
+  if (daemon === undefined || client === undefined || install === undefined)
+    throw new Error(`${readmePath}: "${DAEMON_SECTION}" wants an npm install line, a daemon and a client`);
+  return { daemon, client, names: install.split(' ') };
+}
+
+// Stops the README's daemon the way `leasehold stop` does, with the packages that project installed: the
+// authenticated stop request. Prints the daemon's pid, so that the check waits until it is gone.
+const STOP_DAEMON = `import { defaultStateHome, openStateHome } from '@leasehold/state-home';
+import { connect, resolveWorkspace } from '@leasehold/transport';
+
+const home = await openStateHome(defaultStateHome());
+try {
+  const owner = await connect(resolveWorkspace(process.cwd()), { ownership: home.ownership });
+  const stop = await owner.request('POST', '/v1/stop');
+  if (stop.status !== 202) throw new Error(\`POST /v1/stop: \${stop.status}\`);
+  console.log(owner.status.pid);
+} finally {
+  await home.close();
+}
+`;
+
+/**
+ * The transport README's daemon and client, saved as it says in a project that installed the
+ * packages it names (the project's folder is the workspace): the client starts the daemon and gets 200 from
+ * its route; then the daemon is stopped, and gone, and says it stopped.
+ */
+async function runReadmeDaemon(project, { daemon, client }, runFolder) {
+  writeFileSync(join(project, 'hello-daemon.mjs'), daemon);
+  writeFileSync(join(project, 'hello-client.mjs'), client);
+  writeFileSync(join(project, 'stop-daemon.mjs'), STOP_DAEMON);
+  const options = {
+    cwd: project,
+    encoding: 'utf8',
+    stdio: 'pipe',
+    env: { ...process.env, LEASEHOLD_STATE_HOME: join(runFolder, 'daemon-state') },
+  };
+  // The daemon outlives the client, so it is stopped whatever the client did; a daemon that never
+  // started cannot be, and then what the client said is the failure.
+  let failure;
+  let hello = '';
+  try {
+    hello = execFileSync(process.execPath, ['hello-client.mjs'], options);
+  } catch (error) {
+    failure = error;
+  }
+  try {
+    await untilGone(Number(execFileSync(process.execPath, ['stop-daemon.mjs'], options)));
+  } catch (error) {
+    failure ??= error;
+  }
+  if (failure !== undefined) throw failure;
+  if (!/^GET \/hello: 200, from the owner of epoch \S+$/m.test(hello))
+    throw new Error(`hello-client.mjs printed: ${hello}`);
+  const log = readFileSync(join(project, 'hello-daemon.log'), 'utf8');
+  if (!log.includes('stopped (stop)')) throw new Error(`hello-daemon.log: ${log}`);
+}
+
 function failureText(error) {
   const parts = [error.stdout, error.stderr].filter((part) => typeof part === 'string' && part.trim() !== '');
   return (parts.length > 0 ? parts.join('\n') : String(error.message)).trim().split('\n').slice(0, 12).join('\n      ');
 }
 
+/** Runs each check, printing a line for each: the number that failed. */
+async function runChecks(label, checks) {
+  let failures = 0;
+  for (const [check, runCheck] of checks) {
+    try {
+      const skipped = await runCheck();
+      console.log(
+        `${skipped === undefined ? 'ok  ' : 'skip'} ${label}: ${check}${skipped === undefined ? '' : ` (${skipped})`}`,
+      );
+    } catch (error) {
+      failures += 1;
+      console.log(`FAIL ${label}: ${check}\n      ${failureText(error)}`);
+    }
+  }
+  return failures;
+}
+
+/** The published tarballs: each holds what it must, at the size its README says; no private package is there. */
+async function publishedChecks(root, registry) {
+  const tarballs = [];
+  const checks = [];
+  for (const { dir, manifest } of publicPackages(root)) {
+    checks.push([
+      `${manifest.name} tarball`,
+      async () => {
+        const tarball = await publishedTarball(registry, manifest.name);
+        tarballs.push({ name: manifest.name, ...tarball });
+        const problems = tarballProblems(dir, tarball.files);
+        const size = sizeProblem(readFileSync(join(dir, 'README.md'), 'utf8'), tarball.bytes);
+        if (size !== undefined) problems.push(size);
+        if (problems.length > 0) throw new Error(problems.join('\n'));
+      },
+    ]);
+  }
+  const unlisted = workspacePackages(root).filter(({ manifest }) => manifest.private === true);
+  checks.push([
+    'no private package published',
+    async () => {
+      for (const { manifest } of unlisted)
+        if (await onRegistry(registry, manifest.name)) throw new Error(`${manifest.name} is on the registry`);
+    },
+  ]);
+  return { failures: await runChecks('registry', checks), tarballs };
+}
+
+/** Each public package installed alone with `installer`, and used; then the transport README's daemon. */
+async function installedChecks(root, registry, installer, scratch, compilers) {
+  let failures = 0;
+  for (const { manifest } of publicPackages(root)) {
+    const { name } = manifest;
+    const label = `${name} (${installer})`;
+    const project = join(scratch, installer, name.replace('/', '+'));
+    const runFolder = realpathSync(mkdtempSync(join(scratch, 'run-')));
+    const install = () => installedProject(project, installer, [name], registry, scratch);
+    const installFailures = await runChecks(label, [
+      [`${installer} ${installer === 'npm' ? 'install' : 'add'} ${name}`, install],
+    ]);
+    failures += installFailures;
+    if (installFailures > 0) continue;
+    let checks;
+    try {
+      checks = checksFor(project, name, root, runFolder, compilers);
+    } catch (error) {
+      failures += 1;
+      console.log(`FAIL ${label}: ${error.message}`);
+      continue;
+    }
+    if (name === '@leasehold/transport') {
+      checks.push([
+        'README daemon and client',
+        async () => {
+          const readme = readmeDaemon(join(project, 'node_modules', name, 'README.md'));
+          const daemonProject = join(scratch, installer, 'readme-daemon');
+          installedProject(daemonProject, installer, readme.names, registry, scratch);
+          await runReadmeDaemon(daemonProject, readme, runFolder);
+        },
+      ]);
+    }
+    failures += await runChecks(label, checks);
+  }
+  return failures;
+}
+
 async function main(root) {
   const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'leasehold-check-packages-')));
   let failures = 0;
+  let registry;
   try {
-    const packages = publicPackages(root);
-    const packed = [];
-    for (const { dir, manifest } of packages) {
-      try {
-        packed.push({ dir, name: manifest.name, ...pack(dir, join(scratch, 'tarballs')) });
-      } catch (error) {
-        failures += 1;
-        console.log(`FAIL ${manifest.name}: pack\n      ${failureText(error)}`);
-      }
-    }
-    if (failures > 0) {
-      console.log(`check-packages: ${failures} failed to pack`);
+    try {
+      registry = await startLocalRegistry(root);
+    } catch (error) {
+      console.log(`FAIL publish to a local registry\n      ${failureText(error)}`);
       return 1;
     }
+    console.log(`ok   registry: changeset publish to ${registry.url}`);
+    const published = await publishedChecks(root, registry.url);
+    failures += published.failures;
     const compilers = typescriptFloors(scratch);
-    const tarballs = Object.fromEntries(packed.map(({ name, tarball }) => [name, tarball]));
-    for (const { dir, name, files } of packed) {
-      for (const problem of tarballProblems(dir, files)) {
-        failures += 1;
-        console.log(`FAIL ${name} tarball: ${problem}`);
-      }
-    }
-    for (const [installer, [command, args]] of Object.entries(INSTALLERS)) {
-      for (const { name } of packed) {
-        const project = join(scratch, installer, name.replace('/', '+'));
-        consumerProject(project, name, tarballs);
-        try {
-          execFileSync(command, args, { cwd: project, encoding: 'utf8', stdio: 'pipe' });
-        } catch (error) {
-          failures += 1;
-          console.log(`FAIL ${name} (${installer}): install\n      ${failureText(error)}`);
-          continue;
-        }
-        const runFolder = realpathSync(mkdtempSync(join(scratch, 'run-')));
-        let checks;
-        try {
-          checks = checksFor(project, name, root, runFolder, compilers);
-        } catch (error) {
-          failures += 1;
-          console.log(`FAIL ${name} (${installer}): ${error.message}`);
-          continue;
-        }
-        for (const [check, runCheck] of checks) {
-          try {
-            const skipped = await runCheck();
-            console.log(
-              `${skipped === undefined ? 'ok  ' : 'skip'} ${name} (${installer}): ${check}${skipped === undefined ? '' : ` (${skipped})`}`,
-            );
-          } catch (error) {
-            failures += 1;
-            console.log(`FAIL ${name} (${installer}): ${check}\n      ${failureText(error)}`);
-          }
-        }
-      }
-    }
-    for (const { name, bytes, files } of packed)
+    for (const installer of Object.keys(INSTALLERS))
+      failures += await installedChecks(root, registry.url, installer, scratch, compilers);
+    for (const { name, bytes, files } of published.tarballs)
       console.log(`tarball ${name}: ${(bytes / 1024).toFixed(1)} KiB, ${files.length} files`);
   } finally {
+    await registry?.stop();
     await cleanUp();
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tarballProblems } from './check-packages.mjs';
+import { sizeProblem, tarballProblems } from './check-packages.mjs';
 import { unbuiltSources } from './require-built.mjs';
 
 const folders = [];
@@ -36,6 +36,30 @@ describe('what a tarball must hold', () => {
     ]);
   });
 
+  it('passes a command bundle and its chunks, and the CHANGELOG', () => {
+    const files = [...SHIPPED, 'CHANGELOG.md', 'dist/leasehold.cjs', 'dist/leasehold/backend-x1.cjs', 'dist/bin.d.ts'];
+    expect(tarballProblems(packageFolder({ 'CHANGELOG.md': '# x\n' }), files)).toEqual([]);
+  });
+
+  it('refuses what a user does not need: sources, source maps, anything outside dist', () => {
+    const files = [
+      ...SHIPPED,
+      'src/index.ts',
+      'dist/index.js.map',
+      'dist/index.d.ts.map',
+      'tsconfig.json',
+      'dist/notes.txt',
+    ];
+    const why = "is not for users (only dist's .js and .d.ts, the README, CHANGELOG, LICENSE and package.json)";
+    expect(tarballProblems(packageFolder({}), files)).toEqual([
+      `src/index.ts ${why}`,
+      `dist/index.js.map ${why}`,
+      `dist/index.d.ts.map ${why}`,
+      `tsconfig.json ${why}`,
+      `dist/notes.txt ${why}`,
+    ]);
+  });
+
   it('refuses test files, test folders and fixtures', () => {
     const files = [
       ...SHIPPED,
@@ -43,7 +67,6 @@ describe('what a tarball must hold', () => {
       'dist/codec.test.js.map',
       'test/helpers.ts',
       'fixtures/crasher.mjs',
-      'src/codec.ts',
     ];
     expect(tarballProblems(packageFolder({}), files)).toEqual([
       'src/codec.test.ts is a test file',
@@ -51,6 +74,25 @@ describe('what a tarball must hold', () => {
       'test/helpers.ts is a test file',
       'fixtures/crasher.mjs is a test file',
     ]);
+  });
+});
+
+describe("a README's tarball size", () => {
+  const readme = (kib) => `## Install\n\nThe published tarball is ${kib} KiB: the built code and its types.\n`;
+
+  it('passes a figure within 10 % of the tarball', () => {
+    expect(sizeProblem(readme('40.0'), 40 * 1024)).toBeUndefined();
+    expect(sizeProblem(readme('36.5'), 40 * 1024)).toBeUndefined();
+    expect(sizeProblem(readme('43.9'), 40 * 1024)).toBeUndefined();
+  });
+
+  it('refuses a figure off by more, and a README without one, naming the figure to write', () => {
+    expect(sizeProblem(readme('35.9'), 40 * 1024)).toBe(
+      'its README says 35.9 KiB, the published tarball is 40.0 KiB: write 40.0',
+    );
+    expect(sizeProblem('## Install\n', 40 * 1024)).toBe(
+      'its README does not say its size: add "The published tarball is 40.0 KiB." to its Install section',
+    );
   });
 });
 

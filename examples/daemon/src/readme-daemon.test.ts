@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveWorkspace } from '@leasehold/coordination';
+import { codeBlocks, markdownSection } from '@leasehold/package-checks';
 import { cleanUp, makeTemporaryFolder, spawnChild, untilGone, type SpawnedChild } from '@leasehold/test-utils';
 
 afterEach(cleanUp);
@@ -16,9 +17,8 @@ const NODE_MODULES = fileURLToPath(new URL('../node_modules', import.meta.url));
 
 /** The daemon and its client of the transport README, exactly as printed there. */
 function readmeExamples(): { daemon: string; client: string } {
-  const readme = readFileSync(TRANSPORT_README, 'utf8');
-  const section = readme.slice(readme.indexOf('## A daemon to ship, and its client'));
-  const [daemon, client] = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  const section = markdownSection(readFileSync(TRANSPORT_README, 'utf8'), '## A daemon to ship, and its client');
+  const [daemon, client] = codeBlocks(section, 'ts');
   if (daemon === undefined || client === undefined)
     throw new Error(`${TRANSPORT_README}: no daemon and client example`);
   return { daemon, client };

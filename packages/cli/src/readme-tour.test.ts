@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { BIN, Background, cleanEnv, killAll, removeSandboxes, sandbox, type Result } from '../test/helpers.js';
 import { capabilityLeaks } from '../test/transcript.js';
 import { shellQuote } from '@leasehold/contracts';
+import { codeBlocks, markdownSection } from '@leasehold/package-checks';
 
 // The root README's "A short tour", run as printed: every line of its sh blocks, in order, each
 // checked against its comment (the phrases it prints, and its exit status). The repository is
@@ -25,14 +26,6 @@ interface TourLine {
   readonly exit?: number;
 }
 
-/** The text of the section headed `heading`, up to the next section. */
-function section(text: string, heading: string): string {
-  const start = text.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`${README}: no section ${heading}`);
-  const end = text.indexOf('\n## ', start + 1);
-  return text.slice(start, end < 0 ? undefined : end);
-}
-
 /** `command  # phrase, phrase (exit N)`, as the tour's introduction explains it. */
 function tourLine(line: string): TourLine {
   const [, command = '', comment = ''] = /^(.*?)(?:\s+# (.*))?$/.exec(line) ?? [];
@@ -47,9 +40,7 @@ function tourLine(line: string): TourLine {
 
 /** Every line of the tour's sh blocks, in order. */
 function tourLines(): TourLine[] {
-  const tour = section(readFileSync(README, 'utf8'), '## A short tour');
-  const blocks = [...tour.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
-  return blocks.flatMap((block) =>
+  return codeBlocks(markdownSection(readFileSync(README, 'utf8'), '## A short tour'), 'sh').flatMap((block) =>
     block
       .split('\n')
       .filter((line) => line.trim() !== '')

@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { exportsMissingFromReadme, namesMissingFrom, publicNames, readmeExample, runReadmeExample } from './index.js';
+import {
+  codeBlocks,
+  exportsMissingFromReadme,
+  markdownSection,
+  namesMissingFrom,
+  publicNames,
+  readmeExample,
+  runReadmeExample,
+} from './index.js';
 
 const PACKAGE = fileURLToPath(new URL('..', import.meta.url));
 const folders: string[] = [];
@@ -35,8 +43,10 @@ describe('the package checks', () => {
       'ExampleOptions',
       'ExampleRun',
       'PublicDeclaration',
+      'codeBlocks',
       'exampleAsModule',
       'exportsMissingFromReadme',
+      'markdownSection',
       'namesMissingFrom',
       'publicDeclarations',
       'publicNames',
@@ -61,6 +71,16 @@ describe('the package checks', () => {
       /exactly one ```ts example block, found 0/,
     );
     expect(() => readmeExample(join(scratchPackage(EXAMPLE + EXAMPLE), 'README.md'))).toThrow(/found 2/);
+  });
+
+  it("read a section's code blocks of one info string, as printed, up to the next section", () => {
+    const readme =
+      '# P\n\n## Two\n\n```sh\nfirst\n```\n\n```ts\nskipped\n```\n\n```sh\nsecond\nline\n```\n\n## Next\n\n```sh\nlater\n```\n';
+    const two = markdownSection(readme, '## Two');
+    expect(two.startsWith('\n## Two\n')).toBe(true);
+    expect(codeBlocks(two, 'sh')).toEqual(['first\n', 'second\nline\n']);
+    expect(codeBlocks(readme, 'sh')).toEqual(['first\n', 'second\nline\n', 'later\n']);
+    expect(() => markdownSection(readme, '## Three')).toThrow('no section ## Three');
   });
 
   it('let an example import only the package itself, as a strict install would', async () => {

@@ -7,7 +7,9 @@ export {
 } from './public-names.js';
 export {
   EXAMPLE_INFO,
+  codeBlocks,
   exampleAsModule,
+  markdownSection,
   readmeExample,
   runReadmeExample,
   type ExampleOptions,

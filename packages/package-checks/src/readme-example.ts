@@ -9,13 +9,28 @@ export const EXAMPLE_INFO = 'ts example';
 
 /** The TypeScript of the one "```ts example" block of a README, exactly as printed there. */
 export function readmeExample(readmePath: string): string {
-  const readme = readFileSync(readmePath, 'utf8');
-  const blocks = [...readme.matchAll(new RegExp(`^\`\`\`${EXAMPLE_INFO}\n([\\s\\S]*?)^\`\`\``, 'gm'))].map(
-    (match) => match[1] ?? '',
-  );
+  const blocks = codeBlocks(readFileSync(readmePath, 'utf8'), EXAMPLE_INFO);
   if (blocks.length !== 1)
     throw new Error(`${readmePath}: wants exactly one \`\`\`${EXAMPLE_INFO} block, found ${blocks.length}`);
   return blocks[0] ?? '';
+}
+
+/** Each code block of `markdown` fenced with the info string `info` (```` ```sh ````), exactly as printed. */
+export function codeBlocks(markdown: string, info: string): string[] {
+  return [...markdown.matchAll(new RegExp(`^\`\`\`${info}\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map(
+    (match) => match[1] ?? '',
+  );
+}
+
+/**
+ * The section of `markdown` under the heading line `heading` (`## A short tour`), up to the next
+ * `## ` heading. Throws when there is no such heading.
+ */
+export function markdownSection(markdown: string, heading: string): string {
+  const start = markdown.indexOf(`\n${heading}\n`);
+  if (start < 0) throw new Error(`no section ${heading}`);
+  const end = markdown.indexOf('\n## ', start + 1);
+  return markdown.slice(start, end < 0 ? undefined : end);
 }
 
 /** The example as the JavaScript module a user's TypeScript build would emit (types erased, ESM kept). */
