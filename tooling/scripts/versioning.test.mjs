@@ -109,11 +109,13 @@ function changedFiles(scratch) {
 }
 
 describe('the first release', () => {
-  it('is made: every public package is 0.1.0 with a changelog that opens on it; private packages are 0.0.0, with none', () => {
+  it('is made: every public package is released, its changelog ending on 0.1.0, its first release; private packages are 0.0.0, with none', () => {
     for (const name of PUBLIC) {
-      expect(manifestOf(ROOT, name).version, name).toBe('0.1.0');
+      expect(manifestOf(ROOT, name).version, name).toMatch(/^0\.[1-9][0-9]*\.[0-9]+$/);
       const changelog = readFileSync(join(ROOT, folderOf(name), 'CHANGELOG.md'), 'utf8');
-      expect(changelog.startsWith(`# ${name}\n\n## 0.1.0\n\n### Minor Changes\n\n- First release. `), name).toBe(true);
+      expect(changelog.startsWith(`# ${name}\n\n## `), name).toBe(true);
+      const first = changelog.slice(changelog.lastIndexOf('\n## '));
+      expect(first.startsWith('\n## 0.1.0\n\n### Minor Changes\n\n- First release. '), name).toBe(true);
       // Plain entries for users: no commit hash.
       expect(changelog, name).not.toMatch(/\b[0-9a-f]{7,40}\b/);
     }
@@ -147,20 +149,20 @@ describe('the version step (changesets, in a scratch copy of the repository)', (
   });
 
   it('releases a patch of one package alone, end to end: its version, its changelog entry, no other package', () => {
-    expect(plannedReleases(scratch, { '@leasehold/contracts': 'patch' })).toEqual({
-      '@leasehold/contracts': 'patch 0.1.1',
-    });
     const before = manifestOf(scratch, '@leasehold/contracts').version;
-    expect(before).toBe('0.1.0');
+    const after = before.replace(/[0-9]+$/, (patch) => String(Number(patch) + 1));
+    expect(plannedReleases(scratch, { '@leasehold/contracts': 'patch' })).toEqual({
+      '@leasehold/contracts': `patch ${after}`,
+    });
     changeset(scratch, 'version');
-    // In range: every dependent's `workspace:^` publishes as ^0.1.x, which 0.1.1 meets.
+    // In range: every dependent's `workspace:^` publishes as ^0.x.y, which the patch meets.
     // The sample changeset was never committed: consumed, it leaves no trace.
     expect(changedFiles(scratch)).toEqual(['packages/contracts/CHANGELOG.md', 'packages/contracts/package.json']);
-    expect(manifestOf(scratch, '@leasehold/contracts').version).toBe('0.1.1');
+    expect(manifestOf(scratch, '@leasehold/contracts').version).toBe(after);
     const changelog = readFileSync(join(scratch, 'packages', 'contracts', 'CHANGELOG.md'), 'utf8');
     expect(
       changelog.startsWith(
-        '# @leasehold/contracts\n\n## 0.1.1\n\n### Patch Changes\n\n- A sample change.\n\n## 0.1.0\n',
+        `# @leasehold/contracts\n\n## ${after}\n\n### Patch Changes\n\n- A sample change.\n\n## ${before}\n`,
       ),
     ).toBe(true);
     git(scratch, 'checkout', '-q', '--', '.');
@@ -169,17 +171,13 @@ describe('the version step (changesets, in a scratch copy of the repository)', (
 
   it('releases every dependent of a minor on 0.x with a patch that moves its range, and no private package', () => {
     // On 0.x a minor leaves ^0.1: each package that depends on it (in its dependencies) moves to ^0.2.
-    expect(plannedReleases(scratch, { '@leasehold/contracts': 'minor' })).toEqual({
-      '@leasehold/contracts': 'minor 0.2.0',
-      '@leasehold/private-files': 'patch 0.1.1',
-      '@leasehold/registry': 'patch 0.1.1',
-      '@leasehold/coordination': 'patch 0.1.1',
-      '@leasehold/recovery': 'patch 0.1.1',
-      '@leasehold/transport': 'patch 0.1.1',
-      '@leasehold/etcd': 'patch 0.1.1',
-      '@leasehold/state-home': 'patch 0.1.1',
-      '@leasehold/cli': 'patch 0.1.1',
-    });
+    const next = (name, type) => {
+      const [major, minor, patch] = manifestOf(scratch, name).version.split('.').map(Number);
+      return `${type} ${type === 'patch' ? `${major}.${minor}.${patch + 1}` : `${major}.${minor + 1}.0`}`;
+    };
+    expect(plannedReleases(scratch, { '@leasehold/contracts': 'minor' })).toEqual(
+      Object.fromEntries(PUBLIC.map((name) => [name, next(name, name === '@leasehold/contracts' ? 'minor' : 'patch')])),
+    );
     rmSync(join(scratch, '.changeset', 'sample-change.md'));
   });
 });
