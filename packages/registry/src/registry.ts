@@ -32,7 +32,7 @@ import {
   recordedBackend,
 } from './registry-view.js';
 import { assertFileSystem, sameAllowance } from './file-system-check.js';
-import { ensureStateHome, reachStateHome, recordedAllowance } from './state-home-setup.js';
+import { allowancesOf, ensureStateHome, reachStateHome } from './state-home-setup.js';
 import { Transaction, type RegistryTransaction } from './transaction.js';
 
 export interface RegistryOptions {
@@ -127,10 +127,12 @@ export class Registry {
    * @throws ContractError `refused` naming the root, its file system and the remedy.
    */
   checkWorkspace(root: string): void {
-    assertFileSystem(root, this.layout.stateHome, 'workspace', () => [
-      this.#allowFileSystem,
-      recordedAllowance(this.#home, this.layout.stateHome),
-    ]);
+    assertFileSystem(
+      root,
+      this.layout.stateHome,
+      'workspace',
+      allowancesOf(this.#home, this.layout.stateHome, true, this.#allowFileSystem),
+    );
   }
 
   /**

@@ -28,37 +28,34 @@ function setupRefusal(error: unknown, stateHome: string, doing: string): unknown
  * @throws ContractError `refused` for an unsafe or unreachable one, or one on a file system not allowed.
  */
 export function reachStateHome(home: PrivateFiles, stateHome: string, own?: FileSystemAllowance): boolean {
-  const there = stateHomeThere(home, stateHome);
-  if (there) assertStateHomeFileSystem(home, stateHome, there, own);
+  const there = stateHomeThere(home, stateHome, 'reach');
+  if (there) assertFileSystem(stateHome, stateHome, 'state home', allowancesOf(home, stateHome, there, own));
   return there;
 }
 
 /**
  * Whether the state home is there, proved safe (its file system not judged).
- * @throws ContractError `refused` for an unsafe or unreachable one.
+ * @throws ContractError `refused` for an unsafe one, or one this user cannot `doing` (reach, create).
  */
-function stateHomeThere(home: PrivateFiles, stateHome: string): boolean {
+function stateHomeThere(home: PrivateFiles, stateHome: string, doing: string): boolean {
   try {
     return home.directory(stateHome);
   } catch (error) {
-    throw setupRefusal(error, stateHome, 'reach');
+    throw setupRefusal(error, stateHome, doing);
   }
 }
 
 /**
- * Refuses a state home on a file system not proven unless `own` or, once it is `there`, its format
- * document allows that one; one not there yet is judged where it will be made.
+ * What allows a state home's file system, asked for only on one not proven: `own` (an allowance
+ * about to be recorded) and, once the state home is `there`, the one its format document records.
  */
-function assertStateHomeFileSystem(
+export function allowancesOf(
   home: PrivateFiles,
   stateHome: string,
   there: boolean,
   own: FileSystemAllowance | undefined,
-): void {
-  assertFileSystem(stateHome, stateHome, 'state home', () => [
-    own,
-    there ? recordedAllowance(home, stateHome) : undefined,
-  ]);
+): () => readonly (FileSystemAllowance | undefined)[] {
+  return () => [own, there ? recordedAllowance(home, stateHome) : undefined];
 }
 
 /**
@@ -69,12 +66,12 @@ function assertStateHomeFileSystem(
 export function stateHomeFileSystem(stateHome: string): FileSystemJudgement {
   const layout = stateHomeLayout(stateHome);
   const home = new PrivateFiles(layout.stateHome);
-  const there = stateHomeThere(home, layout.stateHome);
-  return judgeFileSystem(layout.stateHome, () => [there ? recordedAllowance(home, layout.stateHome) : undefined]);
+  const there = stateHomeThere(home, layout.stateHome, 'reach');
+  return judgeFileSystem(layout.stateHome, allowancesOf(home, layout.stateHome, there, undefined));
 }
 
 /** The allowance the state home's format document records, if any. */
-export function recordedAllowance(home: PrivateFiles, stateHome: string): FileSystemAllowance | undefined {
+function recordedAllowance(home: PrivateFiles, stateHome: string): FileSystemAllowance | undefined {
   const layout = stateHomeLayout(stateHome);
   const format = home.read(layout.registryFormat);
   return format === undefined ? undefined : checkFormat(format, stateHome, layout.registryFormat).allowedFileSystem;
@@ -108,14 +105,9 @@ export function backendOf(stateHome: string, hooks?: PrivateFilesHooks): Backend
 export function ensureStateHome(stateHome: string, hooks?: PrivateFilesHooks, own?: FileSystemAllowance): void {
   const layout = stateHomeLayout(stateHome);
   const home = new PrivateFiles(layout.stateHome, hooks === undefined ? {} : { hooks });
-  let there: boolean;
-  try {
-    there = home.directory(layout.stateHome);
-  } catch (error) {
-    throw setupRefusal(error, layout.stateHome, 'create');
-  }
+  const there = stateHomeThere(home, layout.stateHome, 'create');
   // Before anything is made: one not there yet is judged where it will be.
-  assertStateHomeFileSystem(home, layout.stateHome, there, own);
+  assertFileSystem(layout.stateHome, layout.stateHome, 'state home', allowancesOf(home, layout.stateHome, there, own));
   if (there) return;
   try {
     home.directory(layout.stateHome, true);
