@@ -82,6 +82,7 @@ describe('the public entry point', () => {
       'WaitTicket',
       'WaitTicketPlaces',
       'WaitingLine',
+      'WakeableTimer',
       'WatchOptions',
       'WatchSnapshot',
       'WatchSource',
@@ -143,6 +144,7 @@ describe('the public entry point', () => {
       'takeoverMarker',
       'text',
       'waitTicketPlaces',
+      'wakeableTimer',
       'watchInspections',
       'workspacePlaces',
     ]);

@@ -72,6 +72,7 @@ export {
   type WatchWakeups,
 } from './watch.js';
 export { acquireInTurn, type WaitOptions, type WaitTicket, type WaitingLine } from './wait-in-turn.js';
+export { wakeableTimer, type WakeableTimer } from './wakeable-timer.js';
 export { MAX_DEPTH } from './json-parser.js';
 export {
   fileSystemInWords,

@@ -9,6 +9,7 @@ import {
   decodeBytes,
   encode,
   waitTicketPlaces,
+  wakeableTimer,
   type WaitTicketPlaces,
 } from '@leasehold/contracts';
 import { PrivateFiles, currentProcess, ownerStatus, retryingReads, type FileSnapshot } from '@leasehold/private-files';
@@ -151,24 +152,18 @@ export class WaitLine {
  */
 export async function changeOrTimeout(folders: readonly string[], ms: number, signal?: AbortSignal): Promise<void> {
   const watchers: FSWatcher[] = [];
-  let done = (): void => {};
-  const ended = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  const timer = setTimeout(done, ms);
-  signal?.addEventListener('abort', done, { once: true });
+  const timer = wakeableTimer(ms, signal);
   for (const folder of folders) {
     try {
-      watchers.push(watch(folder, { persistent: false }, done));
+      watchers.push(watch(folder, { persistent: false }, timer.wake));
     } catch {
       // Not there (yet): the timeout covers it.
     }
   }
   try {
-    await ended;
+    await timer.ended;
   } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', done);
+    timer.clear();
     for (const watcher of watchers) watcher.close();
   }
 }

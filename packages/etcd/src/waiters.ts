@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ContractError, claimSchema, type WaitTicket, type WatchWakeups } from '@leasehold/contracts';
+import { ContractError, claimSchema, wakeableTimer, type WaitTicket, type WatchWakeups } from '@leasehold/contracts';
 import { currentProcess, type OwnerStatus } from '@leasehold/private-files';
 import { decodeRecord, recordBytes } from './documents.js';
 import type { EtcdClient, KeyValue } from './etcd-client.js';
@@ -141,17 +141,14 @@ class EtcdTicket implements WaitTicket {
 
   async changeOrTimeout(ms: number, signal?: AbortSignal): Promise<void> {
     if (!this.#woken) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, ms);
-        signal?.addEventListener('abort', done, { once: true });
-        this.#wake = done;
-        function done(): void {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        }
-      });
-      this.#wake = () => {};
+      const timer = wakeableTimer(ms, signal);
+      this.#wake = timer.wake;
+      try {
+        await timer.ended;
+      } finally {
+        timer.clear();
+        this.#wake = () => {};
+      }
     }
     this.#woken = false;
   }

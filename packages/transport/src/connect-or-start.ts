@@ -2,6 +2,7 @@ import {
   ContractError,
   placeOptions,
   recoverRemedy,
+  wakeableTimer,
   type Inspection,
   type OwnerSummary,
   type Ownership,
@@ -75,32 +76,6 @@ export interface ConnectOrStartOptions extends Omit<ConnectOptions, 'timeoutMs'>
 
 const POLL_MS = 50;
 
-/**
- * A timer that `signal` ends at once: `ended` resolves after `milliseconds` (never, without them)
- * or on abort; `clear` drops it.
- */
-function timerOrAbort(
-  milliseconds: number | undefined,
-  signal: AbortSignal | undefined,
-): { ended: Promise<void>; clear(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort = (): void => {};
-  const ended = new Promise<void>((resolve) => {
-    // An aborted signal sends no event again.
-    if (signal?.aborted === true) return resolve();
-    if (milliseconds !== undefined) timer = setTimeout(resolve, milliseconds);
-    onAbort = resolve;
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-  return {
-    ended,
-    clear: () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
 /** The bound of one call, its signal, and the holders its `onWait` was told about. */
 class Bound {
   readonly #workspace: string;
@@ -128,7 +103,7 @@ class Bound {
   async pause(waitedFor: string): Promise<void> {
     const left = this.#deadline - Date.now();
     if (left <= 0) throw this.#expired(waitedFor);
-    const timer = timerOrAbort(Math.min(left, POLL_MS * (0.5 + Math.random())), this.#signal);
+    const timer = wakeableTimer(Math.min(left, POLL_MS * (0.5 + Math.random())), this.#signal);
     try {
       await timer.ended;
     } finally {
@@ -151,7 +126,7 @@ class Bound {
   }
 
   async #first<T>(work: Promise<T>, bound: { milliseconds: number; waitedFor: string } | undefined): Promise<T> {
-    const timer = timerOrAbort(bound?.milliseconds, this.#signal);
+    const timer = wakeableTimer(bound?.milliseconds, this.#signal);
     const ended = timer.ended.then(() => {
       this.check();
       // Only a bound ends the timer without an abort.
@@ -490,8 +465,9 @@ class StartOnDemand {
  * @throws ContractError `conflict` (the owner serves another `compatibility`, named with this
  * client's, under `'refuse'` once `waitMs` passed, or again after a replacement), `unavailable`
  * (no owner answered within `timeoutMs`: the message says what it waited for), `refused` (no
- * `ownership`, a `timeoutMs`, `waitMs` or `requestTimeoutMs` that is not a finite number of 0 or more, a root or state home that is not absolute and normalised, an unsafe or malformed
- * claim file); the signal's reason once it aborts; and what `start` throws.
+ * `ownership`, a `timeoutMs`, `waitMs` or `requestTimeoutMs` that is not a finite number of 0 or
+ * more, a root or state home that is not absolute and normalised, an unsafe or malformed claim
+ * file); the signal's reason once it aborts; and what `start` throws.
  */
 export async function connectOrStart(workspace: string, options: ConnectOrStartOptions): Promise<Connection> {
   options?.signal?.throwIfAborted();
