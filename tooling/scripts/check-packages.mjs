@@ -114,9 +114,14 @@ export function sizeProblem(readme, bytes) {
   return undefined;
 }
 
+/** Where the registry answers what it knows of `name` (a scoped name's slash escaped, as npm asks). */
+function packumentUrl(registry, name) {
+  return new URL(name.replace('/', '%2f'), registry);
+}
+
 /** The tarball the registry serves for `name`'s latest version: its size in bytes and the files it holds. */
 async function publishedTarball(registry, name) {
-  const packument = await (await fetch(new URL(name.replace('/', '%2f'), registry))).json();
+  const packument = await (await fetch(packumentUrl(registry, name))).json();
   const { tarball } = packument.versions[packument['dist-tags'].latest].dist;
   const bytes = Buffer.from(await (await fetch(tarball)).arrayBuffer());
   const listing = execFileSync('tar', ['-tz'], { input: bytes, encoding: 'utf8' });
@@ -129,7 +134,7 @@ async function publishedTarball(registry, name) {
 
 /** Whether the registry answers `name` at all (a private package must be unknown to it). */
 async function onRegistry(registry, name) {
-  return (await fetch(new URL(name.replace('/', '%2f'), registry))).ok;
+  return (await fetch(packumentUrl(registry, name))).ok;
 }
 
 /**

@@ -123,6 +123,13 @@ function spawnStartedOwner(scene: Scene, compatibility?: string): SpawnedChild {
   return spawnPlanned(FIXTURES, 'started-owner.mjs', plan);
 }
 
+/** An owner of the scene's workspace, started in its own process, once it serves. */
+async function servingOwner(scene: Scene, compatibility?: string): Promise<SpawnedChild> {
+  const owner = spawnStartedOwner(scene, compatibility);
+  await messageOf(owner, 'serving');
+  return owner;
+}
+
 /** Each client's connection, once every one ended connected (their output kept for the secrets check). */
 async function connectedOf(clients: readonly SpawnedChild[]): Promise<ConnectedClient[]> {
   const { connected, outputs } = await connectedClients(clients);
@@ -394,8 +401,7 @@ describe("connectOrStart and an owner's process, judged as the backend judges it
 describe('connectOrStart and compatibility', () => {
   it("'refuse' (the default): conflict naming both strings, nothing started, the owner untouched", async () => {
     const scene = makeScene();
-    const owner = spawnStartedOwner(scene, 'hello/1');
-    await messageOf(owner, 'serving');
+    const owner = await servingOwner(scene, 'hello/1');
     const before = await connect(scene.root, { ownership: filesOf(scene) });
     expect(before.status.compatibility).toBe('hello/1');
     let started = 0;
@@ -418,8 +424,7 @@ describe('connectOrStart and compatibility', () => {
 
   it("'replace': the old owner is stopped with the authenticated stop and exits; the caller's own start serves the new compatibility", async () => {
     const scene = makeScene();
-    const old = spawnStartedOwner(scene, 'hello/1');
-    await messageOf(old, 'serving');
+    const old = await servingOwner(scene, 'hello/1');
     const before = await connect(scene.root, { ownership: filesOf(scene) });
     const connection = await connectOrStart(scene.root, {
       ownership: filesOf(scene),
@@ -558,8 +563,7 @@ describe('connectOrStart and its signal', () => {
 
   it('aborted while it waits for an owner that does not answer (a stopped process): rejects with the reason, no claim made', async () => {
     const scene = makeScene();
-    const owner = spawnStartedOwner(scene);
-    await messageOf(owner, 'serving');
+    const owner = await servingOwner(scene);
     process.kill(owner.pid, 'SIGSTOP');
     try {
       const controller = new AbortController();
@@ -590,8 +594,7 @@ describe('connectOrStart and its signal', () => {
 describe("connectOrStart's waitMs: an incompatible owner waited on under 'refuse'", () => {
   it('the owner stops during the wait: the call starts its own, of its compatibility, and connects', async () => {
     const scene = makeScene();
-    const old = spawnStartedOwner(scene, 'hello/1');
-    await messageOf(old, 'serving');
+    const old = await servingOwner(scene, 'hello/1');
     const waits: WaitingOn[] = [];
     const connection = await connectOrStart(scene.root, {
       ownership: filesOf(scene),
@@ -614,8 +617,7 @@ describe("connectOrStart's waitMs: an incompatible owner waited on under 'refuse
 
   it('the owner stays: once waitMs passes, conflict naming both compatibilities and the wait; nothing started', async () => {
     const scene = makeScene();
-    const owner = spawnStartedOwner(scene, 'hello/1');
-    await messageOf(owner, 'serving');
+    const owner = await servingOwner(scene, 'hello/1');
     const before = await connect(scene.root, { ownership: filesOf(scene) });
     const waits: WaitingOn[] = [];
     let started = 0;
@@ -641,8 +643,7 @@ describe("connectOrStart's waitMs: an incompatible owner waited on under 'refuse
 
   it('timeoutMs ends the wait first: unavailable, naming the owner it waited on to let go', async () => {
     const scene = makeScene();
-    const owner = spawnStartedOwner(scene, 'hello/1');
-    await messageOf(owner, 'serving');
+    const owner = await servingOwner(scene, 'hello/1');
     const error = await rejectionOf(
       connectOrStart(scene.root, {
         ownership: filesOf(scene),
