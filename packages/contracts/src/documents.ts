@@ -180,6 +180,26 @@ export const companionSchema = lazy(() =>
 );
 export type Companion = z.infer<typeof companionSchema>;
 
+/**
+ * `leasehold.folder-mark/1`: the folder's own fence (`<root>/.leasehold/owner.json`), which names
+ * the ownership that holds the folder whatever the state home: the state home and backend it was
+ * acquired through, the epoch, and the owning process. No secret. Read as untrusted input: the
+ * workspace folder is the user's, not private.
+ */
+export const folderMarkSchema = lazy(() =>
+  strictObject({
+    schema: z.literal('leasehold.folder-mark/1'),
+    root: absolutePath,
+    stateHome: absolutePath,
+    backend: z.enum(['files', 'etcd']),
+    epoch: id,
+    pid,
+    host,
+    processStart: processStart.optional(),
+  }),
+);
+export type FolderMark = z.infer<typeof folderMarkSchema>;
+
 /** The process a fence names. */
 export const holderSchema = lazy(() => strictObject({ pid, host, processStart: processStart.optional() }));
 export type Holder = z.infer<typeof holderSchema>;
@@ -215,6 +235,7 @@ export const FENCE_KINDS = [
   'capability',
   'checkout-lock',
   'companion',
+  'folder-mark',
 ] as const;
 export type FenceKind = (typeof FENCE_KINDS)[number];
 

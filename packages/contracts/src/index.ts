@@ -29,6 +29,7 @@ export {
   claimSchema,
   companionSchema,
   fenceSchema,
+  folderMarkSchema,
   holderSchema,
   localCapabilitySchema,
   fileSystemAllowanceSchema,
@@ -48,6 +49,7 @@ export {
   type Fence,
   type FileSystemAllowance,
   type FenceKind,
+  type FolderMark,
   type Holder,
   type LocalCapability,
   type OwnerConfig,
@@ -91,6 +93,7 @@ export {
   type Inspection,
   type ListedOwner,
   type LocalAccess,
+  type MarkedOwnership,
   type NewWorkspace,
   type OwnerSummary,
   type Ownership,
@@ -107,6 +110,8 @@ export {
   type WaitState,
 } from './ownership.js';
 export {
+  folderMarkPlaces,
+  type FolderMarkPlaces,
   JOURNAL_RECORD_NAME,
   NAMESPACE_ENTRIES,
   NAMESPACE_FOLDER,

@@ -76,6 +76,36 @@ export const START_CLAIM_NAME = /^[0-9a-f]{32}\.json$/;
 /** A start claim's take-over marker: `<private root name>.takeover-<token of the claim it takes over>.json`. */
 export const START_CLAIM_MARKER_NAME = new RegExp(`^[0-9a-f]{32}\\.takeover-${UUID}\\.json$`);
 
+/**
+ * The folder's own fence (SPEC 5.1a): a dot-folder in the workspace root, hidden from version
+ * control by a `.gitignore` of `*` inside it (as pytest, mypy and ruff make theirs), holding the
+ * mark of the ownership that holds the folder, whatever the state home.
+ */
+const FOLDER_MARK_FOLDER = '.leasehold';
+/** The mark's name in the dot-folder. */
+const FOLDER_MARK_NAME = 'owner.json';
+/** What hides the dot-folder from version control: a `.gitignore` of `*`. */
+const FOLDER_MARK_IGNORE = '.gitignore';
+
+/** Where a folder's mark lives. */
+export interface FolderMarkPlaces {
+  /** `<root>/.leasehold`. */
+  readonly folder: string;
+  /** `<root>/.leasehold/owner.json`. */
+  readonly mark: string;
+  /** `<root>/.leasehold/.gitignore`. */
+  readonly ignore: string;
+}
+
+/**
+ * The mark places of the folder `root` (absolute, normalised).
+ * @throws ContractError `refused` for a root that is not absolute and normalised.
+ */
+export function folderMarkPlaces(root: string): FolderMarkPlaces {
+  const folder = join(checkedPath(root, 'workspace root'), FOLDER_MARK_FOLDER);
+  return { folder, mark: join(folder, FOLDER_MARK_NAME), ignore: join(folder, FOLDER_MARK_IGNORE) };
+}
+
 /** Every state-home-wide path: what all workspaces of one state home share. */
 export interface StateHomeLayout {
   readonly stateHome: string;
@@ -155,6 +185,8 @@ export interface PrivateRootPlaces extends StateHomeLayout {
 /** Every path Leasehold uses for one workspace in one state home: the state home's shared layout and the workspace's own files. */
 export interface WorkspacePlaces extends PrivateRootPlaces {
   readonly root: string;
+  /** The folder's own mark, `<root>/.leasehold/owner.json` (`folderMarkPlaces`). */
+  readonly mark: string;
 }
 
 /**
@@ -188,8 +220,8 @@ export function privateRootPlaces(stateHome: string, name: string): PrivateRootP
  * @throws ContractError `refused` for a root or state home that is not absolute and normalised.
  */
 export function workspacePlaces(root: string, stateHome: string): WorkspacePlaces {
-  checkedPath(root, 'workspace root');
-  return { ...privateRootPlaces(stateHome, sha256(new TextEncoder().encode(root)).slice(0, 32)), root };
+  const { mark } = folderMarkPlaces(root);
+  return { ...privateRootPlaces(stateHome, sha256(new TextEncoder().encode(root)).slice(0, 32)), root, mark };
 }
 
 /** The start claim of one workspace in one state home, beside the namespace (`START_CLAIMS_FOLDER`). */

@@ -29,6 +29,30 @@ export interface OwnerSummary {
   readonly version?: number;
 }
 
+/**
+ * An ownership of a folder as its own mark names it (SPEC 5.1a): one made through another state
+ * home or backend, which that state home's files or keys say more of. Never a secret.
+ */
+export interface MarkedOwnership {
+  /** The marked folder: the workspace itself, or a folder above it. */
+  readonly root: string;
+  readonly stateHome: string;
+  readonly backend: 'files' | 'etcd';
+  readonly epoch: string;
+  readonly pid: number;
+  readonly host: string;
+  /** The verdict on the process the mark names, judged on this host (see `OwnerSummary.process`). */
+  readonly process: 'live' | 'absent' | 'ambiguous';
+  /**
+   * The state home whose recovery removes this mark once its holder is proved gone: the one it
+   * names, or, once that one is gone (deleted, another container's), the one that read it.
+   */
+  readonly recoverIn: string;
+  /** The user whose mark it is (the file's owner), and in words: `alice (uid 1000)`. */
+  readonly uid: number;
+  readonly user: string;
+}
+
 /** What a backend can tell of a workspace without asking its owner. */
 export type Inspection =
   | { readonly status: 'absent' }
@@ -48,6 +72,8 @@ export type Inspection =
        * or release of this workspace: a passing state, worth asking again about.
        */
       readonly inProgress?: true;
+      /** The ownership the folder's mark (or a mark above it) names, when it is not one of this state home's. */
+      readonly marked?: MarkedOwnership;
     };
 
 /** What a local client needs to reach the owner. Holds the secret: never print it. */

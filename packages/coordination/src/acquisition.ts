@@ -15,6 +15,7 @@ import {
 import { currentProcess, fileOperation, retryingReads, type PublishOptions } from '@leasehold/private-files';
 import { admitToTable, refuseState } from './acquire-refusals.js';
 import { FileLease } from './file-lease.js';
+import { markBytes, publishMark, refuseForeignMarks } from './folder-mark.js';
 import { Rollback } from './rollback.js';
 import { publishServiceFolder, serviceFolderBytes, unpublishServiceFolder } from './service-folder.js';
 import {
@@ -84,6 +85,7 @@ async function acquireOnce(
     throw new ContractError('conflict', 'bound endpoint: not concrete, or not the endpoint the config asks for');
   }
   registry.checkWorkspace(places.root);
+  refuseForeignMarks(workspace);
   const owner = currentProcess();
   // Frozen, so that its canonical text, compared before every step, is made once.
   const reservation: Reservation = Object.freeze({
@@ -124,6 +126,10 @@ async function acquireOnce(
       }
       assertFiles(workspace, owned);
     };
+    // The folder's own fence, after the row and before any service file (SPEC 5.1a).
+    step();
+    rollback.mark(documents.mark);
+    owned.mark = publishMark(workspace, documents.mark);
     if (!state.service && initializeNew !== undefined) {
       step();
       // The handle works only while initializeNew runs: a late write would change the owner's files under it.
@@ -218,9 +224,11 @@ function stateBeforeLock(workspace: Workspace): ServiceState | undefined {
 }
 
 /** Every document of the owner, encoded and bounded before the first write. */
-function ownerDocuments({ places }: Workspace, registration: Registration) {
+function ownerDocuments(workspace: Workspace, registration: Registration) {
+  const { places } = workspace;
   const { epoch, ownerToken, checkoutToken, pid, host, processStart } = registration;
   return {
+    mark: markBytes(workspace, registration),
     checkoutLock: bounded(
       encode({ schema: 'leasehold.checkout-lock/1', token: checkoutToken, pid, host, processStart }),
       FILE_BYTES.checkoutLock,

@@ -19,7 +19,8 @@ import {
   type OwnerStatus,
   type PrivateFiles,
 } from '@leasehold/private-files';
-import { checkServiceState, readServiceState } from './service-state.js';
+import { markBytes, markedHere, publishMark, refuseForeignMarks } from './folder-mark.js';
+import { FILE_BYTES, checkServiceState, readServiceState } from './service-state.js';
 import { openWorkspace, type CoordinationOptions, type Workspace } from './workspace.js';
 
 /** A checkout lock as found, with its holder's liveness. */
@@ -29,37 +30,47 @@ export interface CheckoutHolder {
   readonly verdict: OwnerStatus;
 }
 
-/** A checkout lock this process holds. */
+/** A checkout lock this process holds, with the folder's mark it holds it by in every state home. */
 export class CheckoutHandle {
   readonly token: string;
-  readonly #files: PrivateFiles;
-  readonly #path: string;
+  readonly #workspace: Workspace;
   #snapshot: FileSnapshot | undefined;
+  #mark: FileSnapshot | undefined;
 
   /** @internal Made by `Checkout.acquire`. */
-  constructor(files: PrivateFiles, path: string, token: string, snapshot: FileSnapshot) {
-    this.#files = files;
-    this.#path = path;
+  constructor(workspace: Workspace, token: string, snapshot: FileSnapshot) {
+    this.#workspace = workspace;
     this.token = token;
     this.#snapshot = snapshot;
   }
 
-  /**
-   * Proves the lock is still exactly the one this process created.
-   * @throws ContractError `conflict` (changed, removed or released), `refused` (unsafe file).
-   */
-  assertOwner(): void {
-    if (this.#snapshot === undefined) throw new ContractError('conflict', `${this.#path}: released`);
-    this.#files.assert(this.#path, this.#snapshot);
+  /** @internal The folder's mark, once `Checkout.acquire` published it. */
+  holdMark(mark: FileSnapshot): void {
+    this.#mark = mark;
   }
 
   /**
-   * Removes the lock by compare-and-swap.
-   * @throws ContractError `conflict` when it is no longer this process's lock.
+   * Proves the lock, and the folder's mark, are still exactly the ones this process created.
+   * @throws ContractError `conflict` (changed, removed or released), `refused` (unsafe file).
+   */
+  assertOwner(): void {
+    const { files, marks, places } = this.#workspace;
+    if (this.#snapshot === undefined) throw new ContractError('conflict', `${places.checkoutLock}: released`);
+    files.assert(places.checkoutLock, this.#snapshot);
+    if (this.#mark !== undefined) marks.assert(places.mark, this.#mark, FILE_BYTES.mark);
+  }
+
+  /**
+   * Removes the folder's mark, then the lock, each by compare-and-swap: until the lock goes, it
+   * fences the folder in this state home.
+   * @throws ContractError `conflict` when either is no longer this process's.
    */
   release(): void {
-    if (this.#snapshot === undefined) throw new ContractError('conflict', `${this.#path}: released`);
-    this.#files.remove(this.#path, this.#snapshot);
+    const { files, marks, places } = this.#workspace;
+    if (this.#snapshot === undefined) throw new ContractError('conflict', `${places.checkoutLock}: released`);
+    if (this.#mark !== undefined) marks.remove(places.mark, this.#mark, FILE_BYTES.mark);
+    this.#mark = undefined;
+    files.remove(places.checkoutLock, this.#snapshot);
     this.#snapshot = undefined;
   }
 }
@@ -89,6 +100,22 @@ export class Checkout {
    * `busy`/`quarantine` from the registry lock.
    */
   async acquire(): Promise<CheckoutHandle> {
+    // The folder's own fence (SPEC 5.1a): another state home's owner, or one above, refuses it too.
+    refuseForeignMarks(this.#workspace);
+    const handle = await this.#lock();
+    // Then, outside the registry lock, the mark that holds the folder in every other state home.
+    const owner = currentProcess();
+    const bytes = markBytes(this.#workspace, { ...this.places, epoch: handle.token, ...owner });
+    try {
+      handle.holdMark(publishMark(this.#workspace, bytes));
+    } catch (error) {
+      handle.release();
+      throw error;
+    }
+    return handle;
+  }
+
+  async #lock(): Promise<CheckoutHandle> {
     return this.#workspace.registry.transaction(this.places.root, (transaction) => {
       this.#workspace.registry.checkStateHome();
       const state = readServiceState(this.#workspace);
@@ -103,12 +130,7 @@ export class Checkout {
       const bytes = encode({ schema: 'leasehold.checkout-lock/1', token, ...owner });
       this.#files.directory(this.places.privateRoot, true);
       // The transaction's writer proves the registry lock, then creates the lock.
-      return new CheckoutHandle(
-        this.#files,
-        this.places.checkoutLock,
-        token,
-        transaction.writer.create(this.places.checkoutLock, bytes),
-      );
+      return new CheckoutHandle(this.#workspace, token, transaction.writer.create(this.places.checkoutLock, bytes));
     });
   }
 
@@ -155,6 +177,11 @@ export class Checkout {
         throw new ContractError('quarantine', `${this.places.checkoutLock}: its holder cannot be told from here`, {
           remedy: `once a person made sure pid ${found.lock.pid} on host ${found.lock.host} is gone, break the lock from its own host or PID namespace, the one place that proves it gone`,
         });
+      }
+      // The dead tool's mark first, as its release would have: the lock fences the folder until then.
+      const mark = readServiceState(this.#workspace).mark;
+      if (mark !== undefined && markedHere(mark.value, this.#workspace) && mark.value.epoch === found.lock.token) {
+        this.#workspace.marks.remove(this.places.mark, mark.snapshot, FILE_BYTES.mark);
       }
       transaction.writer.remove(this.places.checkoutLock, snapshot);
     });

@@ -17,17 +17,17 @@ import {
 import { FenceWriter, releaseInOrder, type HeldFences } from './release.js';
 import {
   FILE_BYTES,
-  SERVICE_FILES,
+  FENCE_FILES,
   documentOf,
   readServiceSnapshots,
   reservationOf,
   sameReservation,
-  type ServiceFile,
+  type FenceFile,
 } from './service-state.js';
 import type { Workspace } from './workspace.js';
 
 /** The files an owner holds, as it last wrote or read them; `undefined` means "must be absent". */
-export type OwnedFiles = Record<ServiceFile, FileSnapshot | undefined>;
+export type OwnedFiles = Record<FenceFile, FileSnapshot | undefined>;
 
 /**
  * Proof that this process owns one workspace for one epoch. Every method
@@ -193,7 +193,7 @@ export class FileLease {
     // Every held snapshot was a valid document: only a file that differs is decoded, strictly, so
     // that a malformed one is `refused` and a valid new one is a change.
     const current = readServiceSnapshots(this.#workspace).snapshots;
-    for (const key of SERVICE_FILES) {
+    for (const key of FENCE_FILES) {
       if (!sameSnapshot(current[key], this.#held.snapshots[key])) {
         documentOf(key, this.#workspace.places[key], current[key]);
         throw new ContractError('conflict', `${this.#workspace.places[key]}: changed under its owner`);

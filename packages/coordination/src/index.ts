@@ -34,6 +34,7 @@ export type { Registry } from '@leasehold/registry';
 export { acquireWorkspace } from './acquisition.js';
 export { Checkout, CheckoutHandle, type CheckoutHolder } from './checkout.js';
 export { FileLease } from './file-lease.js';
+export { recoveringStateHome } from './folder-mark.js';
 export { defaultStateHome, resolveWorkspace } from './places.js';
 export { fileOwnership } from './file-ownership.js';
 export { releaseInOrder, type HeldFences, type Releaser } from './release.js';

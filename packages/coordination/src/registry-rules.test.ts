@@ -261,12 +261,14 @@ describe('a corrupt roots.json', () => {
 });
 
 describe('a registered workspace whose folder was deleted', () => {
-  it('still fences its root, and the rest of the registry stays usable', async () => {
+  it('still fences its root, its owner counts the lease lost with its mark, and the rest of the registry stays usable', async () => {
     const place = makePlace('coordination');
     const gone = coordinationFor(place, 'gone');
     const lease = await acquireWorkspace(gone, ANY_PORT, BOUND);
     rmSync(gone.root, { recursive: true });
     expect(existsSync(gone.root)).toBe(false);
+    // The folder's own mark went with it: an owner whose fence changed under it has lost its lease.
+    expect(codeOf(() => lease.assert())).toBe('conflict');
 
     const again = coordinationAt(place, gone.root);
     const inspection = inspectWorkspace(again);
@@ -284,7 +286,6 @@ describe('a registered workspace whose folder was deleted', () => {
     for (let round = 0; round < 2; round += 1) {
       const other = await acquireWorkspace(disjoint, ANY_PORT, 'http://127.0.0.1:40003');
       other.assert();
-      lease.assert();
       await other.release();
       expect(inspectWorkspace(disjoint)).toMatchObject({ status: 'stopped', epoch: other.registration.epoch });
     }

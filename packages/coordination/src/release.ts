@@ -1,6 +1,6 @@
 import { ContractError, encode, sha256, type Registration, type Reservation } from '@leasehold/contracts';
 import { fileOperation, type FileSnapshot, type PrivateFiles, type PublishOptions } from '@leasehold/private-files';
-import { FILE_BYTES, SYNCED_BY_LATER_CHANGE, bounded, type FileSnapshots } from './service-state.js';
+import { FILE_BYTES, SYNCED_BY_LATER_CHANGE, bounded, filesOf, type FileSnapshots } from './service-state.js';
 import type { Workspace } from './workspace.js';
 
 /**
@@ -37,12 +37,12 @@ export interface Releaser {
   readonly removesCheckout: boolean;
 }
 
-type Removable = 'companion' | 'capability' | 'ownerLock' | 'checkoutLock';
+type Removable = 'companion' | 'capability' | 'ownerLock' | 'mark' | 'checkoutLock';
 
 /**
  * Releases an owner's fences in the one order that keeps every crash point
  * fenced (docs/ownership.md, "Release"): the companion, the registration
- * `stopped`, the capability, `owner.lock`, then in one registry transaction
+ * `stopped`, the capability, `owner.lock`, the folder's mark, then in one registry transaction
  * the row and, last, the checkout lock, so a plain tool never enters while a
  * service fence remains. A fence already gone (`undefined` in `held`) is
  * skipped. The owner's release and a recovery of a dead owner both run it.
@@ -77,6 +77,10 @@ async function releaseSteps(workspace: Workspace, held: HeldFences, releaser: Re
   }
   writer.remove('capability', publish('capability'), check);
   writer.remove('ownerLock', publish('ownerLock'), check);
+  // The folder's own mark after every service file and before the row (SPEC 5.1a): at every crash
+  // point from here on the row still fences the root in this state home, and until here the mark
+  // fenced it in every other.
+  writer.remove('mark', undefined, check);
   const row = held.row;
   const checkout = releaser.removesCheckout && held.snapshots.checkoutLock !== undefined;
   if (row === undefined && !checkout && held.initialisation !== true) return;
@@ -104,12 +108,15 @@ async function releaseSteps(workspace: Workspace, held: HeldFences, releaser: Re
  * happened, an fsync after it failed) counts as done.
  */
 export class FenceWriter {
+  readonly #workspace: Workspace;
   readonly #files: PrivateFiles;
   readonly #places: Workspace['places'];
   readonly #snapshots: FileSnapshots;
   readonly #settles: boolean;
 
-  constructor({ files, places }: Workspace, snapshots: FileSnapshots, settles: boolean) {
+  constructor(workspace: Workspace, snapshots: FileSnapshots, settles: boolean) {
+    const { files, places } = workspace;
+    this.#workspace = workspace;
     this.#files = files;
     this.#places = places;
     this.#snapshots = snapshots;
@@ -141,7 +148,7 @@ export class FenceWriter {
     key: Removable,
     publish?: PublishOptions,
     before?: () => void,
-    files: Pick<PrivateFiles, 'remove'> = this.#files,
+    files: Pick<PrivateFiles, 'remove'> = filesOf(this.#workspace, key),
   ): void {
     const expected = this.#snapshots[key];
     if (expected === undefined) return;
@@ -149,7 +156,7 @@ export class FenceWriter {
     before?.();
     this.write(
       () => files.remove(path, expected, FILE_BYTES[key], publish),
-      () => this.#files.read(path, FILE_BYTES[key]) === undefined,
+      () => filesOf(this.#workspace, key).read(path, FILE_BYTES[key]) === undefined,
     );
     this.#snapshots[key] = undefined;
   }

@@ -1,7 +1,7 @@
 import { ContractError, SERVICE_FILE_NAMES, sha256, type Reservation } from '@leasehold/contracts';
 import type { FileSnapshot } from '@leasehold/private-files';
 import type { RegistryTransaction } from '@leasehold/registry';
-import { FILE_BYTES, type ServiceFile } from './service-state.js';
+import { FILE_BYTES, filesOf, type FenceFile } from './service-state.js';
 import type { Workspace } from './workspace.js';
 
 type Undo = (transaction: RegistryTransaction | undefined) => void;
@@ -70,10 +70,24 @@ export class Rollback {
   }
 
   /** A file this acquire creates. */
-  file(key: ServiceFile, bytes: Uint8Array): void {
+  file(key: FenceFile, bytes: Uint8Array): void {
     this.#undo.push(() => {
       const current = this.#ours(key, bytes);
-      if (current !== undefined) this.#workspace.files.remove(this.#workspace.places[key], current, FILE_BYTES[key]);
+      if (current !== undefined)
+        filesOf(this.#workspace, key).remove(this.#workspace.places[key], current, FILE_BYTES[key]);
+    });
+  }
+
+  /**
+   * The folder's mark, created exclusively: removed when it is the one this acquire wrote; a mark
+   * with other bytes is another ownership's, whose create won, and stays.
+   */
+  mark(bytes: Uint8Array): void {
+    this.#undo.push(() => {
+      const { marks, places } = this.#workspace;
+      const current = marks.read(places.mark, FILE_BYTES.mark);
+      if (current !== undefined && current.identity === sha256(bytes))
+        marks.remove(places.mark, current, FILE_BYTES.mark);
     });
   }
 
@@ -123,8 +137,8 @@ export class Rollback {
   }
 
   /** The file at `key` when it holds exactly `bytes`; undefined when absent; `conflict` when another file is there. */
-  #ours(key: ServiceFile, bytes: Uint8Array): FileSnapshot | undefined {
-    const current = this.#workspace.files.read(this.#workspace.places[key], FILE_BYTES[key]);
+  #ours(key: FenceFile, bytes: Uint8Array): FileSnapshot | undefined {
+    const current = filesOf(this.#workspace, key).read(this.#workspace.places[key], FILE_BYTES[key]);
     if (current === undefined) return undefined;
     if (current.identity !== sha256(bytes))
       throw new ContractError('conflict', `${this.#workspace.places[key]}: not the file this acquire wrote`);

@@ -5,6 +5,7 @@ import {
   PATHS_DOCUMENT_BYTES,
   checkoutLockSchema,
   companionSchema,
+  folderMarkSchema,
   DecodedFiles,
   decodeBytes,
   encode,
@@ -15,6 +16,7 @@ import {
   serviceFormatSchema,
   type CheckoutLock,
   type Companion,
+  type FolderMark,
   type LocalCapability,
   type OwnerConfig,
   type OwnerLock,
@@ -26,7 +28,7 @@ import {
   SERVICE_ENTRIES,
   type WorkspacePlaces,
 } from '@leasehold/contracts';
-import type { FileSnapshot, PrivateFiles } from '@leasehold/private-files';
+import type { FileSnapshot, MarkSnapshot, PrivateFiles } from '@leasehold/private-files';
 import type { z } from 'zod';
 import type { Workspace } from './workspace.js';
 
@@ -42,6 +44,21 @@ export const SERVICE_FILES = [
   'checkoutLock',
 ] as const;
 export type ServiceFile = (typeof SERVICE_FILES)[number];
+
+/**
+ * Every file that fences a workspace from a new owner: its service files, and the folder's own
+ * mark in the workspace itself (SPEC 5.1a), which holds the folder whatever the state home.
+ */
+export const FENCE_FILES = [...SERVICE_FILES, 'mark'] as const;
+export type FenceFile = (typeof FENCE_FILES)[number];
+
+/** The files that hold `key`: the state home's private files, or the workspaces' marks for the mark. */
+export function filesOf(
+  workspace: Pick<Workspace, 'files' | 'marks'>,
+  key: FenceFile,
+): Pick<PrivateFiles, 'read' | 'assert' | 'unchanged' | 'create' | 'remove'> {
+  return key === 'mark' ? workspace.marks : workspace.files;
+}
 
 /** The reservation part of a registration: what the registry row must equal. */
 export function reservationOf(registration: Registration): Reservation {
@@ -74,7 +91,7 @@ export function sameReservation(a: Reservation | undefined, b: Reservation | und
 export const SYNCED_BY_LATER_CHANGE = { syncFolder: false } as const;
 
 /** The byte bound of each file, the one table every read, write and assertion uses. */
-export const FILE_BYTES: Readonly<Record<ServiceFile, number>> = {
+export const FILE_BYTES: Readonly<Record<FenceFile, number>> = {
   format: PATHS_DOCUMENT_BYTES,
   config: DOCUMENT_BYTES,
   hostConfig: PATHS_DOCUMENT_BYTES,
@@ -83,6 +100,7 @@ export const FILE_BYTES: Readonly<Record<ServiceFile, number>> = {
   capability: DOCUMENT_BYTES,
   companion: DOCUMENT_BYTES,
   checkoutLock: DOCUMENT_BYTES,
+  mark: PATHS_DOCUMENT_BYTES,
 };
 
 /** The schema of each file (`host-config.json` is the service's own: read, never decoded). */
@@ -95,15 +113,21 @@ export const SERVICE_SCHEMAS = {
   capability: localCapabilitySchema,
   companion: companionSchema,
   checkoutLock: checkoutLockSchema,
-} as const satisfies Readonly<Record<ServiceFile, z.ZodType | undefined>>;
+  mark: folderMarkSchema,
+} as const satisfies Readonly<Record<FenceFile, z.ZodType | undefined>>;
 
 /** Snapshots of some service files, as a writer left them; `undefined` means "must be absent". */
-export type FileSnapshots = Partial<Record<ServiceFile, FileSnapshot | undefined>>;
+export type FileSnapshots = Partial<Record<FenceFile, FileSnapshot | undefined>>;
 
 /** A file as read: its snapshot and its decoded value. */
 export interface Document<T> {
   readonly snapshot: FileSnapshot;
   readonly value: T;
+}
+
+/** A folder's mark as read: its snapshot says whose file it is. */
+export interface MarkDocument extends Document<FolderMark> {
+  readonly snapshot: MarkSnapshot;
 }
 
 /**
@@ -121,10 +145,12 @@ export interface ServiceState {
   readonly capability: Document<LocalCapability> | undefined;
   readonly companion: Document<Companion> | undefined;
   readonly checkoutLock: Document<CheckoutLock> | undefined;
+  /** The folder's own mark, whichever state home it names (a mark of another is no part of this state). */
+  readonly mark: MarkDocument | undefined;
 }
 
 /** The service files Leasehold decodes (`host-config.json` is the service's own: read, never decoded). */
-export type DecodedFile = Exclude<ServiceFile, 'hostConfig'>;
+export type DecodedFile = Exclude<FenceFile, 'hostConfig'>;
 
 /** One file of the workspace, strictly decoded, or undefined when it (or its folder) is absent. */
 export function readDocument<Key extends DecodedFile>(
@@ -156,7 +182,7 @@ export function readServiceFile(files: PrivateFiles, key: ServiceFile, path: str
  * @throws ContractError `refused` (malformed).
  */
 export function documentOf(
-  key: ServiceFile,
+  key: FenceFile,
   path: string,
   snapshot: FileSnapshot | undefined,
 ): Document<unknown> | undefined {
@@ -187,9 +213,9 @@ function listed(names: readonly string[], path: string): boolean {
  * compares with the snapshots it wrote, decoding (`documentOf`) only a file that differs.
  * @throws ContractError `refused` (unexpected entry, unsafe file), `conflict` (a file changed while read).
  */
-export function readServiceSnapshots({ files, places }: Workspace): {
+export function readServiceSnapshots({ files, marks, places }: Workspace): {
   service: boolean;
-  snapshots: Record<ServiceFile, FileSnapshot | undefined>;
+  snapshots: Record<FenceFile, FileSnapshot | undefined> & { mark: MarkSnapshot | undefined };
 } {
   files.entries(places.namespace, NAMESPACE_ENTRIES);
   // A name a folder's listing does not show is absent, as exactly as an lstat that finds nothing
@@ -213,6 +239,7 @@ export function readServiceSnapshots({ files, places }: Workspace): {
       capability: read('capability'),
       companion: read('companion'),
       checkoutLock,
+      mark: marks.read(places.mark, FILE_BYTES.mark),
     },
   };
 }
@@ -237,11 +264,13 @@ export function readServiceState(workspace: Workspace): ServiceState {
     capability: decoded('capability'),
     companion: decoded('companion'),
     checkoutLock: decoded('checkoutLock'),
+    // The snapshot is the mark's own read (a MarkSnapshot), decoded.
+    mark: decoded('mark') as MarkDocument | undefined,
   };
 }
 
 /** The snapshot of each service file in a state just read. */
-export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapshot | undefined> {
+export function snapshotsOf(state: ServiceState): Record<FenceFile, FileSnapshot | undefined> {
   return {
     format: state.format?.snapshot,
     config: state.config?.snapshot,
@@ -251,6 +280,7 @@ export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapsh
     capability: state.capability?.snapshot,
     companion: state.companion?.snapshot,
     checkoutLock: state.checkoutLock?.snapshot,
+    mark: state.mark?.snapshot,
   };
 }
 
@@ -260,9 +290,9 @@ export function snapshotsOf(state: ServiceState): Record<ServiceFile, FileSnapsh
  * its own bound.
  * @throws ContractError `conflict` (a file changed), `refused` (a file became unsafe).
  */
-export function assertFiles({ files, places }: Workspace, expected: FileSnapshots): void {
-  for (const key of SERVICE_FILES) {
-    if (key in expected) files.assert(places[key], expected[key], FILE_BYTES[key]);
+export function assertFiles(workspace: Workspace, expected: FileSnapshots): void {
+  for (const key of FENCE_FILES) {
+    if (key in expected) filesOf(workspace, key).assert(workspace.places[key], expected[key], FILE_BYTES[key]);
   }
 }
 

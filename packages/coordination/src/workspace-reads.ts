@@ -10,8 +10,9 @@ import {
 } from '@leasehold/contracts';
 import { fileOperation, ownerStatus, retryingReads } from '@leasehold/private-files';
 import {
-  SERVICE_FILES,
+  FENCE_FILES,
   checkServiceState,
+  filesOf,
   readServiceState,
   reservationOf,
   sameReservation,
@@ -19,6 +20,7 @@ import {
   type FileSnapshots,
   type ServiceState,
 } from './service-state.js';
+import { foreignMark, markedHere, markedOwnership } from './folder-mark.js';
 import type { Workspace } from './workspace.js';
 
 /** The owner part of a registration (never a secret), with the verdict on its process (pid, start time, boot, namespace). */
@@ -111,7 +113,7 @@ export function selectedState(workspace: Workspace): ServiceState {
 export function selectedStateSince(workspace: Workspace, earlier: ServiceState | undefined): ServiceState {
   if (earlier === undefined) return selectedState(workspace);
   const snapshots = snapshotsOf(earlier);
-  const unmoved = SERVICE_FILES.every((key) => workspace.files.unchanged(workspace.places[key], snapshots[key]));
+  const unmoved = FENCE_FILES.every((key) => filesOf(workspace, key).unchanged(workspace.places[key], snapshots[key]));
   return unmoved ? earlier : selectedState(workspace);
 }
 
@@ -143,6 +145,36 @@ function inspectOnce(workspace: Workspace): Inspection {
     if (ContractError.is(error, 'conflict')) throw error;
     return unavailable(reasonOf(error), namedProcess(workspace));
   }
+  const answer = inspectState(read);
+  return answer.status === 'absent' || answer.status === 'stopped'
+    ? markedAnswer(workspace, read.state, answer)
+    : answer;
+}
+
+/**
+ * What a folder that this state home holds no ownership of answers when a mark fences it: a mark
+ * of this state home that outlived its registration (the passing state of an acquire or release,
+ * or a crash's leftover), or one on it or above it that names another ownership (SPEC 5.1a).
+ */
+function markedAnswer(workspace: Workspace, state: ServiceState, answer: Inspection): Inspection {
+  const own = state.mark;
+  // A plain tool's mark, beside its checkout lock, holds no service: the answer stays.
+  if (own !== undefined && own.value.epoch === state.checkoutLock?.value.token) return answer;
+  if (own !== undefined && markedHere(own.value, workspace)) {
+    return unavailable('the folder mark outlived its registration', own.value);
+  }
+  const foreign = foreignMark(workspace, own);
+  if (foreign === undefined) return answer;
+  const marked = markedOwnership(workspace.places, foreign.root, foreign.mark);
+  const through = `state home ${marked.stateHome}${marked.backend === 'etcd' ? ' (etcd backend)' : ''}`;
+  return {
+    status: 'unavailable',
+    reason: `owned through ${through}: ${foreign.root} is held by pid ${marked.pid} on host ${marked.host} (${marked.process})`,
+    marked,
+  };
+}
+
+function inspectState(read: { row: Reservation | undefined; state: ServiceState }): Inspection {
   const { row, state } = read;
   const registration = state.registration?.value;
   if (!state.service) {

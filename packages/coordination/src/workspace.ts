@@ -1,5 +1,5 @@
 import { workspacePlaces, type Backend, type WorkspacePlaces } from '@leasehold/contracts';
-import { PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
+import { FolderMarks, PrivateFiles, type PrivateFilesHooks } from '@leasehold/private-files';
 import { Registry, type RegistryOptions } from '@leasehold/registry';
 import { defaultStateHome } from './places.js';
 
@@ -28,6 +28,10 @@ export interface Workspace {
   readonly root: string;
   readonly places: WorkspacePlaces;
   readonly files: PrivateFiles;
+  /** The marks of workspace folders (the folder's own fence, SPEC 5.1a). */
+  readonly marks: FolderMarks;
+  /** The backend this state home is used with, as a mark names it. */
+  readonly backend: Backend['kind'];
   readonly registry: Registry;
 }
 
@@ -74,6 +78,8 @@ export function stateHomeWorkspaces(options: CoordinationOptions = {}): StateHom
   const hooks = options.hooks === undefined ? {} : { hooks: options.hooks };
   const registry = new Registry(stateHome, registryOptionsOf(options));
   const files = new PrivateFiles(registry.layout.namespace, hooks);
+  const marks = new FolderMarks(hooks);
+  const backend = options.backend?.kind ?? 'files';
   // A root's places are a pure function of the root and the state home, and building them (a
   // SHA-256 and a score of joins) cost a tenth of an inspect(): kept for the roots last used.
   const known = new Map<string, WorkspacePlaces>();
@@ -86,7 +92,7 @@ export function stateHomeWorkspaces(options: CoordinationOptions = {}): StateHom
         if (known.size === KNOWN_ROOTS) known.clear();
         known.set(root, places);
       }
-      return { root: places.root, places, files, registry };
+      return { root: places.root, places, files, marks, backend, registry };
     },
   };
 }

@@ -5,6 +5,8 @@ import {
   listingOutsideStaging,
   lockCreateSteps,
   lockRemoveSteps,
+  markCreateSteps,
+  markRemoveSteps,
   ownerFilesSteps,
   releaseServiceSteps,
   removeSteps,
@@ -20,6 +22,8 @@ const STAGING = 'state/v1/.staging';
 export const REGISTRY = 'state/v1/registry';
 const WORKSPACE = 'state/v1/workspaces/<ws>';
 const SERVICE = `${WORKSPACE}/service`;
+/** The workspace folder itself, where its own mark lives (`.leasehold/`). */
+const FOLDER = 'workspaces/workspace';
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
 const madeFolder = (operation: string, path: string) => [
@@ -59,10 +63,14 @@ const RESERVATION_OF_NEW_WORKSPACE = [
 /** Outside the lock, in acquire's order (docs/ownership.md, "Acquire"): the checkout lock, owner.lock, the capability (one folder fsync for the last two). */
 const OWNER_FILES_CREATED = ownerFilesSteps(WORKSPACE);
 
+/** The folder's own mark, after the row and before any service file, in a folder that never had one (its dot-folder made). */
+const MARK_IN_NEW_FOLDER = markCreateSteps(FOLDER, { newFolder: true });
+
 /** Acquire of a fresh workspace in a fresh state home. */
 export const ACQUIRE_FRESH_STEPS: readonly string[] = [
   ...STATE_HOME_MADE,
   ...RESERVATION_OF_NEW_WORKSPACE,
+  ...MARK_IN_NEW_FOLDER,
   ...OWNER_FILES_CREATED,
   ...createSteps(`${SERVICE}/registration.json`),
 ];
@@ -71,6 +79,7 @@ export const ACQUIRE_FRESH_STEPS: readonly string[] = [
 export const ACQUIRE_FRESH_WITH_HOST_CONFIG_STEPS: readonly string[] = [
   ...STATE_HOME_MADE,
   ...RESERVATION_OF_NEW_WORKSPACE,
+  ...MARK_IN_NEW_FOLDER,
   ...createSteps(`${SERVICE}/host-config.json`),
   ...OWNER_FILES_CREATED,
   ...createSteps(`${SERVICE}/registration.json`),
@@ -81,6 +90,7 @@ export const ACQUIRE_AFTER_STAGED_TEMP_STEPS: readonly string[] = [
   `sweep-staging unlink ${STAGING}/<temp>`,
   `sweep-staging fsync-directory ${STAGING}`,
   ...RESERVATION_OF_NEW_WORKSPACE,
+  ...MARK_IN_NEW_FOLDER,
   ...OWNER_FILES_CREATED,
   ...createSteps(`${SERVICE}/registration.json`),
 ];
@@ -90,6 +100,7 @@ export const ACQUIRE_OVER_STOPPED_STEPS: readonly string[] = [
   ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
   ...lockRemoveSteps(`${REGISTRY}/registry.lock`),
+  ...markCreateSteps(FOLDER),
   ...OWNER_FILES_CREATED,
   ...replaceSteps(`${SERVICE}/registration.json`),
 ];
@@ -97,9 +108,10 @@ export const ACQUIRE_OVER_STOPPED_STEPS: readonly string[] = [
 /** `lease.phase('stopping')`: one compare-and-swap of the registration. */
 export const PHASE_STEPS: readonly string[] = replaceSteps(`${SERVICE}/registration.json`);
 
-/** `lease.release()`: registration stopped, capability, owner.lock (one folder fsync for the three); then one transaction: the row, the checkout lock last. */
+/** `lease.release()`: registration stopped, capability, owner.lock (one folder fsync for the three); the folder's mark; then one transaction: the row, the checkout lock last. */
 export const RELEASE_STEPS: readonly string[] = [
   ...releaseServiceSteps(SERVICE),
+  ...markRemoveSteps(FOLDER),
   ...lockCreateSteps(`${REGISTRY}/registry.lock`),
   ...replaceSteps(`${REGISTRY}/roots.json`),
   ...removeSteps(`${WORKSPACE}/checkout.lock`),
@@ -117,6 +129,7 @@ export const PHASE_ABSORBED: readonly string[] = [`replace fsync-directory ${SER
 /** Release: every write or removal whose effect happened but whose folder fsync failed counts as done, and the lock removal. */
 export const RELEASE_ABSORBED: readonly string[] = [
   `remove fsync-directory ${SERVICE}`,
+  `remove fsync-directory ${FOLDER}/.leasehold`,
   `replace fsync-directory ${REGISTRY}`,
   `remove fsync-directory ${WORKSPACE}`,
   ...LOCK_REMOVAL_STEPS,

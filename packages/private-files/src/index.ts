@@ -10,6 +10,7 @@ export {
 export { errnoOf, isErrno, isSystemError, setupErrnoMeaning, type SystemError } from './errno.js';
 export type { PublishOptions } from './file-publication.js';
 export { fileSystemOf, type FileSystem } from './file-systems.js';
+export { FolderMarks, describeUser, type MarkSnapshot } from './folder-marks.js';
 export { sameSnapshot, type FileSnapshot } from './file-reads.js';
 export {
   HolderFiles,

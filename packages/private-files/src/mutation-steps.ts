@@ -15,10 +15,15 @@ export interface MutationStep {
   readonly source?: string;
   /** For a `write`: the exact bytes about to be written to `path` (the caller's array, not a copy). */
   readonly bytes?: Uint8Array;
+  /**
+   * For a `mkdir` or the `write` that makes a file: its permission bits, when they are not a private
+   * file's 0600 or a private folder's 0700 (a folder's mark is readable by everyone).
+   */
+  readonly mode?: number;
 }
 
 /** What a step carries beyond its operation, action and path. */
-type StepDetail = Pick<MutationStep, 'source' | 'bytes'>;
+type StepDetail = Pick<MutationStep, 'source' | 'bytes' | 'mode'>;
 
 /** Test seam: called before every mutating system call. Production code passes nothing. */
 export interface PrivateFilesHooks {

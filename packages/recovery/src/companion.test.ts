@@ -12,6 +12,7 @@ import {
   makeWorkspace,
   messagesOf,
   pathExists,
+  markRemoveSteps,
   releaseServiceSteps,
   removeSteps,
   replaceSteps,
@@ -85,6 +86,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       'capability',
       'companion',
       'checkout-lock',
+      'folder-mark',
     ]);
     // The companion names the child, under the dead owner's epoch.
     const { schema, epoch, ...named } = jsonOf(places.companion) as { schema: string; epoch: string; pid: number };
@@ -99,7 +101,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       holder: named,
     });
     expect(holdersOf(place, root)).toEqual([
-      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
+      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock', 'folder-mark']],
       [child.pid, 'live', ['companion']],
     ]);
     // The owner is gone and the process it fenced the workspace with lives on: named, with the stop remedy.
@@ -125,7 +127,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
 
     await killAndReap(child);
     expect(holdersOf(place, root)).toEqual([
-      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
+      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock', 'folder-mark']],
       [child.pid, 'absent', ['companion']],
     ]);
     expect(outlivingProgram(viewOf(place, root))).toBeUndefined();
@@ -161,6 +163,7 @@ describe('an owner killed (SIGKILL) while the process it fenced the workspace wi
       'create fsync-directory state/v1/journal',
       ...removeSteps(`${SERVICE}/companion.json`),
       ...releaseServiceSteps(SERVICE),
+      ...markRemoveSteps('workspaces/workspace'),
       ...lockCreateSteps(`${REGISTRY}/registry.lock`),
       ...replaceSteps(`${REGISTRY}/roots.json`),
       ...removeSteps(`${WORKSPACE}/checkout.lock`),
@@ -212,8 +215,9 @@ for (const { name, killBefore, companionLeft } of RELEASE_POINTS)
         ...(companionLeft ? ['companion.json'] : []),
         'registration (idle)',
         "checkout.lock (a registration's)",
+        'folder mark',
       ]);
-      const ownerFences = ['registry-row', 'registration', 'owner-lock', 'checkout-lock'];
+      const ownerFences = ['registry-row', 'registration', 'owner-lock', 'checkout-lock', 'folder-mark'];
       const expected = [
         [owner.pid, 'absent', ownerFences],
         ...(companionLeft ? [[child.pid, 'live', ['companion']]] : []),
@@ -251,7 +255,7 @@ describe('a recovery killed (SIGKILL) right after it removed the companion', () 
     ).toEqual([...removeSteps(`${SERVICE}/companion.json`), `replace write state/v1/.staging/<temp>`]);
     expect(pathExists(places.companion)).toBe(false);
     expect(holdersOf(place, root)).toEqual([
-      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock']],
+      [owner.pid, 'absent', ['registry-row', 'registration', 'owner-lock', 'checkout-lock', 'folder-mark']],
     ]);
     await judgeFenced(place, root, 'recovery killed after the companion');
     await finishRecovery(place, root);

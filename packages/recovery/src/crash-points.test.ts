@@ -17,6 +17,8 @@ import {
   messageOf,
   messagesOf,
   namesIn,
+  markCreateSteps,
+  markRemoveSteps,
   ownerFilesSteps,
   pathExists,
   releaseServiceSteps,
@@ -62,6 +64,8 @@ const STAGING = 'state/v1/.staging';
 const REGISTRY = 'state/v1/registry';
 const WORKSPACE = 'state/v1/workspaces/<ws>';
 const SERVICE = `${WORKSPACE}/service`;
+/** The workspace folder itself, where its own mark lives (`.leasehold/`). */
+const FOLDER = 'workspaces/workspace';
 
 const parentOf = (path: string) => (path === 'state' ? '<base>' : posix.dirname(path));
 const madeFolder = (operation: string, path: string) => [
@@ -100,6 +104,7 @@ const CASES: readonly OperationCase[] = [
       ...madeFolder('directory', WORKSPACE),
       ...serviceFolderPublished,
       ...lockRemoved,
+      ...markCreateSteps(FOLDER, { newFolder: true }),
       ...ownerFilesCreated,
       ...createSteps(`${SERVICE}/registration.json`),
     ],
@@ -114,6 +119,7 @@ const CASES: readonly OperationCase[] = [
       ...lockTaken,
       ...replaceSteps(`${REGISTRY}/roots.json`),
       ...lockRemoved,
+      ...markCreateSteps(FOLDER),
       ...ownerFilesCreated,
       ...replaceSteps(`${SERVICE}/registration.json`),
     ],
@@ -128,6 +134,7 @@ const CASES: readonly OperationCase[] = [
     operation: 'release',
     expectedSteps: [
       ...releaseServiceSteps(SERVICE),
+      ...markRemoveSteps(FOLDER),
       // One registry transaction: the row, then the checkout lock last.
       ...lockTaken,
       ...replaceSteps(`${REGISTRY}/roots.json`),
@@ -400,6 +407,7 @@ describe('recovery of an owner killed while idle (docs/persistence.md, "Crash sa
       'owner-lock',
       'capability',
       'checkout-lock',
+      'folder-mark',
     ]);
     expect(snapshot.holders.map(({ holder, verdict }) => [holder.pid, verdict])).toEqual([[owner.pid, 'absent']]);
     expect(await recoverAndReacquire(place, root, 'kill -9 while idle')).toEqual({

@@ -14,10 +14,13 @@ import { rowIdentity, type RecoveryRead } from './recovery-state.js';
  * recovery reads what is there.
  */
 export async function releaseDeadOwner(workspace: Workspace, read: RecoveryRead, guard: () => void): Promise<void> {
-  const { view, service, row, initialisation, ownersCheckout } = read;
+  const { view, service, row, initialisation, ownersCheckout, marksFence } = read;
   if (view.clear) return;
+  const snapshots = snapshotsOf(service);
+  // Another ownership's mark is neither removed nor asserted: its own state home's recovery owns it.
+  if (!marksFence) delete (snapshots as Partial<typeof snapshots>).mark;
   const held: HeldFences = {
-    snapshots: snapshotsOf(service),
+    snapshots,
     registration: service.registration?.value,
     row,
     initialisation: initialisation !== undefined,

@@ -421,6 +421,7 @@ describe('diagnose: owners', () => {
     });
     rewriteJson(places.registration, otherNamespace);
     rewriteJson(places.checkoutLock, otherNamespace);
+    rewriteJson(places.mark, otherNamespace);
     const snapshot = viewOf(place, root);
     expect(snapshot.holders.map(({ verdict }) => verdict)).toEqual(['ambiguous']);
     expect(codeOf(() => grantOf(place, root, snapshot.digest))).toBe('quarantine');
@@ -477,10 +478,14 @@ describe('diagnose: owners', () => {
         path,
         ...(workspace === undefined ? {} : { workspace }),
         problem: expect.stringContaining(`pid ${pid} on ${currentProcess().host}`),
-        remedy: removeRemedy(path),
+        // Where its workspace is known, the tool's folder mark is there too: a recovery removes both.
+        remedy: workspace === undefined ? removeRemedy(path) : recoverRemedy(place, workspace),
       })),
     );
-    for (const { path } of expected) rmSync(path);
+    for (const { path, workspace } of expected) {
+      if (workspace === undefined) rmSync(path);
+      else await recoverWith(place, workspace, viewOf(place, workspace).digest);
+    }
     expect(findingsOf(place)).toEqual([]);
   });
 });

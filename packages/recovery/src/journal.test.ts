@@ -56,6 +56,7 @@ describe('the journal record', () => {
       { kind: 'owner-lock', path: places.ownerLock, holder: owner },
       { kind: 'capability', path: places.capability },
       { kind: 'checkout-lock', path: places.checkoutLock, holder: owner },
+      { kind: 'folder-mark', path: places.mark, holder: owner },
     ]);
     // The same fences the snapshot showed (which also gives the registration's phase).
     expect(record.fences).toEqual(

@@ -14,6 +14,7 @@ import {
   messagesOf,
   namesIn,
   pathExists,
+  markRemoveSteps,
   releaseServiceSteps,
   removeSteps,
   replaceSteps,
@@ -61,8 +62,8 @@ const journalRecorded = [
   'directory fsync-directory state/v1',
   ...createSteps('state/v1/journal/<record>'),
 ];
-/** The effects on the service folder, in release order (one folder fsync for the three). */
-const serviceEffects = releaseServiceSteps(SERVICE);
+/** The effects on the service folder, in release order (one folder fsync for the three), then the folder's own mark. */
+const serviceEffects = [...releaseServiceSteps(SERVICE), ...markRemoveSteps('workspaces/workspace')];
 /** A dead holder's registry lock taken over: the marker (exclusive), the lock replaced, the marker swept. */
 const lockTakenOver = [...createSteps(MARKER), ...replaceSteps(`${REGISTRY}/registry.lock`), ...removeSteps(MARKER)];
 /** In the transaction: the row, then the checkout lock; then its lock removed. */

@@ -10,7 +10,7 @@ import {
   type RecoveryView,
   type Reservation,
 } from '@leasehold/contracts';
-import { readServiceState, type ServiceState, type Workspace } from '@leasehold/coordination';
+import { readServiceState, recoveringStateHome, type ServiceState, type Workspace } from '@leasehold/coordination';
 import { ownerStatus, type FileSnapshot, type OwnerStatus } from '@leasehold/private-files';
 
 /** The seam's `RecoveryView` as the files fill it: each fence one of `FENCE_KINDS`, each holder judged on this host. */
@@ -37,6 +37,12 @@ export interface RecoveryRead {
   readonly row: Reservation | undefined;
   readonly initialisation: FileSnapshot | undefined;
   readonly ownersCheckout: boolean;
+  /**
+   * Whether the folder's mark is this recovery's to remove: it names this state home, or one that
+   * is gone (deleted, another container's), whose own recovery can never run. Any other mark is
+   * another ownership's, left to the recovery of the state home it names.
+   */
+  readonly marksFence: boolean;
 }
 
 /** Whether two fences name one process: the same pid, host and start time. */
@@ -130,6 +136,8 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
       sameHolder(holderOf(checkout), owner) ||
       ownerStatus(checkout.pid, checkout.host, checkout.processStart) === 'absent');
   const initialisation = table.roots === undefined ? table.format : undefined;
+  const mark = service.mark;
+  const marksFence = mark !== undefined && recoveringStateHome(mark.value, places) === places.stateHome;
   const fences: (RecoveryFenceView & { kind: FenceKind })[] = [];
   const add = (kind: FenceKind, path: string, holder?: Holder, phase?: Phase) =>
     fences.push({ kind, path, ...(holder === undefined ? {} : { holder }), ...(phase === undefined ? {} : { phase }) });
@@ -155,6 +163,7 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
   // The companion names a process of its own: until it is gone, the workspace is in use.
   if (service.companion !== undefined) add('companion', places.companion, holderOf(service.companion.value));
   if (ownersCheckout) add('checkout-lock', places.checkoutLock, holderOf(checkout));
+  if (marksFence) add('folder-mark', places.mark, holderOf(mark.value));
   const digest = digestOf(places, row, [
     [places.registryFormat, initialisation, false],
     [places.format, service.format?.snapshot, false],
@@ -165,6 +174,7 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
     [places.capability, service.capability?.snapshot, true],
     [places.companion, service.companion?.snapshot, false],
     [places.checkoutLock, service.checkoutLock?.snapshot, false],
+    [places.mark, marksFence ? mark.snapshot : undefined, false],
   ]);
   const clear = !fences.some(holdsWorkspace);
   return {
@@ -173,5 +183,6 @@ export function readRecoveryState(workspace: Workspace, sweepStaging: boolean): 
     row,
     initialisation,
     ownersCheckout,
+    marksFence,
   };
 }

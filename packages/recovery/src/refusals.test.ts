@@ -74,6 +74,7 @@ const IDLE_OWNER_FENCES = [
   'local-capability.json',
   'registration (idle)',
   "checkout.lock (a registration's)",
+  'folder mark',
 ];
 
 /** The names in the registry folder: no lock and no take-over marker once every writer is done. */
@@ -431,11 +432,12 @@ describe('the digest: only the state the operator saw (docs/ownership.md, "Recov
 // 5 inside it before the row's removal, 6 before the checkout lock's removal. There is no seventh.
 const REMAINING_AFTER: Record<number, string[]> = {
   1: IDLE_OWNER_FENCES,
-  2: ['registry row', 'owner.lock', 'local-capability.json', "checkout.lock (a registration's)"],
-  3: ['registry row', 'owner.lock', "checkout.lock (a registration's)"],
-  4: ['registry row', "checkout.lock (a registration's)"],
+  2: ['registry row', 'owner.lock', 'local-capability.json', "checkout.lock (a registration's)", 'folder mark'],
+  3: ['registry row', 'owner.lock', "checkout.lock (a registration's)", 'folder mark'],
+  4: ['registry row', "checkout.lock (a registration's)", 'folder mark'],
   5: ['registry row', "checkout.lock (a registration's)"],
-  6: ["checkout.lock (a registration's)"],
+  6: ['registry row', "checkout.lock (a registration's)"],
+  7: ["checkout.lock (a registration's)"],
 };
 
 /** What each crossing comes before, for the tests' titles. */
@@ -443,9 +445,10 @@ const CROSSINGS: Record<number, string> = {
   1: 'before the registration is stopped',
   2: 'before the capability is removed',
   3: 'before owner.lock is removed',
-  4: 'before the registry transaction',
-  5: "inside the registry transaction, before the row's removal",
-  6: "before the checkout lock's removal",
+  4: "before the folder's mark is removed",
+  5: 'before the registry transaction',
+  6: "inside the registry transaction, before the row's removal",
+  7: "before the checkout lock's removal",
 };
 
 /** A granted recovery released with its durable bridge failing at crossing `failAt`: what it ended with, and how many crossings it made. */
@@ -538,7 +541,7 @@ describe('authority and the one-shot grant (docs/ownership.md, "Recovery: grant 
 describe('a durable bridge that fails stops recovery with the remaining fences in place (docs/ownership.md, "Why recovery\'s order is fenced")', () => {
   // One test per crossing (each a fresh dead owner and its own recovery), so that each stands alone and stays far
   // inside its bound.
-  for (let failAt = 1; failAt <= 6; failAt += 1) {
+  for (let failAt = 1; failAt <= 7; failAt += 1) {
     it(`at crossing ${failAt} (${CROSSINGS[failAt]}): stops there, the remaining fences stay, its registry lock is removed, and this process recovers at once`, async () => {
       const label = `fails at ${failAt}`;
       const { place, root } = await deadOwnerPlace();
@@ -562,12 +565,12 @@ describe('a durable bridge that fails stops recovery with the remaining fences i
     });
   }
 
-  it('at a seventh crossing: there is none, the recovery completes after six, and its registry lock is removed', async () => {
+  it('at an eighth crossing: there is none, the recovery completes after seven, and its registry lock is removed', async () => {
     const { place, root } = await deadOwnerPlace();
-    const { outcome, calls } = await releaseFailingAt(grantOf(place, root, viewOf(place, root).digest), 7);
-    expect(registryFolder(place), 'fails at 7').toEqual(['format.json', 'roots.json']);
+    const { outcome, calls } = await releaseFailingAt(grantOf(place, root, viewOf(place, root).digest), 8);
+    expect(registryFolder(place), 'fails at 8').toEqual(['format.json', 'roots.json']);
     expect(outcome).toMatchObject({ message: 'completed' });
-    expect(calls).toBe(6);
+    expect(calls).toBe(7);
     expect(serviceFences(place.stateHome, root)).toEqual([]);
     expect(inspectWorkspace(coordinationOf(place, root)).status).toBe('stopped');
   });

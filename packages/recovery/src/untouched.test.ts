@@ -83,6 +83,7 @@ describe('recovery touches nothing but the dead owner’s fences', () => {
         deadPlaces.ownerLock,
         deadPlaces.capability,
         deadPlaces.checkoutLock,
+        deadPlaces.mark,
       ]).toContain(fence.path);
     }
     expect(snapshot.holders).toHaveLength(1);

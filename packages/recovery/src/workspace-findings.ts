@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import {
+  folderMarkPlaces,
   workspacePlaces,
   type CheckoutLock,
   type Companion,
@@ -246,12 +248,16 @@ function outlivingProgramFinding(diagnosis: DiagnosisContext, root: string, prog
   });
 }
 
-/** True when all that remains is a plain tool's checkout lock (no row, not the registration's token): its own finding. */
+/**
+ * True when all that remains is a plain tool's checkout lock (no row, not the registration's
+ * token), with the folder's mark it took beside it: its own finding.
+ */
 function plainToolOnly(read: WorkspaceRead, remaining: readonly { kind: string }[]): boolean {
+  const kinds = remaining.map((fence) => fence.kind).filter((kind) => kind !== 'folder-mark');
   return (
     read.row === undefined &&
-    remaining.length === 1 &&
-    remaining[0]?.kind === 'checkout-lock' &&
+    kinds.length === 1 &&
+    kinds[0] === 'checkout-lock' &&
     read.checkoutLock !== undefined &&
     read.checkoutLock.token !== read.registration?.checkoutToken
   );
@@ -268,6 +274,10 @@ function plainCheckout(diagnosis: DiagnosisContext, read: WorkspaceRead): void {
     path,
     ...(read.root === undefined ? {} : { workspace: read.root }),
     problem: `a checkout lock left by a tool that is gone (pid ${lock.pid} on ${lock.host}); tools and services stay blocked`,
-    remedy: { kind: 'remove', path, recursive: false },
+    // With the folder's mark the tool took, a recovery removes both (journalled); the lock alone, a removal.
+    remedy:
+      read.root !== undefined && existsSync(folderMarkPlaces(read.root).mark)
+        ? { kind: 'recover', workspace: read.root, stateHome: diagnosis.stateHome }
+        : { kind: 'remove', path, recursive: false },
   });
 }

@@ -99,9 +99,10 @@ export const STATE_SHARDS: Readonly<Record<PowerLossProtocol, number>> = {
 const STATES_PARENT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
 /**
- * Where one protocol runs: the state home `<base>/home/state`, whose parent
- * `home` is the tree the trace is taken of (a fresh acquire makes the state
- * home itself), and the workspaces outside it, which no state touches.
+ * Where one protocol runs: the state home `<base>/home/state` and the
+ * workspaces `<base>/home/workspaces/*`, whose parent `home` is the tree the
+ * trace is taken of (a fresh acquire makes the state home itself; the folder's
+ * own mark is made in the workspace).
  */
 export interface Case {
   readonly place: TestPlace;
@@ -115,7 +116,7 @@ function caseFor(protocol: PowerLossProtocol): Case {
   const base = makeTemporaryFolder('leasehold-power-loss-', STATES_PARENT);
   const home = join(base, 'home');
   mkdirSync(home, { mode: 0o700 });
-  const place: TestPlace = { base, stateHome: join(home, 'state') };
+  const place: TestPlace = { base: home, stateHome: join(home, 'state') };
   const roots = [
     makeWorkspace(place, 'workspace'),
     ...(protocol === 'transaction' ? [makeWorkspace(place, 'other')] : []),

@@ -20,6 +20,8 @@ export interface HandPlaces {
   readonly ownerLock: string;
   readonly capability: string;
   readonly companion: string;
+  /** The folder's own mark, in the workspace itself (docs/layout.md, "The folder's own mark"). */
+  readonly mark: string;
 }
 
 /** Where a workspace's files are (docs/layout.md, "A workspace's private root" and "The service folder"). */
@@ -45,6 +47,7 @@ export function handPlaces(stateHome: string, root: string): HandPlaces {
     ownerLock: join(service, 'owner.lock'),
     capability: join(service, 'local-capability.json'),
     companion: join(service, 'companion.json'),
+    mark: join(root, '.leasehold', 'owner.json'),
   };
 }
 
@@ -62,7 +65,7 @@ export function serviceFences(stateHome: string, root: string): string[] {
 /** The service fences of `root` (docs/ownership.md, "Words") in the state `read` reads: on disk (`serviceFences`), or a crash state in memory. */
 export function fencesOf(read: StateReader, stateHome: string, root: string): string[] {
   // A registry row for the root, `owner.lock`, the capability, the companion, a registration that is
-  // not `stopped`, a checkout lock that carries a registration's checkout token. (The registry lock is not a fence: the
+  // not `stopped`, a checkout lock that carries a registration's checkout token, the folder's own mark. (The registry lock is not a fence: the
   // next writer takes a dead holder's lock over.) A file that does not parse counts as a fence (it
   // cannot be proven not to be one).
   const places = handPlaces(stateHome, root);
@@ -83,5 +86,6 @@ export function fencesOf(read: StateReader, stateHome: string, root: string): st
   else if (checkout !== undefined && registration !== 'unreadable' && checkout.token === registration?.checkoutToken) {
     fences.push("checkout.lock (a registration's)");
   }
+  if (read.exists(places.mark)) fences.push('folder mark');
   return fences;
 }

@@ -49,6 +49,8 @@ export {
   createSteps,
   lockCreateSteps,
   lockRemoveSteps,
+  markCreateSteps,
+  markRemoveSteps,
   ownerFilesSteps,
   releaseServiceSteps,
   removeSteps,

@@ -17,7 +17,8 @@ export function shownStep(
   path = path
     .replace(/\.staging\/[^/]+\.tmp$/, '.staging/<temp>')
     .replace(/\.staging\/[^/]+\.dir(\/|$)/, '.staging/<folder>$1')
-    .replace(/journal\/[^/]+\.json$/, 'journal/<record>');
+    .replace(/journal\/[^/]+\.json$/, 'journal/<record>')
+    .replace(/\.leasehold\/\.[^/]+\.tmp$/, '.leasehold/<temp>');
   return `${step.operation} ${step.action} ${path}`;
 }
 
@@ -107,4 +108,37 @@ export function createFolderSteps(path: string, names: readonly string[]): strin
     `create-folder rename ${path}`,
     `create-folder fsync-directory ${posix.dirname(path)}`,
   ];
+}
+
+/**
+ * The shown steps of publishing the folder's own mark in the workspace `root` (shown relative to
+ * the test folder): with `newFolder`, the dot-folder made (0755 under the usual umask, the workspace folder fsynced) and
+ * its `.gitignore` published without a folder fsync of its own; then the mark, staged beside it,
+ * fsynced, linked, unlinked, and the dot-folder fsynced.
+ */
+export function markCreateSteps(root: string, options: { readonly newFolder?: boolean } = {}): string[] {
+  const folder = `${root}/.leasehold`;
+  const published = (path: string) => [
+    `create write ${folder}/<temp>`,
+    `create fsync ${folder}/<temp>`,
+    `create link ${path}`,
+    `create unlink ${folder}/<temp>`,
+  ];
+  return [
+    ...(options.newFolder === true
+      ? [
+          // No chmod under the usual umask (022): mkdir's 0755 is kept.
+          `create mkdir ${folder}`,
+          `create fsync-directory ${root}`,
+          ...published(`${folder}/.gitignore`),
+        ]
+      : []),
+    ...published(`${folder}/owner.json`),
+    `create fsync-directory ${folder}`,
+  ];
+}
+
+/** The shown steps of removing the folder's own mark in the workspace `root`: unlinked, the dot-folder fsynced. */
+export function markRemoveSteps(root: string): string[] {
+  return removeSteps(`${root}/.leasehold/owner.json`);
 }

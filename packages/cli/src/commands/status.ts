@@ -5,6 +5,7 @@ import {
   sha256,
   shellQuote,
   type Inspection,
+  type MarkedOwnership,
   type Verdict,
   type OwnerConfig,
   type OwnerSummary,
@@ -15,7 +16,7 @@ import {
 } from '@leasehold/contracts';
 import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection, type HandOverPending } from '@leasehold/transport';
-import { allowanceOf } from '@leasehold/state-home';
+import { allowanceOf, openStateHome } from '@leasehold/state-home';
 import { withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
@@ -31,6 +32,8 @@ const NOT_RUNNING_EXIT = 3;
 /**
  * Why a workspace is not `running` although its files name an owner, in words a script can match
  * (beside `reason`, the sentence): `served-elsewhere` (an owner on another host, on etcd),
+ * `owned-elsewhere` (the folder, or one above it, is owned through another state home: `through`
+ * names it; proved live over the transport, the report is `running` instead, with `through`),
  * `owner-gone` (its process is gone, as `list` and recovery judge it), `owner-not-answering` (its process is there, or
  * cannot be told from here, but it does not answer), `in-progress` (an acquire or release is
  * passing), `unreadable` (the files cannot be read as a state: see `leasehold doctor`),
@@ -38,7 +41,13 @@ const NOT_RUNNING_EXIT = 3;
  * as `leasehold run`'s, lives on: `program` names it, and `leasehold stop` ends it).
  */
 type ReasonCode =
-  'served-elsewhere' | 'owner-gone' | 'owner-not-answering' | 'in-progress' | 'unreadable' | 'program-outlives-owner';
+  | 'served-elsewhere'
+  | 'owned-elsewhere'
+  | 'owner-gone'
+  | 'owner-not-answering'
+  | 'in-progress'
+  | 'unreadable'
+  | 'program-outlives-owner';
 
 /** What `status` reports. */
 export interface StatusReport {
@@ -64,6 +73,8 @@ export interface StatusReport {
   readonly reasonCode?: ReasonCode;
   /** The program its gone owner fenced the workspace with, still running (`program-outlives-owner`). */
   readonly program?: ProgramRecord;
+  /** The ownership of the folder through another state home, as its own mark names it (SPEC 5.1a). */
+  readonly through?: MarkedOwnership;
   /** The fenced workspaces inside the folder, when it is above them: a serve of the folder would overlap them. */
   readonly inside?: ReadonlyArray<{ readonly root: string; readonly ownerStatus: Verdict }>;
 }
@@ -174,7 +185,8 @@ async function withOutlivingProgram(report: StatusReport, recovery: Recovery): P
 /** The next thing a person might do, for each status: a command that works in that state. */
 function nextStep(report: StatusReport, stateHome: string): string {
   const { root } = report;
-  const options = placeOptions(root, stateHome);
+  // A folder owned through another state home is stopped or recovered there.
+  const options = placeOptions(root, report.through?.stateHome ?? stateHome);
   if (report.program !== undefined)
     return `Its owner's process is gone, but the program it ran lives on; ${programRemedy(report.program, root, stateHome)}`;
   if (report.inside !== undefined) {
@@ -198,11 +210,22 @@ function nextStep(report: StatusReport, stateHome: string): string {
   }
 }
 
+/** What to do about a folder owned through another state home: ask there, or recover there once its owner is gone. */
+function ownedElsewhereStep(marked: MarkedOwnership): string {
+  const there = placeOptions(marked.root, marked.stateHome);
+  const asUser = marked.uid === process.geteuid?.() ? '' : ` (as ${marked.user}, whose mark it is)`;
+  if (marked.process === 'absent')
+    return `Its owner through another state home is gone; review what it left with: leasehold recover ${placeOptions(marked.root, marked.recoverIn)}${asUser}`;
+  return `It is owned through another state home; ask there with: leasehold status ${there}${asUser}`;
+}
+
 function nextForUnavailable(report: StatusReport, options: string, stateHome: string): string {
   switch (report.reasonCode) {
     // An owner on another host (etcd) is reached from that host only: its capability never leaves it.
     case 'served-elsewhere':
       return 'It is served on another host: ask there with leasehold status, or stop it there with leasehold stop.';
+    case 'owned-elsewhere':
+      return ownedElsewhereStep(report.through!);
     case 'owner-gone':
       return `Its owner's process is gone; review what it left with: leasehold recover ${options}`;
     case 'owner-not-answering':
@@ -251,6 +274,7 @@ export async function statusOf(
   inspection?: Inspection,
 ): Promise<StatusReport> {
   const state = inspection ?? (await settledInspection(ownership, root));
+  if (state.status === 'unavailable' && state.marked !== undefined) return throughAnother(state.marked, state.reason);
   const owner = state.status === 'unavailable' ? state.owner : undefined;
   const answered = owner === undefined ? undefined : await challenge(root, ownership);
   const elsewhere = answered === undefined && owner !== undefined && host !== undefined && owner.host !== host;
@@ -261,6 +285,29 @@ export async function statusOf(
   return { ...report, ...(waiting === 0 ? {} : { waiting }), ...(config === undefined ? {} : { config }) };
 }
 
+/**
+ * A folder owned through another state home, as its mark names it: `running` when that state
+ * home's owner answers over the transport (its capability is in that state home, which this user
+ * may read, as root under sudo may), else `unavailable` with the mark's owner.
+ */
+async function throughAnother(marked: MarkedOwnership, reason: string): Promise<StatusReport> {
+  const base = { root: marked.root, epoch: marked.epoch, pid: marked.pid, through: marked };
+  if (marked.process === 'live') {
+    try {
+      const there = await openStateHome(marked.stateHome);
+      try {
+        const answered = await challenge(marked.root, there.ownership);
+        if (answered !== undefined) return { ...answered, through: marked };
+      } finally {
+        await there.close();
+      }
+    } catch {
+      // That state home cannot be opened from here: the mark is what there is to say.
+    }
+  }
+  return { status: 'unavailable', ...base, reason, reasonCode: 'owned-elsewhere' };
+}
+
 /** How many wait in line; 0 when the line cannot be read (the status itself is what this command answers). */
 async function waitingFor(ownership: Ownership, root: string): Promise<number> {
   try {
@@ -268,6 +315,11 @@ async function waitingFor(ownership: Ownership, root: string): Promise<number> {
   } catch {
     return 0;
   }
+}
+
+/** Another state home's ownership for a person: `state home /root/.local/state/leasehold, as root (uid 0)`. */
+function throughInWords({ stateHome, backend, user }: MarkedOwnership): string {
+  return `state home ${stateHome}${backend === 'etcd' ? ' (etcd)' : ''}, as ${user}`;
 }
 
 /** A pending hand-over for a person: `asked: releases after its current work (reason: …)`. */
@@ -291,6 +343,7 @@ function reported(context: CommandContext, stateHome: string, report: StatusRepo
     rows.push(['waiting', `${report.waiting} in line for it, first come, first served`]);
   if (report.config !== undefined)
     rows.push(['config', `${report.config.identity.slice(0, 12)} (endpoint ${report.config.endpoint})`]);
+  if (report.through !== undefined) rows.push(['through', throughInWords(report.through)]);
   if (report.reason !== undefined) rows.push(['reason', report.reason]);
   if (report.program !== undefined) rows.push(['program', programInWords(report.program)]);
   for (const entry of report.inside ?? []) rows.push(['inside', `${entry.root} (owner ${entry.ownerStatus})`]);

@@ -66,21 +66,21 @@ const NONE: readonly number[] = [];
 /** What the exploration found. */
 export const PROVED_FSYNCS: Readonly<Record<PowerLossProtocol, ProvedFsyncs>> = {
   'acquire-fresh': {
-    fsyncs: 24,
+    fsyncs: 28,
     notNeededAlone: [3, 4, 9, 17],
-    unprovedAlone: [22],
+    unprovedAlone: [26],
     keptTogether: NONE,
     unprovedTogether: NONE,
   },
   'acquire-stopped': {
-    fsyncs: 10,
-    notNeededAlone: [8],
+    fsyncs: 12,
+    notNeededAlone: [10],
     unprovedAlone: NONE,
     keptTogether: NONE,
     unprovedTogether: NONE,
   },
   phase: { fsyncs: 2, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
-  release: { fsyncs: 6, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
-  recover: { fsyncs: 9, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
+  release: { fsyncs: 7, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
+  recover: { fsyncs: 10, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
   transaction: { fsyncs: 3, notNeededAlone: NONE, unprovedAlone: NONE, keptTogether: NONE, unprovedTogether: NONE },
 };

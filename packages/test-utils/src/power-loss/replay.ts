@@ -95,7 +95,7 @@ export class Replay {
   }
 
   #apply(op: TraceOp, index: number): void {
-    if (op.op === 'mkdir') this.#mkdir(op.path, index);
+    if (op.op === 'mkdir') this.#mkdir(op, index);
     else if (op.op === 'write') this.#write(op, index);
     else if (op.op === 'fsync') this.fileSyncs.push({ index, inode: this.#resolve(op.path) });
     else if (op.op === 'link') this.#link(op, index);
@@ -106,14 +106,14 @@ export class Replay {
     else this.folderSyncs.push({ index, inode: this.#folder(op.path) });
   }
 
-  #mkdir(path: string, index: number): void {
+  #mkdir({ path, mode = FOLDER_MODE }: TraceOp, index: number): void {
     const { folder, name } = this.#place(path);
     const existing = this.#live.get(folder)!.get(name);
     // private-files takes a folder another writer made first (EEXIST): the op changed nothing.
     if (existing !== undefined && this.inodes.get(existing)?.kind === 'folder') return;
     if (existing !== undefined) throw new Error(`op ${index}: mkdir ${path}: a file is there`);
     const inode = `op${index}`;
-    this.inodes.set(inode, { kind: 'folder', mode: FOLDER_MODE });
+    this.inodes.set(inode, { kind: 'folder', mode });
     this.#live.set(inode, new Map());
     this.#setEntry(index, folder, name, inode);
   }
@@ -125,7 +125,7 @@ export class Replay {
     let inode = this.#live.get(folder)!.get(name);
     if (inode === undefined) {
       inode = `op${index}`;
-      this.inodes.set(inode, { kind: 'file', mode: FILE_MODE, bytes: new Uint8Array() });
+      this.inodes.set(inode, { kind: 'file', mode: op.mode ?? FILE_MODE, bytes: new Uint8Array() });
       this.#setEntry(index, folder, name, inode);
     }
     if (this.inodes.get(inode)?.kind !== 'file') throw new Error(`op ${index}: write ${op.path}: not a file`);

@@ -11,6 +11,8 @@ export interface TraceOp {
   readonly path: string;
   readonly source?: string;
   readonly bytes?: Uint8Array;
+  /** The permission bits of the folder or file the op makes, when not a private one's (0700, 0600). */
+  readonly mode?: number;
 }
 
 /**
@@ -23,6 +25,7 @@ export interface TracedStep {
   readonly path: string;
   readonly source?: string;
   readonly bytes?: Uint8Array;
+  readonly mode?: number;
 }
 
 /** A private-files hook (pass it as `hooks`) that records every step it is told about. */
@@ -61,6 +64,7 @@ function opOf(step: TracedStep): TraceOp {
     path: step.path,
     ...(step.source === undefined ? {} : { source: step.source }),
     ...(step.bytes === undefined ? {} : { bytes: Uint8Array.from(step.bytes) }),
+    ...(step.mode === undefined ? {} : { mode: step.mode }),
   };
 }
 
@@ -105,13 +109,14 @@ const ACTIONS: readonly string[] = [
 ];
 
 function decodedOp(trace: unknown, line: string): TraceOp {
-  const { op, path, source, bytes } = (trace ?? {}) as Record<string, unknown>;
+  const { op, path, source, bytes, mode } = (trace ?? {}) as Record<string, unknown>;
   const wellFormed =
     typeof op === 'string' &&
     ACTIONS.includes(op) &&
     typeof path === 'string' &&
     (source === undefined || typeof source === 'string') &&
-    (bytes === undefined || typeof bytes === 'string');
+    (bytes === undefined || typeof bytes === 'string') &&
+    (mode === undefined || (typeof mode === 'number' && Number.isInteger(mode)));
   // A trace that cannot be read must fail the test, not shorten the trace.
   if (!wellFormed) throw new Error(`not a trace line: ${line}`);
   return {
@@ -119,5 +124,6 @@ function decodedOp(trace: unknown, line: string): TraceOp {
     path,
     ...(source === undefined ? {} : { source }),
     ...(bytes === undefined ? {} : { bytes: new Uint8Array(Buffer.from(bytes, 'base64')) }),
+    ...(mode === undefined ? {} : { mode: mode as number }),
   };
 }
