@@ -26,7 +26,8 @@ export default {
       ignoreBinaries: ['ss'],
       ignoreDependencies: ['@leasehold/etcd'],
     },
-    'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'] },
+    // Its folder-mark tests make a FIFO with the system's `mkfifo`, as private-files' do.
+    'packages/coordination': { entry: [library, tests, 'test/process-fixtures/*.mjs'], ignoreBinaries: ['mkfifo'] },
     'packages/etcd': { entry: [library, tests, fixtures] },
     // Their tests make FIFOs with the system's `mkfifo`, which no npm package provides.
     // `verifyFileSystem` starts dist/verify-fs-worker.js in each racing child, by path.

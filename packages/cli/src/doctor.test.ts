@@ -304,7 +304,7 @@ describe('leasehold doctor', () => {
     await expectClean(box);
   });
 
-  it('finds a checkout lock left by a plain tool that was killed, and rm fixes it', async () => {
+  it('finds a checkout lock left by a plain tool that was killed; rm, then the recovery its folder mark asks for, fix it', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     const holder = await checkoutHolder(workspace, box.stateHome);
@@ -338,6 +338,14 @@ describe('leasehold doctor', () => {
 
     await applyFix(box, findings[0]!.fix);
     await expectClean(box);
+    // The tool's folder mark stays (nothing named its folder to doctor): serve says so, and recover clears it.
+    const marked = await cli(['serve', ...box.place(workspace), '--json']);
+    expect(json(marked)).toMatchObject({
+      error: 'quarantine',
+      path: join(workspace, '.leasehold', 'owner.json'),
+      remedy: expect.stringContaining(`leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`),
+    });
+    await applyFix(box, `leasehold recover --workspace ${workspace} --state-home ${box.stateHome}`);
     await servesAgain(box, workspace);
     await expectClean(box);
   });

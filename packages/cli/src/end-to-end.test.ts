@@ -379,7 +379,7 @@ describe('leasehold, end to end through the built binary', () => {
       cwd: box.folder,
     });
     expect(json(relative).epoch).toBe(ready.epoch);
-    // Another state home knows nothing of it.
+    // Another state home holds nothing of it, and the folder's own mark says whose it is: running, through this one.
     const elsewhere = await cli([
       'status',
       '--json',
@@ -388,11 +388,12 @@ describe('leasehold, end to end through the built binary', () => {
       '--state-home',
       `${box.folder}/other-state`,
     ]);
-    expect(elsewhere.code).toBe(3);
-    expect(json(elsewhere)).toEqual({
-      status: 'absent',
+    expect(elsewhere.code).toBe(0);
+    expect(json(elsewhere)).toMatchObject({
+      status: 'running',
       root: workspace,
-      epoch: null,
+      epoch: ready.epoch,
+      through: { stateHome: box.stateHome, epoch: ready.epoch },
       ...onLocalDisk(`${box.folder}/other-state`),
     });
     const stop = await cli(['stop', '--json', '--state-home', box.stateHome, '--workspace', workspace]);

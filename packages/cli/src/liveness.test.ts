@@ -118,7 +118,11 @@ describe("an owner's process, judged by every command as the backend judges it",
       ...table,
       entries: (table.entries as object[]).map((row) => ({ ...row, ...owners })),
     }));
-    for (const file of [join(service, 'registration.json'), join(dirname(service), 'checkout.lock')])
+    for (const file of [
+      join(service, 'registration.json'),
+      join(dirname(service), 'checkout.lock'),
+      join(workspace, '.leasehold', 'owner.json'),
+    ])
       rewriteJson(file, (document) => ({ ...document, ...owners }));
     rewriteJson(join(service, 'owner.lock'), (document) => ({ ...document, pid: stranger.pid }));
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { backendSchema } from './backend.js';
+import { backendSchema, etcdPrefix } from './backend.js';
 import {
   absolutePath,
   anyPortEndpoint,
@@ -192,6 +192,8 @@ export const folderMarkSchema = lazy(() =>
     root: absolutePath,
     stateHome: absolutePath,
     backend: z.enum(['files', 'etcd']),
+    /** For the etcd backend: its key prefix, which names one ownership across every host of the cluster. */
+    prefix: etcdPrefix.optional(),
     epoch: id,
     pid,
     host,

@@ -23,8 +23,9 @@ const NAME = createHash('sha256').update(ROOT).digest('hex').slice(0, 32);
 
 describe('the paths below a private root', () => {
   it('are those of the workspace whose root names it, without the root', () => {
-    const { root, ...places } = workspacePlaces(ROOT, '/state');
+    const { root, mark, ...places } = workspacePlaces(ROOT, '/state');
     expect(root).toBe(ROOT);
+    expect(mark).toBe(`${ROOT}/.leasehold/owner.json`);
     expect(privateRootPlaces('/state', NAME)).toEqual(places);
     expect(places.privateRoot).toBe(`/state/v1/workspaces/${NAME}`);
     expect(PRIVATE_ROOT_NAME.test(NAME)).toBe(true);

@@ -1,4 +1,4 @@
-import type { Inspection, OwnerSummary } from './ownership.js';
+import type { Inspection, MarkedOwnership, OwnerSummary } from './ownership.js';
 
 /**
  * One change in what `inspect` answers for a root, as `Ownership.watch` delivers it: the whole
@@ -21,6 +21,8 @@ export interface WatchSnapshot {
   readonly reason?: string;
   /** Between two steps of a live process's acquire or release: a passing state. */
   readonly inProgress?: true;
+  /** The ownership through another state home the folder's mark names (see `Inspection`). */
+  readonly marked?: MarkedOwnership;
   /**
    * Read afresh after a gap the watch cannot rule out: the consumer fell behind, a change came
    * that no notification announced, or the backend lost its history (a compacted etcd revision).
@@ -67,12 +69,13 @@ function snapshotOf(inspection: Inspection): Omit<WatchSnapshot, 'seq'> {
       return { status: 'stopped', epoch, ...(version === undefined ? {} : { phase: 'stopped', version }) };
     }
     case 'unavailable': {
-      const { owner, reason, inProgress } = inspection;
+      const { owner, reason, inProgress, marked } = inspection;
       return {
         status: 'unavailable',
         reason,
         ...(owner === undefined ? {} : ownerPart(owner)),
         ...(inProgress === true ? { inProgress } : {}),
+        ...(marked === undefined ? {} : { marked }),
       };
     }
     default:
@@ -96,6 +99,7 @@ export function snapshotInspection(snapshot: WatchSnapshot): Inspection {
         reason: reason ?? '',
         ...(owner === undefined ? {} : { owner }),
         ...(snapshot.inProgress === true ? { inProgress: true } : {}),
+        ...(snapshot.marked === undefined ? {} : { marked: snapshot.marked }),
       };
     default:
       return { status, owner: owner! };

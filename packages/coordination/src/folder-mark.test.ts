@@ -1,6 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encode, folderMarkPlaces, type ContractError } from '@leasehold/contracts';
 import {
@@ -10,6 +20,8 @@ import {
   loopbackEndpoint,
   makePlace,
   messageOf,
+  mountOn,
+  mountsAllowed,
   spawnPlanned,
   type TestPlace,
 } from '@leasehold/test-utils';
@@ -153,7 +165,14 @@ describe("the folder's own mark", () => {
       ['a FIFO', (mark) => execFileSync('mkfifo', [mark])],
       ['a folder', (mark) => mkdirSync(mark)],
       ['malformed', (mark) => writeFileSync(mark, '{"schema":"leasehold.folder-mark/1"}', { mode: 0o644 })],
-      ['writable by others', (mark) => writeFileSync(mark, '{}', { mode: 0o666 })],
+      [
+        'writable by others',
+        (mark) => {
+          // A valid mark: its open mode alone is refused.
+          writeMark(dirname(dirname(mark)), { stateHome: '/elsewhere', ...goneHolder() });
+          chmodSync(mark, 0o666);
+        },
+      ],
     ];
     for (const [index, [name, make]] of cases.entries()) {
       const root = makeWorkspace(place, `unsafe-${index}`);
@@ -167,6 +186,20 @@ describe("the folder's own mark", () => {
       expect(inspectWorkspace(workspace).status, name).toBe('unavailable');
       expect(workspace.registry.list().entries, name).toEqual([]);
     }
+  });
+});
+
+describe.skipIf(!mountsAllowed())('a read-only workspace folder', () => {
+  it('is refused with the reason, its row rolled back, nothing left in the folder', async () => {
+    const place = makePlace('coordination');
+    const root = mountOn(place.base, 'mount', '-t', 'tmpfs', '-o', 'ro', 'tmpfs');
+    const workspace = through(place, 'state', root);
+    const refusal = await refusalOf(() => acquireWorkspace(workspace, ANY_PORT, BOUND));
+    expect(refusal.code).toBe('refused');
+    expect(refusal.message).toContain('the file system is read-only');
+    expect(workspace.registry.list().entries).toEqual([]);
+    expect(readdirSync(root)).toEqual([]);
+    expect(inspectWorkspace(workspace).status).toBe('absent');
   });
 });
 

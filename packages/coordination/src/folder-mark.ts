@@ -31,13 +31,28 @@ export function markBytes(
   owner: Pick<Reservation, 'root' | 'stateHome' | 'epoch' | 'pid' | 'host' | 'processStart'>,
 ): Uint8Array {
   const { root, stateHome, epoch, pid, host, processStart } = owner;
-  const mark: FolderMark = { schema: 'leasehold.folder-mark/1', root, stateHome, backend, epoch, pid, host };
-  return bounded(encode(processStart === undefined ? mark : { ...mark, processStart }), FILE_BYTES.mark, places.mark);
+  const mark: FolderMark = {
+    schema: 'leasehold.folder-mark/1',
+    root,
+    stateHome,
+    backend: backend.kind,
+    ...(backend.kind === 'etcd' ? { prefix: backend.prefix } : {}),
+    epoch,
+    pid,
+    host,
+    ...(processStart === undefined ? {} : { processStart }),
+  };
+  return bounded(encode(mark), FILE_BYTES.mark, places.mark);
 }
 
-/** Whether `mark` names an ownership of this state home, through the backend it is used with. */
+/**
+ * Whether `mark` names an ownership this state home's backend holds: one of this state home's
+ * files, or, on etcd, one of the cluster's under the same prefix, whatever host's state home made
+ * it (a folder shared between hosts: the etcd fence is the one that excludes them).
+ */
 export function markedHere(mark: FolderMark, { places, backend }: Pick<Workspace, 'places' | 'backend'>): boolean {
-  return mark.stateHome === places.stateHome && mark.backend === backend;
+  if (backend.kind === 'etcd') return mark.backend === 'etcd' && mark.prefix === backend.prefix;
+  return mark.backend === 'files' && mark.stateHome === places.stateHome;
 }
 
 function markDocument(path: string, snapshot: MarkSnapshot): MarkDocument {
@@ -48,7 +63,7 @@ function markDocument(path: string, snapshot: MarkSnapshot): MarkDocument {
  * The mark at `path`, strictly decoded, with its file's owner; undefined when absent.
  * @throws ContractError `refused` (unsafe or malformed), `conflict` (changing while read).
  */
-export function readMark({ marks }: Workspace, path: string): MarkDocument | undefined {
+function readMark({ marks }: Workspace, path: string): MarkDocument | undefined {
   const snapshot = marks.read(path, FILE_BYTES.mark);
   return snapshot === undefined ? undefined : markDocument(path, snapshot);
 }
@@ -129,7 +144,7 @@ export function publishMark(workspace: Workspace, bytes: Uint8Array): FileSnapsh
  * itself, or one above it): `conflict` while its holder lives or cannot be told, `quarantine` once
  * it is proved gone, each naming the holder, the state home, the user, and the way out.
  */
-export function markRefusal(
+function markRefusal(
   workspace: Pick<Workspace, 'places' | 'backend'>,
   markedRoot: string,
   { value: mark, snapshot: { uid } }: MarkDocument,

@@ -4,8 +4,9 @@ import type { WatchSource, WorkspacePlaces } from '@leasehold/contracts';
 
 /**
  * The folders whose entries make what `inspect` answers for one root (the table's, the private
- * root, its service folder), and each folder above them up to the state home, so that a folder
- * made after the watch began is announced by its parent.
+ * root, its service folder, the folder's own mark's), and each folder above them up to the state
+ * home, so that a folder made after the watch began is announced by its parent. A mark on a folder
+ * above the root is not watched: the poll finds it.
  */
 function foldersOf(places: WorkspacePlaces): string[] {
   return [
@@ -15,6 +16,9 @@ function foldersOf(places: WorkspacePlaces): string[] {
     places.workspaces,
     places.privateRoot,
     places.service,
+    // The workspace folder, which announces its mark's folder, and that folder once it is made.
+    places.root,
+    dirname(places.mark),
   ];
 }
 

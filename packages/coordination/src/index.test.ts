@@ -65,6 +65,7 @@ describe('the public entry point', () => {
       'openWorkspace',
       'readServiceFile',
       'readServiceState',
+      'recoveringStateHome',
       'releaseInOrder',
       'resolveWorkspace',
       'snapshotsOf',

@@ -71,6 +71,25 @@ async function stateHomeMade(place: TestPlace, ownership: Ownership, port: numbe
 }
 
 describe('fileOwnership: watch', () => {
+  it("sees the folder owned through another state home, and free again, by the folder's own mark", async () => {
+    const place = makePlace('coordination');
+    const here = fileOwnership({ stateHome: place.stateHome });
+    const there = fileOwnership({ stateHome: `${place.base}/other-state` });
+    await stateHomeMade(place, here, 44_190);
+    const root = makeWorkspace(place, 'marked');
+    const watch = watching(here, root, { pollMs: NO_POLL });
+    expect(await watch.next()).toEqual({ seq: 1, status: 'absent' });
+    const lease = await there.acquire(root, OWNER_CONFIG, { boundEndpoint: loopbackEndpoint(44_191) });
+    const owned = await watch.until((snapshot) => snapshot.marked !== undefined);
+    expect(owned.at(-1)).toMatchObject({
+      status: 'unavailable',
+      marked: { root, stateHome: `${place.base}/other-state`, epoch: lease.owner.epoch, process: 'live' },
+    });
+    await lease.release();
+    expect((await watch.until((snapshot) => snapshot.status === 'absent')).at(-1)?.resync).toBeUndefined();
+    watch.stop();
+  });
+
   it(`sees an owner in another process acquire, stop and release, in order and with no resync, while ${CHURNERS} others churn`, async () => {
     const place = makePlace('coordination');
     const ownership = fileOwnership({ stateHome: place.stateHome });

@@ -161,6 +161,8 @@ function markedAnswer(workspace: Workspace, state: ServiceState, answer: Inspect
   // A plain tool's mark, beside its checkout lock, holds no service: the answer stays.
   if (own !== undefined && own.value.epoch === state.checkoutLock?.value.token) return answer;
   if (own !== undefined && markedHere(own.value, workspace)) {
+    // Another host's mark of the same etcd cluster (a folder shared between hosts): the etcd fence says the rest.
+    if (own.value.stateHome !== workspace.places.stateHome) return answer;
     return unavailable('the folder mark outlived its registration', own.value);
   }
   const foreign = foreignMark(workspace, own);

@@ -30,8 +30,8 @@ export interface Workspace {
   readonly files: PrivateFiles;
   /** The marks of workspace folders (the folder's own fence, SPEC 5.1a). */
   readonly marks: FolderMarks;
-  /** The backend this state home is used with, as a mark names it. */
-  readonly backend: Backend['kind'];
+  /** The backend this state home is used with (a folder's mark names it). */
+  readonly backend: Backend;
   readonly registry: Registry;
 }
 
@@ -53,6 +53,8 @@ function registryOptionsOf(options: CoordinationOptions): RegistryOptions {
 export function openWorkspace(root: string, options: CoordinationOptions = {}): Workspace {
   return stateHomeWorkspaces(options).open(root);
 }
+
+const FILE_BACKEND: Backend = { kind: 'files' };
 
 /** How many roots' places one `StateHomeWorkspaces` keeps before it forgets them all. */
 const KNOWN_ROOTS = 1024;
@@ -79,7 +81,7 @@ export function stateHomeWorkspaces(options: CoordinationOptions = {}): StateHom
   const registry = new Registry(stateHome, registryOptionsOf(options));
   const files = new PrivateFiles(registry.layout.namespace, hooks);
   const marks = new FolderMarks(hooks);
-  const backend = options.backend?.kind ?? 'files';
+  const backend = options.backend ?? FILE_BACKEND;
   // A root's places are a pure function of the root and the state home, and building them (a
   // SHA-256 and a score of joins) cost a tenth of an inspect(): kept for the roots last used.
   const known = new Map<string, WorkspacePlaces>();

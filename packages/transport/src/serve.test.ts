@@ -453,7 +453,11 @@ describe('serveOwner and connect on an explicit ownership', () => {
       status: 'unavailable',
       owner: { epoch: owner.serving.epoch },
     });
-    expect(await inspectionOf(place)).toEqual({ status: 'absent' });
+    // The options' state home holds nothing of it, and says whose it is: the folder's own mark.
+    expect(await inspectionOf(place)).toMatchObject({
+      status: 'unavailable',
+      marked: { stateHome: elsewhere.stateHome, epoch: owner.serving.epoch },
+    });
 
     const connection = await connect(place.root, { ownership });
     witness(connection);

@@ -124,6 +124,6 @@ function decodedOp(trace: unknown, line: string): TraceOp {
     path,
     ...(source === undefined ? {} : { source }),
     ...(bytes === undefined ? {} : { bytes: new Uint8Array(Buffer.from(bytes, 'base64')) }),
-    ...(mode === undefined ? {} : { mode: mode as number }),
+    ...(mode === undefined ? {} : { mode }),
   };
 }
