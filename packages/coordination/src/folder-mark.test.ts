@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import {
+  chownSync,
   chmodSync,
   existsSync,
   mkdirSync,
@@ -17,6 +18,7 @@ import {
   cleanUp,
   codeOf,
   countsOf,
+  handPlaces,
   loopbackEndpoint,
   makePlace,
   messageOf,
@@ -25,8 +27,9 @@ import {
   spawnPlanned,
   type TestPlace,
 } from '@leasehold/test-utils';
+import { currentProcess, describeUser } from '@leasehold/private-files';
 import { ANY_PORT, BOUND, goneHolder, makeWorkspace, unchangedCodeOf } from '../test/functional-helpers.js';
-import { OWNER_CONFIG, PROCESS_FIXTURES } from '../test/process-helpers.js';
+import { OWNER_CONFIG, PROCESS_FIXTURES, stepAt, type StepperPlan } from '../test/process-helpers.js';
 import { Checkout, acquireWorkspace, inspectWorkspace, openWorkspace, type Workspace } from './index.js';
 
 afterEach(cleanUp);
@@ -158,6 +161,26 @@ describe("the folder's own mark", () => {
     );
   });
 
+  it("names another user's mark as theirs: conflict while its holder lives, quarantine once gone, its remedy run as that user", async () => {
+    const place = makePlace('coordination');
+    const root = makeWorkspace(place, 'sudoed');
+    const elsewhere = join(place.base, 'root-home');
+    mkdirSync(elsewhere);
+    writeMark(root, { stateHome: elsewhere, ...currentProcess() });
+    // As root under sudo would have left it, seen by a user: another uid's file (here, root's test gives it away).
+    chownSync(folderMarkPlaces(root).mark, 65534, 65534);
+    const live = await refusalOf(() => acquireWorkspace(through(place, 'home', root), ANY_PORT, BOUND));
+    expect(live.code).toBe('conflict');
+    expect(live.message).toContain(`as ${describeUser(65534)}`);
+    expect(live.remedy).toContain(`run it as ${describeUser(65534)}, whose mark it is`);
+    writeMark(root, { stateHome: elsewhere, ...goneHolder() }, true);
+    chownSync(folderMarkPlaces(root).mark, 65534, 65534);
+    const gone = await refusalOf(() => acquireWorkspace(through(place, 'home', root), ANY_PORT, BOUND));
+    expect(gone.code).toBe('quarantine');
+    expect(gone.remedy).toContain(`leasehold recover --workspace ${root} --state-home ${elsewhere}`);
+    expect(gone.remedy).toContain(`run it as ${describeUser(65534)}`);
+  });
+
   it('refuses a mark that is a link, a FIFO, a folder, malformed or writable by others, naming it, and never hangs', async () => {
     const place = makePlace('coordination');
     const cases: [string, (mark: string) => void][] = [
@@ -238,9 +261,14 @@ describe("a plain tool's checkout lock and the folder's mark", () => {
 });
 
 /** A mark written by hand, as a crash in another state home left it. */
-function writeMark(root: string, owner: { stateHome: string; pid: number; host: string; processStart?: string }) {
+function writeMark(
+  root: string,
+  owner: { stateHome: string; pid: number; host: string; processStart?: string | undefined },
+  replace = false,
+) {
   const places = folderMarkPlaces(root);
   mkdirSync(places.folder, { recursive: true, mode: 0o755 });
+  if (replace) rmSync(places.mark);
   writeFileSync(
     places.mark,
     encode({
@@ -288,4 +316,82 @@ describe('processes racing acquire of one folder through several state homes', (
     expect(await winner.closed).toMatchObject({ code: 0, signal: null });
     expect(existsSync(folderMarkPlaces(root).mark)).toBe(false);
   });
+});
+
+/** A point of an acquire through the first state home, where it is paused while another state home acquires. */
+interface PausePoint {
+  readonly name: string;
+  readonly at: (places: { roots: string; markFolder: string; mark: string; checkoutLock: string }) => string;
+  /** Who owns the folder in the end: the paused acquire (its mark was linked) or the other one. */
+  readonly winner: 'paused' | 'other';
+}
+
+const PAUSE_POINTS: readonly PausePoint[] = [
+  { name: 'before its row', at: (p) => stepAt('replace', 'rename', p.roots), winner: 'other' },
+  { name: "before its mark's folder", at: (p) => stepAt('create', 'mkdir', p.markFolder), winner: 'other' },
+  { name: "before its mark's link", at: (p) => stepAt('create', 'link', p.mark), winner: 'other' },
+  { name: "after its mark's link", at: (p) => stepAt('create', 'fsync-directory', p.markFolder), winner: 'paused' },
+  { name: 'before its checkout lock', at: (p) => stepAt('create', 'link', p.checkoutLock), winner: 'paused' },
+];
+
+describe('an acquire paused at each step while another state home acquires the same folder (forced interleavings)', () => {
+  for (const point of PAUSE_POINTS) {
+    it(`${point.name}: exactly one owns it, the other is refused (conflict)`, async () => {
+      const place = makePlace('process');
+      const root = makeWorkspace(place, 'contested');
+      const first = join(place.base, 'home-one');
+      const hand = handPlaces(first, root);
+      const marks = folderMarkPlaces(root);
+      const plan: StepperPlan = {
+        workspace: root,
+        stateHome: first,
+        config: OWNER_CONFIG,
+        endpoint: loopbackEndpoint(44_300),
+        during: 'acquire',
+        at: point.at({
+          roots: hand.roots,
+          markFolder: marks.folder,
+          mark: marks.mark,
+          checkoutLock: hand.checkoutLock,
+        }),
+        then: 'pause',
+      };
+      const paused = spawnPlanned(PROCESS_FIXTURES, 'stepper.mjs', plan);
+      await messageOf(paused, 'at');
+      const other = through(place, 'home-two', root);
+      let lease: Awaited<ReturnType<typeof acquireWorkspace>> | undefined;
+      let refusal: ContractError | undefined;
+      try {
+        lease = await acquireWorkspace(other, OWNER_CONFIG, loopbackEndpoint(44_301));
+      } catch (error) {
+        refusal = error as ContractError;
+      }
+      paused.send('go');
+      const acquired = await Promise.race([
+        messageOf(paused, 'acquired').then(() => true),
+        paused.closed.then(() => false),
+      ]);
+      if (point.winner === 'other') {
+        expect(lease, refusal?.message).toBeDefined();
+        expect(acquired).toBe(false);
+        const end = await paused.closed;
+        expect(end.code).toBe(1);
+        expect(end.stderr).toContain('conflict');
+        // Its rollback took back its row: the first state home holds nothing of the folder.
+        expect(inspectWorkspace(through(place, 'home-one', root))).toMatchObject({
+          status: 'unavailable',
+          marked: { stateHome: other.places.stateHome },
+        });
+        await lease!.release();
+      } else {
+        expect(refusal?.code).toBe('conflict');
+        expect(lease).toBeUndefined();
+        expect(acquired).toBe(true);
+        paused.send('release');
+        await messageOf(paused, 'released');
+        expect((await paused.closed).code).toBe(0);
+      }
+      expect(existsSync(marks.mark)).toBe(false);
+    });
+  }
 });
