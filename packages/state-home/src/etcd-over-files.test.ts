@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { OwnerConfig } from '@leasehold/contracts';
 import { fileOwnership } from '@leasehold/coordination';
@@ -71,6 +73,12 @@ describe.skipIf(!etcdAvailable())(
 
       const lease = await hostA.acquire(root, CONFIG, { boundEndpoint: BOUND });
       expect(lease.root).toBe(root);
+      // The folder's own mark names the etcd ownership, by its prefix, whichever host's state home made it.
+      expect(JSON.parse(readFileSync(join(root, '.leasehold', 'owner.json'), 'utf8'))).toMatchObject({
+        backend: 'etcd',
+        prefix: place.prefix,
+        epoch: lease.owner.epoch,
+      });
       expect(lease.owner).toMatchObject({ endpoint: BOUND, pid: process.pid, phase: 'idle' });
       expect(lease.sequencer).toMatchObject({ root });
       await lease.assert();
