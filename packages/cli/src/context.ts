@@ -15,6 +15,12 @@ export interface CommandContext {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
   /** `run`'s program and its arguments: everything after `--`, never parsed. */
   readonly program?: readonly string[];
+  /**
+   * The command's own entry file (`dist/leasehold.cjs`): what its own helper processes start, the
+   * file-system check's racing workers, whoever called `main` (a program that embeds the command is
+   * never started again by it).
+   */
+  readonly command: string;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
@@ -268,6 +269,7 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     env: io.env,
     values,
     ...(program === undefined ? {} : { program }),
+    command: commandFile(),
   };
   try {
     const run = await command.load();
@@ -321,6 +323,15 @@ function noProgram(io: MainIO, json: boolean, name: string, help: string): numbe
     `give it after --, as in: leasehold ${name} -- CMD [ARGS...]`,
     help,
   );
+}
+
+/**
+ * The command's own entry file, `dist/leasehold.cjs`: beside this module both in the bundle (whose
+ * entry holds it) and in the library a program embeds (`dist/main.js`), as `version`'s package.json
+ * is above it in both. Never `process.argv[1]`, which names whatever program called `main`.
+ */
+function commandFile(): string {
+  return fileURLToPath(new URL('./leasehold.cjs', import.meta.url));
 }
 
 /** Exit status 2: the command line itself is wrong. Nothing was opened or changed. */

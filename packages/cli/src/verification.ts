@@ -6,12 +6,20 @@ import { VERIFY_FS_WORKER } from './verify-fs-worker.js';
 // The file-system check `doctor --verify-fs` shows and `init --allow-fs` runs before it records an
 // allowance: one way to run it and one way to say it.
 
-/** The verification, each worker this very command run again; a number out of the verifier's range is a usage error. */
-export async function verified(stateHome: string, options: VerifyFileSystemOptions): Promise<FileSystemVerification> {
+/**
+ * The verification, each worker the command's own entry file `command` run again (never the
+ * program that called `main`: one that embeds the command would start itself); a number out of the
+ * verifier's range is a usage error.
+ */
+export async function verified(
+  stateHome: string,
+  options: VerifyFileSystemOptions,
+  command: string,
+): Promise<FileSystemVerification> {
   try {
     return await verifyFileSystem(stateHome, {
       ...options,
-      worker: [process.execPath, process.argv[1]!, VERIFY_FS_WORKER],
+      worker: [process.execPath, command, VERIFY_FS_WORKER],
     });
   } catch (error) {
     // Refused before anything is made, naming no file: `processes 1: not a whole number from 2 to 64`.

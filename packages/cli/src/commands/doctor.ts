@@ -96,7 +96,7 @@ export async function doctor(context: CommandContext): Promise<number> {
  * with the state home, when missing) and shows the figures; exit 3 when they failed.
  */
 async function verifyFs(context: CommandContext, stateHome: string, options: VerifyFileSystemOptions): Promise<number> {
-  const result = await verified(stateHome, options);
+  const result = await verified(stateHome, options, context.command);
   context.output.record({ verifyFs: result });
   context.output.say(
     ...table([['verified', verificationWords(result)]]),

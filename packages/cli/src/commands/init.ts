@@ -80,7 +80,7 @@ async function allowance(
     );
   }
   if (fileSystem.proven) return {};
-  const result = await verified(stateHome, {});
+  const result = await verified(stateHome, {}, context.command);
   context.output.say(`verified  ${verificationWords(result)}`);
   if (!result.passed) {
     throw new RemedyError(
