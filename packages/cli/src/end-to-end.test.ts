@@ -607,6 +607,27 @@ describe('leasehold, end to end through the built binary', () => {
       message: "unknown command 'frobnicate'",
       remedy: 'run `leasehold --help` for the commands',
     });
+    // A command one edit away (a letter added, dropped, changed, or two swapped) is named.
+    for (const typo of ['stauts', 'statsu', 'stats', 'lsit']) {
+      const mistyped = await cli([typo, '--json']);
+      expect(mistyped.code, typo).toBe(2);
+      expect(json(mistyped), typo).toEqual({
+        error: 'usage',
+        message: `unknown command '${typo}'`,
+        remedy: `did you mean \`leasehold ${typo.startsWith('l') ? 'list' : 'status'}\`?`,
+      });
+    }
+    // `help CMD` is `CMD --help`; `help` of no such command is a usage error naming the nearest.
+    for (const command of ['serve', 'status', 'recover']) {
+      const asked = await cli(['help', command]);
+      expect(asked.code, command).toBe(0);
+      expect(asked.stdout, command).toBe((await cli([command, '--help'])).stdout);
+    }
+    const helpTypo = await cli(['help', 'sevre']);
+    expect(helpTypo.code).toBe(2);
+    expect(helpTypo.stderr).toMatch(
+      /^leasehold: usage: help: no command 'sevre'\n {2}did you mean `leasehold help serve`\?\n/,
+    );
     // Options before the command: the remedy is the same command line, the command first.
     const optionsFirst = await cli(['--json', '--state-home', '/tmp/a b', 'list']);
     expect(optionsFirst.code).toBe(2);

@@ -223,6 +223,7 @@ async function reportError(
 export async function main(argv: readonly string[], io: MainIO): Promise<number> {
   const [name, ...rest] = argv;
   if (name === VERIFY_FS_WORKER) return verifyFsWorker(io.stderr);
+  if (name === 'help' && rest.length > 0) return helpOf(io, rest);
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(`${overview()}\n`);
     return name === undefined ? 2 : 0;
@@ -240,7 +241,10 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
     if (after !== undefined) {
       return usageError(io, json, `options go after the command: ${argv.join(' ')}`, `run: leasehold ${after}`);
     }
-    return usageError(io, json, `unknown command '${name}'`, 'run `leasehold --help` for the commands', overview());
+    const near = nearestCommand(name);
+    const remedy =
+      near === undefined ? 'run `leasehold --help` for the commands' : `did you mean \`leasehold ${near}\`?`;
+    return usageError(io, json, `unknown command '${name}'`, remedy, overview());
   }
   const help = commandHelp(name, command);
   let values: CommandContext['values'];
@@ -277,6 +281,41 @@ export async function main(argv: readonly string[], io: MainIO): Promise<number>
   } catch (error) {
     return reportError(io, context, !NO_WORKSPACE.has(name), error);
   }
+}
+
+/** `leasehold help CMD`: that command's help, as `leasehold CMD --help` prints it. */
+function helpOf(io: MainIO, [name, ...extra]: readonly string[]): number {
+  const command = name === undefined ? undefined : COMMANDS[name];
+  if (command === undefined || extra.length > 0) {
+    const near = name === undefined ? undefined : nearestCommand(name);
+    const remedy =
+      near === undefined ? 'run `leasehold --help` for the commands' : `did you mean \`leasehold help ${near}\`?`;
+    return usageError(io, false, `help: no command '${[name, ...extra].join(' ')}'`, remedy, overview());
+  }
+  io.stdout.write(`${commandHelp(name!, command)}\n`);
+  return 0;
+}
+
+/** The command a mistyped `word` most likely meant: one edit away (a letter added, dropped, changed or two swapped), else none. */
+function nearestCommand(word: string): string | undefined {
+  return Object.keys(COMMANDS).find((candidate) => editDistance(word, candidate) <= 1);
+}
+
+/** The optimal-string-alignment distance: insertions, deletions, substitutions and swaps of two neighbours. */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i += 1) {
+    for (let j = 1; j <= b.length; j += 1) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, rows[i - 2]![j - 2]! + 1);
+      rows[i]![j] = best;
+    }
+  }
+  return rows[a.length]![b.length]!;
 }
 
 /**
