@@ -82,7 +82,6 @@ const COMMANDS: Record<string, Command> = {
       '  --replace-config    a stopped workspace that keeps another config (another --endpoint, an earlier version) takes this one',
       '  --wait DURATION     wait up to DURATION (30s, 5m, 500ms; a bare number is seconds) for a live owner to',
       '                      release, first come, first served, showing who holds it; a crashed owner is never waited for',
-      '                      (file backend only)',
       '  --watch-ms N        how often the server re-checks its files, in ms (default 1000)',
       "  --lease-ttl S       etcd backend only: the lease's time to live in seconds (default 10)",
     ],

@@ -433,7 +433,10 @@ describe('leasehold run: a program as the owner, through the built binary', () =
       expect.objectContaining({ pid: runner.pid, status: 'absent' }),
       expect.objectContaining({ pid: ready.childPid, status: 'live', fences: ['companion'] }),
     ]);
-    const human = (await cli(['recover', ...place])).stdout;
+    const reviewed = await cli(['recover', ...place]);
+    // A review whose recovery would be refused says so by its exit status too.
+    expect(reviewed.code).toBe(3);
+    const human = reviewed.stdout;
     expect(human).toContain(
       `: live, the program its gone owner ran: sh -c 'trap "" TERM; sleep 1000 & wait' (process group ${ready.childPid})\n`,
     );

@@ -33,7 +33,11 @@ function overallStatus(state: RecoveryView): 'live' | 'ambiguous' | 'absent' {
   return 'absent';
 }
 
-function describe(context: CommandContext, recovery: Recovery, state: RecoveryView, stateHome: string): void {
+/**
+ * Shows the review; answers its exit status: 0 when there is nothing to recover or every holder is
+ * gone (the next step recovers), `REFUSED_EXIT` when the recovery would be refused as things are.
+ */
+function describe(context: CommandContext, recovery: Recovery, state: RecoveryView, stateHome: string): number {
   const ownerStatus = overallStatus(state);
   const program = outlivingProgramIn(recovery, state);
   context.output.record({
@@ -46,7 +50,7 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
   });
   if (state.clear) {
     context.output.say(`nothing to recover: no fence remains for ${state.root}`);
-    return;
+    return 0;
   }
   const programOf = (pid: number) =>
     pid === program?.holder.pid ? `, the program its gone owner ran: ${commandInWords(program.record)}` : '';
@@ -63,7 +67,11 @@ function describe(context: CommandContext, recovery: Recovery, state: RecoveryVi
     '',
     nextStep(state, ownerStatus, program, stateHome),
   );
+  return ownerStatus === 'absent' && program === undefined ? 0 : REFUSED_EXIT;
 }
+
+/** Exit status of a review whose recovery would be refused now (a holder live or untold, or its program lives on). */
+const REFUSED_EXIT = 3;
 
 /** What to do after a review: recover, end the program its gone owner left running, or find out about a holder. */
 function nextStep(
@@ -156,10 +164,7 @@ async function recoverOn(
   recovery: Recovery,
 ): Promise<number> {
   const digest = context.values.digest;
-  if (typeof digest !== 'string') {
-    describe(context, recovery, await recovery.view(root), stateHome);
-    return 0;
-  }
+  if (typeof digest !== 'string') return describe(context, recovery, await recovery.view(root), stateHome);
   const review = `leasehold recover ${placeOptions(root, stateHome)}`;
   // Looked at first, for the words only: the recovery itself compares the digest again, atomically.
   const now = await recovery.view(root);
