@@ -150,6 +150,9 @@ describe.skipIf(!etcdAvailable('etcdctl'))('leasehold on the etcd backend, two h
         }),
       ]),
     );
+    // For a person too: the digest the operator confirmed, beside the record's own part.
+    const journalText = await cli(['journal', ...a.box.place(workspace)], { env: a.env });
+    expect(journalText.stdout).toContain(`  reviewed digest  ${digest} (the one confirmed)\n`);
 
     // Now free across hosts: B serves it, and stops it.
     const next = new Server(b.box.place(workspace), { env: b.env });

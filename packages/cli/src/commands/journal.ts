@@ -31,6 +31,8 @@ export async function journal(context: CommandContext): Promise<number> {
     output.say(
       `${entry.recordedAt}  ${entry.root}`,
       `  digest  ${entry.digest}`,
+      // etcd's part of a wider recovery: the digest the operator confirmed is the whole one's.
+      ...(entry.reviewedDigest === undefined ? [] : [`  reviewed digest  ${entry.reviewedDigest} (the one confirmed)`]),
       `  ${byWhom(entry)}`,
       `  record  ${entry.record}`,
       '',
