@@ -203,8 +203,19 @@ async function reportError(
   error: unknown,
 ): Promise<number> {
   const json = context.values.json === true;
-  const [{ UsageError, problemOf }, { whereOf }] = await Promise.all([import('./remedies.js'), import('./context.js')]);
+  const [{ UsageError, problemOf, interruptingSignal, signalExit }, { whereOf }] = await Promise.all([
+    import('./remedies.js'),
+    import('./context.js'),
+  ]);
   if (error instanceof UsageError) return usageError(io, json, error.message, error.remedy);
+  // A stop signal that ended a wait is no conflict: the person interrupted it, as a shell tells (130 for Ctrl-C).
+  const signal = interruptingSignal(error);
+  if (signal !== undefined) {
+    const { message } = error as Error;
+    if (json) io.stdout.write(`${JSON.stringify({ error: 'interrupted', signal, message })}\n`);
+    else io.stderr.write(`leasehold: interrupted (${signal}): ${message}\n`);
+    return signalExit(signal);
+  }
   const { code, message, path, remedy } = problemOf(error, whereOf(context, takesWorkspace));
   if (json)
     io.stdout.write(

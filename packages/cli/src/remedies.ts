@@ -1,3 +1,4 @@
+import { constants as osConstants } from 'node:os';
 import { ContractError, type ContractErrorCode, type ContractErrorOptions } from '@leasehold/contracts';
 import { isSystemError } from '@leasehold/state-home';
 
@@ -117,4 +118,19 @@ export function problemOf(error: unknown, at: Where = NOWHERE): Problem {
   const message = path === undefined ? what : `${path}: ${what}${syscall === undefined ? '' : ` (${syscall})`}`;
   const remedy = SYSTEM_REMEDIES[code];
   return { code, message, ...(path === undefined ? {} : { path }), ...(remedy === undefined ? {} : { remedy }) };
+}
+
+/**
+ * The stop signal that ended a wait, when `error` is that end (a `serveOwner` stopped while it
+ * waited for the workspace carries its outcome as the cause); undefined for any other error.
+ */
+export function interruptingSignal(error: unknown): NodeJS.Signals | undefined {
+  if (!ContractError.is(error)) return undefined;
+  const cause = (error as { cause?: unknown }).cause as { reason?: unknown; signal?: unknown } | undefined;
+  return cause?.reason === 'signal' && typeof cause.signal === 'string' ? (cause.signal as NodeJS.Signals) : undefined;
+}
+
+/** The exit status a shell gives a program a signal ended: 128 plus its number (130 for SIGINT). */
+export function signalExit(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? 0);
 }

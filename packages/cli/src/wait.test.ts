@@ -111,7 +111,7 @@ describe('leasehold serve --wait', () => {
     expect(ended.stderr).toBe('');
   });
 
-  it('SIGINT while waiting: exit 1, conflict with nothing acquired, no ticket left, and the first owner serves on', async () => {
+  it('SIGINT while waiting: interrupted (exit 130, as a shell tells Ctrl-C) with nothing acquired, no ticket left, and the first owner serves on', async () => {
     const box = sandbox();
     const workspace = box.workspace('ws');
     const place = box.place(workspace);
@@ -122,13 +122,13 @@ describe('leasehold serve --wait', () => {
 
     waiter.child.kill('SIGINT');
     const ended = await waiter.exit();
-    expect(ended.code).toBe(1);
+    expect(ended.code).toBe(130);
     const records = jsonLines(ended.stdout);
-    expect(records.map((line) => line.event ?? line.error)).toEqual(['waiting', 'conflict']);
+    expect(records.map((line) => line.event ?? line.error)).toEqual(['waiting', 'interrupted']);
     expect(records[1]).toEqual({
-      error: 'conflict',
+      error: 'interrupted',
+      signal: 'SIGINT',
       message: expect.stringMatching(interrupted(workspace)),
-      remedy: expect.any(String),
     });
     expect(ended.stderr).toBe('');
     expect(ticketsOf(box, workspace)).toEqual([]);
@@ -139,12 +139,12 @@ describe('leasehold serve --wait', () => {
     expect(ticketsOf(box, workspace)).toHaveLength(1);
     human.child.kill('SIGINT');
     const humanEnded = await human.exit();
-    expect(humanEnded.code).toBe(1);
+    expect(humanEnded.code).toBe(130);
     expect(humanEnded.stdout).toBe('');
     const [waitingLine, errorLine] = humanEnded.stderr.split('\n');
     expect(waitingLine).toMatch(/^waiting {3}held by pid /);
-    expect(errorLine).toMatch(/^leasehold: conflict: /);
-    expect(errorLine!.slice('leasehold: conflict: '.length)).toMatch(interrupted(workspace));
+    expect(errorLine).toMatch(/^leasehold: interrupted \(SIGINT\): /);
+    expect(errorLine!.slice('leasehold: interrupted (SIGINT): '.length)).toMatch(interrupted(workspace));
     expect(ticketsOf(box, workspace)).toEqual([]);
 
     const running = await cli(['status', ...place, '--json']);

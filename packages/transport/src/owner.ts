@@ -245,7 +245,11 @@ export async function serveOwner(workspace: string, options: ServeOptions): Prom
       new ContractError(
         'conflict',
         `${workspace}: stopped (${outcome.reason === 'signal' ? outcome.signal : outcome.reason}) while waiting for its owner; nothing was acquired`,
-        { remedy: 'start it again when you want it: with a longer wait, or none to be told at once who holds it' },
+        // The outcome as its cause: a command tells a signal's end as an interruption (exit 128 + its number).
+        {
+          remedy: 'start it again when you want it: with a longer wait, or none to be told at once who holds it',
+          cause: outcome,
+        },
       ),
     );
   };
