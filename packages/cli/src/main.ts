@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { CommandContext } from './context.js';
 import { createOutput, type Streams } from './output.js';
+import { asInvoked } from './invocation.js';
 import { VERIFY_FS_WORKER, verifyFsWorker } from './verify-fs-worker.js';
 import { shellQuote } from '@leasehold/contracts';
 
@@ -230,7 +231,9 @@ async function reportError(
  * (or running), 1 an error, 2 a usage error, 3 not running (status) or
  * findings (doctor), 4 a server whose lease was lost.
  */
-export async function main(argv: readonly string[], io: MainIO): Promise<number> {
+export async function main(argv: readonly string[], given: MainIO): Promise<number> {
+  // Every remedy and next step printed as the command was invoked (`npx leasehold …`, `pnpm leasehold …`).
+  const io = asInvoked(given);
   const [name, ...rest] = argv;
   if (name === VERIFY_FS_WORKER) return verifyFsWorker(io.stderr);
   if (name === 'help' && rest.length > 0) return helpOf(io, rest);

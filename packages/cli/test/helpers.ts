@@ -87,11 +87,14 @@ function spawnTracked(command: string, args: readonly string[], options: SpawnOp
   return child;
 }
 
-/** The environment without any Leasehold or XDG setting inherited from the shell running the tests. */
+/** The environment without any Leasehold, XDG or package manager setting inherited from whatever runs the tests. */
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.LEASEHOLD_STATE_HOME;
   delete env.XDG_STATE_HOME;
+  // As a person at a shell runs it, however the tests were started (`pnpm test`, `npx vitest`):
+  // the command prints its remedies as it was invoked, which these variables would tell it.
+  for (const key of Object.keys(env)) if (key.startsWith('npm_')) delete env[key];
   return { ...env, ...extra };
 }
 
