@@ -150,7 +150,7 @@ describe('leasehold stop --ask', () => {
     });
   });
 
-  it('an owner without onHandOverRequested (leasehold serve too) releases', async () => {
+  it('an owner without onHandOverRequested releases; leasehold serve releases too, and shows the asker its reason', async () => {
     const box = sandbox();
     const first = box.workspace('daemon');
     const { owner, ready } = await daemon(box, first);
@@ -169,7 +169,19 @@ describe('leasehold stop --ask', () => {
       { decision: 'release', root: second, epoch: served.epoch },
       { stopped: true, root: second, epoch: served.epoch },
     ]);
-    expect((await server.exit()).code).toBe(0);
+    const ended = await server.exit();
+    expect(ended.code).toBe(0);
+    // The owner's side: the request, with its reason, before the stop (a JSON event; a line for a person).
+    expect(jsonLines(ended.stdout)).toEqual([
+      served,
+      { event: 'hand-over', reason: 'mine now' },
+      { event: 'stopped', epoch: served.epoch },
+    ]);
+    const third = box.workspace('for-a-person');
+    const { server: human } = await box.serve(third, [], false);
+    expect((await cli(['stop', '--ask', '--reason', 'my turn', ...box.place(third)])).code).toBe(0);
+    const humanEnded = await human.exit();
+    expect(humanEnded.stdout).toContain(`asked     to hand ${third} over (reason: my turn); releasing\n`);
   });
 
   it('a hand-over request without the capability is 401, one with a malformed body 400: the owner is not asked, and serves on', async () => {

@@ -1,5 +1,12 @@
 import { ContractError, placeOptions, type WaitState } from '@leasehold/contracts';
-import { serveOwner, type ProvedDeadRecovery, type ServeOptions, type Serving } from '@leasehold/transport';
+import {
+  serveOwner,
+  type HandOverDecision,
+  type HandOverRequest,
+  type ProvedDeadRecovery,
+  type ServeOptions,
+  type Serving,
+} from '@leasehold/transport';
 import { openBackend, withBackend } from '../backend.js';
 import { workspaceOf, type CommandContext } from '../context.js';
 import { durationOption, endpointOption, requireEtcd, wholeNumber } from '../options.js';
@@ -173,12 +180,19 @@ async function serveOn(
   const replaceConfig = values['replace-config'] === true;
   try {
     const onRecovered = (recovered: ProvedDeadRecovery) => announceRecovered(output, root, recovered);
+    // The command's owner always hands over; it says so first, with the asker's reason (`stop --ask --reason`).
+    const onHandOverRequested = ({ reason }: HandOverRequest): HandOverDecision => {
+      output.record({ event: 'hand-over', ...(reason === undefined ? {} : { reason }) });
+      output.say(`asked     to hand ${root} over${reason === undefined ? '' : ` (reason: ${reason})`}; releasing`);
+      return { decision: 'release' };
+    };
     await serveOwner(root, {
       policy: POLICY_BYTES,
       ...options,
       ...part.options,
       onRecovered,
       onServing,
+      onHandOverRequested,
       replaceConfig,
       ...endpoint,
       ...compatibility,
