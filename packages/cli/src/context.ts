@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ContractError, absolutePath, placeOptions, shellQuote } from '@leasehold/contracts';
 import { defaultStateHome, resolveWorkspace } from '@leasehold/state-home';
@@ -101,4 +102,19 @@ export function whereOf(context: CommandContext, takesWorkspace: boolean): Where
   const root = takesWorkspace ? quietly(() => workspaceOf(context, true)) : undefined;
   const home = stateHome === undefined ? '' : ` --state-home ${shellQuote(stateHome)}`;
   return { place: root === undefined || stateHome === undefined ? '' : ` ${placeOptions(root, stateHome)}`, home };
+}
+
+/**
+ * Refuses a folder asked about that is not an existing folder and that the state home knows
+ * nothing of (`inspection` absent): a mistyped path, never a workspace. A registered folder that
+ * was deleted still answers, so it can be inspected and recovered.
+ * @throws SetupError (`refused`, exit 1) naming the path.
+ */
+export function refuseUnknownFolder(folder: string, inspection: { readonly status: string }): void {
+  if (inspection.status !== 'absent' || statSync(folder, { throwIfNoEntry: false })?.isDirectory() === true) return;
+  throw new SetupError(
+    `${folder}: not an existing folder, and the state home names no workspace there`,
+    'pass an existing folder with --workspace (default: the current folder): check the path',
+    { path: folder },
+  );
 }

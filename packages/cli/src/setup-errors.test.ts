@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StateHomeError } from '@leasehold/state-home';
@@ -150,14 +150,31 @@ describe('a --workspace that does not exist', () => {
     expect(pathExists(box.stateHome)).toBe(false);
   });
 
-  it('reads absent for status, which says that no folder is there instead of suggesting serve', async () => {
+  it('is a refusal for status, stop and recover too, naming the path, unless the state home names a workspace there', async () => {
     const box = sandbox();
     const missing = join(box.folder, 'no-such-folder');
-    const human = await cli(['status', '--workspace', missing, '--state-home', box.stateHome]);
-    expect(human).toMatchObject({ code: 3, stderr: '' });
-    expect(human.stdout).toBe(
-      `absent      ${missing}\nstate home  ${box.stateHome}, on ${localFileSystem(box.stateHome).name} (local: proven)\n\nNo folder is at ${missing}: pass an existing one with --workspace.\n`,
-    );
+    const place = ['--workspace', missing, '--state-home', box.stateHome];
+    for (const command of ['status', 'stop', 'recover']) {
+      const human = await cli([command, ...place]);
+      expect(human, command).toMatchObject({ code: 1, stdout: '' });
+      expect(human.stderr, command).toBe(
+        `leasehold: refused: ${missing}: not an existing folder, and the state home names no workspace there\n  pass an existing folder with --workspace (default: the current folder): check the path\n`,
+      );
+      expect(json(await cli([command, ...place, '--json'])), command).toMatchObject({
+        error: 'refused',
+        path: missing,
+      });
+    }
+    // A registered folder that was deleted is still shown: stopped, with the step that says no folder is there.
+    const gone = box.workspace('gone');
+    const { server } = await box.serve(gone);
+    expect((await cli(['stop', ...box.place(gone)])).code).toBe(0);
+    await server.exit();
+    rmSync(gone, { recursive: true });
+    const shown = await cli(['status', ...box.place(gone)]);
+    expect(shown.code).toBe(3);
+    expect(shown.stdout).toMatch(new RegExp(`^stopped +${gone}\n`));
+    expect(shown.stdout).toContain(`No folder is at ${gone}: pass an existing one with --workspace.`);
   });
 });
 

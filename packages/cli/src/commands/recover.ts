@@ -12,7 +12,7 @@ import {
   type RecoveryView,
 } from '@leasehold/contracts';
 import { withBackend } from '../backend.js';
-import { workspaceOf, type CommandContext } from '../context.js';
+import { refuseUnknownFolder, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { digestOption } from '../options.js';
 import { table } from '../output.js';
@@ -118,7 +118,9 @@ export async function recover(context: CommandContext): Promise<number> {
   const folder = workspaceOf(context, true);
   return withBackend(context, async ({ ownership, recovery, stateHome }) => {
     // Run inside a fenced workspace, it is about that workspace (as `status` names it).
-    const { root } = await coveringOf(ownership, folder, await ownership.inspect(folder));
+    const inspection = await ownership.inspect(folder);
+    refuseUnknownFolder(folder, inspection);
+    const { root } = await coveringOf(ownership, folder, inspection);
     return recoverOn(context, root, stateHome, recovery);
   });
 }

@@ -18,7 +18,7 @@ import { rootExists } from '@leasehold/recovery';
 import { connect, settledInspection, type HandOverPending } from '@leasehold/transport';
 import { allowanceOf, openStateHome } from '@leasehold/state-home';
 import { withBackend } from '../backend.js';
-import { workspaceOf, type CommandContext } from '../context.js';
+import { refuseUnknownFolder, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf } from '../covering.js';
 import { fileSystemReport } from '../file-system-words.js';
 import { table } from '../output.js';
@@ -249,6 +249,7 @@ export async function status(context: CommandContext): Promise<number> {
     throw new UsageError('--poll-ms: only with --watch', 'add --watch, or leave --poll-ms out');
   return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
+    refuseUnknownFolder(folder, asked);
     const { root, inside } = await coveringOf(ownership, folder, asked);
     if (context.values.watch === true) return watched(context, { ownership, recovery }, root, host, pollMs);
     const report = {

@@ -16,7 +16,7 @@ import {
   type HandOverRequest,
 } from '@leasehold/transport';
 import { withBackend } from '../backend.js';
-import { workspaceOf, type CommandContext } from '../context.js';
+import { refuseUnknownFolder, workspaceOf, type CommandContext } from '../context.js';
 import { coveringOf, unfenced } from '../covering.js';
 import { handOverOption, stopTimeoutOption } from '../options.js';
 import { endProgram, outlivingProgramIn, programInWords, reusedProgramPid } from '../outliving-program.js';
@@ -41,6 +41,7 @@ export async function stop(context: CommandContext): Promise<number> {
   const ask = handOverOption(context.values.ask, context.values.reason);
   return withBackend(context, async ({ ownership, recovery, stateHome, host }) => {
     const asked = await settledInspection(ownership, folder);
+    refuseUnknownFolder(folder, asked);
     const { root, inside } = await coveringOf(ownership, folder, asked);
     if (root === folder && unfenced(asked))
       return notRunning(context, folder, asked, { stateHome, inside: inside.map((entry) => entry.root) });
