@@ -34,7 +34,7 @@ export function sameSnapshot(a: FileSnapshot | undefined, b: FileSnapshot | unde
  * file that grew or changed meanwhile is caught by the stamp and size compared after the read,
  * so no read past that size is needed to see the end.
  */
-function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
+export function readAll(descriptor: number, size: number, maxBytes: number, path: string): Uint8Array {
   const buffer = Buffer.allocUnsafe(Math.min(size, maxBytes) + 1);
   let length = 0;
   for (;;) {
@@ -44,6 +44,27 @@ function readAll(descriptor: number, size: number, maxBytes: number, path: strin
     length += count;
     if (length > maxBytes) throw new UnsafeEntryError({ rule: 'too-large', path, maxBytes });
     if (length === buffer.byteLength) throw conflict(path, 'grew while it was read');
+  }
+}
+
+/**
+ * Opens the file at `path` for reading as `lstat` showed it, without following a link and without
+ * blocking (a FIFO or device is refused before it is opened); undefined when it is absent. The
+ * caller closes the descriptor, and compares the inode it opened with `seen`.
+ * @throws ContractError `refused` (not a regular file, a link), `conflict` (removed while opened).
+ */
+export function openFile(path: string): { readonly seen: BigIntStats; readonly descriptor: number } | undefined {
+  const seen = lookup(path);
+  if (seen === undefined) return undefined;
+  // Checked before opening: a FIFO or device is never opened at all.
+  const unsafeType = entryTypeBreach(path, seen, 'file');
+  if (unsafeType !== undefined) throw new UnsafeEntryError(unsafeType);
+  try {
+    return { seen, descriptor: openSync(path, READ_FLAGS) };
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
+    if (isErrno(error, 'ELOOP')) throw new UnsafeEntryError({ rule: 'symbolic-link', path, expected: 'file' });
+    throw error;
   }
 }
 
@@ -106,19 +127,9 @@ export class FileReads {
 
   /** Reads one file whose folders were checked; see `read`. */
   #readFile(path: string, maxBytes: number): FileSnapshot | undefined {
-    const seen = lookup(path);
-    if (seen === undefined) return undefined;
-    // Checked before opening: a FIFO or device is never opened at all.
-    const unsafeType = entryTypeBreach(path, seen, 'file');
-    if (unsafeType !== undefined) throw new UnsafeEntryError(unsafeType);
-    let descriptor: number;
-    try {
-      descriptor = openSync(path, READ_FLAGS);
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
-      if (isErrno(error, 'ELOOP')) throw new UnsafeEntryError({ rule: 'symbolic-link', path, expected: 'file' });
-      throw error;
-    }
+    const found = openFile(path);
+    if (found === undefined) return undefined;
+    const { seen, descriptor } = found;
     try {
       const opened = fstatSync(descriptor, { bigint: true });
       // The name may have been pointed at another inode between lstat and open.

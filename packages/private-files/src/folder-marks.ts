@@ -11,7 +11,6 @@ import {
   openSync,
   readFileSync,
   readdirSync,
-  readSync,
   unlinkSync,
   writeSync,
   type BigIntStats,
@@ -21,7 +20,7 @@ import { ContractError, absolutePath, folderMarkPlaces, sha256, shellQuote } fro
 import { entryTypeBreach, UnsafeEntryError } from './entry-safety.js';
 import { errnoOf, isErrno } from './errno.js';
 import { conflict, refused, unlessGone } from './file-errors.js';
-import { sameSnapshot, stampOf, type FileSnapshot } from './file-reads.js';
+import { openFile, readAll, sameSnapshot, stampOf, type FileSnapshot } from './file-reads.js';
 import { fsyncDirectory, lookup } from './folder-walk.js';
 import type { PublishOptions } from './file-publication.js';
 import { stepReporter, type PrivateFilesHooks, type StepReporter } from './mutation-steps.js';
@@ -40,7 +39,6 @@ export interface MarkSnapshot extends FileSnapshot {
   readonly uid: number;
 }
 
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const CREATE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 const GROUP_OR_OTHER_WRITE = 0o022;
 /** The dot-folder's and the mark's permission bits: everyone reads them, only their owner writes. */
@@ -124,19 +122,9 @@ export class FolderMarks {
     const folderStats = lookup(folder);
     if (folderStats === undefined) return undefined;
     checkLevel(folder, folderStats, 'folder');
-    const seen = lookup(path);
-    if (seen === undefined) return undefined;
-    // Checked before opening: a FIFO or device is never opened at all.
-    const unsafeType = entryTypeBreach(path, seen, 'file');
-    if (unsafeType !== undefined) throw new UnsafeEntryError(unsafeType);
-    let descriptor: number;
-    try {
-      descriptor = openSync(path, READ_FLAGS);
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw conflict(path, 'removed while it was opened');
-      if (isErrno(error, 'ELOOP')) throw new UnsafeEntryError({ rule: 'symbolic-link', path, expected: 'file' });
-      throw error;
-    }
+    const found = openFile(path);
+    if (found === undefined) return undefined;
+    const { seen, descriptor } = found;
     try {
       return readMark(path, descriptor, seen, maxBytes);
     } finally {
@@ -317,17 +305,10 @@ function readMark(path: string, descriptor: number, seen: BigIntStats, maxBytes:
   checkLevel(path, opened, 'file');
   if (opened.nlink === 0n) throw conflict(path, 'removed while it was opened');
   if (opened.size > BigInt(maxBytes)) throw new UnsafeEntryError({ rule: 'too-large', path, maxBytes });
-  const size = Number(opened.size);
-  // One byte more than its size, so that a file that grew meanwhile shows.
-  const buffer = Buffer.alloc(size + 1);
-  let length = 0;
-  for (let count = 1; count !== 0 && length <= size; length += count) {
-    count = readSync(descriptor, buffer, length, buffer.byteLength - length, null);
-  }
+  const bytes = readAll(descriptor, Number(opened.size), maxBytes, path);
   const after = fstatSync(descriptor, { bigint: true });
-  if (length !== size || after.nlink === 0n || stampOf(after) !== stampOf(opened)) {
+  if (bytes.byteLength !== Number(after.size) || after.nlink === 0n || stampOf(after) !== stampOf(opened)) {
     throw conflict(path, 'changed while it was read');
   }
-  const bytes = new Uint8Array(buffer.subarray(0, size));
   return { bytes, identity: sha256(bytes), stamp: stampOf(after), uid: Number(after.uid) };
 }
