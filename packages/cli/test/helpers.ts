@@ -9,7 +9,6 @@ import {
   makeTemporaryFolder,
   messageOf,
   namesIn,
-  pathExists,
   spawnSharedFixture,
   treeOf,
   type SpawnedChild,
@@ -359,13 +358,19 @@ export class Sandbox {
 
   /** Every capability file now present: `{ path, epoch, capability }`, as a client with file access reads it. */
   capabilities(): Array<{ path: string; epoch: string; capability: string }> {
-    return this.serviceFolders()
-      .map((service) => join(service, 'local-capability.json'))
-      .filter((path) => pathExists(path))
-      .map((path) => {
-        const document = JSON.parse(readFileSync(path, 'utf8')) as { epoch: string; capability: string };
-        return { path, epoch: document.epoch, capability: document.capability };
-      });
+    return this.serviceFolders().flatMap((service) => {
+      const path = join(service, 'local-capability.json');
+      let text: string;
+      try {
+        text = readFileSync(path, 'utf8');
+      } catch (error) {
+        // Absent, or removed since the folder was listed (another workspace's owner released meanwhile).
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        throw error;
+      }
+      const document = JSON.parse(text) as { epoch: string; capability: string };
+      return [{ path, epoch: document.epoch, capability: document.capability }];
+    });
   }
 
   /** Remembers every capability present now, for the secrets check. */
